@@ -1,0 +1,102 @@
+//! The one error type every handler returns, mapped to `{"detail": ...}` and the right status
+//! (API.md §1.4). 5xx causes are logged with their chain and never shown to clients.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use sandbox_agents_domain::FieldError;
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// A 422 whose `detail` is a list of field errors.
+    #[error("validation failed")]
+    Validation(Vec<FieldError>),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 503 with `Retry-After`: try again shortly (e.g. the database is unreachable).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn not_found(what: impl Into<String>) -> Self {
+        ApiError::NotFound(what.into())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match &self {
+            ApiError::Validation(errors) => json!({ "detail": errors }),
+            ApiError::Internal(e) => {
+                tracing::error!(error = format!("{e:#}"), "request failed");
+                json!({ "detail": "Internal Server Error: the server log has the cause." })
+            }
+            other => json!({ "detail": other.to_string() }),
+        };
+        let mut resp = (status, Json(body)).into_response();
+        if matches!(self, ApiError::Unavailable(_)) {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        }
+        resp
+    }
+}
+
+impl From<sandbox_agents_store::Error> for ApiError {
+    /// Handlers name what was not found with [`NotFoundExt::or_not_found`]; this is the
+    /// fallback for everything else.
+    fn from(e: sandbox_agents_store::Error) -> Self {
+        use sandbox_agents_store::Error as E;
+        match e {
+            E::NotFound => ApiError::NotFound("Not Found".into()),
+            E::Conflict(msg) => ApiError::Conflict(msg),
+            E::Corrupt(msg) => ApiError::Internal(anyhow::anyhow!("corrupt stored data: {msg}")),
+            E::Database(db) => match db {
+                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                    tracing::warn!(error = %db, "the database is unreachable");
+                    ApiError::Unavailable("the database is unreachable; try again shortly".into())
+                }
+                other => ApiError::Internal(other.into()),
+            },
+        }
+    }
+}
+
+/// Names the missing thing in a store `NotFound`.
+pub trait NotFoundExt<T> {
+    fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T>;
+}
+
+impl<T> NotFoundExt<T> for Result<T, sandbox_agents_store::Error> {
+    fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T> {
+        match self {
+            Err(sandbox_agents_store::Error::NotFound) => Err(ApiError::NotFound(what())),
+            other => other.map_err(Into::into),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Extractors that answer bad input the way the published client expects: a 422 whose
+//! `detail` is a list of FastAPI-style field errors, with `loc` pointing at the field.
+
+use crate::error::ApiError;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use bytes::Bytes;
+use sandbox_agents_domain::FieldError;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// A JSON body. Unknown fields are ignored; every error becomes a 422 with a `loc`.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(format!(
+                    "the request body is too large: {}",
+                    e.body_text()
+                ))
+            } else {
+                ApiError::BadRequest(format!(
+                    "the request body could not be read: {}",
+                    e.body_text()
+                ))
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::Validation(vec![FieldError {
+                kind: "missing".into(),
+                loc: vec!["body".into()],
+                msg: "Field required: this endpoint takes a JSON body".into(),
+                input: Value::Null,
+            }]));
+        }
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::Validation(vec![FieldError {
+                kind: "json_invalid".into(),
+                loc: vec!["body".into(), Value::from(e.column())],
+                msg: format!("JSON decode error: {e}"),
+                input: Value::Null,
+            }])
+        })?;
+        from_value("body", value).map(ApiJson)
+    }
+}
+
+/// Deserializes `value`, turning the first error into a FastAPI-style field error under `root`.
+pub fn from_value<T: DeserializeOwned>(root: &str, value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(&value)
+        .map_err(|e| ApiError::Validation(vec![field_error(root, &value, &e)]))
+}
+
+fn field_error(
+    root: &str,
+    input: &Value,
+    e: &serde_path_to_error::Error<serde_json::Error>,
+) -> FieldError {
+    use serde_path_to_error::Segment;
+    let mut loc = vec![Value::from(root)];
+    let mut at = Some(input);
+    for seg in e.path().iter() {
+        match seg {
+            Segment::Seq { index } => {
+                loc.push(Value::from(*index));
+                at = at.and_then(|v| v.get(*index));
+            }
+            Segment::Map { key } => {
+                loc.push(Value::from(key.as_str()));
+                at = at.and_then(|v| v.get(key));
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    let raw = e.inner().to_string();
+    // serde appends " at line 1 column 2" to some messages; the loc says where already.
+    let msg = raw.split(" at line ").next().unwrap_or(&raw).to_owned();
+    let (kind, msg) = if let Some(field) = msg
+        .strip_prefix("missing field `")
+        .and_then(|s| s.strip_suffix('`'))
+    {
+        loc.push(Value::from(field));
+        ("missing", "Field required".to_owned())
+    } else if let Some(rest) = msg.strip_prefix("unknown variant ") {
+        let expected = rest
+            .split("expected ")
+            .nth(1)
+            .unwrap_or("")
+            .replace('`', "'");
+        ("literal_error", format!("Input should be {expected}"))
+    } else if msg.contains("should not be null") || msg.starts_with("invalid type: null") {
+        ("null_not_allowed", "Input should not be null".to_owned())
+    } else if msg.starts_with("invalid type") {
+        ("type_error", format!("Input has the wrong type: {msg}"))
+    } else {
+        ("value_error", msg)
+    };
+    FieldError {
+        kind: kind.into(),
+        loc,
+        msg,
+        input: at.cloned().unwrap_or(Value::Null),
+    }
+}
+
+/// A query string; errors are 422s with `loc: ["query", name]`.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(ApiQuery)
+            .map_err(|e| {
+                let msg = e.inner().to_string();
+                let mut loc = vec![Value::from("query")];
+                let path = e.path().to_string();
+                if let Some(field) = msg
+                    .strip_prefix("missing field `")
+                    .and_then(|s| s.strip_suffix('`'))
+                {
+                    loc.push(Value::from(field));
+                    return ApiError::Validation(vec![FieldError {
+                        kind: "missing".into(),
+                        loc,
+                        msg: "Field required".into(),
+                        input: Value::Null,
+                    }]);
+                }
+                if path != "." {
+                    loc.push(Value::from(path));
+                }
+                ApiError::Validation(vec![FieldError {
+                    kind: "value_error".into(),
+                    loc,
+                    msg,
+                    input: Value::Null,
+                }])
+            })
+    }
+}
+
+/// Booleans in query strings: `true`/`false` as the client sends them, and FastAPI's other
+/// spellings (`1/0`, `yes/no`, `on/off`, any case) too.
+pub fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "t" | "y" => Ok(true),
+        "false" | "0" | "no" | "off" | "f" | "n" => Ok(false),
+        _ => Err(serde::de::Error::custom(format!(
+            "Input should be a valid boolean, not '{s}'"
+        ))),
+    }
+}
+
+/// An integer in a query string (serde_urlencoded hands every value over as a string).
+pub fn query_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.trim().parse::<i64>().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!("Input should be a valid integer, not '{s}'"))
+    })
+}

@@ -1,0 +1,109 @@
+//! The HTTP surface of the control plane. [`router`] builds every route with its middleware;
+//! [`openapi`] is the document generated from the same routes.
+
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod project;
+pub mod routes;
+pub mod sse;
+pub mod state;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::response::IntoResponse;
+use axum::Router;
+use routes::{agents, events, identity, sessions, system};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::{ApiError, ApiResult};
+pub use state::{ApiSettings, AppState, BackendInfo};
+
+/// Largest JSON body accepted (agent manifests carry file contents inline). Upload routes set
+/// their own, larger limits.
+pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Sandbox Agents",
+        description = "Control plane for AI agents that work inside sandboxed containers. \
+                       Every endpoint is under /api; errors are {\"detail\": ...}.",
+        license(name = "Apache-2.0")
+    ),
+    tags(
+        (name = "system", description = "Health and compute planes"),
+        (name = "identity", description = "Who the caller is"),
+        (name = "agents", description = "Reusable agent definitions"),
+        (name = "sessions", description = "Conversations and their sandboxes"),
+        (name = "events", description = "The ordered event log and its SSE stream"),
+    )
+)]
+struct ApiDoc;
+
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(system::health))
+        .routes(routes!(system::backends))
+        .routes(routes!(identity::me))
+        .routes(routes!(identity::auth_check))
+        .routes(routes!(agents::list, agents::create))
+        .routes(routes!(agents::get, agents::update, agents::delete))
+        .routes(routes!(agents::archive))
+        .routes(routes!(agents::unarchive))
+        .routes(routes!(sessions::list))
+        .routes(routes!(sessions::get, sessions::update))
+        .routes(routes!(events::page))
+        .routes(routes!(events::stream))
+}
+
+/// The OpenAPI document, generated from the routes themselves.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+/// Every route, with request ids, tracing, body limits and the JSON 404/405 of API.md §1.4.
+pub fn router(state: AppState) -> Router {
+    let (api, doc) = api_routes().split_for_parts();
+    let request_id = HeaderName::from_static("x-request-id");
+    api.merge(docs::routes(doc))
+        .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
+        .method_not_allowed_fallback(|| async {
+            (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
+        })
+        .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request<_>| {
+                    let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                })
+                .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(tower_http::LatencyUnit::Millis)),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// A handler for panics: the client sees a JSON 500, the log sees the panic.
+pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    ApiError::Internal(anyhow::anyhow!("a handler panicked")).into_response()
+}
+
+/// Serves `router(state)` on `listener` until `state.shutdown` is cancelled, then stops
+/// accepting, lets in-flight requests finish (streams end at once: they watch the same token)
+/// and returns. This is the seam tests use to own a server's lifetime.
+pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+    let shutdown = state.shutdown.clone();
+    let app = router(state).layer(tower_http::catch_panic::CatchPanicLayer::custom(
+        panic_response,
+    ));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}

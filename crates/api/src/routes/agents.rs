@@ -1,0 +1,222 @@
+//! `/api/agents`: reusable agent definitions (API.md §2.3).
+
+use crate::error::{ApiError, ApiResult, NotFoundExt};
+use crate::extract::{lenient_bool, ApiJson, ApiQuery};
+use crate::project::Project;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sandbox_agents_domain::agent::{
+    Agent, AgentCreate, AgentPatch, AgentRecord, AgentRef, AgentSpec,
+};
+use sandbox_agents_domain::{FieldError, ProjectId, Slug};
+use sandbox_agents_store::agents;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::IntoParams;
+
+#[derive(Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Include archived agents.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    #[param(value_type = Option<bool>)]
+    pub include_archived: bool,
+}
+
+fn wire(st: &AppState, a: &AgentRecord) -> Agent {
+    a.to_wire(&st.settings.default_model)
+}
+
+fn not_found(r: &str) -> impl FnOnce() -> String + '_ {
+    move || format!("agent '{r}' not found in this project")
+}
+
+/// Subagents name other agents of the same project by slug; an unknown one is a 422.
+async fn check_subagents(
+    st: &AppState,
+    project: ProjectId,
+    slug: &Slug,
+    spec: &AgentSpec,
+) -> ApiResult<()> {
+    if spec.subagents.is_empty() {
+        return Ok(());
+    }
+    let wanted: Vec<String> = spec.subagents.iter().map(|s| s.agent.clone()).collect();
+    let found = agents::existing_slugs(&st.db, project, &wanted).await?;
+    let errors: Vec<FieldError> = spec
+        .subagents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let msg = if s.agent == slug.as_str() {
+                "an agent cannot be its own subagent".to_owned()
+            } else if !found.contains(&s.agent) {
+                format!("there is no agent '{}' in this project", s.agent)
+            } else {
+                return None;
+            };
+            Some(FieldError {
+                kind: "value_error".into(),
+                loc: vec!["body".into(), "subagents".into(), i.into(), "agent".into()],
+                msg,
+                input: Value::from(s.agent.as_str()),
+            })
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(errors))
+    }
+}
+
+/// The project's agents; archived ones only with `include_archived=true`.
+#[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListQuery),
+    responses((status = 200, body = Vec<Agent>)))]
+#[tracing::instrument(skip_all)]
+pub async fn list(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<Vec<Agent>>> {
+    let all = agents::list(&st.db, project, q.include_archived).await?;
+    Ok(Json(all.iter().map(|a| wire(&st, a)).collect()))
+}
+
+/// Creates an agent at version 1. A duplicate slug is a 409.
+#[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = AgentCreate,
+    responses((status = 201, body = Agent), (status = 409, description = "The slug is taken"),
+              (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiJson(body): ApiJson<AgentCreate>,
+) -> ApiResult<(StatusCode, Json<Agent>)> {
+    let (slug, spec) = body.into_spec().map_err(ApiError::Validation)?;
+    check_subagents(&st, project, &slug, &spec).await?;
+    let agent = agents::insert(&st.db, project, &slug, &spec).await?;
+    tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
+    Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
+}
+
+/// One agent, by id or slug. Archived agents are still readable.
+#[utoipa::path(get, path = "/api/agents/{ref}", tag = "agents",
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn get(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Agent>> {
+    let agent = agents::get(&st.db, project, &AgentRef::parse(&r))
+        .await
+        .or_not_found(not_found(&r))?;
+    Ok(Json(wire(&st, &agent)))
+}
+
+/// A partial edit under the optimistic lock: `version` must be the one the caller read.
+#[utoipa::path(patch, path = "/api/agents/{ref}", tag = "agents", request_body = AgentPatch,
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 200, body = Agent), (status = 404, description = "No such agent"),
+              (status = 409, description = "`version` is stale"), (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn update(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+    ApiJson(patch): ApiJson<AgentPatch>,
+) -> ApiResult<Json<Agent>> {
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    let current = agents::get(&mut *tx, project, &AgentRef::parse(&r))
+        .await
+        .or_not_found(not_found(&r))?;
+    if patch.version != current.version {
+        return Err(agents::stale(patch.version, current.version).into());
+    }
+    let expected = patch.version;
+    let mut spec = current.spec.clone();
+    patch
+        .apply(&current.slug, &mut spec)
+        .map_err(ApiError::Validation)?;
+    check_subagents(&st, project, &current.slug, &spec).await?;
+    let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
+    Ok(Json(wire(&st, &updated)))
+}
+
+async fn set_archived(
+    st: &AppState,
+    project: ProjectId,
+    r: &str,
+    archived: bool,
+) -> ApiResult<Json<Agent>> {
+    let agent = agents::get(&st.db, project, &AgentRef::parse(r))
+        .await
+        .or_not_found(not_found(r))?;
+    let agent = agents::set_archived(&st.db, project, agent.id, archived)
+        .await
+        .or_not_found(not_found(r))?;
+    Ok(Json(wire(st, &agent)))
+}
+
+/// Soft delete: hidden from the default listing and refused for new sessions.
+#[utoipa::path(post, path = "/api/agents/{ref}/archive", tag = "agents",
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn archive(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Agent>> {
+    set_archived(&st, project, &r, true).await
+}
+
+/// Undoes an archive.
+#[utoipa::path(post, path = "/api/agents/{ref}/unarchive", tag = "agents",
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn unarchive(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Agent>> {
+    set_archived(&st, project, &r, false).await
+}
+
+/// Hard delete, refused with 409 while any session references the agent.
+#[utoipa::path(delete, path = "/api/agents/{ref}", tag = "agents",
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 204), (status = 404, description = "No such agent"),
+              (status = 409, description = "A session still references the agent")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+) -> ApiResult<StatusCode> {
+    let mut conn = st
+        .db
+        .acquire()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    let agent = agents::get(&mut *conn, project, &AgentRef::parse(&r))
+        .await
+        .or_not_found(not_found(&r))?;
+    agents::delete(&mut conn, project, agent.id)
+        .await
+        .or_not_found(not_found(&r))?;
+    tracing::info!(agent.id = %agent.id, "agent deleted");
+    Ok(StatusCode::NO_CONTENT)
+}

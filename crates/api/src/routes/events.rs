@@ -1,0 +1,132 @@
+//! A session's event log: one page at a time, or as a resumable SSE stream (API.md §4.8, §5).
+
+use crate::error::{ApiError, ApiResult, NotFoundExt};
+use crate::extract::ApiQuery;
+use crate::project::Project;
+use crate::routes::sessions::{session_id, session_not_found};
+use crate::sse::event_stream;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::Json;
+use sandbox_agents_domain::event::SessionEvent;
+use sandbox_agents_domain::FieldError;
+use sandbox_agents_store::events::MAX_PAGE;
+use sandbox_agents_store::{events, sessions};
+use serde::Deserialize;
+use serde_json::Value;
+use std::time::Duration;
+use utoipa::IntoParams;
+
+/// Silence after which the stream writes `: ping`; the client's read timeout is 60 s.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+#[derive(Deserialize, IntoParams)]
+pub struct PageQuery {
+    /// Only events with `seq` greater than this (exclusive); absent = from the start.
+    pub after: Option<i64>,
+    /// At most this many events (1 to 1000, default 500).
+    pub limit: Option<i64>,
+}
+
+/// One page of the stored log, ascending by `seq`. Always a full page when enough events
+/// follow the cursor.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/events", tag = "events", params(("session_id" = String, Path), PageQuery),
+    responses((status = 200, body = Vec<SessionEvent>), (status = 404, description = "No such session"),
+              (status = 422, description = "`limit` is out of range")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn page(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Vec<SessionEvent>>> {
+    let id = session_id(&raw)?;
+    let limit = q.limit.unwrap_or(500);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::Validation(vec![FieldError {
+            kind: "value_error".into(),
+            loc: vec!["query".into(), "limit".into()],
+            msg: "limit is between 1 and 1000".into(),
+            input: Value::from(limit),
+        }]));
+    }
+    sessions::get(&st.db, project, id)
+        .await
+        .or_not_found(session_not_found(&raw))?;
+    let page = events::page(&st.db, project, id, q.after.unwrap_or(0).max(0), limit).await?;
+    Ok(Json(page))
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct StreamQuery {
+    /// Replay stored events after this seq, then follow live. Absent: from the start, or from
+    /// a `Last-Event-ID` header when one is sent.
+    pub after: Option<i64>,
+}
+
+/// The log as Server-Sent Events: the stored backlog after the cursor, then live events (token
+/// deltas included, with `seq: 0` and no `id:`), in order, without gaps or repeats. A `: ping`
+/// comment follows every 15 s of silence. The stream never ends on its own; it ends when the
+/// session is deleted or the server shuts down, and resumes with `after=<last seq seen>`.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", tag = "events",
+    params(("session_id" = String, Path), StreamQuery,
+           ("Last-Event-ID" = Option<i64>, Header, description = "Resume cursor for EventSource clients; `after` wins")),
+    responses((status = 200, content_type = "text/event-stream", description = "One SessionEvent per `data:` frame"),
+              (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn stream(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+) -> ApiResult<impl IntoResponse> {
+    let id = session_id(&raw)?;
+    sessions::get(&st.db, project, id)
+        .await
+        .or_not_found(session_not_found(&raw))?;
+    let after = q
+        .after
+        .or_else(|| {
+            headers
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+        .max(0);
+    let subscription = st
+        .hub
+        .subscribe(id)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    tracing::debug!(after, "stream opened");
+    let stream = event_stream(
+        st.db.clone(),
+        project,
+        id,
+        after,
+        subscription,
+        st.shutdown.clone(),
+    );
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream; charset=utf-8"),
+            ),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        Sse::new(stream).keep_alive(
+            KeepAlive::new()
+                .interval(st.settings.heartbeat)
+                .text("ping"),
+        ),
+    ))
+}

@@ -1,0 +1,7 @@
+//! One module per resource; handlers are thin: extract, parse, call the store, map.
+
+pub mod agents;
+pub mod events;
+pub mod identity;
+pub mod sessions;
+pub mod system;

@@ -1,0 +1,181 @@
+//! `/api/sessions`: reading and labelling sessions (API.md §2.4). Creating one, and everything
+//! that needs its container, arrives with the sandbox backend.
+
+use crate::error::{ApiError, ApiResult, NotFoundExt};
+use crate::extract::{ApiJson, ApiQuery};
+use crate::project::Project;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use sandbox_agents_domain::agent::AgentRef;
+use sandbox_agents_domain::session::{Session, SessionDetail, SessionPatch, SessionStatus};
+use sandbox_agents_domain::{FieldError, Patch, SessionId};
+use sandbox_agents_store::{agents, sessions};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::IntoParams;
+
+/// The most sessions one page returns.
+pub const MAX_PAGE: i64 = 1000;
+
+/// Parses a session id from a path; anything that is not an id names no session.
+pub fn session_id(raw: &str) -> ApiResult<SessionId> {
+    SessionId::parse(raw).ok_or_else(|| ApiError::NotFound(format!("session '{raw}' not found")))
+}
+
+pub fn session_not_found(raw: &str) -> impl FnOnce() -> String + '_ {
+    move || format!("session '{raw}' not found")
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Only sessions of this agent (id or slug).
+    pub agent_id: Option<String>,
+    /// `provisioning` | `running` | `stopped` | `error`.
+    pub status: Option<String>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<i64>,
+    /// Rows to skip (default 0).
+    pub offset: Option<i64>,
+}
+
+fn query_error(field: &str, msg: &str, input: Value) -> ApiError {
+    ApiError::Validation(vec![FieldError {
+        kind: "value_error".into(),
+        loc: vec!["query".into(), field.into()],
+        msg: msg.into(),
+        input,
+    }])
+}
+
+/// The project's sessions, newest first; `X-Total-Count` carries the number matching.
+#[utoipa::path(get, path = "/api/sessions", tag = "sessions", params(ListQuery),
+    responses((status = 200, body = Vec<Session>, headers(("X-Total-Count" = i64, description = "Rows matching the filter")))))]
+#[tracing::instrument(skip_all)]
+pub async fn list(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<(HeaderMap, Json<Vec<Session>>)> {
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
+            query_error(
+                "status",
+                "Input should be 'provisioning', 'running', 'stopped' or 'error'",
+                Value::from(s),
+            )
+        })?),
+    };
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(query_error(
+            "limit",
+            "limit is between 1 and 1000",
+            Value::from(limit),
+        ));
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(query_error(
+            "offset",
+            "offset is 0 or more",
+            Value::from(offset),
+        ));
+    }
+    let mut conn = st
+        .db
+        .acquire()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    let agent = match q.agent_id.as_deref() {
+        None => None,
+        Some(r) => match agents::get(&mut *conn, project, &AgentRef::parse(r)).await {
+            Ok(a) => Some(a.id),
+            // An agent that does not exist has no sessions.
+            Err(sandbox_agents_store::Error::NotFound) => {
+                return Ok((total_header(0), Json(Vec::new())))
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let filter = sessions::ListFilter { agent, status };
+    let (rows, total) = sessions::list(&mut conn, project, &filter, limit, offset).await?;
+    Ok((
+        total_header(total),
+        Json(rows.iter().map(|s| s.to_wire()).collect()),
+    ))
+}
+
+fn total_header(total: i64) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("x-total-count", total.into());
+    h
+}
+
+/// A session with the agent it resolves, its runs and its sandbox time.
+#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = SessionDetail), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn get(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<SessionDetail>> {
+    let id = session_id(&raw)?;
+    let session = sessions::get(&st.db, project, id)
+        .await
+        .or_not_found(session_not_found(&raw))?;
+    let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id.into())).await?;
+    Ok(Json(SessionDetail {
+        session: session.to_wire(),
+        agent: Some(agent.to_wire(&st.settings.default_model)),
+        runs: Vec::new(),
+        sandbox_seconds: 0.0,
+    }))
+}
+
+/// Renames a session and merges its metadata (a key sent as null is removed).
+#[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions", request_body = SessionPatch,
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = Session), (status = 404, description = "No such session"),
+              (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn update(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiJson(patch): ApiJson<SessionPatch>,
+) -> ApiResult<Json<Session>> {
+    let id = session_id(&raw)?;
+    let mut errors = sandbox_agents_domain::Violations::new();
+    let title = match patch.title {
+        Patch::Absent => None,
+        Patch::Null => {
+            errors.null(&["title"]);
+            None
+        }
+        Patch::Value(t) => Some(t),
+    };
+    let metadata = match patch.metadata {
+        Patch::Absent => None,
+        Patch::Null => {
+            errors.null(&["metadata"]);
+            None
+        }
+        Patch::Value(m) => Some(m),
+    };
+    errors.into_result().map_err(ApiError::Validation)?;
+    let session = sessions::update_title_and_metadata(
+        &st.db,
+        project,
+        id,
+        title.as_deref(),
+        metadata.as_ref(),
+    )
+    .await
+    .or_not_found(session_not_found(&raw))?;
+    Ok(Json(session.to_wire()))
+}

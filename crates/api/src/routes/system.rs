@@ -1,0 +1,40 @@
+//! Health and the catalogue of compute planes.
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::{AppState, BackendInfo};
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when the database answers.
+    pub status: String,
+    pub database: String,
+    /// Whether live fan-out from other server processes is connected (streams fall back to
+    /// polling while it is not).
+    pub event_listener: bool,
+}
+
+/// Whether the server and its database are up. Needs no credential.
+#[utoipa::path(get, path = "/api/health", tag = "system",
+    responses((status = 200, body = Health), (status = 503, description = "The database is unreachable")))]
+#[tracing::instrument(skip_all)]
+pub async fn health(State(st): State<AppState>) -> ApiResult<Json<Health>> {
+    sqlx::query("select 1").execute(&st.db).await.map_err(|e| {
+        tracing::warn!(error = %e, "health check: the database does not answer");
+        ApiError::Unavailable("the database is unreachable".into())
+    })?;
+    Ok(Json(Health {
+        status: "ok".into(),
+        database: "ok".into(),
+        event_listener: st.hub.is_listening(),
+    }))
+}
+
+/// The compute planes this deployment can run; the default comes first.
+#[utoipa::path(get, path = "/api/backends", tag = "system", responses((status = 200, body = Vec<BackendInfo>)))]
+pub async fn backends(State(st): State<AppState>) -> Json<Vec<BackendInfo>> {
+    Json(st.settings.backends.clone())
+}

@@ -1,0 +1,93 @@
+//! The SSE event stream of one session.
+//!
+//! Order of work, which is what makes it gap-free and repeat-free:
+//! 1. the caller subscribes to the live feed **first**;
+//! 2. the stored backlog after the cursor is read from Postgres in pages until caught up;
+//! 3. live events follow; stored ones at or below the cursor (already sent as backlog) are
+//!    dropped, so nothing repeats;
+//! 4. a subscriber that lagged behind the broadcast buffer re-reads from Postgres after its
+//!    cursor, so a slow reader is caught up rather than dropped.
+//!
+//! Because seq order equals commit order within a session, "everything after my cursor"
+//! read from Postgres never misses an event that a later read would find.
+
+use axum::response::sse::Event;
+use futures::Stream;
+use sandbox_agents_domain::event::SessionEvent;
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_store::events::{self, MAX_PAGE};
+use sandbox_agents_store::{Db, LiveEvent, Subscription};
+use std::convert::Infallible;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+fn frame(e: &SessionEvent) -> Event {
+    let data = serde_json::to_string(e).expect("a SessionEvent always serializes");
+    let ev = Event::default().event(&e.kind).data(data);
+    // Never `id: 0`: a browser would resume from 0 and replay the whole log.
+    if e.seq > 0 {
+        ev.id(e.seq.to_string())
+    } else {
+        ev
+    }
+}
+
+/// Everything stored after `cursor`, page by page. Updates the cursor as it goes.
+async fn read_after(
+    db: &Db,
+    project: ProjectId,
+    session: SessionId,
+    cursor: i64,
+) -> Result<Vec<SessionEvent>, ()> {
+    events::page(db, project, session, cursor, MAX_PAGE).await.map_err(|e| {
+        tracing::warn!(session.id = %session, error = %e, "a stream could not read the log; it ends and the client resumes");
+    })
+}
+
+pub fn event_stream(
+    db: Db,
+    project: ProjectId,
+    session: SessionId,
+    after: i64,
+    sub: Subscription,
+    shutdown: CancellationToken,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    async_stream::stream! {
+        // Move the whole subscription in: capturing only `sub.rx` would drop the feed handle
+        // when this function returns, and with it the feed.
+        let mut sub = sub;
+        let mut cursor = after;
+        // The backlog, then any catch-up after a lag, share this loop.
+        let mut catching_up = true;
+        loop {
+            if catching_up {
+                let Ok(page) = read_after(&db, project, session, cursor).await else { break };
+                let full = page.len() as i64 == MAX_PAGE;
+                for e in &page {
+                    cursor = e.seq;
+                    yield Ok(frame(e));
+                }
+                catching_up = full;
+                continue;
+            }
+            let item = tokio::select! {
+                item = sub.rx.recv() => item,
+                _ = shutdown.cancelled() => break,
+            };
+            match item {
+                Ok(LiveEvent::Stored(e)) => {
+                    if e.seq > cursor {
+                        cursor = e.seq;
+                        yield Ok(frame(&e));
+                    }
+                }
+                Ok(LiveEvent::Ephemeral(e)) => yield Ok(frame(&e)),
+                Ok(LiveEvent::Deleted) | Err(RecvError::Closed) => break,
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(session.id = %session, skipped = n, "a slow stream is caught up from the database");
+                    catching_up = true;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! What every handler can reach.
+
+use sandbox_agents_store::{Db, EventHub};
+use serde::Serialize;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+
+/// Settings the API needs from the server's configuration.
+#[derive(Clone, Debug)]
+pub struct ApiSettings {
+    /// The model an agent with `model: null` uses; resolved into every `Agent` response.
+    pub default_model: String,
+    /// The compute planes this deployment runs, the default first.
+    pub backends: Vec<BackendInfo>,
+    /// Silence after which an event stream writes `: ping` (15 s; the client's read timeout
+    /// is 60 s). Tests shorten it.
+    pub heartbeat: std::time::Duration,
+}
+
+/// `BackendInfo`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct BackendInfo {
+    pub name: String,
+    pub default: bool,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub hub: EventHub,
+    pub settings: Arc<ApiSettings>,
+    /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.
+    pub shutdown: CancellationToken,
+}

@@ -1,0 +1,549 @@
+//! Agents: reusable definitions (API.md §2.3, §3.2). Requests parse into an [`AgentSpec`]; the
+//! store keeps specs; responses are [`Agent`] with the default model resolved.
+
+use crate::ids::AgentId;
+use crate::manifest::ManifestSpec;
+use crate::patch::{non_null, Patch};
+use crate::slug::Slug;
+use crate::tools::{
+    validate_client_tools, validate_secret_bindings, ClientTool, SecretBinding, SkillsSource,
+    Subagent, WorkspaceSource,
+};
+use crate::validation::{FieldError, Violations};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// Longest name, in characters.
+pub const MAX_NAME_LEN: usize = 200;
+/// Longest description, in characters.
+pub const MAX_DESCRIPTION_LEN: usize = 4_000;
+/// Longest instructions, in bytes: generous for system prompts, bounded for the database.
+pub const MAX_INSTRUCTIONS_LEN: usize = 256 * 1024;
+
+/// How the control plane reaches the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// A LiteLLM proxy (the default).
+    #[default]
+    Proxy,
+    /// The same, named after the proxy.
+    Litellm,
+    /// OpenAI directly.
+    Openai,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+/// What the agent may do inside its sandbox. null on the agent means the default set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    Shell,
+    Filesystem,
+    Compaction,
+    Memory,
+    Skills,
+}
+
+/// An agent's definition: everything a caller edits. Stored as is; validated on the way in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub name: String,
+    pub description: String,
+    pub instructions: String,
+    pub transport: Transport,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub image: Option<String>,
+    pub capabilities: Option<Vec<Capability>>,
+    pub skills_source: Option<SkillsSource>,
+    pub workspace_source: Option<WorkspaceSource>,
+    pub manifest: ManifestSpec,
+    pub exposed_ports: Vec<u16>,
+    pub client_tools: Vec<ClientTool>,
+    pub secret_bindings: Vec<SecretBinding>,
+    pub subagents: Vec<Subagent>,
+    pub idle_ttl_seconds: Option<i64>,
+    pub environment_id: Option<String>,
+}
+
+/// `POST /api/agents`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgentCreate {
+    pub slug: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub instructions: String,
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub capabilities: Option<Vec<Capability>>,
+    #[serde(default)]
+    pub skills_source: Option<SkillsSource>,
+    #[serde(default)]
+    pub workspace_source: Option<WorkspaceSource>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub manifest: ManifestSpec,
+    #[serde(default, deserialize_with = "non_null")]
+    pub exposed_ports: Vec<u16>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub client_tools: Vec<ClientTool>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub secret_bindings: Vec<SecretBinding>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub subagents: Vec<Subagent>,
+    #[serde(default)]
+    pub idle_ttl_seconds: Option<i64>,
+    #[serde(default)]
+    pub environment_id: Option<String>,
+}
+
+impl AgentCreate {
+    /// Parses the body into a slug and a checked spec, or every field error at once.
+    pub fn into_spec(self) -> Result<(Slug, AgentSpec), Vec<FieldError>> {
+        let mut v = Violations::new();
+        let slug = match Slug::parse(&self.slug) {
+            Ok(s) => Some(s),
+            Err(msg) => {
+                v.push(
+                    "value_error",
+                    &["slug"],
+                    msg,
+                    Value::from(self.slug.as_str()),
+                );
+                None
+            }
+        };
+        let spec = AgentSpec {
+            name: self.name,
+            description: self.description,
+            instructions: self.instructions,
+            transport: self.transport,
+            model: self.model,
+            reasoning_effort: self.reasoning_effort,
+            image: self.image,
+            capabilities: self.capabilities,
+            skills_source: self.skills_source,
+            workspace_source: self.workspace_source,
+            manifest: self.manifest,
+            exposed_ports: self.exposed_ports,
+            client_tools: self.client_tools,
+            secret_bindings: self.secret_bindings,
+            subagents: self.subagents,
+            idle_ttl_seconds: self.idle_ttl_seconds,
+            environment_id: self.environment_id,
+        }
+        .normalized();
+        spec.validate(&mut v);
+        v.into_result()?;
+        Ok((slug.expect("a slug error is a violation"), spec))
+    }
+}
+
+/// `PATCH /api/agents/{ref}`: `version` plus any field. Absent leaves a field alone; null clears
+/// it where that means something, and is a 422 where it does not.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgentPatch {
+    /// The version the caller read; a mismatch is a 409.
+    pub version: i64,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub slug: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub description: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub instructions: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Transport>)]
+    pub transport: Patch<Transport>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub model: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<ReasoningEffort>)]
+    pub reasoning_effort: Patch<ReasoningEffort>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub image: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Capability>>)]
+    pub capabilities: Patch<Vec<Capability>>,
+    #[serde(default)]
+    #[schema(value_type = Option<SkillsSource>)]
+    pub skills_source: Patch<SkillsSource>,
+    #[serde(default)]
+    #[schema(value_type = Option<WorkspaceSource>)]
+    pub workspace_source: Patch<WorkspaceSource>,
+    #[serde(default)]
+    #[schema(value_type = Option<ManifestSpec>)]
+    pub manifest: Patch<ManifestSpec>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<u16>>)]
+    pub exposed_ports: Patch<Vec<u16>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<ClientTool>>)]
+    pub client_tools: Patch<Vec<ClientTool>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<SecretBinding>>)]
+    pub secret_bindings: Patch<Vec<SecretBinding>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Subagent>>)]
+    pub subagents: Patch<Vec<Subagent>>,
+    #[serde(default)]
+    #[schema(value_type = Option<i64>)]
+    pub idle_ttl_seconds: Patch<i64>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub environment_id: Patch<String>,
+}
+
+/// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
+fn required<T>(field: &'static str, p: Patch<T>, current: &mut T, v: &mut Violations) {
+    match p {
+        Patch::Absent => {}
+        Patch::Null => v.null(&[field]),
+        Patch::Value(x) => *current = x,
+    }
+}
+
+/// A field whose null means "clear" (or "back to the default").
+fn clearable<T>(p: Patch<T>, current: &mut Option<T>) {
+    if let Some(new) = p.into_option() {
+        *current = new;
+    }
+}
+
+/// A list whose null means "empty".
+fn list<T>(p: Patch<Vec<T>>, current: &mut Vec<T>) {
+    if let Some(new) = p.into_option() {
+        *current = new.unwrap_or_default();
+    }
+}
+
+impl AgentPatch {
+    /// Applies the edit to `spec`, checking the result as a whole.
+    pub fn apply(self, slug: &Slug, spec: &mut AgentSpec) -> Result<(), Vec<FieldError>> {
+        let mut v = Violations::new();
+        match self.slug {
+            Patch::Value(s) if s != slug.as_str() => v.push(
+                "value_error",
+                &["slug"],
+                "the slug cannot be changed; create a new agent instead",
+                Value::from(s),
+            ),
+            Patch::Null => v.null(&["slug"]),
+            _ => {}
+        }
+        required("name", self.name, &mut spec.name, &mut v);
+        required(
+            "description",
+            self.description,
+            &mut spec.description,
+            &mut v,
+        );
+        required(
+            "instructions",
+            self.instructions,
+            &mut spec.instructions,
+            &mut v,
+        );
+        required("transport", self.transport, &mut spec.transport, &mut v);
+        clearable(self.model, &mut spec.model);
+        clearable(self.reasoning_effort, &mut spec.reasoning_effort);
+        clearable(self.image, &mut spec.image);
+        clearable(self.capabilities, &mut spec.capabilities);
+        clearable(self.skills_source, &mut spec.skills_source);
+        clearable(self.workspace_source, &mut spec.workspace_source);
+        required("manifest", self.manifest, &mut spec.manifest, &mut v);
+        required(
+            "exposed_ports",
+            self.exposed_ports,
+            &mut spec.exposed_ports,
+            &mut v,
+        );
+        list(self.client_tools, &mut spec.client_tools);
+        list(self.secret_bindings, &mut spec.secret_bindings);
+        list(self.subagents, &mut spec.subagents);
+        clearable(self.idle_ttl_seconds, &mut spec.idle_ttl_seconds);
+        clearable(self.environment_id, &mut spec.environment_id);
+        *spec = spec.clone().normalized();
+        spec.validate(&mut v);
+        v.into_result()
+    }
+}
+
+impl AgentSpec {
+    /// Canonical form: ports sorted and unique, capabilities unique in a stable order.
+    fn normalized(mut self) -> Self {
+        self.exposed_ports.sort_unstable();
+        self.exposed_ports.dedup();
+        if let Some(caps) = self.capabilities.as_mut() {
+            let mut seen = Vec::new();
+            caps.retain(|c| {
+                let new = !seen.contains(c);
+                seen.push(*c);
+                new
+            });
+        }
+        self
+    }
+
+    /// The checks a spec must pass whichever way it was built.
+    pub fn validate(&self, v: &mut Violations) {
+        let name_len = self.name.chars().count();
+        if self.name.trim().is_empty() {
+            v.push(
+                "string_too_short",
+                &["name"],
+                "name must not be empty",
+                Value::from(self.name.as_str()),
+            );
+        } else if name_len > MAX_NAME_LEN {
+            v.push(
+                "string_too_long",
+                &["name"],
+                format!("name is at most {MAX_NAME_LEN} characters"),
+                Value::Null,
+            );
+        }
+        if self.description.chars().count() > MAX_DESCRIPTION_LEN {
+            v.push(
+                "string_too_long",
+                &["description"],
+                format!("description is at most {MAX_DESCRIPTION_LEN} characters"),
+                Value::Null,
+            );
+        }
+        if self.instructions.len() > MAX_INSTRUCTIONS_LEN {
+            v.push(
+                "string_too_long",
+                &["instructions"],
+                format!(
+                    "instructions are at most {} KiB",
+                    MAX_INSTRUCTIONS_LEN / 1024
+                ),
+                Value::Null,
+            );
+        }
+        for (field, value) in [
+            ("model", &self.model),
+            ("image", &self.image),
+            ("environment_id", &self.environment_id),
+        ] {
+            if let Some(s) = value {
+                if s.trim().is_empty() {
+                    v.push(
+                        "string_too_short",
+                        &[field],
+                        format!("{field} must not be empty; send null to use the default"),
+                        Value::from(s.as_str()),
+                    );
+                }
+            }
+        }
+        if let Some(p) = self.exposed_ports.iter().find(|p| **p == 0) {
+            v.push(
+                "value_error",
+                &["exposed_ports"],
+                "ports are between 1 and 65535",
+                Value::from(*p),
+            );
+        }
+        if let Some(ttl) = self.idle_ttl_seconds {
+            if ttl < 0 {
+                v.push(
+                    "value_error",
+                    &["idle_ttl_seconds"],
+                    "idle_ttl_seconds is 0 (never released) or more",
+                    Value::from(ttl),
+                );
+            }
+        }
+        self.manifest.validate(&["manifest"], v);
+        validate_client_tools(&self.client_tools, "client_tools", v);
+        validate_secret_bindings(&self.secret_bindings, "secret_bindings", v);
+        if let Some(s) = &self.skills_source {
+            s.validate("skills_source", v);
+        }
+        for (i, s) in self.subagents.iter().enumerate() {
+            if Slug::parse(&s.agent).is_err() {
+                v.push(
+                    "value_error",
+                    &["subagents", &i.to_string(), "agent"],
+                    "agent is the slug of another agent in this project",
+                    Value::from(s.agent.as_str()),
+                );
+            }
+        }
+    }
+}
+
+/// An agent as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRecord {
+    pub id: AgentId,
+    pub slug: Slug,
+    pub spec: AgentSpec,
+    pub version: i64,
+    pub archived_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl AgentRecord {
+    /// The response shape, with `model` resolved to `default_model` when the agent has none.
+    pub fn to_wire(&self, default_model: &str) -> Agent {
+        let s = &self.spec;
+        Agent {
+            id: self.id.to_string(),
+            slug: self.slug.to_string(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            instructions: s.instructions.clone(),
+            transport: s.transport,
+            model: s.model.clone().unwrap_or_else(|| default_model.to_owned()),
+            reasoning_effort: s.reasoning_effort,
+            image: s.image.clone(),
+            capabilities: s.capabilities.clone(),
+            skills_source: s.skills_source.clone(),
+            workspace_source: s.workspace_source.clone(),
+            manifest: s.manifest.clone(),
+            exposed_ports: s.exposed_ports.clone(),
+            client_tools: s.client_tools.clone(),
+            secret_bindings: s.secret_bindings.clone(),
+            subagents: s.subagents.clone(),
+            idle_ttl_seconds: s.idle_ttl_seconds,
+            environment_id: s.environment_id.clone(),
+            version: self.version,
+            archived_at: self.archived_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// `Agent`, as every agent endpoint returns it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Agent {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    pub description: String,
+    pub instructions: String,
+    pub transport: Transport,
+    /// The resolved model: the agent's own, or the server default.
+    pub model: String,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub image: Option<String>,
+    pub capabilities: Option<Vec<Capability>>,
+    pub skills_source: Option<SkillsSource>,
+    pub workspace_source: Option<WorkspaceSource>,
+    pub manifest: ManifestSpec,
+    pub exposed_ports: Vec<u16>,
+    pub client_tools: Vec<ClientTool>,
+    pub secret_bindings: Vec<SecretBinding>,
+    pub subagents: Vec<Subagent>,
+    pub idle_ttl_seconds: Option<i64>,
+    pub environment_id: Option<String>,
+    /// The optimistic lock: send it back on PATCH.
+    pub version: i64,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub archived_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(json: &str) -> Result<(Slug, AgentSpec), Vec<FieldError>> {
+        serde_json::from_str::<AgentCreate>(json)
+            .unwrap()
+            .into_spec()
+    }
+
+    #[test]
+    fn the_clients_explicit_nulls_are_accepted() {
+        let (slug, spec) = create(
+            r#"{"slug":"a","name":"A","description":"","instructions":"","transport":"proxy","model":null,
+                "reasoning_effort":null,"image":null,"capabilities":null,"skills_source":null,"workspace_source":null}"#,
+        )
+        .unwrap();
+        assert_eq!(slug.as_str(), "a");
+        assert_eq!(spec.model, None);
+        assert_eq!(spec.manifest, ManifestSpec::default());
+    }
+
+    #[test]
+    fn every_field_error_is_reported_at_once() {
+        let errs = create(r#"{"slug":"Bad Slug","name":"","exposed_ports":[0]}"#).unwrap_err();
+        let locs: Vec<String> = errs
+            .iter()
+            .map(|e| e.loc[1].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(locs, ["slug", "name", "exposed_ports"]);
+    }
+
+    #[test]
+    fn a_patch_clears_what_may_be_cleared_and_refuses_null_elsewhere() {
+        let (slug, mut spec) = create(
+            r#"{"slug":"a","name":"A","model":"m","image":"i","client_tools":[{"name":"t"}]}"#,
+        )
+        .unwrap();
+        let patch: AgentPatch =
+            serde_json::from_str(r#"{"version":1,"model":null,"client_tools":null}"#).unwrap();
+        patch.apply(&slug, &mut spec).unwrap();
+        assert_eq!(spec.model, None);
+        assert_eq!(spec.image.as_deref(), Some("i"));
+        assert!(spec.client_tools.is_empty());
+
+        let patch: AgentPatch =
+            serde_json::from_str(r#"{"version":1,"name":null,"manifest":null}"#).unwrap();
+        let errs = patch.apply(&slug, &mut spec).unwrap_err();
+        assert_eq!(errs.len(), 2);
+    }
+}
+
+/// An agent `{ref}` in a path: an id when it parses as one, otherwise a slug.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentRef {
+    Id(AgentId),
+    Slug(String),
+}
+
+impl AgentRef {
+    pub fn parse(s: &str) -> Self {
+        match AgentId::parse(s) {
+            Some(id) => AgentRef::Id(id),
+            None => AgentRef::Slug(s.to_owned()),
+        }
+    }
+}

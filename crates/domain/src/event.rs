@@ -1,0 +1,188 @@
+//! The event log's vocabulary (API.md §4): the types, which are stored, and the shape every
+//! reader sees (`GET .../events`, each SSE `data:`, a webhook body's `event`).
+
+use crate::ids::{RunId, SessionId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// Every event type the published client knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    SessionCreated,
+    SessionStatusRunning,
+    SessionStatusIdle,
+    SessionStatusError,
+    SessionStatusStopped,
+    UserMessage,
+    UserFile,
+    AgentMessage,
+    AgentTextDelta,
+    AgentThinking,
+    AgentToolUse,
+    AgentToolResult,
+    AgentClientToolCall,
+    AgentClientToolResult,
+    AgentHandoff,
+    StreamGap,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 16] = [
+        Self::SessionCreated,
+        Self::SessionStatusRunning,
+        Self::SessionStatusIdle,
+        Self::SessionStatusError,
+        Self::SessionStatusStopped,
+        Self::UserMessage,
+        Self::UserFile,
+        Self::AgentMessage,
+        Self::AgentTextDelta,
+        Self::AgentThinking,
+        Self::AgentToolUse,
+        Self::AgentToolResult,
+        Self::AgentClientToolCall,
+        Self::AgentClientToolResult,
+        Self::AgentHandoff,
+        Self::StreamGap,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionCreated => "session.created",
+            Self::SessionStatusRunning => "session.status_running",
+            Self::SessionStatusIdle => "session.status_idle",
+            Self::SessionStatusError => "session.status_error",
+            Self::SessionStatusStopped => "session.status_stopped",
+            Self::UserMessage => "user.message",
+            Self::UserFile => "user.file",
+            Self::AgentMessage => "agent.message",
+            Self::AgentTextDelta => "agent.text_delta",
+            Self::AgentThinking => "agent.thinking",
+            Self::AgentToolUse => "agent.tool_use",
+            Self::AgentToolResult => "agent.tool_result",
+            Self::AgentClientToolCall => "agent.client_tool_call",
+            Self::AgentClientToolResult => "agent.client_tool_result",
+            Self::AgentHandoff => "agent.handoff",
+            Self::StreamGap => "stream_gap",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Ephemeral events (`seq = 0`) are streamed live and never stored.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(self, Self::AgentTextDelta | Self::StreamGap)
+    }
+
+    /// The two types that end a turn.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::SessionStatusIdle | Self::SessionStatusError)
+    }
+
+    /// `session`, `user` or `agent`: the catalogue's grouping.
+    pub fn group(self) -> &'static str {
+        self.as_str()
+            .split('.')
+            .next()
+            .filter(|g| *g != "stream_gap")
+            .unwrap_or("session")
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::SessionCreated => "The conversation was opened; the container is not up yet.",
+            Self::SessionStatusRunning => {
+                "The container is up and takes messages. Written on every boot."
+            }
+            Self::SessionStatusIdle => {
+                "A turn finished or paused; carries the run's result and usage."
+            }
+            Self::SessionStatusError => "A turn or a boot failed; carries the error.",
+            Self::SessionStatusStopped => "The container was stopped and the workspace archived.",
+            Self::UserMessage => "A prompt that started a turn.",
+            Self::UserFile => "A file uploaded into the workspace.",
+            Self::AgentMessage => "The model's full message.",
+            Self::AgentTextDelta => "A token delta, streamed only.",
+            Self::AgentThinking => "The model's reasoning summary.",
+            Self::AgentToolUse => "A sandbox tool call.",
+            Self::AgentToolResult => "A sandbox tool call's result.",
+            Self::AgentClientToolCall => "The model called a tool the caller runs.",
+            Self::AgentClientToolResult => "The answer the model received for a client tool call.",
+            Self::AgentHandoff => "The conversation changed hands between agents.",
+            Self::StreamGap => "The reader fell behind; re-read the log.",
+        }
+    }
+}
+
+/// One event as readers see it. `seq` is 0 for an ephemeral event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionEvent {
+    /// Positive and increasing within a session for stored events; 0 for ephemeral ones.
+    pub seq: i64,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    #[schema(value_type = Option<String>)]
+    pub run_id: Option<RunId>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Always an object.
+    #[schema(value_type = Object)]
+    pub payload: Map<String, Value>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// An event about to be appended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    pub run_id: Option<RunId>,
+    pub kind: EventType,
+    pub payload: Map<String, Value>,
+}
+
+impl NewEvent {
+    /// `payload` must be a JSON object; anything else is a programming error and becomes `{}`.
+    pub fn new(kind: EventType, run_id: Option<RunId>, payload: Value) -> Self {
+        let payload = match payload {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        Self {
+            run_id,
+            kind,
+            payload,
+        }
+    }
+}
+
+/// `EventTypeInfo`: one entry of the webhook catalogue.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct EventTypeInfo {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub description: String,
+    pub group: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_groups_follow_the_prefix() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::UserFile.group(), "user");
+        assert_eq!(EventType::AgentHandoff.group(), "agent");
+        assert_eq!(EventType::StreamGap.group(), "session");
+        assert_eq!(
+            EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
+            14
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! Types shared by every layer of the control plane: identifiers, the agent definition and its
+//! validation, sessions, the event catalogue, and the FastAPI-style validation errors the
+//! published client expects. Nothing here performs IO.
+
+pub mod agent;
+pub mod event;
+pub mod ids;
+pub mod manifest;
+pub mod patch;
+pub mod session;
+pub mod slug;
+pub mod tools;
+pub mod validation;
+
+pub use ids::{AgentId, ProjectId, RunId, SessionId};
+pub use patch::Patch;
+pub use slug::Slug;
+pub use validation::{FieldError, Violations};

@@ -1,0 +1,222 @@
+//! The manifest: the files a sandbox starts from (API.md §3.2).
+
+use crate::patch::non_null;
+use crate::validation::Violations;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// What the workspace holds at boot: `entries` keyed by workspace-relative path, and
+/// environment variables for the container.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ManifestSpec {
+    #[serde(default, deserialize_with = "non_null")]
+    pub entries: BTreeMap<String, EntrySpec>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub environment: BTreeMap<String, String>,
+}
+
+/// One manifest entry, tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EntrySpec {
+    /// A file written into the workspace at boot.
+    File { content: String },
+    /// An empty directory.
+    Dir {},
+    /// A checkout staged into the workspace without its `.git`.
+    GitRepo {
+        repo: String,
+        #[serde(rename = "ref", default = "default_ref")]
+        git_ref: String,
+        #[serde(default = "default_host")]
+        host: String,
+        #[serde(default)]
+        subpath: Option<String>,
+    },
+    /// A directory on the control-plane host, copied in.
+    LocalDir { src: String },
+    /// A bucket prefix mounted into the workspace.
+    S3Mount {
+        bucket: String,
+        #[serde(default)]
+        prefix: Option<String>,
+        #[serde(default = "default_true")]
+        read_only: bool,
+        #[serde(default)]
+        acknowledge_credential_exposure: bool,
+    },
+}
+
+pub(crate) fn default_ref() -> String {
+    "main".into()
+}
+pub(crate) fn default_host() -> String {
+    "github.com".into()
+}
+pub(crate) fn default_true() -> bool {
+    true
+}
+
+/// Checks a workspace-relative path as written in a manifest: relative, no `..`, no empty or
+/// `.`-only path, no NUL. Returns the reason when it is refused.
+pub fn check_relative_path(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.trim_matches('/').is_empty() {
+        return Err("the path is empty".into());
+    }
+    if path.starts_with('/') {
+        return Err(format!(
+            "'{path}' is absolute; use a path relative to the workspace"
+        ));
+    }
+    if path.contains('\0') {
+        return Err("the path contains a NUL byte".into());
+    }
+    if path.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "'{path}' leaves the workspace ('..' is not allowed)"
+        ));
+    }
+    if path.split('/').all(|c| c.is_empty() || c == ".") {
+        return Err(format!(
+            "'{path}' names the workspace itself, not an entry in it"
+        ));
+    }
+    Ok(())
+}
+
+/// Environment variable names: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl ManifestSpec {
+    /// Semantic checks that the shape alone does not express. `loc` is where the manifest sits
+    /// in the request body.
+    pub fn validate(&self, loc: &[&str], v: &mut Violations) {
+        for (path, entry) in &self.entries {
+            let at = |field: Option<&'static str>| {
+                let mut l: Vec<&str> = loc.to_vec();
+                l.push("entries");
+                l.push(path.as_str());
+                if let Some(f) = field {
+                    l.push(f);
+                }
+                l
+            };
+            if let Err(msg) = check_relative_path(path) {
+                v.push("value_error", &at(None), msg, Value::from(path.as_str()));
+            }
+            match entry {
+                EntrySpec::GitRepo { repo, .. } if repo.trim().is_empty() => {
+                    v.push("value_error", &at(Some("repo")), "repo must not be empty", Value::from(""))
+                }
+                EntrySpec::LocalDir { src } if !src.starts_with('/') => v.push(
+                    "value_error",
+                    &at(Some("src")),
+                    "src must be an absolute path on the control-plane host",
+                    Value::from(src.as_str()),
+                ),
+                EntrySpec::S3Mount { bucket, .. } if bucket.trim().is_empty() => {
+                    v.push("value_error", &at(Some("bucket")), "bucket must not be empty", Value::from(""))
+                }
+                EntrySpec::S3Mount { read_only: false, acknowledge_credential_exposure: false, .. } => v.push(
+                    "value_error",
+                    &at(Some("acknowledge_credential_exposure")),
+                    "a writable s3_mount puts the mount's credentials in the workspace; set acknowledge_credential_exposure to true to accept that",
+                    Value::Bool(false),
+                ),
+                _ => {}
+            }
+        }
+        for name in self.environment.keys() {
+            if !is_env_name(name) {
+                let mut l: Vec<&str> = loc.to_vec();
+                l.push("environment");
+                l.push(name.as_str());
+                v.push(
+                    "value_error",
+                    &l,
+                    format!("'{name}' is not a valid environment variable name (letters, digits and '_', not starting with a digit)"),
+                    Value::from(name.as_str()),
+                );
+            }
+        }
+    }
+
+    /// Session overrides merge per entry, the session winning per path, and per environment
+    /// key (API.md §9.9).
+    pub fn merged_with(&self, over: &ManifestSpec) -> ManifestSpec {
+        let mut out = self.clone();
+        out.entries.extend(over.entries.clone());
+        out.environment.extend(over.environment.clone());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_and_full_dumps_both_parse() {
+        let m: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"a.md":{"kind":"file","content":"x"},"out":{"kind":"dir"},
+                "r":{"kind":"git_repo","repo":"o/r","ref":"main","host":"github.com","subpath":null}}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.entries.len(), 3);
+        assert!(m.environment.is_empty());
+        assert_eq!(
+            m.entries["r"],
+            EntrySpec::GitRepo {
+                repo: "o/r".into(),
+                git_ref: "main".into(),
+                host: "github.com".into(),
+                subpath: None
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused() {
+        assert!(
+            serde_json::from_str::<ManifestSpec>(r#"{"entries":{"a":{"kind":"nope"}}}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn escaping_paths_are_refused() {
+        for bad in ["", "/etc/passwd", "../x", "a/../../b", ".", "./"] {
+            assert!(check_relative_path(bad).is_err(), "{bad}");
+        }
+        for good in ["a", "a/b.txt", "./a", "output/"] {
+            assert!(check_relative_path(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn session_entries_win_per_path() {
+        let agent: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"a":{"kind":"file","content":"agent"},"b":{"kind":"dir"}},"environment":{"X":"1","Y":"1"}}"#,
+        )
+        .unwrap();
+        let session: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"a":{"kind":"file","content":"session"}},"environment":{"Y":"2"}}"#,
+        )
+        .unwrap();
+        let m = agent.merged_with(&session);
+        assert_eq!(
+            m.entries["a"],
+            EntrySpec::File {
+                content: "session".into()
+            }
+        );
+        assert_eq!(m.entries["b"], EntrySpec::Dir {});
+        assert_eq!(m.environment["X"], "1");
+        assert_eq!(m.environment["Y"], "2");
+    }
+}

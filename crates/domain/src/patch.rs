@@ -1,0 +1,75 @@
+//! Absent-vs-null for PATCH bodies (API.md §1.8): a field left out of the body is left alone,
+//! a field sent as `null` is cleared. `Option<T>` cannot tell the two apart, so PATCH bodies
+//! use [`Patch<T>`] with `#[serde(default)]`.
+
+use serde::{Deserialize, Deserializer};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Patch<T> {
+    /// The field was not in the body: leave the stored value as it is.
+    #[default]
+    Absent,
+    /// The field was sent as `null`: clear it (or return to the server default).
+    Null,
+    /// The field was sent with a value.
+    Value(T),
+}
+
+impl<T> Patch<T> {
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Patch::Absent)
+    }
+
+    /// `None` when absent, `Some(None)` when null, `Some(Some(v))` with a value.
+    pub fn into_option(self) -> Option<Option<T>> {
+        match self {
+            Patch::Absent => None,
+            Patch::Null => Some(None),
+            Patch::Value(v) => Some(Some(v)),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Only called when the key is present; `#[serde(default)]` covers the absent case.
+        Ok(match Option::<T>::deserialize(d)? {
+            None => Patch::Null,
+            Some(v) => Patch::Value(v),
+        })
+    }
+}
+
+/// `deserialize_with` for create-body fields that may be omitted but never sent as `null`
+/// (API.md §1.8: "null there would be a 422").
+pub fn non_null<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<T>::deserialize(d)? {
+        Some(v) => Ok(v),
+        None => Err(serde::de::Error::custom("Input should not be null")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Body {
+        #[serde(default)]
+        image: Patch<String>,
+    }
+
+    #[test]
+    fn absent_null_and_value_are_three_different_things() {
+        let absent: Body = serde_json::from_str("{}").unwrap();
+        let null: Body = serde_json::from_str(r#"{"image":null}"#).unwrap();
+        let value: Body = serde_json::from_str(r#"{"image":"x"}"#).unwrap();
+        assert_eq!(absent.image, Patch::Absent);
+        assert_eq!(null.image, Patch::Null);
+        assert_eq!(value.image, Patch::Value("x".into()));
+    }
+}

@@ -1,0 +1,111 @@
+//! Sessions as the API shows them (API.md §3.3).
+
+use crate::agent::Agent;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// The compute plane's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    Provisioning,
+    Running,
+    Stopped,
+    Error,
+}
+
+impl SessionStatus {
+    pub const ALL: [SessionStatus; 4] = [
+        Self::Provisioning,
+        Self::Running,
+        Self::Stopped,
+        Self::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisioning => "provisioning",
+            Self::Running => "running",
+            Self::Stopped => "stopped",
+            Self::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// `Session`: one conversation and the container it owns.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Session {
+    pub id: String,
+    /// The agent's id.
+    pub agent_id: String,
+    pub title: String,
+    /// `provisioning` | `running` | `stopped` | `error`.
+    pub status: String,
+    /// `idle` | `busy`.
+    pub activity: String,
+    pub error: Option<String>,
+    /// `requested` | `idle` | `restart`, only while stopped.
+    pub stopped_reason: Option<String>,
+    pub backend: String,
+    pub container_id: Option<String>,
+    pub exposed_ports: Vec<i32>,
+    pub workdir: String,
+    pub model: Option<String>,
+    #[schema(value_type = Object)]
+    pub usage: Map<String, Value>,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_event_at: Option<OffsetDateTime>,
+}
+
+/// `Run`: one turn.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Run {
+    pub id: String,
+    pub session_id: String,
+    pub prompt: String,
+    pub status: String,
+    pub stop_reason: Option<String>,
+    pub final_output: Option<String>,
+    pub error: Option<String>,
+    pub turns: i32,
+    #[schema(value_type = Object)]
+    pub usage: Map<String, Value>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub finished_at: Option<OffsetDateTime>,
+}
+
+/// `SessionDetail`: the session, the agent it resolves, its runs and how long its sandbox has
+/// been up over every boot.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SessionDetail {
+    #[serde(flatten)]
+    pub session: Session,
+    pub agent: Option<Agent>,
+    pub runs: Vec<Run>,
+    pub sandbox_seconds: f64,
+}
+
+/// `PATCH /api/sessions/{id}`: a new title, and metadata merged key by key (null removes).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionPatch {
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub title: crate::Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: crate::Patch<Map<String, Value>>,
+}

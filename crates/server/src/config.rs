@@ -1,0 +1,157 @@
+//! The server's configuration: one typed struct from flags and environment variables.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sandbox-agents",
+    version,
+    about = "Sandbox Agents control plane: agents, sessions and their sandboxes, runs, and the event log.",
+    after_help = "Logging: RUST_LOG sets the level and filters (e.g. RUST_LOG=info,sandbox_agents=debug).\n\
+                  Without DATABASE_URL the server runs a private PostgreSQL cluster under <data-dir>/postgres,\n\
+                  from the system's PostgreSQL binaries (apt-get install -y postgresql)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub config: Config,
+}
+
+#[derive(Subcommand, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Run the HTTP server (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct Config {
+    /// Address to listen on. The published client's default base URL is http://localhost:8000.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_BIND",
+        default_value = "127.0.0.1:8000",
+        global = true
+    )]
+    pub bind: SocketAddr,
+
+    /// Directory for the server's own state: the embedded PostgreSQL cluster (when DATABASE_URL
+    /// is not set) and, later, workspace archives.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_DATA_DIR",
+        default_value = "./data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+
+    /// PostgreSQL connection URL. Without it the server runs its own cluster under
+    /// <data-dir>/postgres.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true)]
+    pub database_url: Option<String>,
+
+    /// The model an agent uses when its `model` is null; shown in every Agent response.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_DEFAULT_MODEL",
+        default_value = "gpt-5.4-mini",
+        global = true
+    )]
+    pub default_model: String,
+
+    /// Most database connections this process opens.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_DB_MAX_CONNECTIONS",
+        default_value_t = 32,
+        global = true
+    )]
+    pub db_max_connections: u32,
+
+    /// Log line format.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Debug without secrets: the database URL's password is redacted.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field("data_dir", &self.data_dir)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(redact_url),
+            )
+            .field("default_model", &self.default_model)
+            .field("db_max_connections", &self.db_max_connections)
+            .field("log_format", &self.log_format)
+            .finish()
+    }
+}
+
+/// `postgres://user:secret@host/db` -> `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact_url("postgres:///db?host=/run"),
+            "postgres:///db?host=/run"
+        );
+    }
+
+    #[test]
+    fn no_subcommand_means_serve_with_the_documented_defaults() {
+        let cli = Cli::try_parse_from(["sandbox-agents"]).unwrap();
+        assert_eq!(cli.command, None);
+        assert_eq!(cli.config.bind.to_string(), "127.0.0.1:8000");
+        let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Migrate));
+        assert_eq!(cli.config.data_dir, PathBuf::from("/x"));
+    }
+}

@@ -1,0 +1,160 @@
+use sandbox_agents_testkit::spawn_app;
+use serde_json::Value;
+
+#[tokio::test]
+async fn health_checks_the_database() {
+    let app = spawn_app().await;
+    let r = app.http.get(app.url("/api/health")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "ok");
+    app.db.close().await;
+    let r = app.http.get(app.url("/api/health")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
+}
+
+#[tokio::test]
+async fn me_reports_open_mode_and_auth_check_accepts_anyone() {
+    let app = spawn_app().await;
+    let me: Value = app
+        .http
+        .get(app.url("/api/me"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["auth_required"], false);
+    assert_eq!(me["authenticated"], false);
+    let r = app
+        .http
+        .get(app.url("/api/auth/check"))
+        .header("authorization", "Bearer whatever")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.json::<Value>().await.unwrap().is_object());
+}
+
+#[tokio::test]
+async fn backends_list_the_default_first() {
+    let app = spawn_app().await;
+    let b: Value = app
+        .http
+        .get(app.url("/api/backends"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b[0]["name"], "docker");
+    assert_eq!(b[0]["default"], true);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json_like_fastapi() {
+    let app = spawn_app().await;
+    let r = app.http.get(app.url("/api/nope")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        serde_json::json!({"detail": "Not Found"})
+    );
+    let r = app.http.put(app.url("/api/agents")).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        serde_json::json!({"detail": "Method Not Allowed"})
+    );
+}
+
+#[tokio::test]
+async fn x_project_is_ignored_where_not_scoped_and_resolved_where_it_is() {
+    let app = spawn_app().await;
+    let r = app
+        .http
+        .get(app.url("/api/health"))
+        .header("x-project", "whatever")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .http
+        .get(app.url("/api/agents"))
+        .header("x-project", "default")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .http
+        .get(app.url("/api/agents"))
+        .header("x-project", "someone-elses")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.json::<Value>().await.unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .contains("someone-elses"));
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id() {
+    let app = spawn_app().await;
+    let r = app.http.get(app.url("/api/health")).send().await.unwrap();
+    assert!(!r.headers()["x-request-id"].is_empty());
+    let r = app
+        .http
+        .get(app.url("/api/health"))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "abc-123");
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_422_with_a_list_of_errors() {
+    let app = spawn_app().await;
+    let r = app
+        .http
+        .post(app.url("/api/agents"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["detail"][0]["type"], "json_invalid");
+    let r = app.http.post(app.url("/api/agents")).send().await.unwrap();
+    assert_eq!(r.status(), 422);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["detail"][0]["type"],
+        "missing"
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_with_413() {
+    let app = spawn_app().await;
+    let big = "x".repeat(sandbox_agents_api::JSON_BODY_LIMIT + 1);
+    let body = serde_json::json!({"slug": "big", "name": "big", "instructions": big});
+    let r = app
+        .http
+        .post(app.url("/api/agents"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
+}

@@ -1,0 +1,9 @@
+//! One integration-test binary: every module drives real servers on real PostgreSQL.
+
+mod agents;
+mod conventions;
+mod event_log;
+mod fanout;
+mod openapi;
+mod sessions;
+mod streaming;

@@ -1,0 +1,343 @@
+//! The event log. Appending locks the session row before a seq is drawn and holds the lock
+//! until commit, so within a session **seq order equals commit order**: a reader that saw seq
+//! N can never later find a committed event of that session below N. Live readers are told
+//! through `pg_notify` inside the same transaction; Postgres delivers notifications only after
+//! commit, and in commit order.
+
+use crate::error::{Error, Result};
+use sandbox_agents_domain::event::{EventType, NewEvent, SessionEvent};
+use sandbox_agents_domain::{ProjectId, RunId, SessionId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The notification channel every server process listens on.
+pub const CHANNEL: &str = "sa_events";
+
+/// Postgres refuses notification payloads of 8000 bytes or more; stay clear of the edge.
+const MAX_NOTIFY_BYTES: usize = 7_800;
+
+/// Largest page a reader may ask for (API.md §4.8): the client's `history()` treats any
+/// shorter page as the end of the log, so pages are always full when enough events follow.
+pub const MAX_PAGE: i64 = 1000;
+
+/// What a notification on [`CHANNEL`] says. Short keys: the payload limit is 8000 bytes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Notice {
+    /// The session.
+    pub s: Uuid,
+    /// Stored events up to this seq were committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<i64>,
+    /// An ephemeral event, carried whole (it is stored nowhere else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e: Option<SessionEvent>,
+    /// The session was deleted: streams end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub d: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    seq: i64,
+    session_id: Uuid,
+    run_id: Option<Uuid>,
+    #[sqlx(rename = "type")]
+    kind: String,
+    payload: Json<Map<String, Value>>,
+    created_at: OffsetDateTime,
+}
+
+impl From<Row> for SessionEvent {
+    fn from(r: Row) -> Self {
+        SessionEvent {
+            seq: r.seq,
+            session_id: SessionId(r.session_id),
+            run_id: r.run_id.map(RunId),
+            kind: r.kind,
+            payload: r.payload.0,
+            created_at: r.created_at,
+        }
+    }
+}
+
+/// Appends `events` to a session's log inside the caller's transaction, in order, and queues
+/// one notification for the batch. The caller commits; nothing is visible before that.
+///
+/// The first statement locks the session row (and stamps `last_event_at`); if the caller
+/// already changed the row in this transaction, it holds the lock already. Ephemeral types
+/// are refused here: they are never stored (use [`publish_ephemeral`]).
+#[tracing::instrument(skip_all, fields(session.id = %session, events = events.len()))]
+pub async fn append(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+    events: &[NewEvent],
+) -> Result<Vec<SessionEvent>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(e) = events.iter().find(|e| e.kind.is_ephemeral()) {
+        return Err(Error::Conflict(format!(
+            "{} is ephemeral and is never stored",
+            e.kind.as_str()
+        )));
+    }
+    let locked: Option<(Uuid,)> =
+        sqlx::query_as("update sessions set last_event_at = now() where id = $1 returning id")
+            .bind(session.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if locked.is_none() {
+        return Err(Error::NotFound);
+    }
+    let run_ids: Vec<Option<Uuid>> = events.iter().map(|e| e.run_id.map(|r| r.0)).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let payloads: Vec<Json<&Map<String, Value>>> =
+        events.iter().map(|e| Json(&e.payload)).collect();
+    // `with ordinality ... order by` makes the identity values follow the batch's order.
+    let mut rows: Vec<Row> = sqlx::query_as(
+        "insert into events (session_id, run_id, type, payload)
+         select $1, r, t, p from unnest($2::uuid[], $3::text[], $4::jsonb[]) with ordinality as x(r, t, p, n)
+         order by n
+         returning seq, session_id, run_id, type, payload, created_at",
+    )
+    .bind(session.0)
+    .bind(&run_ids)
+    .bind(&kinds)
+    .bind(&payloads)
+    .fetch_all(&mut *tx)
+    .await?;
+    rows.sort_by_key(|r| r.seq);
+    let last = rows.last().map(|r| r.seq);
+    notify(
+        &mut *tx,
+        &Notice {
+            s: session.0,
+            q: last,
+            e: None,
+            d: false,
+        },
+    )
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// Appends in a transaction of its own: for events that announce no row change.
+pub async fn append_now(
+    db: &crate::Db,
+    session: SessionId,
+    events: &[NewEvent],
+) -> Result<Vec<SessionEvent>> {
+    let mut tx = db.begin().await?;
+    let out = append(&mut tx, session, events).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Streams an ephemeral event (`seq = 0`) to every live reader in every server process. It is
+/// stored nowhere: a reader that is not connected never sees it. A text delta too large for
+/// one notification is split into several.
+pub async fn publish_ephemeral(
+    db: impl PgExecutor<'_> + Copy,
+    session: SessionId,
+    run_id: Option<RunId>,
+    kind: EventType,
+    payload: Map<String, Value>,
+) -> Result<()> {
+    let event = SessionEvent {
+        seq: 0,
+        session_id: session,
+        run_id,
+        kind: kind.as_str().to_owned(),
+        payload,
+        created_at: OffsetDateTime::now_utc(),
+    };
+    for part in split_for_notify(event) {
+        notify(
+            db,
+            &Notice {
+                s: session.0,
+                q: None,
+                e: Some(part),
+                d: false,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Tells live readers that the session is gone, so their streams end. Call it in the
+/// transaction that deletes the session.
+pub async fn notify_deleted(db: impl PgExecutor<'_>, session: SessionId) -> Result<()> {
+    notify(
+        db,
+        &Notice {
+            s: session.0,
+            q: None,
+            e: None,
+            d: true,
+        },
+    )
+    .await
+}
+
+async fn notify(db: impl PgExecutor<'_>, notice: &Notice) -> Result<()> {
+    let body = serde_json::to_string(notice).expect("a notice always serializes");
+    sqlx::query("select pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(body)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Splits an event whose notification would be too large. Only text deltas can be split
+/// (into consecutive deltas); anything else that large is dropped with a warning, which is
+/// acceptable for an event that is ephemeral by definition.
+fn split_for_notify(event: SessionEvent) -> Vec<SessionEvent> {
+    let size = |e: &SessionEvent| {
+        serde_json::to_string(e)
+            .map(|s| s.len())
+            .unwrap_or(usize::MAX)
+    };
+    if size(&event) + 64 <= MAX_NOTIFY_BYTES {
+        return vec![event];
+    }
+    let Some(Value::String(text)) = event.payload.get("text").cloned() else {
+        tracing::warn!(r#type = %event.kind, "an ephemeral event too large to notify was dropped");
+        return Vec::new();
+    };
+    let mut base = event;
+    base.payload
+        .insert("text".into(), Value::String(String::new()));
+    let budget = MAX_NOTIFY_BYTES.saturating_sub(size(&base) + 64);
+    let mut parts = Vec::new();
+    let mut chunk = String::new();
+    let mut chunk_len = 0;
+    for c in text.chars() {
+        // The length of the character once JSON-escaped.
+        let len = match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        };
+        if chunk_len + len > budget {
+            parts.push(std::mem::take(&mut chunk));
+            chunk_len = 0;
+        }
+        chunk.push(c);
+        chunk_len += len;
+    }
+    parts.push(chunk);
+    parts
+        .into_iter()
+        .map(|t| {
+            let mut e = base.clone();
+            e.payload.insert("text".into(), Value::String(t));
+            e
+        })
+        .collect()
+}
+
+/// One page of a session's stored log: `seq > after`, ascending, at most `limit` (clamped to
+/// 1..=[`MAX_PAGE`]). The session must belong to `project`.
+#[tracing::instrument(skip_all, fields(session.id = %session, after, limit))]
+pub async fn page(
+    db: impl PgExecutor<'_>,
+    project: ProjectId,
+    session: SessionId,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<SessionEvent>> {
+    let rows: Vec<Row> = sqlx::query_as(
+        "select e.seq, e.session_id, e.run_id, e.type, e.payload, e.created_at
+         from events e join sessions s on s.id = e.session_id
+         where e.session_id = $1 and s.project_id = $2 and e.seq > $3
+         order by e.seq
+         limit $4",
+    )
+    .bind(session.0)
+    .bind(project.0)
+    .bind(after)
+    .bind(limit.clamp(1, MAX_PAGE))
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// The same, for the live hub, which has no project in hand: it only ever reads sessions a
+/// caller has already been allowed to subscribe to.
+pub(crate) async fn page_unscoped(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+    after: i64,
+) -> Result<Vec<SessionEvent>> {
+    let rows: Vec<Row> = sqlx::query_as(
+        "select seq, session_id, run_id, type, payload, created_at
+         from events where session_id = $1 and seq > $2 order by seq limit $3",
+    )
+    .bind(session.0)
+    .bind(after)
+    .bind(MAX_PAGE)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// The highest stored seq of a session (0 when its log is empty).
+pub(crate) async fn last_seq(db: impl PgExecutor<'_>, session: SessionId) -> Result<i64> {
+    let (seq,): (Option<i64>,) =
+        sqlx::query_as("select max(seq) from events where session_id = $1")
+            .bind(session.0)
+            .fetch_one(db)
+            .await?;
+    Ok(seq.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(text: &str) -> SessionEvent {
+        SessionEvent {
+            seq: 0,
+            session_id: SessionId::new(),
+            run_id: None,
+            kind: "agent.text_delta".into(),
+            payload: serde_json::json!({ "text": text })
+                .as_object()
+                .unwrap()
+                .clone(),
+            created_at: OffsetDateTime::now_utc(),
+        }
+    }
+
+    #[test]
+    fn a_large_delta_is_split_into_deltas_that_fit_and_join_back() {
+        let text: String = "héllo \"wörld\"\n\u{1}".repeat(2_000);
+        let parts = split_for_notify(delta(&text));
+        assert!(parts.len() > 1);
+        let mut joined = String::new();
+        for p in &parts {
+            let n = serde_json::to_string(&Notice {
+                s: Uuid::nil(),
+                q: None,
+                e: Some(p.clone()),
+                d: false,
+            })
+            .unwrap();
+            assert!(n.len() < 8000, "{}", n.len());
+            joined.push_str(p.payload["text"].as_str().unwrap());
+        }
+        assert_eq!(joined, text);
+    }
+
+    #[test]
+    fn a_small_delta_is_sent_as_is() {
+        assert_eq!(split_for_notify(delta("hi")).len(), 1);
+    }
+}

@@ -1,0 +1,340 @@
+//! Live fan-out of the event log, across server processes.
+//!
+//! One `LISTEN` connection per process receives every notification [`crate::events`] sends.
+//! For each session somebody is streaming there is one *feed*: a task with a cursor that, when
+//! told "new events were committed", reads `seq > cursor` from Postgres once and broadcasts
+//! the rows to every local subscriber. Because seq order equals commit order within a session,
+//! reading past the cursor never skips an event. Ephemeral events arrive inside the
+//! notification and are broadcast as they are.
+//!
+//! While the `LISTEN` connection is down, a poller tells every feed to check the database
+//! every [`POLL_INTERVAL`], and once it is back every feed checks once more, so a lost
+//! notification delays an event but never loses it.
+//!
+//! A subscriber that falls behind the broadcast buffer gets `Lagged` and must re-read from
+//! Postgres after its own cursor (the SSE endpoint does); nothing stored is ever dropped.
+
+use crate::events::{self, Notice, CHANNEL};
+use crate::Db;
+use sandbox_agents_domain::event::SessionEvent;
+use sandbox_agents_domain::SessionId;
+use sqlx::postgres::PgListener;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch, Notify};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
+
+/// How often feeds check the database while the `LISTEN` connection is down.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Events a subscriber may fall behind before it has to catch up from the database.
+const BROADCAST_CAPACITY: usize = 1024;
+/// Signals a feed may have queued before ephemeral ones are dropped (stored ones coalesce).
+const MAX_QUEUED_SIGNALS: usize = 4096;
+
+/// What a subscriber receives.
+#[derive(Clone, Debug)]
+pub enum LiveEvent {
+    /// A committed event, in seq order.
+    Stored(Arc<SessionEvent>),
+    /// A `seq = 0` event, as it happened.
+    Ephemeral(Arc<SessionEvent>),
+    /// The session was deleted.
+    Deleted,
+}
+
+enum Signal {
+    /// Events may have been committed: read past the cursor.
+    Check,
+    Ephemeral(SessionEvent),
+    Deleted,
+}
+
+struct FeedCore {
+    session: SessionId,
+    tx: broadcast::Sender<LiveEvent>,
+    signals: Mutex<VecDeque<Signal>>,
+    wake: Notify,
+    /// Becomes true once the feed's cursor is set; subscribers wait for it before they read
+    /// their backlog, so that every event is either in the backlog or broadcast later.
+    ready: watch::Sender<bool>,
+}
+
+impl FeedCore {
+    fn push(&self, signal: Signal) {
+        {
+            let mut q = self.signals.lock().expect("feed queue poisoned");
+            match signal {
+                Signal::Check if matches!(q.back(), Some(Signal::Check)) => {}
+                Signal::Ephemeral(_) if q.len() >= MAX_QUEUED_SIGNALS => {
+                    tracing::debug!(session.id = %self.session, "an ephemeral event was dropped: the feed is behind");
+                }
+                s => q.push_back(s),
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    fn drain(&self) -> Vec<Signal> {
+        self.signals
+            .lock()
+            .expect("feed queue poisoned")
+            .drain(..)
+            .collect()
+    }
+}
+
+/// A session's feed; the last subscriber to drop it stops its task.
+struct Feed {
+    core: Arc<FeedCore>,
+    _stop: DropGuard,
+}
+
+struct Inner {
+    db: Db,
+    feeds: Mutex<HashMap<Uuid, Weak<Feed>>>,
+    listening: AtomicBool,
+    shutdown: CancellationToken,
+}
+
+/// The process's live fan-out; cheap to clone.
+#[derive(Clone)]
+pub struct EventHub {
+    inner: Arc<Inner>,
+}
+
+/// A live subscription to one session's events. Subscribe **before** reading the backlog.
+pub struct Subscription {
+    _feed: Arc<Feed>,
+    pub rx: broadcast::Receiver<LiveEvent>,
+}
+
+impl EventHub {
+    /// Starts the listener and the fallback poller; both stop with `shutdown`.
+    pub fn start(db: Db, shutdown: CancellationToken) -> Self {
+        let hub = EventHub {
+            inner: Arc::new(Inner {
+                db,
+                feeds: Mutex::new(HashMap::new()),
+                listening: AtomicBool::new(false),
+                shutdown,
+            }),
+        };
+        tokio::spawn(hub.clone().listen());
+        tokio::spawn(hub.clone().poll_while_deaf());
+        hub
+    }
+
+    /// Whether the `LISTEN` connection is up (for health reporting).
+    pub fn is_listening(&self) -> bool {
+        self.inner.listening.load(Ordering::Relaxed)
+    }
+
+    /// Subscribes to a session's live events. The caller must already have checked that it
+    /// may read the session. Returns once the session's feed knows where the log ends.
+    pub async fn subscribe(&self, session: SessionId) -> crate::Result<Subscription> {
+        let feed = {
+            let mut feeds = self.inner.feeds.lock().expect("hub map poisoned");
+            match feeds.get(&session.0).and_then(Weak::upgrade) {
+                Some(f) => f,
+                None => {
+                    let f = self.new_feed(session);
+                    feeds.insert(session.0, Arc::downgrade(&f));
+                    f
+                }
+            }
+        };
+        let rx = feed.core.tx.subscribe();
+        let mut ready = feed.core.ready.subscribe();
+        tokio::select! {
+            r = ready.wait_for(|r| *r) => { r.map_err(|_| crate::Error::Conflict("the server is shutting down".into()))?; }
+            _ = self.inner.shutdown.cancelled() => return Err(crate::Error::Conflict("the server is shutting down".into())),
+        }
+        Ok(Subscription { _feed: feed, rx })
+    }
+
+    fn new_feed(&self, session: SessionId) -> Arc<Feed> {
+        let stop = self.inner.shutdown.child_token();
+        let core = Arc::new(FeedCore {
+            session,
+            tx: broadcast::channel(BROADCAST_CAPACITY).0,
+            signals: Mutex::new(VecDeque::new()),
+            wake: Notify::new(),
+            ready: watch::channel(false).0,
+        });
+        tokio::spawn(run_feed(
+            self.inner.db.clone(),
+            core.clone(),
+            stop.clone(),
+            Arc::downgrade(&self.inner),
+        ));
+        Arc::new(Feed {
+            core,
+            _stop: stop.drop_guard(),
+        })
+    }
+
+    fn feed(&self, session: Uuid) -> Option<Arc<FeedCore>> {
+        let feeds = self.inner.feeds.lock().expect("hub map poisoned");
+        feeds
+            .get(&session)
+            .and_then(Weak::upgrade)
+            .map(|f| f.core.clone())
+    }
+
+    fn check_all(&self) {
+        let cores: Vec<Arc<FeedCore>> = {
+            let mut feeds = self.inner.feeds.lock().expect("hub map poisoned");
+            feeds.retain(|_, w| w.strong_count() > 0);
+            feeds
+                .values()
+                .filter_map(Weak::upgrade)
+                .map(|f| f.core.clone())
+                .collect()
+        };
+        for core in cores {
+            core.push(Signal::Check);
+        }
+    }
+
+    fn dispatch(&self, payload: &str) {
+        let notice: Notice = match serde_json::from_str(payload) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a malformed event notification");
+                return;
+            }
+        };
+        let Some(core) = self.feed(notice.s) else {
+            return;
+        };
+        if notice.d {
+            core.push(Signal::Deleted);
+        } else if let Some(e) = notice.e {
+            core.push(Signal::Ephemeral(e));
+        } else {
+            core.push(Signal::Check);
+        }
+    }
+
+    /// Keeps one `LISTEN` connection up, reconnecting with backoff.
+    async fn listen(self) {
+        let shutdown = self.inner.shutdown.clone();
+        let mut backoff = Duration::from_millis(100);
+        while !shutdown.is_cancelled() {
+            let mut listener = match connect_listener(&self.inner.db).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the event listener cannot connect; polling until it can");
+                    tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(100);
+            self.inner.listening.store(true, Ordering::Relaxed);
+            tracing::info!("event listener connected");
+            // Anything committed while nobody listened is read now.
+            self.check_all();
+            loop {
+                let next = tokio::select! {
+                    n = listener.try_recv() => n,
+                    _ = shutdown.cancelled() => return,
+                };
+                match next {
+                    Ok(Some(n)) => self.dispatch(n.payload()),
+                    Ok(None) => {
+                        tracing::warn!("event listener lost its connection");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "event listener failed");
+                        break;
+                    }
+                }
+            }
+            self.inner.listening.store(false, Ordering::Relaxed);
+            self.check_all();
+        }
+    }
+
+    /// The fallback: while nobody listens, every feed checks the database periodically.
+    async fn poll_while_deaf(self) {
+        let mut tick = tokio::time::interval(POLL_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! { _ = tick.tick() => {}, _ = self.inner.shutdown.cancelled() => return }
+            if !self.is_listening() {
+                self.check_all();
+            }
+        }
+    }
+}
+
+async fn connect_listener(db: &Db) -> Result<PgListener, sqlx::Error> {
+    let mut l = PgListener::connect_with(db).await?;
+    l.listen(CHANNEL).await?;
+    Ok(l)
+}
+
+/// A feed's task: owns the cursor; reads and broadcasts in seq order.
+async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Weak<Inner>) {
+    let session = core.session;
+    let mut retry = Duration::from_millis(50);
+    let mut cursor = loop {
+        match events::last_seq(&db, session).await {
+            Ok(seq) => break seq,
+            Err(e) => {
+                tracing::warn!(session.id = %session, error = %e, "a feed cannot read where the log ends; retrying");
+                tokio::select! { _ = tokio::time::sleep(retry) => {}, _ = stop.cancelled() => return }
+                retry = (retry * 2).min(Duration::from_secs(2));
+            }
+        }
+    };
+    core.ready.send_replace(true);
+    loop {
+        tokio::select! { _ = core.wake.notified() => {}, _ = stop.cancelled() => break }
+        for signal in core.drain() {
+            match signal {
+                Signal::Check => {
+                    if let Err(e) = catch_up(&db, &core, &mut cursor).await {
+                        tracing::warn!(session.id = %session, error = %e, "a feed failed to read new events; retrying");
+                        let core = core.clone();
+                        let stop = stop.clone();
+                        tokio::spawn(async move {
+                            tokio::select! { _ = tokio::time::sleep(Duration::from_millis(200)) => core.push(Signal::Check), _ = stop.cancelled() => {} }
+                        });
+                    }
+                }
+                Signal::Ephemeral(e) => {
+                    let _ = core.tx.send(LiveEvent::Ephemeral(Arc::new(e)));
+                }
+                Signal::Deleted => {
+                    let _ = core.tx.send(LiveEvent::Deleted);
+                }
+            }
+        }
+    }
+    if let Some(inner) = hub.upgrade() {
+        let mut feeds = inner.feeds.lock().expect("hub map poisoned");
+        if feeds.get(&session.0).is_some_and(|w| w.strong_count() == 0) {
+            feeds.remove(&session.0);
+        }
+    }
+}
+
+async fn catch_up(db: &Db, core: &FeedCore, cursor: &mut i64) -> crate::Result<()> {
+    loop {
+        let page = events::page_unscoped(db, core.session, *cursor).await?;
+        let full = page.len() as i64 == events::MAX_PAGE;
+        for e in page {
+            *cursor = e.seq;
+            let _ = core.tx.send(LiveEvent::Stored(Arc::new(e)));
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Everything that speaks SQL. One module per table; functions take an executor (or a
+//! connection inside the caller's transaction), so the caller decides what commits together.
+//! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
+
+pub mod agents;
+pub mod embedded;
+pub mod error;
+pub mod events;
+pub mod hub;
+pub mod pool;
+pub mod projects;
+pub mod sessions;
+
+pub use error::{Error, Result};
+pub use hub::{EventHub, LiveEvent, Subscription};
+pub use pool::{connect, migrate, Db};

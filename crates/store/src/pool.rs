@@ -1,0 +1,26 @@
+//! Connecting and migrating.
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::time::Duration;
+
+pub type Db = sqlx::PgPool;
+
+/// The migrations under the repository's top-level `migrations/`, compiled in.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// A pool sized for a server: enough connections for concurrent requests and workers, with a
+/// short acquire timeout so an exhausted pool shows up as an error rather than a hang.
+pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<Db, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+}
+
+/// Applies pending migrations. Safe to run from several processes at once: sqlx takes an
+/// advisory lock around the run.
+pub async fn migrate(db: &Db) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(db).await
+}
