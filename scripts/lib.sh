@@ -35,3 +35,85 @@ ensure_rust() {
   echo "cargo is not installed: install Rust with rustup (https://rustup.rs) and run this again." >&2
   exit 1
 }
+
+# ---- Docker Engine and the sandbox image --------------------------------------------------
+
+# The repository root, fixed when this file is sourced (the functions below may run after a cd).
+lib_repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# A running Docker Engine. There is no init system: dockerd is started in the background, in
+# its own session (so it outlives the calling script and its process group), and left running.
+# Copes with a daemon that is already running or still starting, and with a dead one that left
+# its pid file (and socket) behind.
+ensure_docker() {
+  docker info >/dev/null 2>&1 && return 0
+  local log_file=/var/log/dockerd.log pid_file=/var/run/docker.pid pid started="" waiting=0 deadline
+  local containerd_pid_file=/var/run/docker/containerd/containerd.pid
+  if ! command -v dockerd >/dev/null 2>&1; then
+    log "installing Docker Engine (docker.io)"
+    apt_install docker.io
+  fi
+  deadline=$((SECONDS + 60))
+  until docker info >/dev/null 2>&1; do
+    pid=$(cat "$pid_file" 2>/dev/null || true)
+    if ! process_alive dockerd "$pid" && ! process_alive dockerd "$started"; then
+      if [ -n "$started" ]; then
+        echo "dockerd exited while starting; the last lines of $log_file:" >&2
+        tail -n 25 "$log_file" >&2 2>/dev/null || true
+        return 1
+      fi
+      if [ -n "$pid" ]; then
+        log "removing the stale $pid_file (pid $pid is not a running dockerd)"
+        as_root rm -f "$pid_file"
+      fi
+      # dockerd reuses the containerd named in this file if kill(pid, 0) works, which it does
+      # for a zombie: a killed daemon's containerd that nobody has reaped yet.
+      pid=$(cat "$containerd_pid_file" 2>/dev/null || true)
+      if [ -n "$pid" ] && ! process_alive containerd "$pid"; then
+        as_root rm -f "$containerd_pid_file"
+      fi
+      log "starting dockerd (log: $log_file)"
+      # Under sudo, the redirections must happen as root too. $! is dockerd itself: setsid
+      # does not fork in a background job of a non-interactive shell.
+      started=$(as_root sh -c "setsid dockerd >'$log_file' 2>&1 </dev/null & echo \$!")
+    elif [ -z "$started" ] && [ "$waiting" -eq 0 ]; then
+      log "dockerd (pid $pid) is running but does not answer yet: waiting for it"
+      waiting=1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "dockerd did not answer within 60 s; the last lines of $log_file:" >&2
+      tail -n 25 "$log_file" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# process_alive NAME PID: whether PID is a live NAME (not a zombie waiting to be reaped, which
+# happens here after a kill, nor another program that got the pid).
+process_alive() {
+  [ -n "${2:-}" ] && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "$1" ] || return 1
+  case "$(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -c1)" in
+    "" | Z | X) return 1 ;;
+  esac
+}
+
+# The version of the sandbox image, read from its label in images/sandbox/Dockerfile; the
+# image's tag is this number (sandbox-agents-sandbox:N).
+sandbox_image_ref() {
+  local version
+  version=$(sed -n 's/.*io\.sandbox-agents\.image-version="\{0,1\}\([0-9][0-9]*\)"\{0,1\}.*/\1/p' \
+    "$lib_repo_root/images/sandbox/Dockerfile" | head -n 1)
+  echo "sandbox-agents-sandbox:${version:?no io.sandbox-agents.image-version label in images/sandbox/Dockerfile}"
+}
+
+# The sandbox image (sandbox-agents-sandbox:1), built locally without a registry if missing.
+ensure_sandbox_image() {
+  local image
+  image=$(sandbox_image_ref) || return 1
+  ensure_docker || return 1
+  docker image inspect "$image" >/dev/null 2>&1 && return 0
+  command -v debootstrap >/dev/null 2>&1 || { log "installing debootstrap"; apt_install debootstrap; }
+  log "building the sandbox image $image (no registry needed; a few minutes)"
+  "$lib_repo_root/images/sandbox/build-offline.sh"
+}

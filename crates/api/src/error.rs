@@ -87,6 +87,27 @@ impl From<sandbox_agents_store::Error> for ApiError {
     }
 }
 
+impl From<sandbox_agents_runtime::RuntimeError> for ApiError {
+    fn from(e: sandbox_agents_runtime::RuntimeError) -> Self {
+        use sandbox_agents_runtime::RuntimeError as R;
+        use sandbox_agents_sandbox::SandboxError as S;
+        match e {
+            R::NotFound(m) => ApiError::NotFound(m),
+            R::Conflict(m) => ApiError::Conflict(m),
+            R::BadRequest(m) => ApiError::BadRequest(m),
+            R::Validation(v) => ApiError::Validation(v),
+            R::Store(e) => e.into(),
+            R::Sandbox(S::NoSuchPath(p)) => {
+                ApiError::NotFound(format!("no such file or directory: {p}"))
+            }
+            R::Sandbox(e) => {
+                ApiError::Internal(anyhow::Error::new(e).context("the sandbox backend failed"))
+            }
+            R::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 /// Names the missing thing in a store `NotFound`.
 pub trait NotFoundExt<T> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T>;

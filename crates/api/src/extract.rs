@@ -161,11 +161,3 @@ pub fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         ))),
     }
 }
-
-/// An integer in a query string (serde_urlencoded hands every value over as a string).
-pub fn query_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    let s = String::deserialize(d)?;
-    s.trim().parse::<i64>().map(Some).map_err(|_| {
-        serde::de::Error::custom(format!("Input should be a valid integer, not '{s}'"))
-    })
-}

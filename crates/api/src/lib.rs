@@ -13,7 +13,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
-use routes::{agents, events, identity, sessions, system};
+use routes::{agents, events, identity, lifecycle, sessions, system};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
@@ -56,8 +56,12 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))
         .routes(routes!(agents::unarchive))
-        .routes(routes!(sessions::list))
-        .routes(routes!(sessions::get, sessions::update))
+        .routes(routes!(sessions::list, lifecycle::create))
+        .routes(routes!(sessions::get, sessions::update, lifecycle::delete))
+        .routes(routes!(lifecycle::start))
+        .routes(routes!(lifecycle::stop))
+        .routes(routes!(lifecycle::interrupt))
+        .routes(routes!(lifecycle::exec))
         .routes(routes!(events::page))
         .routes(routes!(events::stream))
 }

@@ -1,5 +1,6 @@
 //! What every handler can reach.
 
+use sandbox_agents_runtime::Runtime;
 use sandbox_agents_store::{Db, EventHub};
 use serde::Serialize;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub db: Db,
     pub hub: EventHub,
     pub settings: Arc<ApiSettings>,
+    /// Sessions' sandboxes: boot, stop, exec, files.
+    pub runtime: Runtime,
     /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.
     pub shutdown: CancellationToken,
 }

@@ -109,3 +109,97 @@ pub struct SessionPatch {
     #[schema(value_type = Option<Object>)]
     pub metadata: crate::Patch<Map<String, Value>>,
 }
+
+/// `POST /api/sessions`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionCreate {
+    /// The agent's id or slug.
+    pub agent_id: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    /// Override of the agent's model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Override of the agent's instructions.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Merged into the agent's manifest, entry by entry (the session wins per path).
+    #[serde(default)]
+    pub manifest: Option<crate::manifest::ManifestSpec>,
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub secret_bindings: Vec<crate::tools::SecretBinding>,
+    /// Boot from this snapshot's workspace: a fork.
+    #[serde(default)]
+    pub from_snapshot_id: Option<String>,
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    /// A first prompt, run as soon as the sandbox is up.
+    #[serde(default)]
+    pub prompt: Option<String>,
+}
+
+/// `POST /api/sessions/{id}/exec`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ExecBody {
+    pub command: String,
+    /// Seconds the command may run (default 60, at most 600); null = the default.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// `ExecResult`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ExecResult {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `WorkspaceEntry`.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct WorkspaceEntry {
+    /// Workspace-relative path.
+    pub path: String,
+    /// `directory` | `file` | `symlink` | `other`.
+    pub kind: String,
+    pub size: i64,
+    /// `ls -l` style, e.g. `-rw-r--r--`.
+    pub permissions: String,
+    pub owner: String,
+    pub group: String,
+}
+
+/// `UploadResult`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct UploadResult {
+    pub path: String,
+    pub size: i64,
+}
+
+/// `Snapshot`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Snapshot {
+    pub id: String,
+    pub session_id: String,
+    pub label: String,
+    pub size_bytes: i64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// `POST /api/sessions/{id}/snapshots`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SnapshotCreate {
+    #[serde(default)]
+    pub label: String,
+}
+
+/// `PortPreview`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PortPreview {
+    pub port: u16,
+    pub url: String,
+}

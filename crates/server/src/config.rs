@@ -81,6 +81,67 @@ pub struct Config {
     )]
     pub db_max_connections: u32,
 
+    /// The compute plane sessions run on (the only one so far: docker).
+    #[arg(long, env = "SANDBOX_AGENTS_BACKEND", default_value = "docker", value_parser = ["docker"], global = true)]
+    pub backend: String,
+
+    /// The image sessions boot when their agent names none. Docker reads DOCKER_HOST to find
+    /// the Engine (default: the local socket).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_IMAGE",
+        default_value = "sandbox-agents-sandbox:1",
+        global = true
+    )]
+    pub image: String,
+
+    /// CPUs each sandbox may use.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_CPUS",
+        default_value_t = 1.0,
+        global = true
+    )]
+    pub sandbox_cpus: f64,
+
+    /// Memory each sandbox may use, in MiB (no swap beyond it).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_MEMORY_MB",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub sandbox_memory_mb: i64,
+
+    /// Processes each sandbox may run at once.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_PIDS",
+        default_value_t = 512,
+        global = true
+    )]
+    pub sandbox_pids: i64,
+
+    /// Seconds a running, idle sandbox is kept when its agent's idle_ttl_seconds is null
+    /// (0 = never released).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_IDLE_TTL_SECONDS",
+        default_value_t = 1800,
+        global = true
+    )]
+    pub idle_ttl_seconds: u64,
+
+    /// Host directories that manifest `local_dir` entries may copy from (comma-separated).
+    /// Empty (the default) refuses `local_dir`: it would let API callers read host files.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_LOCAL_DIR_ROOTS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub local_dir_roots: Vec<std::path::PathBuf>,
+
     /// Log line format.
     #[arg(
         long,
@@ -105,6 +166,9 @@ impl fmt::Debug for Config {
             .field("default_model", &self.default_model)
             .field("db_max_connections", &self.db_max_connections)
             .field("log_format", &self.log_format)
+            .field("backend", &self.backend)
+            .field("image", &self.image)
+            .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .finish()
     }
 }

@@ -7,6 +7,12 @@ pub mod telemetry;
 use anyhow::Context;
 use config::Config;
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
+use sandbox_agents_runtime::blobs::LocalBlobStore;
+use sandbox_agents_runtime::manifest::ManifestPolicy;
+use sandbox_agents_runtime::{Runtime, RuntimeSettings};
+use sandbox_agents_sandbox::docker::DockerBackend;
+use sandbox_agents_sandbox::unavailable::Unavailable;
+use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::{Db, EventHub};
 use sqlx::postgres::PgConnectOptions;
@@ -58,9 +64,15 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let Database { db, embedded } = open_database(&config).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
+    let runtime = runtime(&config, &db, shutdown.clone()).await?;
+    if let Err(e) = runtime.reconcile_on_start().await {
+        tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
+    }
+    runtime.spawn_workers();
     let state = AppState {
         db: db.clone(),
         hub,
+        runtime: runtime.clone(),
         settings: Arc::new(ApiSettings {
             default_model: config.default_model.clone(),
             backends: vec![BackendInfo {
@@ -74,6 +86,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     tracing::info!(addr = %listener.local_addr()?, "listening");
     let served = sandbox_agents_api::serve(listener, state).await;
     shutdown.cancel();
+    runtime.drain(std::time::Duration::from_secs(10)).await;
     db.close().await;
     if let Some(pg) = embedded {
         pg.stop()
@@ -83,6 +96,46 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The session runtime: the sandbox backend, the blob store under the data directory, and
+/// the settings from the configuration. A backend that cannot be reached is logged and
+/// replaced by one that refuses every operation with the reason.
+async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyhow::Result<Runtime> {
+    let deployment = sandbox_agents_store::deployment::id(db).await?;
+    let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
+            Arc::new(Unavailable {
+                name: "docker",
+                reason: e.to_string(),
+            })
+        }
+    };
+    let blobs =
+        LocalBlobStore::new(config.data_dir.join("blobs")).context("creating the blob store")?;
+    let settings = RuntimeSettings {
+        default_image: config.image.clone(),
+        default_model: config.default_model.clone(),
+        limits: Limits {
+            cpus: config.sandbox_cpus,
+            memory_bytes: config.sandbox_memory_mb * 1024 * 1024,
+            pids: config.sandbox_pids,
+        },
+        idle_ttl: std::time::Duration::from_secs(config.idle_ttl_seconds),
+        sweep_interval: std::time::Duration::from_secs(30),
+        manifest: ManifestPolicy {
+            local_dir_roots: config.local_dir_roots.clone(),
+        },
+    };
+    Ok(Runtime::new(
+        db.clone(),
+        backend,
+        Arc::new(blobs),
+        settings,
+        shutdown,
+    ))
 }
 
 /// Applies migrations and exits.

@@ -29,6 +29,8 @@ use uuid::Uuid;
 
 /// How often feeds check the database while the `LISTEN` connection is down.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a subscriber waits for a new feed to learn where the log ends.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Events a subscriber may fall behind before it has to catch up from the database.
 const BROADCAST_CAPACITY: usize = 1024;
 /// Signals a feed may have queued before ephemeral ones are dropped (stored ones coalesce).
@@ -148,8 +150,15 @@ impl EventHub {
         };
         let rx = feed.core.tx.subscribe();
         let mut ready = feed.core.ready.subscribe();
+        let unavailable = || {
+            crate::Error::Conflict(
+                "live events are unavailable: the database does not answer".into(),
+            )
+        };
         tokio::select! {
-            r = ready.wait_for(|r| *r) => { r.map_err(|_| crate::Error::Conflict("the server is shutting down".into()))?; }
+            r = tokio::time::timeout(SUBSCRIBE_TIMEOUT, ready.wait_for(|r| *r)) => {
+                r.map_err(|_| unavailable())?.map_err(|_| unavailable())?;
+            }
             _ = self.inner.shutdown.cancelled() => return Err(crate::Error::Conflict("the server is shutting down".into())),
         }
         Ok(Subscription { _feed: feed, rx })

@@ -3,6 +3,7 @@
 //! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
 
 pub mod agents;
+pub mod deployment;
 pub mod embedded;
 pub mod error;
 pub mod events;
@@ -10,6 +11,7 @@ pub mod hub;
 pub mod pool;
 pub mod projects;
 pub mod sessions;
+pub mod snapshots;
 
 pub use error::{Error, Result};
 pub use hub::{EventHub, LiveEvent, Subscription};

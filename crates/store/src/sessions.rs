@@ -35,6 +35,13 @@ pub struct SessionRecord {
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
     pub last_event_at: Option<OffsetDateTime>,
+    pub image: Option<String>,
+    pub secret_bindings: Json<Vec<sandbox_agents_domain::tools::SecretBinding>>,
+    pub workspace_archive: Option<String>,
+    pub boot_snapshot_id: Option<Uuid>,
+    pub last_used_at: OffsetDateTime,
+    /// Container port → host port on 127.0.0.1, while running.
+    pub port_map: Json<std::collections::BTreeMap<String, u16>>,
 }
 
 impl SessionRecord {
@@ -79,13 +86,17 @@ pub struct NewSession {
     pub instructions: Option<String>,
     pub manifest: Option<ManifestSpec>,
     pub metadata: Map<String, Value>,
+    pub image: Option<String>,
+    pub secret_bindings: Vec<sandbox_agents_domain::tools::SecretBinding>,
+    pub boot_snapshot_id: Option<Uuid>,
 }
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
 pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRecord> {
     Ok(sqlx::query_as(
-        "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest, metadata)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
+                               metadata, image, secret_bindings, boot_snapshot_id, workdir)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace')
          returning *",
     )
     .bind(s.id.0)
@@ -98,6 +109,9 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
     .bind(&s.instructions)
     .bind(s.manifest.as_ref().map(Json))
     .bind(Json(&s.metadata))
+    .bind(&s.image)
+    .bind(Json(&s.secret_bindings))
+    .bind(s.boot_snapshot_id)
     .fetch_one(db)
     .await?)
 }
@@ -226,4 +240,152 @@ pub async fn delete(tx: &mut sqlx::PgConnection, project: ProjectId, id: Session
         return Err(Error::NotFound);
     }
     crate::events::notify_deleted(&mut *tx, id).await
+}
+
+// ---- For the runtime's workers, which act on sessions of every project. ----
+
+/// A session by id, whatever its project: for background work that got the id from the
+/// database itself, never from a caller.
+pub async fn get_for_worker(
+    db: impl PgExecutor<'_>,
+    id: SessionId,
+) -> Result<Option<SessionRecord>> {
+    Ok(sqlx::query_as("select * from sessions where id = $1")
+        .bind(id.0)
+        .fetch_optional(db)
+        .await?)
+}
+
+/// Sessions whose sandbox is booting or up.
+pub async fn active(db: impl PgExecutor<'_>) -> Result<Vec<SessionRecord>> {
+    Ok(sqlx::query_as(
+        "select * from sessions where status in ('provisioning', 'running') order by created_at",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// A boot finished: the row says running from the same transaction that announces it.
+/// `None` when the session is no longer provisioning (deleted, or stopped meanwhile).
+pub async fn mark_running(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    container_id: &str,
+    workdir: &str,
+    port_map: &std::collections::BTreeMap<String, u16>,
+) -> Result<Option<SessionRecord>> {
+    Ok(sqlx::query_as(
+        "update sessions
+         set status = 'running', container_id = $2, workdir = $3, port_map = $4, error = null,
+             stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now()
+         where id = $1 and status = 'provisioning'
+         returning *",
+    )
+    .bind(id.0)
+    .bind(container_id)
+    .bind(workdir)
+    .bind(Json(port_map))
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// A boot failed. `None` when the session is no longer provisioning.
+pub async fn mark_boot_failed(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    error: &str,
+) -> Result<Option<SessionRecord>> {
+    Ok(sqlx::query_as(
+        "update sessions set status = 'error', error = $2, container_id = null, port_map = '{}', updated_at = now()
+         where id = $1 and status = 'provisioning'
+         returning *",
+    )
+    .bind(id.0)
+    .bind(error)
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// The sandbox is gone and the workspace archived (or lost, with `archive` None keeping the
+/// previous archive). `None` when the session was not running or provisioning.
+pub async fn mark_stopped(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    reason: &str,
+    archive: Option<&str>,
+) -> Result<Option<SessionRecord>> {
+    Ok(sqlx::query_as(
+        "update sessions
+         set status = 'stopped', stopped_reason = $2, container_id = null, port_map = '{}',
+             workspace_archive = coalesce($3, workspace_archive), activity = 'idle', updated_at = now()
+         where id = $1 and status in ('running', 'provisioning')
+         returning *",
+    )
+    .bind(id.0)
+    .bind(reason)
+    .bind(archive)
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// Start: a stopped or failed session goes back to provisioning (the boot follows). Returns
+/// the row as it now is; a session already booting or running is returned unchanged.
+pub async fn mark_provisioning(
+    db: impl PgExecutor<'_> + Copy,
+    project: ProjectId,
+    id: SessionId,
+) -> Result<(SessionRecord, bool)> {
+    let changed: Option<SessionRecord> = sqlx::query_as(
+        "update sessions set status = 'provisioning', error = null, stopped_reason = null, updated_at = now()
+         where project_id = $1 and id = $2 and status in ('stopped', 'error')
+         returning *",
+    )
+    .bind(project.0)
+    .bind(id.0)
+    .fetch_optional(db)
+    .await?;
+    match changed {
+        Some(s) => Ok((s, true)),
+        None => Ok((get(db, project, id).await?, false)),
+    }
+}
+
+/// The sandbox was used now: the idle reaper measures from here.
+pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
+    sqlx::query("update sessions set last_used_at = now() where id = $1")
+        .bind(id.0)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Running, idle sessions unused for longer than their agent's `idle_ttl_seconds` (or
+/// `default_ttl` when the agent has none; 0 means never).
+pub async fn idle_expired(
+    db: impl PgExecutor<'_>,
+    default_ttl_secs: i64,
+) -> Result<Vec<SessionId>> {
+    let rows: Vec<(Uuid,)> = sqlx::query_as(
+        "select s.id from sessions s join agents a on a.id = s.agent_id
+         where s.status = 'running' and s.activity = 'idle'
+           and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
+           and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+    )
+    .bind(default_ttl_secs)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| SessionId(id)).collect())
+}
+
+/// Every session id, for the reconciler's "does anybody own this container".
+pub async fn existing(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, Option<String>)>> {
+    Ok(
+        sqlx::query_as("select id, container_id from sessions where id = any($1)")
+            .bind(ids)
+            .fetch_all(db)
+            .await?,
+    )
 }

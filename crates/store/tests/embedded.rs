@@ -130,7 +130,7 @@ async fn restarts_reuse_the_cluster_and_survive_a_stale_pid_file() {
     );
     assert!(pg
         .database_url()
-        .starts_with("postgres://sandbox_agents@/sandbox_agents?host=/"));
+        .starts_with("postgres://sandbox_agents@localhost/sandbox_agents?host=/"));
 
     pg.stop().await.unwrap();
     assert!(!dir.join("data/postmaster.pid").exists());

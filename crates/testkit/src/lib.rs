@@ -11,6 +11,12 @@ use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_domain::agent::{AgentCreate, AgentRecord};
 use sandbox_agents_domain::event::NewEvent;
 use sandbox_agents_domain::{AgentId, SessionId};
+use sandbox_agents_runtime::blobs::LocalBlobStore;
+use sandbox_agents_runtime::manifest::ManifestPolicy;
+use sandbox_agents_runtime::{Runtime, RuntimeSettings};
+use sandbox_agents_sandbox::docker::DockerBackend;
+use sandbox_agents_sandbox::unavailable::Unavailable;
+use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agents, events, sessions, Db, EventHub};
@@ -142,6 +148,49 @@ pub struct TestApp {
     pub db_options: PgConnectOptions,
     pub shutdown: CancellationToken,
     pub server: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The session runtime, for tests that drive its workers step by step.
+    pub runtime: Runtime,
+    /// This server's blob store directory.
+    pub blobs_dir: PathBuf,
+}
+
+/// The image tests boot (the one `scripts/test` builds).
+pub fn test_image() -> String {
+    std::env::var("SANDBOX_AGENTS_IMAGE").unwrap_or_else(|_| "sandbox-agents-sandbox:1".into())
+}
+
+/// The runtime a test server uses: real Docker (or, when it is unreachable, a backend that
+/// says so on every call), blobs in a directory of its own, no periodic workers.
+pub async fn test_runtime(db: &Db, shutdown: CancellationToken) -> (Runtime, PathBuf) {
+    let deployment = sandbox_agents_store::deployment::id(db)
+        .await
+        .expect("reading the deployment id");
+    let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
+        Ok(b) => Arc::new(b),
+        Err(e) => Arc::new(Unavailable {
+            name: "docker",
+            reason: e.to_string(),
+        }),
+    };
+    let blobs_dir =
+        std::env::temp_dir().join(format!("sa-test-blobs-{}", uuid::Uuid::new_v4().simple()));
+    let blobs = LocalBlobStore::new(&blobs_dir).expect("creating a blob store");
+    let settings = RuntimeSettings {
+        default_image: test_image(),
+        default_model: DEFAULT_MODEL.into(),
+        limits: Limits {
+            cpus: 1.0,
+            memory_bytes: 512 * 1024 * 1024,
+            pids: 256,
+        },
+        idle_ttl: Duration::from_secs(1800),
+        sweep_interval: Duration::from_secs(3600),
+        manifest: ManifestPolicy::default(),
+    };
+    (
+        Runtime::new(db.clone(), backend, Arc::new(blobs), settings, shutdown),
+        blobs_dir,
+    )
 }
 
 /// A server on a fresh database, listening on an ephemeral port.
@@ -158,7 +207,9 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
         .expect("binding port 0");
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
     let shutdown = CancellationToken::new();
+    let (runtime, blobs_dir) = test_runtime(&db, shutdown.clone()).await;
     let state = AppState {
+        runtime: runtime.clone(),
         db: db.clone(),
         hub: EventHub::start(db.clone(), shutdown.clone()),
         settings: Arc::new(ApiSettings {
@@ -179,6 +230,8 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
         db_options,
         shutdown,
         server,
+        runtime,
+        blobs_dir,
     }
 }
 
@@ -224,6 +277,9 @@ impl TestApp {
                 instructions: None,
                 manifest: None,
                 metadata: Default::default(),
+                image: None,
+                secret_bindings: Vec::new(),
+                boot_snapshot_id: None,
             },
         )
         .await
@@ -247,6 +303,111 @@ impl TestApp {
             .expect("appending")
             .into_iter()
             .map(|e| e.seq)
+            .collect()
+    }
+}
+
+impl TestApp {
+    /// Creates an agent through the API (`body` is merged over a minimal one).
+    pub async fn create_agent(&self, slug: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut body = serde_json::json!({"slug": slug, "name": slug});
+        for (k, v) in extra.as_object().expect("an object") {
+            body[k] = v.clone();
+        }
+        let r = self
+            .http
+            .post(self.url("/api/agents"))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /api/agents");
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+        r.json().await.expect("an Agent")
+    }
+
+    /// `POST /api/sessions`, asserting the 202.
+    pub async fn create_session(&self, body: serde_json::Value) -> serde_json::Value {
+        let r = self
+            .http
+            .post(self.url("/api/sessions"))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /api/sessions");
+        assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+        r.json().await.expect("a Session")
+    }
+
+    /// `GET /api/sessions/{id}` as JSON.
+    pub async fn session(&self, id: &str) -> serde_json::Value {
+        self.http
+            .get(self.url(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .expect("GET session")
+            .json()
+            .await
+            .expect("JSON")
+    }
+
+    /// Polls the session until its status is `status` (or `error`, which fails the test
+    /// unless asked for), within `within`.
+    pub async fn wait_for_status(
+        &self,
+        id: &str,
+        status: &str,
+        within: Duration,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let s = self.session(id).await;
+            if s["status"] == status {
+                return s;
+            }
+            assert!(
+                s["status"] != "error" || status == "error",
+                "the session failed: {}",
+                s["error"]
+            );
+            assert!(
+                Instant::now() < deadline,
+                "session {id} did not reach {status} in {within:?}: {s}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `POST .../exec`, returning (exit_code, stdout, stderr).
+    pub async fn exec(&self, id: &str, command: &str) -> (i64, String, String) {
+        let r = self
+            .http
+            .post(self.url(&format!("/api/sessions/{id}/exec")))
+            .json(&serde_json::json!({"command": command, "timeout": 30}))
+            .send()
+            .await
+            .expect("POST exec");
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+        let v: serde_json::Value = r.json().await.expect("ExecResult");
+        (
+            v["exit_code"].as_i64().expect("exit_code"),
+            v["stdout"].as_str().unwrap_or_default().to_owned(),
+            v["stderr"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    /// The event types of a session's log, in order.
+    pub async fn event_types(&self, id: &str) -> Vec<String> {
+        let page: Vec<serde_json::Value> = self
+            .http
+            .get(self.url(&format!("/api/sessions/{id}/events?limit=1000")))
+            .send()
+            .await
+            .expect("GET events")
+            .json()
+            .await
+            .expect("events");
+        page.iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
 }

@@ -3,5 +3,6 @@
 pub mod agents;
 pub mod events;
 pub mod identity;
+pub mod lifecycle;
 pub mod sessions;
 pub mod system;

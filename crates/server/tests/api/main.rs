@@ -5,5 +5,6 @@ mod conventions;
 mod event_log;
 mod fanout;
 mod openapi;
+mod sandboxes;
 mod sessions;
 mod streaming;

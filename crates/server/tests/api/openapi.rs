@@ -42,6 +42,12 @@ fn the_document_covers_every_route() {
         ("patch", "/api/sessions/{session_id}"),
         ("get", "/api/sessions/{session_id}/events"),
         ("get", "/api/sessions/{session_id}/events/stream"),
+        ("post", "/api/sessions"),
+        ("delete", "/api/sessions/{session_id}"),
+        ("post", "/api/sessions/{session_id}/start"),
+        ("post", "/api/sessions/{session_id}/stop"),
+        ("post", "/api/sessions/{session_id}/interrupt"),
+        ("post", "/api/sessions/{session_id}/exec"),
     ];
     let json = serde_json::to_value(&doc).unwrap();
     for (method, path) in expected {

@@ -136,9 +136,8 @@ impl EmbeddedPostgres {
             .ssl_mode(PgSslMode::Disable)
     }
 
-    /// A libpq-style URL for the same (`postgres://sandbox_agents@/sandbox_agents?host=<socket
-    /// dir>`), for tools like psql. (sqlx rejects a URL with an empty host, `EmptyHost`: use
-    /// [`Self::connect_options`] in Rust.)
+    /// A URL for the same (`postgres://sandbox_agents@localhost/sandbox_agents?host=<socket
+    /// dir>`) that psql and sqlx both accept: the `host` parameter names the socket directory.
     pub fn database_url(&self) -> String {
         format!(
             // `localhost` is a placeholder that both libpq and sqlx replace with the `host`

@@ -1,0 +1,115 @@
+//! Session lifecycle: create (202, the container boots in the background), start, stop,
+//! interrupt, delete, and exec (API.md §2.4, §2.6).
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiJson;
+use crate::project::Project;
+use crate::routes::sessions::session_id;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
+use sandbox_agents_runtime::sessions::StopReason;
+
+/// Creates a session: 202 with `status: provisioning`; `session.status_running` (or
+/// `session.status_error`) follows in the log once the container is up (or failed).
+#[utoipa::path(post, path = "/api/sessions", tag = "sessions", request_body = SessionCreate,
+    responses((status = 202, body = Session), (status = 404, description = "No such agent or snapshot"),
+              (status = 409, description = "The agent is archived"), (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiJson(body): ApiJson<SessionCreate>,
+) -> ApiResult<(StatusCode, Json<Session>)> {
+    let row = st.runtime.create(project, body).await?;
+    Ok((StatusCode::ACCEPTED, Json(row.to_wire())))
+}
+
+/// Brings a stopped or failed session back up, restoring the workspace its stop archived.
+/// Returns at once (`provisioning`); `session.status_running` follows. A running session is
+/// returned unchanged.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/start", tag = "sessions", params(("session_id" = String, Path)),
+    responses((status = 200, body = Session), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn start(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Session>> {
+    let row = st.runtime.start(project, session_id(&raw)?).await?;
+    Ok(Json(row.to_wire()))
+}
+
+/// Archives the workspace and removes the container: `stopped`, reason `requested`. A later
+/// start brings the workspace back byte for byte.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/stop", tag = "sessions", params(("session_id" = String, Path)),
+    responses((status = 200, body = Session), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn stop(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Session>> {
+    let row = st
+        .runtime
+        .stop(Some(project), session_id(&raw)?, StopReason::Requested)
+        .await?;
+    Ok(Json(row.to_wire()))
+}
+
+/// Ends the turn in flight and keeps the sandbox up. With no turn in flight the session is
+/// returned unchanged.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/interrupt", tag = "sessions", params(("session_id" = String, Path)),
+    responses((status = 200, body = Session), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn interrupt(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Session>> {
+    let id = session_id(&raw)?;
+    let row = sandbox_agents_store::sessions::get(&st.db, project, id)
+        .await
+        .map_err(|e| match e {
+            sandbox_agents_store::Error::NotFound => {
+                ApiError::NotFound(format!("session '{raw}' not found"))
+            }
+            other => other.into(),
+        })?;
+    Ok(Json(row.to_wire()))
+}
+
+/// Destroys the container, the session and its log. Open streams end.
+#[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
+    responses((status = 204), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<StatusCode> {
+    st.runtime.delete(project, session_id(&raw)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Runs `sh -c command` in the workspace. A non-zero exit is still 200; on timeout only the
+/// command's process tree is killed (exit code 124, a note in stderr).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/exec", tag = "sessions", params(("session_id" = String, Path)),
+    request_body = ExecBody,
+    responses((status = 200, body = ExecResult), (status = 404, description = "No such session"),
+              (status = 409, description = "The session is not running")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn exec(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiJson(body): ApiJson<ExecBody>,
+) -> ApiResult<Json<ExecResult>> {
+    let out = st
+        .runtime
+        .exec(project, session_id(&raw)?, body.command, body.timeout)
+        .await?;
+    Ok(Json(out))
+}

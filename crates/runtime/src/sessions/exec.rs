@@ -1,0 +1,108 @@
+//! `exec`: a shell command in a running sandbox, bounded in time and output.
+
+use super::lifecycle::not_found;
+use super::Runtime;
+use crate::error::{Result, RuntimeError};
+use sandbox_agents_domain::session::ExecResult;
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_sandbox::{ExecRequest, SandboxError};
+use sandbox_agents_store::sessions::{self, SessionRecord};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Most bytes of stdout, and of stderr, an exec returns; the rest is cut with a note.
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+/// Seconds an exec runs when the caller does not say.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+/// Longest an exec may run.
+pub const MAX_TIMEOUT_SECS: f64 = 600.0;
+
+/// Text for a caller: invalid UTF-8 is replaced, a cut is said out loud.
+fn text(bytes: &[u8], truncated: bool, what: &str) -> String {
+    let mut s = String::from_utf8_lossy(bytes).into_owned();
+    if truncated {
+        s.push_str(&format!(
+            "\n[{what} truncated: only the first {} bytes are kept]\n",
+            MAX_OUTPUT_BYTES
+        ));
+    }
+    s
+}
+
+impl Runtime {
+    /// The session, which must have a running sandbox; 409 otherwise.
+    pub(crate) async fn running(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+    ) -> Result<(SessionRecord, String)> {
+        let s = sessions::get(&self.inner.db, project, id)
+            .await
+            .map_err(|e| not_found(e, id))?;
+        match (&s.status[..], &s.container_id) {
+            ("running", Some(c)) => {
+                let c = c.clone();
+                Ok((s, c))
+            }
+            _ => Err(RuntimeError::Conflict(format!(
+                "session is not running (it is {}); start it first",
+                match s.stopped_reason.as_deref() {
+                    Some(r) if s.status == "stopped" => format!("stopped, {r}"),
+                    _ => s.status.clone(),
+                }
+            ))),
+        }
+    }
+
+    /// Runs `sh -c command` in the workspace. A timeout kills only that command's process
+    /// tree (exit code 124, with a note in stderr), never the sandbox.
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn exec(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        command: String,
+        timeout: Option<f64>,
+    ) -> Result<ExecResult> {
+        let secs = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
+            return Err(RuntimeError::field(
+                &["timeout"],
+                "timeout is more than 0 and at most 600 seconds",
+                Value::from(secs),
+            ));
+        }
+        let (_, container) = self.running(project, id).await?;
+        sessions::touch(&self.inner.db, id).await?;
+        let req = ExecRequest {
+            argv: vec!["sh".into(), "-c".into(), command],
+            workdir: None,
+            env: Vec::new(),
+            timeout: Duration::from_secs_f64(secs),
+            max_output: MAX_OUTPUT_BYTES,
+            stdin: None,
+        };
+        let out = self
+            .inner
+            .backend
+            .exec(&container, &req)
+            .await
+            .map_err(|e| match e {
+                SandboxError::NotFound(_) => RuntimeError::Conflict(
+                    "the sandbox is gone; stop and start the session to get a new one".into(),
+                ),
+                other => other.into(),
+            })?;
+        let mut stderr = text(&out.stderr, out.stderr_truncated, "stderr");
+        if out.timed_out {
+            stderr.push_str(&format!(
+                "\n[timed out after {secs} s: the command was killed]\n"
+            ));
+        }
+        Ok(ExecResult {
+            exit_code: if out.timed_out { 124 } else { out.exit_code },
+            stdout: text(&out.stdout, out.stdout_truncated, "stdout"),
+            stderr,
+        })
+    }
+}

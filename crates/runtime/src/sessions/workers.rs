@@ -1,0 +1,142 @@
+//! Background work: on start, reconcile sessions with the containers that exist; then, on a
+//! timer, release idle sandboxes and remove containers nobody owns.
+
+use super::lifecycle::StopReason;
+use super::Runtime;
+use crate::error::Result;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_store::{events, sessions};
+use serde_json::json;
+use std::collections::HashMap;
+
+impl Runtime {
+    /// After a (re)start: sessions whose container survived are adopted; running sessions
+    /// whose container is gone become `stopped` with reason `restart`; sessions caught
+    /// mid-boot are booted again. Then containers no session owns are removed.
+    #[tracing::instrument(skip_all)]
+    pub async fn reconcile_on_start(&self) -> Result<()> {
+        let st = &self.inner;
+        for s in sessions::active(&st.db).await? {
+            let id = SessionId(s.id);
+            if s.status == "provisioning" {
+                tracing::info!(session.id = %id, "booting a session a previous run left provisioning");
+                self.spawn_boot(id);
+                continue;
+            }
+            let alive = match &s.container_id {
+                Some(c) => st.backend.inspect(c).await?.is_some_and(|c| c.running),
+                None => false,
+            };
+            if alive {
+                tracing::info!(session.id = %id, "adopted a running sandbox");
+            } else {
+                self.mark_lost(id).await?;
+            }
+        }
+        self.sweep_orphans().await
+    }
+
+    /// A running session whose sandbox vanished: stopped, reason `restart`.
+    async fn mark_lost(&self, id: SessionId) -> Result<()> {
+        let st = &self.inner;
+        if let Some(c) = sessions::get_for_worker(&st.db, id)
+            .await?
+            .and_then(|s| s.container_id)
+        {
+            let _ = st.backend.remove(&c).await;
+        }
+        let mut tx = st.db.begin().await?;
+        if sessions::mark_stopped(&mut tx, id, StopReason::Restart.as_str(), None)
+            .await?
+            .is_some()
+        {
+            events::append(
+                &mut tx,
+                id,
+                &[NewEvent::new(
+                    EventType::SessionStatusStopped,
+                    None,
+                    json!({"reason": "restart"}),
+                )],
+            )
+            .await?;
+            tx.commit().await?;
+            tracing::warn!(session.id = %id, "the session's sandbox is gone; marked stopped (restart)");
+        }
+        Ok(())
+    }
+
+    /// Removes this deployment's containers that no session owns (a crash between creating a
+    /// container and recording it, or a session deleted while its removal failed).
+    #[tracing::instrument(skip_all)]
+    pub async fn sweep_orphans(&self) -> Result<()> {
+        let st = &self.inner;
+        let listed = st.backend.list().await?;
+        let ids: Vec<uuid::Uuid> = listed
+            .iter()
+            .filter_map(|c| c.session.as_deref())
+            .filter_map(|s| uuid::Uuid::try_parse(s).ok())
+            .collect();
+        let owners: HashMap<uuid::Uuid, Option<String>> = sessions::existing(&st.db, &ids)
+            .await?
+            .into_iter()
+            .collect();
+        for c in listed {
+            let session = c
+                .session
+                .as_deref()
+                .and_then(|s| uuid::Uuid::try_parse(s).ok());
+            let owned = match session.and_then(|s| owners.get(&s)) {
+                // The session exists: its container, or one a boot in flight is creating.
+                Some(Some(container)) => container == &c.id,
+                Some(None) => {
+                    let row =
+                        sessions::get_for_worker(&st.db, SessionId(session.expect("matched")))
+                            .await?;
+                    row.is_some_and(|r| r.status == "provisioning")
+                }
+                None => false,
+            };
+            if !owned {
+                tracing::warn!(container.id = %c.id, session = ?c.session, "removing a container no session owns");
+                st.backend.remove(&c.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops running sessions unused for longer than their idle TTL.
+    pub async fn release_idle(&self) -> Result<usize> {
+        let st = &self.inner;
+        let ttl = st.settings.idle_ttl.as_secs() as i64;
+        let expired = sessions::idle_expired(&st.db, ttl).await?;
+        for id in &expired {
+            tracing::info!(session.id = %id, "releasing an idle sandbox");
+            if let Err(e) = self.stop(None, *id, StopReason::Idle).await {
+                tracing::warn!(session.id = %id, error = %e, "could not release an idle sandbox");
+            }
+        }
+        Ok(expired.len())
+    }
+
+    /// The periodic worker: idle release and orphan sweep until shutdown.
+    pub fn spawn_workers(&self) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let shutdown = rt.inner.shutdown.clone();
+            let mut tick = tokio::time::interval(rt.inner.settings.sweep_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! { _ = tick.tick() => {}, _ = shutdown.cancelled() => return }
+                if let Err(e) = rt.release_idle().await {
+                    tracing::warn!(error = %e, "idle release failed");
+                }
+                if let Err(e) = rt.sweep_orphans().await {
+                    tracing::warn!(error = %e, "orphan sweep failed");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,164 @@
+//! The container a sandbox is: its configuration (hardening, limits, labels, ports) and
+//! reading back where its ports were published.
+
+use super::{SANDBOX_GID, SANDBOX_UID};
+use crate::{SandboxSpec, LABEL_DEPLOYMENT, LABEL_SESSION, WORKDIR};
+use bollard::models::{ContainerCreateBody, HostConfig, NetworkSettings, PortBinding};
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// Where published ports listen: loopback only, never all interfaces.
+const PUBLISH_IP: &str = "127.0.0.1";
+
+/// The container name of a session's sandbox.
+pub fn container_name(session: &str) -> String {
+    format!("sa-{session}")
+}
+
+pub(crate) fn container_body(deployment: &str, spec: &SandboxSpec) -> ContainerCreateBody {
+    let labels = HashMap::from([
+        (LABEL_DEPLOYMENT.to_owned(), deployment.to_owned()),
+        (LABEL_SESSION.to_owned(), spec.session.clone()),
+    ]);
+    let env = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let exposed: Vec<String> = spec
+        .exposed_ports
+        .iter()
+        .map(|p| format!("{p}/tcp"))
+        .collect();
+    let port_bindings: HashMap<String, Option<Vec<PortBinding>>> = exposed
+        .iter()
+        .map(|p| {
+            let binding = PortBinding {
+                host_ip: Some(PUBLISH_IP.to_owned()),
+                // Empty: the Engine picks a free port.
+                host_port: Some(String::new()),
+            };
+            (p.clone(), Some(vec![binding]))
+        })
+        .collect();
+    let limits = &spec.limits;
+    let host_config = HostConfig {
+        privileged: Some(false),
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        cap_add: Some(Vec::new()),
+        security_opt: Some(vec!["no-new-privileges".to_owned()]),
+        pids_limit: Some(limits.pids),
+        memory: Some(limits.memory_bytes),
+        // Equal to `memory`: no swap on top.
+        memory_swap: Some(limits.memory_bytes),
+        nano_cpus: Some((limits.cpus * 1e9).round() as i64),
+        // The image's ENTRYPOINT is tini already.
+        init: Some(false),
+        ipc_mode: Some("private".to_owned()),
+        binds: Some(Vec::new()),
+        mounts: Some(Vec::new()),
+        port_bindings: Some(port_bindings),
+        publish_all_ports: Some(false),
+        auto_remove: Some(false),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        user: Some(format!("{SANDBOX_UID}:{SANDBOX_GID}")),
+        working_dir: Some(WORKDIR.to_owned()),
+        env: Some(env),
+        labels: Some(labels),
+        exposed_ports: Some(exposed),
+        tty: Some(false),
+        open_stdin: Some(false),
+        attach_stdin: Some(false),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// Container port → 127.0.0.1:<host port>, from an inspected container's network settings.
+pub(crate) fn published_ports(settings: Option<&NetworkSettings>) -> BTreeMap<u16, SocketAddr> {
+    let mut ports = BTreeMap::new();
+    let Some(map) = settings.and_then(|s| s.ports.as_ref()) else {
+        return ports;
+    };
+    for (key, bindings) in map {
+        let Some(port) = key.strip_suffix("/tcp").and_then(|p| p.parse::<u16>().ok()) else {
+            continue;
+        };
+        let found = bindings.iter().flatten().find_map(|b| {
+            let ip: Ipv4Addr = b.host_ip.as_deref()?.parse().ok()?;
+            let host_port: u16 = b.host_port.as_deref()?.parse().ok()?;
+            (ip.is_loopback() && host_port != 0).then(|| SocketAddr::from((ip, host_port)))
+        });
+        if let Some(addr) = found {
+            ports.insert(port, addr);
+        }
+    }
+    ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+
+    #[test]
+    fn the_container_is_hardened_and_labelled() {
+        let spec = SandboxSpec {
+            session: "s1".into(),
+            image: "img:1".into(),
+            env: BTreeMap::from([("A".into(), "b".into())]),
+            exposed_ports: vec![8080],
+            limits: Limits {
+                cpus: 0.5,
+                memory_bytes: 1 << 30,
+                pids: 100,
+            },
+        };
+        let body = container_body("dep", &spec);
+        let hc = body.host_config.as_ref().unwrap();
+        assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_owned()][..]));
+        assert_eq!(hc.privileged, Some(false));
+        assert_eq!(hc.memory_swap, hc.memory);
+        assert_eq!(hc.nano_cpus, Some(500_000_000));
+        let b = &hc.port_bindings.as_ref().unwrap()["8080/tcp"]
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(b.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(body.labels.as_ref().unwrap()[LABEL_SESSION], "s1");
+        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+    }
+
+    #[test]
+    fn only_loopback_tcp_bindings_count() {
+        let settings = NetworkSettings {
+            ports: Some(HashMap::from([
+                (
+                    "8080/tcp".to_owned(),
+                    Some(vec![
+                        PortBinding {
+                            host_ip: Some("0.0.0.0".into()),
+                            host_port: Some("1".into()),
+                        },
+                        PortBinding {
+                            host_ip: Some("127.0.0.1".into()),
+                            host_port: Some("49153".into()),
+                        },
+                    ]),
+                ),
+                ("9090/tcp".to_owned(), None),
+                (
+                    "53/udp".to_owned(),
+                    Some(vec![PortBinding {
+                        host_ip: Some("127.0.0.1".into()),
+                        host_port: Some("2".into()),
+                    }]),
+                ),
+            ])),
+            ..Default::default()
+        };
+        let ports = published_ports(Some(&settings));
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[&8080], "127.0.0.1:49153".parse().unwrap());
+    }
+}

@@ -1,0 +1,219 @@
+//! Running one command in a sandbox: one create, one attached start, one inspect.
+//!
+//! The command runs under GNU `timeout`, which puts itself and the command in a new process
+//! group and signals the whole group when time is up (TERM, then KILL 5 s later): the
+//! command's process tree dies, the container does not. A process that leaves the group
+//! (`setsid`) escapes; the host also stops waiting `HOST_GRACE` after the timeout.
+
+use super::{error, SANDBOX_GID, SANDBOX_UID};
+use crate::{ExecOutput, ExecRequest, Result, SandboxError, WORKDIR};
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::Docker;
+use futures::StreamExt;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+/// Exit code of `timeout` when the command timed out (and of [`ExecOutput`] then).
+pub const TIMEOUT_EXIT: i64 = 124;
+/// `timeout` exits 128 + 9 when it had to KILL the command.
+const KILLED_EXIT: i64 = 137;
+/// Seconds between `timeout`'s TERM and its KILL.
+const KILL_AFTER: &str = "5s";
+/// How long past the timeout the host keeps waiting for the output to end.
+pub const HOST_GRACE: Duration = Duration::from_secs(15);
+
+/// `timeout`'s duration argument; never 0, which would mean "no timeout".
+pub(crate) fn timeout_arg(d: Duration) -> String {
+    let d = d.max(Duration::from_millis(1));
+    format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
+}
+
+/// The argv actually run: the request's, under `timeout`.
+pub(crate) fn wrapped_argv(req: &ExecRequest) -> Vec<String> {
+    // `timeout` stops parsing options at the duration, so the command may start with `-`.
+    let mut argv = vec![
+        "timeout".to_owned(),
+        "-k".to_owned(),
+        KILL_AFTER.to_owned(),
+        "--".to_owned(),
+    ];
+    argv.push(timeout_arg(req.timeout));
+    argv.extend(req.argv.iter().cloned());
+    argv
+}
+
+/// Up to `max` bytes of one stream; the rest is counted as truncated and dropped.
+#[derive(Default)]
+struct Capped {
+    buf: Vec<u8>,
+    truncated: bool,
+}
+
+impl Capped {
+    fn push(&mut self, chunk: &[u8], max: usize) {
+        let room = max.saturating_sub(self.buf.len());
+        if chunk.len() > room {
+            self.truncated = true;
+        }
+        self.buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+}
+
+pub(crate) async fn exec(docker: &Docker, id: &str, req: &ExecRequest) -> Result<ExecOutput> {
+    if req.argv.is_empty() {
+        return Err(SandboxError::Backend("exec: the argv is empty".into()));
+    }
+    let env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let options = CreateExecOptions {
+        attach_stdin: Some(req.stdin.is_some()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        env: Some(env),
+        cmd: Some(wrapped_argv(req)),
+        privileged: Some(false),
+        user: Some(format!("{SANDBOX_UID}:{SANDBOX_GID}")),
+        working_dir: Some(req.workdir.clone().unwrap_or_else(|| WORKDIR.to_owned())),
+        ..Default::default()
+    };
+    let created = docker
+        .create_exec(id, options)
+        .await
+        .map_err(error::container(id))?;
+    tracing::debug!(exec.id = %created.id, "exec created");
+
+    let started_at = Instant::now();
+    let start = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: Some(64 * 1024),
+    };
+    let (mut output, mut input) = match docker
+        .start_exec(&created.id, Some(start))
+        .await
+        .map_err(error::container(id))?
+    {
+        StartExecResults::Attached { output, input } => (output, input),
+        StartExecResults::Detached => {
+            return Err(SandboxError::Backend(
+                "exec: the Engine did not attach".into(),
+            ))
+        }
+    };
+
+    let max = req.max_output;
+    let mut stdout = Capped::default();
+    let mut stderr = Capped::default();
+    let stdin = req.stdin.clone();
+    let write_stdin = async move {
+        if let Some(data) = stdin {
+            // A command that exits without reading all of it is not an error.
+            let _ = input.write_all(&data).await;
+            let _ = input.shutdown().await;
+        }
+        // Without stdin the write half is simply dropped (it is not attached).
+    };
+    let read_output = async {
+        while let Some(item) = output.next().await {
+            match item.map_err(error::backend)? {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    stdout.push(&message, max)
+                }
+                LogOutput::StdErr { message } => stderr.push(&message, max),
+                LogOutput::StdIn { .. } => {}
+            }
+        }
+        Ok::<(), SandboxError>(())
+    };
+    let host_deadline = req.timeout.saturating_add(HOST_GRACE);
+    let finished = tokio::time::timeout(host_deadline, async {
+        let ((), read) = tokio::join!(write_stdin, read_output);
+        read
+    })
+    .await;
+    let mut out = ExecOutput::default();
+    match finished {
+        Ok(read) => {
+            read?;
+            let elapsed = started_at.elapsed();
+            let code = exit_code(docker, &created.id).await?;
+            // The runtime could not even start the command (it reports that on stdout).
+            if code == 126 && stdout.buf.starts_with(b"OCI runtime exec failed") {
+                let message = String::from_utf8_lossy(&stdout.buf).trim().to_owned();
+                if message.contains("chdir to cwd") {
+                    return Err(SandboxError::NoSuchPath(
+                        req.workdir.clone().unwrap_or_else(|| WORKDIR.to_owned()),
+                    ));
+                }
+                return Err(SandboxError::Backend(message));
+            }
+            let timed_out = (code == TIMEOUT_EXIT || code == KILLED_EXIT) && elapsed >= req.timeout;
+            out.exit_code = if timed_out { TIMEOUT_EXIT } else { code };
+            out.timed_out = timed_out;
+        }
+        Err(_) => {
+            tracing::warn!(exec.id = %created.id, "exec: output still open {HOST_GRACE:?} past the timeout; giving up");
+            out.exit_code = TIMEOUT_EXIT;
+            out.timed_out = true;
+        }
+    }
+    out.stdout = stdout.buf;
+    out.stdout_truncated = stdout.truncated;
+    out.stderr = stderr.buf;
+    out.stderr_truncated = stderr.truncated;
+    Ok(out)
+}
+
+/// The exit code once the exec has ended (its output closes just before the Engine records it).
+async fn exit_code(docker: &Docker, exec_id: &str) -> Result<i64> {
+    let mut pause = Duration::from_millis(2);
+    for _ in 0..12 {
+        let inspected = docker.inspect_exec(exec_id).await.map_err(error::backend)?;
+        if inspected.running != Some(true) {
+            if let Some(code) = inspected.exit_code {
+                return Ok(code);
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+    Err(SandboxError::Backend(format!(
+        "exec {exec_id}: output ended but the command is still running"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_is_never_zero_and_wraps_the_argv() {
+        assert_eq!(timeout_arg(Duration::ZERO), "0.001s");
+        assert_eq!(timeout_arg(Duration::from_millis(1500)), "1.500s");
+        let req = ExecRequest {
+            argv: vec!["-x".into(), "y".into()],
+            workdir: None,
+            env: vec![],
+            timeout: Duration::from_secs(30),
+            max_output: 10,
+            stdin: None,
+        };
+        assert_eq!(
+            wrapped_argv(&req),
+            ["timeout", "-k", "5s", "--", "30.000s", "-x", "y"]
+        );
+    }
+
+    #[test]
+    fn output_is_capped() {
+        let mut c = Capped::default();
+        c.push(b"hello", 3);
+        c.push(b"!", 3);
+        assert_eq!(c.buf, b"hel");
+        assert!(c.truncated);
+        let mut c = Capped::default();
+        c.push(b"abc", 3);
+        assert!(!c.truncated);
+    }
+}

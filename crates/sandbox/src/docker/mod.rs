@@ -1,0 +1,365 @@
+//! [`SandboxBackend`] on the Docker Engine API (bollard): one container per session.
+//!
+//! Each sandbox is a container named `sa-<session>`, labelled with the deployment and the
+//! session, running as uid/gid 1000 with every capability dropped, `no-new-privileges`, the
+//! spec's pids/memory/CPU limits, no host mounts, and its ports published on 127.0.0.1 only.
+
+mod archive;
+mod create;
+mod error;
+mod exec;
+
+pub use archive::owned_by_sandbox_user;
+pub use create::container_name;
+pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
+
+use crate::{
+    ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend, SandboxError,
+    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_SESSION, WORKDIR,
+};
+use async_trait::async_trait;
+use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
+use bollard::query_parameters::{
+    CommitContainerOptions, CreateContainerOptions, ListContainersOptions, RemoveContainerOptions,
+    RemoveImageOptions, StopContainerOptions,
+};
+use bollard::Docker;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// The sandbox user (the image's `sandbox`).
+pub const SANDBOX_UID: u64 = 1000;
+pub const SANDBOX_GID: u64 = 1000;
+/// Repository of the images [`SandboxBackend::snapshot_image`] makes.
+pub const SNAPSHOT_REPO: &str = "sandbox-agents-snapshot";
+/// Where the Engine is when `DOCKER_HOST` is unset.
+pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
+
+/// The Docker backend. Cheap to clone (the client is shared).
+#[derive(Clone, Debug)]
+pub struct DockerBackend {
+    docker: Docker,
+    deployment: String,
+}
+
+impl DockerBackend {
+    /// Connects to the Engine named by `DOCKER_HOST` (default: the local socket), agrees on
+    /// an API version and checks the Engine answers. `deployment` identifies this control
+    /// plane's deployment: it labels every sandbox, and [`SandboxBackend::list`] finds only
+    /// those.
+    pub async fn connect(deployment: &str) -> Result<Self> {
+        let host = std::env::var("DOCKER_HOST").unwrap_or_else(|_| DEFAULT_HOST.to_owned());
+        Self::connect_to(&host, deployment).await
+    }
+
+    /// [`DockerBackend::connect`] to an explicit host (`unix://`, `tcp://`, `http://`).
+    pub async fn connect_to(host: &str, deployment: &str) -> Result<Self> {
+        let unreachable = |e: &dyn std::fmt::Display| {
+            SandboxError::Backend(format!(
+                "cannot reach the Docker Engine at {host}: is dockerd running? ({e})"
+            ))
+        };
+        let docker = Docker::connect_with_host(host).map_err(|e| unreachable(&e))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| unreachable(&e))?;
+        docker.ping().await.map_err(|e| unreachable(&e))?;
+        tracing::debug!(%host, api = %docker.client_version(), "connected to the Docker Engine");
+        Ok(Self::with_client(docker, deployment))
+    }
+
+    /// Wraps a client the caller has set up (and checked) itself.
+    pub fn with_client(docker: Docker, deployment: &str) -> Self {
+        Self {
+            docker,
+            deployment: deployment.to_owned(),
+        }
+    }
+
+    pub fn deployment(&self) -> &str {
+        &self.deployment
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Force-removes a container and its anonymous volumes; a missing one is fine.
+    async fn remove_container(&self, id: &str) -> Result<()> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            link: false,
+        };
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if error::is_not_found(&e) => Ok(()),
+            // Someone else is already removing it.
+            Err(e)
+                if error::status(&e) == Some(409)
+                    && e.to_string().contains("already in progress") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(error::backend(e)),
+        }
+    }
+
+    async fn status(&self, id: &str) -> Result<Option<SandboxStatus>> {
+        match self.docker.inspect_container(id, None).await {
+            Ok(c) => Ok(Some(SandboxStatus {
+                running: c.state.as_ref().and_then(|s| s.running).unwrap_or(false)
+                    && c.state.as_ref().and_then(|s| s.status)
+                        != Some(ContainerStateStatusEnum::PAUSED),
+                ports: create::published_ports(c.network_settings.as_ref()),
+            })),
+            Err(e) if error::is_not_found(&e) => Ok(None),
+            Err(e) => Err(error::backend(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
+    async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
+        match self.docker.inspect_image(&spec.image).await {
+            Ok(_) => {}
+            Err(e) if error::is_not_found(&e) => {
+                return Err(SandboxError::ImageMissing(spec.image.clone()))
+            }
+            Err(e) => return Err(error::backend(e)),
+        }
+        let name = container_name(&spec.session);
+        // A container left by a crashed earlier boot of this session.
+        self.remove_container(&name).await?;
+        let options = CreateContainerOptions {
+            name: Some(name.clone()),
+            platform: String::new(),
+        };
+        let created = self
+            .docker
+            .create_container(
+                Some(options),
+                create::container_body(&self.deployment, spec),
+            )
+            .await
+            .map_err(error::backend)?;
+        let id = created.id;
+        tracing::Span::current().record("container.id", id.as_str());
+        let started = async {
+            // /workspace owned by the sandbox user even if the image got it wrong.
+            let mut workdir = tar::Builder::new(Vec::new());
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(0o755);
+            h.set_size(0);
+            workdir
+                .append_data(&mut h, WORKDIR.trim_start_matches('/'), std::io::empty())
+                .map_err(|e| SandboxError::Backend(e.to_string()))?;
+            let workdir = workdir
+                .into_inner()
+                .map_err(|e| SandboxError::Backend(e.to_string()))?;
+            archive::put_archive(&self.docker, &id, "/", workdir.into()).await?;
+            self.docker
+                .start_container(&id, None)
+                .await
+                .map_err(error::backend)?;
+            self.status(&id)
+                .await?
+                .ok_or_else(|| SandboxError::NotFound(id.clone()))
+        }
+        .await;
+        let status = match started {
+            Ok(status) if status.running => status,
+            failed => {
+                let err = match failed {
+                    Err(e) => e,
+                    Ok(_) => SandboxError::Backend(format!(
+                        "the container {id} exited right after starting"
+                    )),
+                };
+                if let Err(e) = self.remove_container(&id).await {
+                    tracing::warn!(error = %e, "could not remove the container that failed to start");
+                }
+                return Err(err);
+            }
+        };
+        let missing: Vec<u16> = spec
+            .exposed_ports
+            .iter()
+            .copied()
+            .filter(|p| !status.ports.contains_key(p))
+            .collect();
+        if !missing.is_empty() {
+            let _ = self.remove_container(&id).await;
+            return Err(SandboxError::Backend(format!(
+                "ports {missing:?} were not published on 127.0.0.1"
+            )));
+        }
+        tracing::debug!(ports = ?status.ports, "sandbox running");
+        Ok(Sandbox {
+            id,
+            workdir: WORKDIR.to_owned(),
+            ports: status.ports,
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id))]
+    async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>> {
+        self.status(id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id))]
+    async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput> {
+        exec::exec(&self.docker, id, req).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir, bytes = tar.len()))]
+    async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
+        archive::put_archive(&self.docker, id, dir, tar).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id, path = %path))]
+    async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
+        archive::get_archive(&self.docker, id, path).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id))]
+    async fn stop(&self, id: &str, grace: Duration) -> Result<()> {
+        let t = i32::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0))
+            .unwrap_or(i32::MAX);
+        let options = StopContainerOptions {
+            t: Some(t),
+            signal: None,
+        };
+        // The Engine answers once the container is down; leave room for the grace period.
+        let docker = self
+            .docker
+            .clone()
+            .with_timeout(grace + Duration::from_secs(60));
+        docker
+            .stop_container(id, Some(options))
+            .await
+            .map_err(error::container(id))
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id))]
+    async fn remove(&self, id: &str) -> Result<()> {
+        self.remove_container(id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
+    async fn list(&self) -> Result<Vec<ListedSandbox>> {
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{LABEL_DEPLOYMENT}={}", self.deployment)],
+        )]);
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(error::backend)?;
+        Ok(containers
+            .into_iter()
+            .filter_map(|c| {
+                Some(ListedSandbox {
+                    id: c.id?,
+                    session: c.labels.and_then(|mut l| l.remove(LABEL_SESSION)),
+                    running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
+                })
+            })
+            .collect())
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id, name = %name))]
+    async fn snapshot_image(&self, id: &str, name: &str) -> Result<String> {
+        let container = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(error::container(id))?;
+        let config = snapshot_config(&self.docker, &container).await?;
+        let options = CommitContainerOptions {
+            container: Some(id.to_owned()),
+            repo: Some(SNAPSHOT_REPO.to_owned()),
+            tag: Some(name.to_owned()),
+            comment: Some(format!("snapshot of sandbox {id}")),
+            pause: true,
+            ..Default::default()
+        };
+        self.docker
+            .commit_container(options, config)
+            .await
+            .map_err(error::container(id))?;
+        Ok(format!("{SNAPSHOT_REPO}:{name}"))
+    }
+
+    #[tracing::instrument(skip_all, fields(image = %image))]
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        let options = RemoveImageOptions {
+            force: false,
+            noprune: false,
+            platforms: None,
+        };
+        match self.docker.remove_image(image, Some(options), None).await {
+            Ok(_) => Ok(()),
+            Err(e) if error::is_not_found(&e) => Ok(()),
+            Err(e) => Err(error::backend(e)),
+        }
+    }
+}
+
+/// The config committed with a snapshot. The Engine merges the container's config into it
+/// and cannot drop variables, so the session's own environment (which may hold secrets) is
+/// masked: variables the base image did not set are committed empty. The session label is
+/// cleared for the same reason; a sandbox created from the snapshot gets its own.
+async fn snapshot_config(
+    docker: &Docker,
+    container: &bollard::models::ContainerInspectResponse,
+) -> Result<ContainerConfig> {
+    let base_env = match container.image.as_deref() {
+        Some(image) => match docker.inspect_image(image).await {
+            Ok(i) => i.config.and_then(|c| c.env).unwrap_or_default(),
+            Err(e) if error::is_not_found(&e) => Vec::new(),
+            Err(e) => return Err(error::backend(e)),
+        },
+        None => Vec::new(),
+    };
+    let base_keys: HashSet<&str> = base_env
+        .iter()
+        .map(|kv| kv.split('=').next().unwrap_or(kv))
+        .collect();
+    let mut env = base_env.clone();
+    for kv in container
+        .config
+        .as_ref()
+        .and_then(|c| c.env.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let key = kv.split('=').next().unwrap_or(kv);
+        if !base_keys.contains(key) {
+            env.push(format!("{key}="));
+        }
+    }
+    let labels = HashMap::from([(LABEL_SESSION.to_owned(), String::new())]);
+    Ok(ContainerConfig {
+        env: Some(env),
+        labels: Some(labels),
+        ..Default::default()
+    })
+}

@@ -1,0 +1,165 @@
+//! Where sessions' containers run. [`SandboxBackend`] is what the control plane needs from a
+//! compute plane; `docker` implements it on the Docker Engine API (bollard), and a Kubernetes
+//! backend can implement it later. Every sandbox a backend creates carries labels naming the
+//! deployment and the session, so a reconciler can find what nobody owns.
+
+pub mod docker;
+pub mod path;
+pub mod unavailable;
+
+pub use docker::DockerBackend;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The workspace root inside every sandbox; all workspace paths are relative to it.
+pub const WORKDIR: &str = "/workspace";
+/// Label naming the deployment that owns a sandbox.
+pub const LABEL_DEPLOYMENT: &str = "io.sandbox-agents.deployment";
+/// Label naming the session a sandbox belongs to.
+pub const LABEL_SESSION: &str = "io.sandbox-agents.session";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The sandbox does not exist (any more).
+    #[error("the sandbox {0} does not exist")]
+    NotFound(String),
+    /// A path inside the sandbox that does not exist.
+    #[error("no such file or directory: {0}")]
+    NoSuchPath(String),
+    /// The image is not present and cannot be pulled.
+    #[error("the image {0} is not available on this host: build it first (images/sandbox/build-offline.sh)")]
+    ImageMissing(String),
+    /// The backend is unreachable or refused the request.
+    #[error("sandbox backend error: {0}")]
+    Backend(String),
+}
+
+pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
+
+/// Resource limits of one sandbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// CPUs (fractional).
+    pub cpus: f64,
+    pub memory_bytes: i64,
+    pub pids: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpus: 1.0,
+            memory_bytes: 1024 * 1024 * 1024,
+            pids: 512,
+        }
+    }
+}
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct SandboxSpec {
+    /// The session id (its canonical string): the sandbox's name and label.
+    pub session: String,
+    pub image: String,
+    pub env: BTreeMap<String, String>,
+    /// Container ports to publish on 127.0.0.1 (random host ports).
+    pub exposed_ports: Vec<u16>,
+    pub limits: Limits,
+}
+
+/// A created, running sandbox.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    /// The backend's id (the Docker container id).
+    pub id: String,
+    pub workdir: String,
+    /// Container port → where it is reachable from the control plane (127.0.0.1:<random>).
+    pub ports: BTreeMap<u16, SocketAddr>,
+}
+
+/// What `inspect` finds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxStatus {
+    pub running: bool,
+    pub ports: BTreeMap<u16, SocketAddr>,
+}
+
+/// A sandbox of this deployment, as listed for the reconciler.
+#[derive(Clone, Debug)]
+pub struct ListedSandbox {
+    pub id: String,
+    /// The session label, if any.
+    pub session: Option<String>,
+    pub running: bool,
+}
+
+/// A command to run.
+#[derive(Clone, Debug)]
+pub struct ExecRequest {
+    /// argv; use `["sh", "-c", script]` for shell syntax.
+    pub argv: Vec<String>,
+    /// Working directory inside the sandbox (default [`WORKDIR`]).
+    pub workdir: Option<String>,
+    pub env: Vec<(String, String)>,
+    /// After this the command's process tree (only it) is killed and `timed_out` is set.
+    pub timeout: Duration,
+    /// At most this many bytes of stdout, and of stderr, are kept; the rest is drained.
+    pub max_output: usize,
+    /// Bytes written to the command's stdin, then stdin is closed.
+    pub stdin: Option<Bytes>,
+}
+
+/// What a command did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExecOutput {
+    /// The exit code; 124 when the command timed out.
+    pub exit_code: i64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+}
+
+/// A compute plane that runs sandboxes.
+#[async_trait]
+pub trait SandboxBackend: Send + Sync + 'static {
+    /// `docker`, `k8s`, ...: what `GET /api/backends` lists.
+    fn name(&self) -> &'static str;
+
+    /// Creates and starts a sandbox; returns once it runs. Any sandbox left over with the same
+    /// session (a crashed earlier boot) is replaced.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox>;
+
+    /// `None` when the sandbox no longer exists.
+    async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;
+
+    async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput>;
+
+    /// Extracts a tar archive into `dir` (absolute, inside the sandbox), as the sandbox user.
+    async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()>;
+
+    /// A tar archive of `path` (absolute), streamed.
+    async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>>;
+
+    /// Stops the sandbox, giving its processes `grace` to exit.
+    async fn stop(&self, id: &str, grace: Duration) -> Result<()>;
+
+    /// Removes the sandbox and its filesystem. Removing one that is gone is not an error.
+    async fn remove(&self, id: &str) -> Result<()>;
+
+    /// Every sandbox this deployment created, running or not.
+    async fn list(&self) -> Result<Vec<ListedSandbox>>;
+
+    /// Captures the sandbox's filesystem (installed packages included) as an image; returns
+    /// its reference.
+    async fn snapshot_image(&self, id: &str, name: &str) -> Result<String>;
+
+    /// Removes an image made by [`SandboxBackend::snapshot_image`]; a missing one is fine.
+    async fn remove_image(&self, image: &str) -> Result<()>;
+}

@@ -1,0 +1,427 @@
+//! Sessions on real Docker sandboxes.
+
+use sandbox_agents_sandbox::SandboxSpec;
+use sandbox_agents_testkit::{spawn_app, test_image, TestApp};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const BOOT: Duration = Duration::from_secs(60);
+
+async fn running_session(app: &TestApp, slug: &str, agent: Value) -> String {
+    app.create_agent(slug, agent).await;
+    let s = app
+        .create_session(
+            json!({"agent_id": slug, "title": "t", "model": null, "instructions": null,
+        "manifest": null, "from_snapshot_id": null, "environment_id": null, "prompt": null}),
+        )
+        .await;
+    assert_eq!(s["status"], "provisioning");
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", BOOT).await;
+    id
+}
+
+#[tokio::test]
+async fn a_session_boots_with_its_manifest_and_runs_commands_as_the_sandbox_user() {
+    let app = spawn_app().await;
+    let id = running_session(
+        &app,
+        "booter",
+        json!({"manifest": {"entries": {
+        "brief.md": {"kind": "file", "content": "# Northwind\n"},
+        "docs/deep/note.txt": {"kind": "file", "content": "deep"},
+        "output": {"kind": "dir"}}, "environment": {"GREETING": "hello"}}}),
+    )
+    .await;
+    let s = app.session(&id).await;
+    assert!(s["container_id"].is_string());
+    assert_eq!(s["workdir"], "/workspace");
+    assert_eq!(s["backend"], "docker");
+    assert_eq!(
+        app.event_types(&id).await,
+        ["session.created", "session.status_running"]
+    );
+
+    assert_eq!(
+        app.exec(&id, "cat brief.md").await,
+        (0, "# Northwind\n".into(), String::new())
+    );
+    let (code, out, _) = app
+        .exec(
+            &id,
+            "stat -c '%U %F' output docs/deep/note.txt; id -u; echo $GREETING",
+        )
+        .await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "sandbox directory\nsandbox regular file\n1000\nhello\n"
+    );
+    let (code, _, err) = app.exec(&id, "echo oops >&2; exit 3").await;
+    assert_eq!((code, err.as_str()), (3, "oops\n"));
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_exec_timeout_kills_the_command_not_the_sandbox() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "sleeper", json!({})).await;
+    let r: Value = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/exec")))
+        .json(&json!({"command": "sleep 300 & sleep 301", "timeout": 1}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["exit_code"], 124);
+    assert!(r["stderr"].as_str().unwrap().contains("timed out"));
+    let (code, out, _) = app.exec(&id, "pgrep -f 'sleep 30[01]' || echo none").await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "none\n"),
+        "the whole tree was killed"
+    );
+    for bad in [json!(0), json!(601)] {
+        let r = app
+            .http
+            .post(app.url(&format!("/api/sessions/{id}/exec")))
+            .json(&json!({"command": "true", "timeout": bad}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422);
+    }
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stop_archives_the_workspace_and_start_restores_it_byte_for_byte() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "sleepy", json!({})).await;
+    let (_, sum, _) = app.exec(&id, "head -c 300000 /dev/urandom > data.bin && mkdir -p a/b && echo x > a/b/c && sha256sum data.bin a/b/c").await;
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let s: Value = r.json().await.unwrap();
+    assert_eq!(s["status"], "stopped");
+    assert_eq!(s["stopped_reason"], "requested");
+    assert!(s["container_id"].is_null());
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/exec")))
+        .json(&json!({"command": "true", "timeout": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409, "exec on a stopped session");
+
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(app.exec(&id, "sha256sum data.bin a/b/c").await.1, sum);
+    assert_eq!(
+        app.event_types(&id).await,
+        [
+            "session.created",
+            "session.status_running",
+            "session.status_stopped",
+            "session.status_running"
+        ]
+    );
+    // Start on a running session changes nothing.
+    let s: Value = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(s["status"], "running");
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_boot_records_the_error_with_no_run_id() {
+    let app = spawn_app().await;
+    app.create_agent("broken", json!({"image": "sandbox-agents-no-such-image:0"}))
+        .await;
+    let s = app.create_session(json!({"agent_id": "broken"})).await;
+    let id = s["id"].as_str().unwrap();
+    let s = app.wait_for_status(id, "error", BOOT).await;
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap()
+            .contains("sandbox-agents-no-such-image"),
+        "{s}"
+    );
+    let page: Vec<Value> = app
+        .http
+        .get(app.url(&format!("/api/sessions/{id}/events")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let last = page.last().unwrap();
+    assert_eq!(last["type"], "session.status_error");
+    assert!(last["run_id"].is_null());
+    assert!(last["payload"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-image"));
+}
+
+#[tokio::test]
+async fn deleting_a_session_removes_its_container_and_a_second_delete_is_a_404() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "doomed", json!({})).await;
+    let container = app.session(&id).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = app
+        .http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert!(
+        app.runtime_backend_inspect(&container).await.is_none(),
+        "the container is gone"
+    );
+    assert_eq!(
+        app.http
+            .get(app.url(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        app.http
+            .delete(app.url(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}
+
+#[tokio::test]
+async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "idler", json!({"idle_ttl_seconds": 60})).await;
+    app.exec(&id, "echo kept > kept.txt").await;
+    assert_eq!(
+        app.runtime.release_idle().await.unwrap(),
+        0,
+        "not idle long enough yet"
+    );
+    sqlx::query(
+        "update sessions set last_used_at = now() - interval '2 minutes' where id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(app.runtime.release_idle().await.unwrap(), 1);
+    let s = app.session(&id).await;
+    assert_eq!(
+        (s["status"].as_str(), s["stopped_reason"].as_str()),
+        (Some("stopped"), Some("idle"))
+    );
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(app.exec(&id, "cat kept.txt").await.1, "kept\n");
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_with_ttl_0_is_never_released() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "forever", json!({"idle_ttl_seconds": 0})).await;
+    sqlx::query(
+        "update sessions set last_used_at = now() - interval '30 days' where id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(app.runtime.release_idle().await.unwrap(), 0);
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn restart_marks_lost_sandboxes_stopped_and_removes_orphans() {
+    let app = spawn_app().await;
+    let lost = running_session(&app, "lost", json!({})).await;
+    let kept = app.create_session(json!({"agent_id": "lost"})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.wait_for_status(&kept, "running", BOOT).await;
+    let container = app.session(&lost).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.runtime_backend_remove(&container).await;
+    let orphan = app
+        .runtime_backend_create(&uuid::Uuid::now_v7().to_string())
+        .await;
+
+    app.runtime.reconcile_on_start().await.unwrap();
+    let s = app.session(&lost).await;
+    assert_eq!(
+        (s["status"].as_str(), s["stopped_reason"].as_str()),
+        (Some("stopped"), Some("restart"))
+    );
+    assert_eq!(
+        app.session(&kept).await["status"],
+        "running",
+        "a surviving sandbox is adopted"
+    );
+    assert!(
+        app.runtime_backend_inspect(&orphan).await.is_none(),
+        "the orphan was removed"
+    );
+    for id in [lost, kept] {
+        app.http
+            .delete(app.url(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn bad_session_requests_change_nothing() {
+    let app = spawn_app().await;
+    app.create_agent("shelved", json!({})).await;
+    app.http
+        .post(app.url("/api/agents/shelved/archive"))
+        .send()
+        .await
+        .unwrap();
+    let cases = [
+        (json!({"agent_id": "nobody"}), 404),
+        (json!({"agent_id": "shelved"}), 409),
+        (json!({"agent_id": "shelved", "metadata": null}), 422),
+        (
+            json!({"agent_id": "shelved", "from_snapshot_id": "nope"}),
+            409,
+        ),
+    ];
+    for (body, status) in cases {
+        let r = app
+            .http
+            .post(app.url("/api/sessions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{body}");
+        assert!(r.json::<Value>().await.unwrap()["detail"].is_string() || status == 422);
+    }
+    app.create_agent("active", json!({})).await;
+    for body in [
+        json!({"agent_id": "active", "manifest": {"entries": {"r": {"kind": "git_repo", "repo": "o/r"}}}}),
+        json!({"agent_id": "active", "manifest": {"entries": {"h": {"kind": "local_dir", "src": "/etc"}}}}),
+        json!({"agent_id": "active", "prompt": "hello"}),
+        json!({"agent_id": "active", "manifest": {"entries": {"../x": {"kind": "file", "content": ""}}}}),
+    ] {
+        let r = app
+            .http
+            .post(app.url("/api/sessions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{body}");
+    }
+    let r = app
+        .http
+        .post(app.url("/api/sessions"))
+        .json(&json!({"agent_id": "active", "from_snapshot_id": uuid::Uuid::now_v7()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = app.http.get(app.url("/api/sessions")).send().await.unwrap();
+    assert_eq!(r.headers()["x-total-count"], "0", "nothing was created");
+}
+
+trait BackendHelpers {
+    async fn runtime_backend_inspect(
+        &self,
+        id: &str,
+    ) -> Option<sandbox_agents_sandbox::SandboxStatus>;
+    async fn runtime_backend_remove(&self, id: &str);
+    async fn runtime_backend_create(&self, session: &str) -> String;
+}
+
+impl BackendHelpers for TestApp {
+    async fn runtime_backend_inspect(
+        &self,
+        id: &str,
+    ) -> Option<sandbox_agents_sandbox::SandboxStatus> {
+        self.runtime.backend().inspect(id).await.unwrap()
+    }
+
+    async fn runtime_backend_remove(&self, id: &str) {
+        self.runtime.backend().remove(id).await.unwrap()
+    }
+
+    async fn runtime_backend_create(&self, session: &str) -> String {
+        let spec = SandboxSpec {
+            session: session.to_owned(),
+            image: test_image(),
+            env: Default::default(),
+            exposed_ports: vec![],
+            limits: Default::default(),
+        };
+        self.runtime.backend().create(&spec).await.unwrap().id
+    }
+}

@@ -1,0 +1,71 @@
+//! The `snapshots` table: workspace archives (and, on Docker, the container's filesystem as an
+//! image) that a session can be restored to or forked from.
+
+use crate::error::{Error, Result};
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct SnapshotRecord {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub session_id: Uuid,
+    pub label: String,
+    pub archive: String,
+    pub size_bytes: i64,
+    pub image: Option<String>,
+    pub created_at: OffsetDateTime,
+}
+
+pub struct NewSnapshot<'a> {
+    pub id: Uuid,
+    pub project: ProjectId,
+    pub session: SessionId,
+    pub label: &'a str,
+    pub archive: &'a str,
+    pub size_bytes: i64,
+    pub image: Option<&'a str>,
+}
+
+pub async fn insert(db: impl PgExecutor<'_>, s: &NewSnapshot<'_>) -> Result<SnapshotRecord> {
+    Ok(sqlx::query_as(
+        "insert into snapshots (id, project_id, session_id, label, archive, size_bytes, image)
+         values ($1, $2, $3, $4, $5, $6, $7) returning *",
+    )
+    .bind(s.id)
+    .bind(s.project.0)
+    .bind(s.session.0)
+    .bind(s.label)
+    .bind(s.archive)
+    .bind(s.size_bytes)
+    .bind(s.image)
+    .fetch_one(db)
+    .await?)
+}
+
+/// A snapshot of any session of the project (forks may cross sessions).
+pub async fn get(db: impl PgExecutor<'_>, project: ProjectId, id: Uuid) -> Result<SnapshotRecord> {
+    sqlx::query_as("select * from snapshots where project_id = $1 and id = $2")
+        .bind(project.0)
+        .bind(id)
+        .fetch_optional(db)
+        .await?
+        .ok_or(Error::NotFound)
+}
+
+/// A session's snapshots, oldest first.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    project: ProjectId,
+    session: SessionId,
+) -> Result<Vec<SnapshotRecord>> {
+    Ok(sqlx::query_as(
+        "select * from snapshots where project_id = $1 and session_id = $2 order by created_at, id",
+    )
+    .bind(project.0)
+    .bind(session.0)
+    .fetch_all(db)
+    .await?)
+}
