@@ -13,7 +13,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
-use routes::{agents, events, identity, lifecycle, sessions, system};
+use routes::{agents, events, identity, lifecycle, sessions, snapshots, system};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
@@ -62,6 +62,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::stop))
         .routes(routes!(lifecycle::interrupt))
         .routes(routes!(lifecycle::exec))
+        .routes(routes!(snapshots::list, snapshots::create))
+        .routes(routes!(snapshots::restore))
         .routes(routes!(events::page))
         .routes(routes!(events::stream))
 }

@@ -203,3 +203,60 @@ pub struct PortPreview {
     pub port: u16,
     pub url: String,
 }
+
+/// Seconds a sandbox has been up over every boot, from the log's status events in order:
+/// each `session.status_running` opens an interval that the next `session.status_stopped`
+/// or session-wide `session.status_error` closes; an open interval counts up to `now`.
+pub fn sandbox_seconds(marks: &[(String, OffsetDateTime)], now: OffsetDateTime) -> f64 {
+    let mut total = 0.0;
+    let mut up_since: Option<OffsetDateTime> = None;
+    for (kind, at) in marks {
+        match kind.as_str() {
+            "session.status_running" => {
+                up_since.get_or_insert(*at);
+            }
+            _ => {
+                if let Some(start) = up_since.take() {
+                    total += (*at - start).as_seconds_f64().max(0.0);
+                }
+            }
+        }
+    }
+    if let Some(start) = up_since {
+        total += (now - start).as_seconds_f64().max(0.0);
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn sandbox_time_sums_every_boot_and_counts_the_open_one_to_now() {
+        let marks = vec![
+            (
+                "session.status_running".to_owned(),
+                datetime!(2026-01-01 0:00:00 UTC),
+            ),
+            (
+                "session.status_stopped".to_owned(),
+                datetime!(2026-01-01 0:00:10 UTC),
+            ),
+            (
+                "session.status_running".to_owned(),
+                datetime!(2026-01-01 0:01:00 UTC),
+            ),
+        ];
+        assert_eq!(
+            sandbox_seconds(&marks, datetime!(2026-01-01 0:01:05 UTC)),
+            15.0
+        );
+        assert_eq!(
+            sandbox_seconds(&marks[..2], datetime!(2026-01-01 1:00:00 UTC)),
+            10.0
+        );
+        assert_eq!(sandbox_seconds(&[], datetime!(2026-01-01 1:00:00 UTC)), 0.0);
+    }
+}

@@ -389,3 +389,25 @@ pub async fn existing(
             .await?,
     )
 }
+
+/// Restore: the next boot starts from the snapshot (its archive, and its image when it has
+/// one) instead of the session's own workspace.
+pub async fn prepare_restore(
+    db: impl PgExecutor<'_>,
+    id: SessionId,
+    snapshot: Uuid,
+    image: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "update sessions
+         set status = 'provisioning', container_id = null, port_map = '{}', error = null, stopped_reason = null,
+             boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()
+         where id = $1",
+    )
+    .bind(id.0)
+    .bind(snapshot)
+    .bind(image)
+    .execute(db)
+    .await?;
+    Ok(())
+}

@@ -5,4 +5,5 @@ pub mod events;
 pub mod identity;
 pub mod lifecycle;
 pub mod sessions;
+pub mod snapshots;
 pub mod system;

@@ -185,60 +185,83 @@ impl Runtime {
     /// Boots a `provisioning` session, unless another process is already doing it.
     #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub(crate) async fn boot(&self, id: SessionId) -> Result<()> {
-        let st = &self.inner;
-        let Some(lock) = SessionLock::try_acquire(&st.db, id).await? else {
+        let Some(lock) = SessionLock::try_acquire(&self.inner.db, id).await? else {
             tracing::debug!("another process is working on this session");
             return Ok(());
         };
-        let result = async {
-            let Some(s) = sessions::get_for_worker(&st.db, id).await? else { return Ok(()) };
-            if s.status != "provisioning" {
-                return Ok(());
-            }
-            let started = std::time::Instant::now();
-            match self.boot_sandbox(&s).await {
-                Ok(sandbox) => {
-                    let ports: BTreeMap<String, u16> =
-                        sandbox.ports.iter().map(|(c, h)| (c.to_string(), h.port())).collect();
-                    let mut tx = st.db.begin().await?;
-                    match sessions::mark_running(&mut tx, id, &sandbox.id, &sandbox.workdir, &ports).await? {
-                        Some(_) => {
-                            events::append(
-                                &mut tx,
-                                id,
-                                &[NewEvent::new(
-                                    EventType::SessionStatusRunning,
-                                    None,
-                                    json!({"backend": st.backend.name(), "container_id": sandbox.id}),
-                                )],
-                            )
-                            .await?;
-                            tx.commit().await?;
-                            tracing::info!(container.id = %sandbox.id, ms = started.elapsed().as_millis() as u64, "session running");
-                        }
-                        None => {
-                            drop(tx);
-                            tracing::info!("the session changed while booting; removing the new sandbox");
-                            let _ = st.backend.remove(&sandbox.id).await;
-                        }
-                    }
-                }
-                Err(e) => {
-                    let msg = format!("the sandbox failed to start: {e}");
-                    tracing::warn!(error = %msg, "boot failed");
-                    let mut tx = st.db.begin().await?;
-                    if sessions::mark_boot_failed(&mut tx, id, &msg).await?.is_some() {
-                        events::append(&mut tx, id, &[NewEvent::new(EventType::SessionStatusError, None, json!({"error": msg}))])
-                            .await?;
-                        tx.commit().await?;
-                    }
-                }
-            }
-            Ok(())
-        }
-        .await;
+        let result = self.boot_locked(id).await;
         lock.release().await;
         result
+    }
+
+    /// The boot itself; the caller holds the session's lock. Records `running` or `error`,
+    /// each with its event, in one transaction.
+    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<()> {
+        let st = &self.inner;
+        let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
+            return Ok(());
+        };
+        if s.status != "provisioning" {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        match self.boot_sandbox(&s).await {
+            Ok(sandbox) => {
+                let ports: BTreeMap<String, u16> = sandbox
+                    .ports
+                    .iter()
+                    .map(|(c, h)| (c.to_string(), h.port()))
+                    .collect();
+                let mut tx = st.db.begin().await?;
+                match sessions::mark_running(&mut tx, id, &sandbox.id, &sandbox.workdir, &ports)
+                    .await?
+                {
+                    Some(_) => {
+                        events::append(
+                            &mut tx,
+                            id,
+                            &[NewEvent::new(
+                                EventType::SessionStatusRunning,
+                                None,
+                                json!({"backend": st.backend.name(), "container_id": sandbox.id}),
+                            )],
+                        )
+                        .await?;
+                        tx.commit().await?;
+                        tracing::info!(container.id = %sandbox.id, ms = started.elapsed().as_millis() as u64, "session running");
+                    }
+                    None => {
+                        drop(tx);
+                        tracing::info!(
+                            "the session changed while booting; removing the new sandbox"
+                        );
+                        let _ = st.backend.remove(&sandbox.id).await;
+                    }
+                }
+            }
+            Err(e) => {
+                let msg = format!("the sandbox failed to start: {e}");
+                tracing::warn!(error = %msg, "boot failed");
+                let mut tx = st.db.begin().await?;
+                if sessions::mark_boot_failed(&mut tx, id, &msg)
+                    .await?
+                    .is_some()
+                {
+                    events::append(
+                        &mut tx,
+                        id,
+                        &[NewEvent::new(
+                            EventType::SessionStatusError,
+                            None,
+                            json!({"error": msg}),
+                        )],
+                    )
+                    .await?;
+                    tx.commit().await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Creates the sandbox and fills its workspace; removes it again if that fails.

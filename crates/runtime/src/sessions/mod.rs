@@ -4,6 +4,7 @@
 
 mod exec;
 mod lifecycle;
+mod snapshots;
 mod workers;
 
 use crate::blobs::BlobStore;

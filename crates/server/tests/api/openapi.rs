@@ -48,6 +48,12 @@ fn the_document_covers_every_route() {
         ("post", "/api/sessions/{session_id}/stop"),
         ("post", "/api/sessions/{session_id}/interrupt"),
         ("post", "/api/sessions/{session_id}/exec"),
+        ("get", "/api/sessions/{session_id}/snapshots"),
+        ("post", "/api/sessions/{session_id}/snapshots"),
+        (
+            "post",
+            "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore",
+        ),
     ];
     let json = serde_json::to_value(&doc).unwrap();
     for (method, path) in expected {

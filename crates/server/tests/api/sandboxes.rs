@@ -425,3 +425,130 @@ impl BackendHelpers for TestApp {
         self.runtime.backend().create(&spec).await.unwrap().id
     }
 }
+
+#[tokio::test]
+async fn snapshots_restore_in_place_and_fork_with_installed_files() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "snapper", json!({})).await;
+    app.exec(
+        &id,
+        "echo v1 > notes.txt && echo pkg > /home/sandbox/installed",
+    )
+    .await;
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/snapshots")))
+        .json(&json!({"label": "before"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let snap: Value = r.json().await.unwrap();
+    assert_eq!(snap["label"], "before");
+    assert_eq!(snap["session_id"], id.as_str());
+    assert!(snap["size_bytes"].as_i64().unwrap() > 0);
+    let listed: Vec<Value> = app
+        .http
+        .get(app.url(&format!("/api/sessions/{id}/snapshots")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+
+    app.exec(
+        &id,
+        "echo v2 > notes.txt && rm /home/sandbox/installed && echo new > extra.txt",
+    )
+    .await;
+    let snap_id = snap["id"].as_str().unwrap();
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/snapshots/{snap_id}/restore")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let s: Value = r.json().await.unwrap();
+    assert_eq!(s["status"], "running");
+    let (_, out, _) = app
+        .exec(
+            &id,
+            "cat notes.txt /home/sandbox/installed; ls extra.txt 2>&1 || true",
+        )
+        .await;
+    assert!(out.starts_with("v1\npkg\n"), "{out}");
+    assert!(
+        out.contains("No such file"),
+        "the restore replaced the workspace: {out}"
+    );
+
+    let fork = app
+        .create_session(json!({"agent_id": "snapper", "from_snapshot_id": snap_id}))
+        .await;
+    let fork_id = fork["id"].as_str().unwrap();
+    app.wait_for_status(fork_id, "running", BOOT).await;
+    assert_eq!(
+        app.exec(fork_id, "cat notes.txt /home/sandbox/installed")
+            .await
+            .1,
+        "v1\npkg\n"
+    );
+
+    // A stopped session's snapshot comes from its workspace archive.
+    app.http
+        .post(app.url(&format!("/api/sessions/{fork_id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{fork_id}/snapshots")))
+        .json(&json!({"label": ""}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = app
+        .http
+        .post(app.url(&format!(
+            "/api/sessions/{id}/snapshots/{}/restore",
+            uuid::Uuid::now_v7()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    for s in [id.as_str(), fork_id] {
+        app.http
+            .delete(app.url(&format!("/api/sessions/{s}")))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "timer", json!({})).await;
+    app.exec(&id, "sleep 1").await;
+    let d = app.session(&id).await;
+    let secs = d["sandbox_seconds"].as_f64().unwrap();
+    assert!(secs >= 1.0, "{secs}");
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/stop")))
+        .send()
+        .await
+        .unwrap();
+    let stopped = app.session(&id).await["sandbox_seconds"].as_f64().unwrap();
+    let later = app.session(&id).await["sandbox_seconds"].as_f64().unwrap();
+    assert_eq!(stopped, later, "a stopped sandbox's time does not grow");
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}

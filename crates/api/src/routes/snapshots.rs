@@ -1,0 +1,76 @@
+//! Snapshots of a session's workspace (API.md §2.6, §8.2).
+
+use crate::error::ApiResult;
+use crate::extract::ApiJson;
+use crate::project::Project;
+use crate::routes::sessions::session_id;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sandbox_agents_domain::session::{Session, Snapshot, SnapshotCreate};
+use sandbox_agents_store::snapshots::SnapshotRecord;
+
+fn wire(s: &SnapshotRecord) -> Snapshot {
+    Snapshot {
+        id: s.id.to_string(),
+        session_id: s.session_id.to_string(),
+        label: s.label.clone(),
+        size_bytes: s.size_bytes,
+        created_at: s.created_at,
+    }
+}
+
+/// The session's snapshots, oldest first.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/snapshots", tag = "sessions", params(("session_id" = String, Path)),
+    responses((status = 200, body = Vec<Snapshot>), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn list(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Vec<Snapshot>>> {
+    let all = st
+        .runtime
+        .list_snapshots(project, session_id(&raw)?)
+        .await?;
+    Ok(Json(all.iter().map(wire).collect()))
+}
+
+/// Archives the workspace (and, on Docker, the container's filesystem, so installed packages
+/// survive). A stopped session's snapshot is its workspace archive.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots", tag = "sessions", params(("session_id" = String, Path)),
+    request_body = SnapshotCreate,
+    responses((status = 201, body = Snapshot), (status = 404, description = "No such session"),
+              (status = 409, description = "Nothing to snapshot yet")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn create(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiJson(body): ApiJson<SnapshotCreate>,
+) -> ApiResult<(StatusCode, Json<Snapshot>)> {
+    let snap = st
+        .runtime
+        .create_snapshot(project, session_id(&raw)?, &body.label)
+        .await?;
+    Ok((StatusCode::CREATED, Json(wire(&snap))))
+}
+
+/// Replaces the session's workspace (and filesystem) with the snapshot's; any snapshot of the
+/// project may be restored. Returns once the sandbox is back up.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore", tag = "sessions",
+    params(("session_id" = String, Path), ("snapshot_id" = String, Path)),
+    responses((status = 200, body = Session), (status = 404, description = "No such session or snapshot")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw, snapshot.id = %snap))]
+pub async fn restore(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path((raw, snap)): Path<(String, String)>,
+) -> ApiResult<Json<Session>> {
+    let row = st
+        .runtime
+        .restore_snapshot(project, session_id(&raw)?, &snap)
+        .await?;
+    Ok(Json(row.to_wire()))
+}

@@ -1,0 +1,147 @@
+//! Snapshots: the workspace archived to the blob store and, on Docker, the container's
+//! filesystem captured as an image so installed packages survive. Restoring replaces a
+//! session's sandbox with one booted from the snapshot; creating a session with
+//! `from_snapshot_id` forks it.
+
+use super::lifecycle::not_found;
+use super::{Runtime, SessionLock};
+use crate::error::{Result, RuntimeError};
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_store::sessions::{self, SessionRecord};
+use sandbox_agents_store::snapshots::{self, NewSnapshot, SnapshotRecord};
+
+fn snapshot_key(id: uuid::Uuid) -> String {
+    format!("snapshots/{}.tar", id.simple())
+}
+
+impl Runtime {
+    /// Takes a snapshot of a running session (workspace and filesystem), or of a stopped one
+    /// (its workspace archive, copied).
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn create_snapshot(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        label: &str,
+    ) -> Result<SnapshotRecord> {
+        let st = &self.inner;
+        let lock = SessionLock::acquire(&st.db, id).await?;
+        let result = async {
+            let s = sessions::get(&st.db, project, id).await.map_err(|e| not_found(e, id))?;
+            let snap = uuid::Uuid::now_v7();
+            let key = snapshot_key(snap);
+            let (size, image) = match (s.status.as_str(), &s.container_id, &s.workspace_archive) {
+                ("running", Some(container), _) => {
+                    let stream = st.backend.get_archive(container, sandbox_agents_sandbox::WORKDIR).await?;
+                    let size = self.put_stream(&key, stream).await?;
+                    let image = st.backend.snapshot_image(container, &snap.simple().to_string()).await?;
+                    (size, Some(image))
+                }
+                ("stopped", _, Some(archive)) => {
+                    let data = st.blobs.get(archive).await.map_err(|e| anyhow::anyhow!("reading the workspace archive: {e}"))?;
+                    let size = st.blobs.put(&key, data).await.map_err(|e| anyhow::anyhow!("writing the snapshot: {e}"))?;
+                    (size, None)
+                }
+                _ => {
+                    return Err(RuntimeError::Conflict(format!(
+                        "session is {}; a snapshot needs a running sandbox or a stopped session's workspace",
+                        s.status
+                    )))
+                }
+            };
+            let row = snapshots::insert(
+                &st.db,
+                &NewSnapshot {
+                    id: snap,
+                    project,
+                    session: id,
+                    label,
+                    archive: &key,
+                    size_bytes: size as i64,
+                    image: image.as_deref(),
+                },
+            )
+            .await?;
+            tracing::info!(snapshot.id = %snap, bytes = size, "snapshot taken");
+            Ok(row)
+        }
+        .await;
+        lock.release().await;
+        result
+    }
+
+    async fn put_stream(
+        &self,
+        key: &str,
+        stream: futures::stream::BoxStream<'static, sandbox_agents_sandbox::Result<bytes::Bytes>>,
+    ) -> Result<u64> {
+        use futures::StreamExt;
+        let stream = stream
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
+            .boxed();
+        Ok(self
+            .inner
+            .blobs
+            .put(key, stream)
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {key}: {e}"))?)
+    }
+
+    /// A session's snapshots, oldest first.
+    pub async fn list_snapshots(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+    ) -> Result<Vec<SnapshotRecord>> {
+        sessions::get(&self.inner.db, project, id)
+            .await
+            .map_err(|e| not_found(e, id))?;
+        Ok(snapshots::list(&self.inner.db, project, id).await?)
+    }
+
+    /// Replaces the session's sandbox with one booted from the snapshot (any snapshot of the
+    /// project). Returns once it runs, or with the boot's error recorded.
+    #[tracing::instrument(skip_all, fields(session.id = %id, snapshot.id = %snapshot))]
+    pub async fn restore_snapshot(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        snapshot: &str,
+    ) -> Result<SessionRecord> {
+        let st = &self.inner;
+        let snap_id = uuid::Uuid::try_parse(snapshot)
+            .map_err(|_| RuntimeError::NotFound(format!("snapshot '{snapshot}' not found")))?;
+        let snap = snapshots::get(&st.db, project, snap_id)
+            .await
+            .map_err(|e| match e {
+                sandbox_agents_store::Error::NotFound => {
+                    RuntimeError::NotFound(format!("snapshot '{snapshot}' not found"))
+                }
+                other => other.into(),
+            })?;
+        let lock = SessionLock::acquire(&st.db, id).await?;
+        let result = async {
+            let s = sessions::get(&st.db, project, id)
+                .await
+                .map_err(|e| not_found(e, id))?;
+            if !matches!(s.status.as_str(), "running" | "stopped" | "error") {
+                return Err(RuntimeError::Conflict(format!(
+                    "session is {}; wait until it is running",
+                    s.status
+                )));
+            }
+            if let Some(container) = &s.container_id {
+                st.backend.remove(container).await?;
+            }
+            sessions::prepare_restore(&st.db, id, snap.id, snap.image.as_deref()).await?;
+            if let Some(old) = &s.workspace_archive {
+                let _ = st.blobs.delete(old).await;
+            }
+            self.boot_locked(id).await?;
+            Ok(sessions::get(&st.db, project, id).await?)
+        }
+        .await;
+        lock.release().await;
+        result
+    }
+}
