@@ -24,14 +24,13 @@ impl Runtime {
                 self.spawn_boot(id);
                 continue;
             }
-            let alive = match &s.container_id {
-                Some(c) => st.backend.inspect(c).await?.is_some_and(|c| c.running),
-                None => false,
+            let found = match &s.container_id {
+                Some(c) => st.backend.inspect(c).await?,
+                None => None,
             };
-            if alive {
-                tracing::info!(session.id = %id, "adopted a running sandbox");
-            } else {
-                self.mark_lost(id).await?;
+            match found {
+                Some(c) if c.running => tracing::info!(session.id = %id, "adopted a running sandbox"),
+                _ => self.mark_lost(id).await?,
             }
         }
         self.sweep_orphans().await
