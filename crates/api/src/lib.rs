@@ -4,6 +4,7 @@
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod preview;
 pub mod project;
 pub mod routes;
 pub mod sse;
@@ -62,6 +63,13 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::stop))
         .routes(routes!(lifecycle::interrupt))
         .routes(routes!(lifecycle::exec))
+        .routes(routes!(
+            routes::files::list,
+            routes::files::upload,
+            routes::files::delete
+        ))
+        .routes(routes!(routes::files::content))
+        .routes(routes!(routes::ports::get))
         .routes(routes!(snapshots::list, snapshots::create))
         .routes(routes!(snapshots::restore))
         .routes(routes!(events::page))
@@ -78,6 +86,7 @@ pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
     api.merge(docs::routes(doc))
+        .merge(preview::routes())
         .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
         .method_not_allowed_fallback(|| async {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))

@@ -17,6 +17,11 @@ pub struct ApiSettings {
     /// Silence after which an event stream writes `: ping` (15 s; the client's read timeout
     /// is 60 s). Tests shorten it.
     pub heartbeat: std::time::Duration,
+    /// Where browsers reach this server, without a trailing slash: port preview URLs are
+    /// `{public_url}/preview/{token}/`.
+    pub public_url: String,
+    /// Signs port preview tokens; every process of a deployment holds the same one.
+    pub preview_key: crate::preview::PreviewKey,
 }
 
 /// `BackendInfo`.

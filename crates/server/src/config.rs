@@ -142,6 +142,22 @@ pub struct Config {
     )]
     pub local_dir_roots: Vec<std::path::PathBuf>,
 
+    /// The URL browsers reach this server at; port preview URLs start with it. Default:
+    /// http://<bind> (http://127.0.0.1:<port> when bound to all interfaces). A host of its own
+    /// for previews (pointing at this server) keeps sandbox pages off the API's origin.
+    #[arg(long, env = "SANDBOX_AGENTS_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+
+    /// Secret that signs port preview URLs (at least 32 characters); every process of a
+    /// deployment needs the same one. Default: <data-dir>/preview.key, created on first start.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_PREVIEW_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub preview_key: Option<String>,
+
     /// Log line format.
     #[arg(
         long,
@@ -169,7 +185,22 @@ impl fmt::Debug for Config {
             .field("backend", &self.backend)
             .field("image", &self.image)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
+            .field("public_url", &self.public_url())
+            .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .finish()
+    }
+}
+
+impl Config {
+    /// `--public-url` without a trailing slash, or one derived from `--bind`.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if self.bind.ip().is_unspecified() => {
+                format!("http://127.0.0.1:{}", self.bind.port())
+            }
+            None => format!("http://{}", self.bind),
+        }
     }
 }
 
@@ -214,6 +245,7 @@ mod tests {
         let cli = Cli::try_parse_from(["sandbox-agents"]).unwrap();
         assert_eq!(cli.command, None);
         assert_eq!(cli.config.bind.to_string(), "127.0.0.1:8000");
+        assert_eq!(cli.config.public_url(), "http://127.0.0.1:8000");
         let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
         assert_eq!(cli.command, Some(Command::Migrate));
         assert_eq!(cli.config.data_dir, PathBuf::from("/x"));

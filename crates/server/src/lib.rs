@@ -6,6 +6,7 @@ pub mod telemetry;
 
 use anyhow::Context;
 use config::Config;
+use sandbox_agents_api::preview::PreviewKey;
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_runtime::blobs::LocalBlobStore;
 use sandbox_agents_runtime::manifest::ManifestPolicy;
@@ -62,6 +63,12 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
+    let preview_key = match &config.preview_key {
+        Some(k) => PreviewKey::new(k.as_bytes()).map_err(anyhow::Error::msg)?,
+        None => PreviewKey::load_or_create(&config.data_dir.join("preview.key")).context(
+            "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
+        )?,
+    };
     let Database { db, embedded } = open_database(&config).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     let runtime = runtime(&config, &db, shutdown.clone()).await?;
@@ -80,6 +87,8 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 default: true,
             }],
             heartbeat: sandbox_agents_api::routes::events::HEARTBEAT,
+            public_url: config.public_url(),
+            preview_key,
         }),
         shutdown: shutdown.clone(),
     };

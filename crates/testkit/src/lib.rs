@@ -193,8 +193,22 @@ pub async fn test_runtime(db: &Db, shutdown: CancellationToken) -> (Runtime, Pat
     )
 }
 
+/// Logs to the test's output when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
+fn init_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = std::env::var("TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
+
 /// A server on a fresh database, listening on an ephemeral port.
 pub async fn spawn_app() -> TestApp {
+    init_tracing();
     let (db, options) = fresh_database().await;
     spawn_app_on(db, options).await
 }
@@ -219,6 +233,8 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
                 default: true,
             }],
             heartbeat: HEARTBEAT,
+            public_url: base.clone(),
+            preview_key: sandbox_agents_api::preview::PreviewKey::random(),
         }),
         shutdown: shutdown.clone(),
     };

@@ -2,8 +2,10 @@
 
 pub mod agents;
 pub mod events;
+pub mod files;
 pub mod identity;
 pub mod lifecycle;
+pub mod ports;
 pub mod sessions;
 pub mod snapshots;
 pub mod system;

@@ -3,6 +3,7 @@
 //! lock keyed by the session id, held on a connection of its own: a crash releases it.
 
 mod exec;
+pub mod files;
 mod lifecycle;
 mod snapshots;
 mod workers;

@@ -29,26 +29,44 @@ impl Runtime {
                 None => None,
             };
             match found {
-                Some(c) if c.running => tracing::info!(session.id = %id, "adopted a running sandbox"),
+                Some(c) if c.running => {
+                    tracing::info!(session.id = %id, "adopted a running sandbox")
+                }
                 _ => self.mark_lost(id).await?,
             }
         }
         self.sweep_orphans().await
     }
 
-    /// A running session whose sandbox vanished: stopped, reason `restart`.
+    /// A running session whose sandbox is gone or no longer running: stopped, reason
+    /// `restart`. A container that still exists (it exited, say after a host reboot) keeps
+    /// its filesystem, so its workspace is archived first and comes back at the next start.
     async fn mark_lost(&self, id: SessionId) -> Result<()> {
         let st = &self.inner;
-        if let Some(c) = sessions::get_for_worker(&st.db, id)
+        let mut archive = None;
+        let container = sessions::get_for_worker(&st.db, id)
             .await?
-            .and_then(|s| s.container_id)
-        {
+            .and_then(|s| s.container_id);
+        if let Some(c) = container {
+            if st.backend.inspect(&c).await?.is_some() {
+                match self.archive_workspace(id, &c).await {
+                    Ok((key, _)) => archive = Some(key),
+                    Err(e) => {
+                        tracing::warn!(session.id = %id, error = %e, "could not archive an exited sandbox's workspace")
+                    }
+                }
+            }
             let _ = st.backend.remove(&c).await;
         }
         let mut tx = st.db.begin().await?;
-        if sessions::mark_stopped(&mut tx, id, StopReason::Restart.as_str(), None)
-            .await?
-            .is_some()
+        if sessions::mark_stopped(
+            &mut tx,
+            id,
+            StopReason::Restart.as_str(),
+            archive.as_deref(),
+        )
+        .await?
+        .is_some()
         {
             events::append(
                 &mut tx,

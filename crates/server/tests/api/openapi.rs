@@ -48,6 +48,11 @@ fn the_document_covers_every_route() {
         ("post", "/api/sessions/{session_id}/stop"),
         ("post", "/api/sessions/{session_id}/interrupt"),
         ("post", "/api/sessions/{session_id}/exec"),
+        ("get", "/api/sessions/{session_id}/files"),
+        ("post", "/api/sessions/{session_id}/files"),
+        ("delete", "/api/sessions/{session_id}/files"),
+        ("get", "/api/sessions/{session_id}/files/content"),
+        ("get", "/api/sessions/{session_id}/ports/{port}"),
         ("get", "/api/sessions/{session_id}/snapshots"),
         ("post", "/api/sessions/{session_id}/snapshots"),
         (

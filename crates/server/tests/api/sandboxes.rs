@@ -552,3 +552,42 @@ async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "exited", json!({})).await;
+    app.exec(&id, "echo survived > state.txt").await;
+    let container = app.session(&id).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.runtime
+        .backend()
+        .stop(&container, Duration::from_secs(1))
+        .await
+        .unwrap();
+
+    app.runtime.reconcile_on_start().await.unwrap();
+    let s = app.session(&id).await;
+    assert_eq!(
+        (s["status"].as_str(), s["stopped_reason"].as_str()),
+        (Some("stopped"), Some("restart"))
+    );
+    assert!(
+        app.runtime_backend_inspect(&container).await.is_none(),
+        "the dead container was removed"
+    );
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(app.exec(&id, "cat state.txt").await.1, "survived\n");
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}

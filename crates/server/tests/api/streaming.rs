@@ -110,6 +110,9 @@ async fn ephemeral_events_are_streamed_with_seq_0_and_no_id_and_never_stored() {
     let agent = app.seed_agent("deltas").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = open(&app, &format!("/api/sessions/{s}/events/stream")).await;
+    // Once this stored event arrives the stream is live: the backlog is behind it.
+    let marker = app.append_messages(s, 0, 1).await;
+    assert_eq!(seqs(&mut reader, 1).await, marker);
     let run = sandbox_agents_domain::RunId::new();
     let payload = serde_json::json!({"text": "He"})
         .as_object()
@@ -118,7 +121,7 @@ async fn ephemeral_events_are_streamed_with_seq_0_and_no_id_and_never_stored() {
     events::publish_ephemeral(&app.db, s, Some(run), EventType::AgentTextDelta, payload)
         .await
         .unwrap();
-    let stored = app.append_messages(s, 0, 1).await;
+    let stored = app.append_messages(s, 1, 1).await;
 
     let delta = reader.next_event(WAIT).await.unwrap();
     assert_eq!(delta.id, None, "never id: 0");
@@ -134,7 +137,7 @@ async fn ephemeral_events_are_streamed_with_seq_0_and_no_id_and_never_stored() {
             .await
             .unwrap()
             .len(),
-        1
+        2
     );
 }
 

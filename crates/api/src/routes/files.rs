@@ -1,0 +1,258 @@
+//! The session workspace: list, read, upload and delete files (API.md §2.6, §8.1). Listing and
+//! reading also work on a stopped session, from the archive its stop made, without booting.
+//! Paths are workspace-relative; absolute paths, `..` and symbolic links that lead outside
+//! the workspace get 400.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{lenient_bool, ApiQuery};
+use crate::project::Project;
+use crate::routes::sessions::session_id;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::StreamExt;
+use sandbox_agents_domain::session::{UploadResult, WorkspaceEntry};
+use sandbox_agents_domain::FieldError;
+use sandbox_agents_runtime::sessions::files::MAX_UPLOAD_BYTES;
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
+
+/// The largest upload request accepted: the file plus room for the multipart framing.
+pub const UPLOAD_BODY_LIMIT: u64 = MAX_UPLOAD_BYTES + 1024 * 1024;
+
+#[derive(Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Workspace-relative path (default `.`, the workspace itself).
+    pub path: Option<String>,
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct PathQuery {
+    /// Workspace-relative path of the file.
+    pub path: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct UploadQuery {
+    /// Where the file lands, workspace-relative (default `uploads/<filename>`; a path ending
+    /// in `/` names the directory to put it in). Missing parent directories are created.
+    pub path: Option<String>,
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct DeleteQuery {
+    /// Workspace-relative path to delete.
+    pub path: String,
+    /// Also delete directories, with everything in them.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    #[param(value_type = Option<bool>)]
+    pub recursive: bool,
+}
+
+/// A file's raw bytes.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct FileBytes(pub Vec<u8>);
+
+/// The multipart form of an upload: exactly one part, `file`, with a filename.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct UploadForm {
+    /// The file; its multipart filename names it under `uploads/` when `path` is not given.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+/// A directory's entries (not recursive, sorted by path), or a file as a single entry. Works
+/// on a stopped session too, from its archived workspace, without booting it.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files", tag = "sessions",
+    params(("session_id" = String, Path), ListQuery),
+    responses((status = 200, body = Vec<WorkspaceEntry>),
+              (status = 400, description = "The path leaves the workspace"),
+              (status = 404, description = "No such session, file or directory"),
+              (status = 409, description = "The session is neither running nor stopped with an archived workspace")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn list(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<Vec<WorkspaceEntry>>> {
+    let path = q.path.as_deref().unwrap_or(".");
+    let entries = st
+        .runtime
+        .list_files(project, session_id(&raw)?, path)
+        .await?;
+    Ok(Json(entries))
+}
+
+/// A regular file's raw bytes (`application/octet-stream`), streamed. Works on a stopped
+/// session too, from its archived workspace. A directory gets 400.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files/content", tag = "sessions",
+    params(("session_id" = String, Path), PathQuery),
+    responses((status = 200, body = FileBytes, content_type = "application/octet-stream", description = "The file's bytes"),
+              (status = 400, description = "A directory, a link, or a path that leaves the workspace"),
+              (status = 404, description = "No such session or file"),
+              (status = 409, description = "The session is neither running nor stopped with an archived workspace")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn content(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiQuery(q): ApiQuery<PathQuery>,
+) -> ApiResult<Response> {
+    let file = st
+        .runtime
+        .read_file(project, session_id(&raw)?, &q.path)
+        .await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(header::CONTENT_LENGTH, file.size.into());
+    Ok((headers, Body::from_stream(file.body)).into_response())
+}
+
+/// Uploads one file (multipart, one part named `file` with a filename) into a running
+/// session's workspace, 100 MiB at most; a `user.file` event records it.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/files", tag = "sessions",
+    params(("session_id" = String, Path), UploadQuery),
+    request_body(content = UploadForm, content_type = "multipart/form-data",
+                 description = "Exactly one part, `file`, with a filename"),
+    responses((status = 201, body = UploadResult),
+              (status = 400, description = "A bad path or filename, or one that leaves the workspace"),
+              (status = 404, description = "No such session"),
+              (status = 409, description = "The session is not running"),
+              (status = 413, description = "The file is larger than 100 MiB"),
+              (status = 422, description = "No `file` part")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn upload(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiQuery(q): ApiQuery<UploadQuery>,
+    req: Request,
+) -> ApiResult<(StatusCode, Json<UploadResult>)> {
+    let id = session_id(&raw)?;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > UPLOAD_BODY_LIMIT) {
+        return Err(too_large());
+    }
+    let boundary = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| multer::parse_boundary(ct).ok())
+        .ok_or_else(|| {
+            missing_file("the body must be multipart/form-data with a part named 'file'")
+        })?;
+    let constraints = multer::Constraints::new()
+        .size_limit(multer::SizeLimit::new().whole_stream(UPLOAD_BODY_LIMIT));
+    let mut form = multer::Multipart::with_constraints(
+        req.into_body().into_data_stream(),
+        boundary,
+        constraints,
+    );
+    let field = loop {
+        match form.next_field().await.map_err(multipart_error)? {
+            Some(f) if f.name() == Some("file") => break f,
+            Some(_) => continue,
+            None => {
+                return Err(missing_file(
+                    "Field required: a multipart part named 'file'",
+                ))
+            }
+        }
+    };
+    let filename = field.file_name().map(str::to_owned);
+    let over = Arc::new(AtomicBool::new(false));
+    let flag = over.clone();
+    let mut seen: u64 = 0;
+    let data = field
+        .map(move |chunk| match chunk {
+            Ok(bytes) => {
+                seen += bytes.len() as u64;
+                if seen > MAX_UPLOAD_BYTES {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Ok(bytes)
+            }
+            Err(e) => {
+                if is_size_error(&e) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Err(std::io::Error::other(e.to_string()))
+            }
+        })
+        .boxed();
+    let result = st
+        .runtime
+        .upload_file(project, id, q.path.as_deref(), filename.as_deref(), data)
+        .await;
+    if over.load(Ordering::Relaxed) {
+        return Err(too_large());
+    }
+    Ok((StatusCode::CREATED, Json(result?)))
+}
+
+/// Deletes a file or link (a link itself, never what it points at), or a directory with
+/// `recursive=true`. Only on a running session.
+#[utoipa::path(delete, path = "/api/sessions/{session_id}/files", tag = "sessions",
+    params(("session_id" = String, Path), DeleteQuery),
+    responses((status = 204),
+              (status = 400, description = "A directory without recursive=true, the workspace root, or a path that leaves the workspace"),
+              (status = 404, description = "No such session, file or directory"),
+              (status = 409, description = "The session is not running")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiQuery(q): ApiQuery<DeleteQuery>,
+) -> ApiResult<StatusCode> {
+    st.runtime
+        .delete_file(project, session_id(&raw)?, &q.path, q.recursive)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn too_large() -> ApiError {
+    ApiError::PayloadTooLarge(format!(
+        "the upload is too large: files of at most {} MiB are accepted",
+        MAX_UPLOAD_BYTES / (1024 * 1024)
+    ))
+}
+
+fn missing_file(msg: &str) -> ApiError {
+    ApiError::Validation(vec![FieldError {
+        kind: "missing".into(),
+        loc: vec!["body".into(), "file".into()],
+        msg: msg.into(),
+        input: Value::Null,
+    }])
+}
+
+fn is_size_error(e: &multer::Error) -> bool {
+    matches!(
+        e,
+        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. }
+    )
+}
+
+fn multipart_error(e: multer::Error) -> ApiError {
+    if is_size_error(&e) {
+        too_large()
+    } else {
+        ApiError::BadRequest(format!("the multipart body could not be read: {e}"))
+    }
+}
