@@ -118,6 +118,8 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     let app = router(state).layer(tower_http::catch_panic::CatchPanicLayer::custom(
         panic_response,
     ));
+    // Connection info lets the preview proxy say who the client is (X-Forwarded-For).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
