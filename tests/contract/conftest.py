@@ -24,6 +24,7 @@ import pytest
 import sandbox_agents
 
 import harness
+import sandboxes
 
 # The client reads these; a developer's shell must not point the tests somewhere else.
 for _name in ("SANDBOX_AGENTS_BASE_URL", "SANDBOX_AGENTS_API_KEY", "SANDBOX_AGENTS_PROJECT"):
@@ -46,8 +47,10 @@ class Server:
 @pytest.fixture(scope="session")
 def server():
     process = harness.ServerProcess(harness.short_tmpdir(), name="shared server")
+    deployment = None
     try:
         process.start()
+        deployment = sandboxes.deployment_id(process.data_dir)
         yield Server(process)
         code = process.stop()
         assert code == 0, f"the server exited with {code} on SIGTERM\n{process.log_tail(80)}"
@@ -56,7 +59,12 @@ def server():
             timeout=10,
             what="the embedded PostgreSQL to be stopped by the server's shutdown",
         )
+        # Every test deletes the sessions it created: no sandbox of this deployment may remain.
+        left = sandboxes.deployment_containers(deployment)
+        assert not left, f"containers of the shared server remain after the run:\n{sandboxes.describe(left)}"
     finally:
+        if deployment:
+            sandboxes.force_remove(sandboxes.deployment_containers(deployment))
         process.cleanup()
 
 

@@ -49,6 +49,17 @@ _SERVER_ENV_DROP = (
     "SANDBOX_AGENTS_DEFAULT_MODEL",
     "SANDBOX_AGENTS_DB_MAX_CONNECTIONS",
     "SANDBOX_AGENTS_LOG_FORMAT",
+    # The sandbox settings: the tests expect the defaults (Docker, the default image, previews
+    # under the bind address, a preview key of the data directory's own).
+    "SANDBOX_AGENTS_BACKEND",
+    "SANDBOX_AGENTS_IMAGE",
+    "SANDBOX_AGENTS_SANDBOX_CPUS",
+    "SANDBOX_AGENTS_SANDBOX_MEMORY_MB",
+    "SANDBOX_AGENTS_SANDBOX_PIDS",
+    "SANDBOX_AGENTS_IDLE_TTL_SECONDS",
+    "SANDBOX_AGENTS_LOCAL_DIR_ROOTS",
+    "SANDBOX_AGENTS_PUBLIC_URL",
+    "SANDBOX_AGENTS_PREVIEW_KEY",
 )
 
 

@@ -54,7 +54,9 @@ def make_agent_and_log(process: harness.ServerProcess, tag: str):
             manifest={"entries": {"notes.md": {"kind": "file", "content": "keep me"}}},
         )
         agent = c.agents.update(agent.id, version=agent.version, instructions="edited before the restart")
-    sid = seed.create_session(process.data_dir, agent.id, title="durable", metadata={"k": "v"})
+    sid = seed.create_session(
+        process.data_dir, agent.id, title="durable", metadata={"k": "v"}, status="stopped", stopped_reason="requested"
+    )
     seqs = seed.append_events(process.data_dir, sid, seed.conversation(7, tag=tag))
     return agent, sid, seqs
 

@@ -251,15 +251,52 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
     }
 }
 
+/// A test that fails halfway must not leave sandboxes behind: when its server is dropped,
+/// every container of its deployment (each test database is a deployment of its own) is
+/// removed, from a thread with a runtime of its own since `Drop` cannot await.
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let db = self.db.clone();
+        let options = self.db_options.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                // The test's own pool belongs to its runtime; use a fresh connection here.
+                drop(db);
+                let Ok(pool) = sandbox_agents_store::connect(options, 1).await else {
+                    return;
+                };
+                let Ok(deployment) = sandbox_agents_store::deployment::id(&pool).await else {
+                    return;
+                };
+                let Ok(docker) = DockerBackend::connect(&deployment).await else {
+                    return;
+                };
+                for c in docker.list().await.unwrap_or_default() {
+                    let _ = docker.remove(&c.id).await;
+                }
+                pool.close().await;
+            });
+        })
+        .join();
+    }
+}
+
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
     /// Stops the server and waits for it, failing if graceful shutdown hangs.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(10), self.server)
+        let server = std::mem::replace(&mut self.server, tokio::spawn(async { Ok(()) }));
+        tokio::time::timeout(Duration::from_secs(10), server)
             .await
             .expect("the server shut down in time")
             .expect("the server task did not panic")

@@ -1,0 +1,196 @@
+"""Helpers for the tests that boot real Docker sandboxes.
+
+* `containers(...)`: what the local dockerd holds for a session or a deployment, read with the
+  docker CLI through the labels every sandbox carries (`io.sandbox-agents.session`,
+  `io.sandbox-agents.deployment`): the tests check the server's claims against Docker itself.
+* `Janitor`: the sessions a test created, deleted through the API when the test ends, whatever
+  happened in it. A session whose delete succeeded but whose container is still there is a
+  leak: the janitor removes the container (so the machine is not left with it) and fails the
+  teardown, naming it.
+* `wait_settled(...)`: polls `GET /api/sessions/{id}` until the session leaves `provisioning`.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import sandbox_agents
+from sandbox_agents import NotFoundError
+from sandbox_agents.models import Session, SessionDetail
+
+import seed
+
+SESSION_LABEL = "io.sandbox-agents.session"
+DEPLOYMENT_LABEL = "io.sandbox-agents.deployment"
+
+#: The server's default image (built on this machine; see images/sandbox).
+DEFAULT_IMAGE = "sandbox-agents-sandbox:1"
+#: An image no machine has: its boot must fail.
+MISSING_IMAGE = "sandbox-agents-no-such-image:0"
+
+#: How long a boot may take here (a local image, no pull).
+BOOT_DEADLINE = 90.0
+POLL = 0.1
+
+
+def docker(*args: str, timeout: float = 60.0) -> str:
+    result = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def containers(label: str, value: str, *, running_only: bool = False) -> list[str]:
+    """Ids of the containers (any state, unless `running_only`) carrying `label=value`."""
+    args = ["ps", "-q", "--no-trunc", "--filter", f"label={label}={value}"]
+    if not running_only:
+        args.insert(1, "-a")
+    return docker(*args).split()
+
+
+def session_containers(session_id: str, *, running_only: bool = False) -> list[str]:
+    return containers(SESSION_LABEL, session_id, running_only=running_only)
+
+
+def deployment_containers(deployment_id: str) -> list[str]:
+    return containers(DEPLOYMENT_LABEL, deployment_id)
+
+
+def describe(container_ids: Iterable[str]) -> str:
+    """One line per container: id, name, state, labels; for failure messages."""
+    ids = list(container_ids)
+    if not ids:
+        return "(none)"
+    try:
+        return docker(
+            "inspect", "--format",
+            "{{.Id}} {{.Name}} {{.State.Status}} {{json .Config.Labels}}",
+            *ids,
+        ).strip()
+    except RuntimeError as exc:
+        return f"{ids} ({exc})"
+
+
+def force_remove(container_ids: Iterable[str]) -> None:
+    ids = list(container_ids)
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def deployment_id(data_dir: str | Path) -> str:
+    """The deployment id the server wrote into its database (the containers' deployment label)."""
+    value = seed.psql(data_dir, "select id from deployment;").strip()
+    assert value and "\n" not in value, f"expected one deployment row, psql printed {value!r}"
+    return value
+
+
+def wait_settled(client: sandbox_agents.Client, session_id: str, timeout: float = BOOT_DEADLINE) -> SessionDetail:
+    """Polls the detail until the session is no longer `provisioning`; returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        detail = client.sessions.get(session_id)
+        if detail.status != "provisioning":
+            return detail
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"session {session_id} was still provisioning after {timeout:g}s")
+        time.sleep(POLL)
+
+
+def wait_no_containers(session_ids: Iterable[str], timeout: float, what: str) -> None:
+    """Polls Docker until no container carries any of `session_ids`, or fails naming them."""
+    ids = list(session_ids)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {sid: session_containers(sid) for sid in ids}
+        left = {sid: c for sid, c in left.items() if c}
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"{what}: containers still exist after {timeout:g}s for sessions {sorted(left)}:\n"
+                + describe(c for cs in left.values() for c in cs)
+            )
+        time.sleep(POLL)
+
+
+class Janitor:
+    """Deletes every session handed to `track` when the test ends (see the module docstring).
+
+    `base_url` is the server's address, or a callable giving it (a restarted server listens on
+    a new port)."""
+
+    def __init__(self, base_url: str | Callable[[], str]) -> None:
+        self._base_url = base_url
+        self.ids: list[str] = []
+        self.agents: list[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url() if callable(self._base_url) else self._base_url
+
+    def track(self, session: Session | str) -> str:
+        sid = session if isinstance(session, str) else session.id
+        if sid not in self.ids:
+            self.ids.append(sid)
+        return sid
+
+    def track_agent(self, agent) -> None:
+        """Every session of this agent (an `Agent` or an id) is deleted at the end, including
+        those a test created with `client.sessions.create_and_wait` directly."""
+        agent_id = agent if isinstance(agent, str) else agent.id
+        if agent_id not in self.agents:
+            self.agents.append(agent_id)
+
+    def create(self, client: sandbox_agents.Client, agent: str, **kwargs) -> Session:
+        """`client.sessions.create`, tracked."""
+        session = client.sessions.create(agent, **kwargs)
+        self.track(session)
+        return session
+
+    def create_and_wait(self, client: sandbox_agents.Client, agent: str, **kwargs) -> Session:
+        """`client.sessions.create_and_wait`, with the session tracked even when the boot fails."""
+        session = self.create(client, agent, **kwargs)
+        return client.sessions.wait_until_running(session.id, timeout=BOOT_DEADLINE)
+
+    def cleanup(self, *, server_up: bool = True) -> None:
+        """Deletes the sessions (when the server is up), then removes any container still
+        carrying one of their ids; fails if a deleted session left one."""
+        problems: list[str] = []
+        leaked: list[str] = []
+        client = sandbox_agents.Client(base_url=self.base_url, max_retries=0, timeout=130.0) if server_up else None
+        try:
+            if client is not None:
+                for agent_id in self.agents:
+                    try:
+                        for s in client.sessions.iterate(agent_id=agent_id):
+                            self.track(s)
+                    except Exception as exc:  # noqa: BLE001 - reported below
+                        problems.append(f"listing the sessions of agent {agent_id} failed: {exc!r}")
+            for sid in self.ids:
+                deleted = False
+                if client is not None:
+                    try:
+                        client.sessions.delete(sid)
+                        deleted = True
+                    except NotFoundError:
+                        deleted = True  # the test deleted it itself
+                    except Exception as exc:  # noqa: BLE001 - reported below
+                        problems.append(f"DELETE /api/sessions/{sid} failed: {exc!r}")
+                left = session_containers(sid)
+                if left:
+                    if deleted:
+                        leaked.append(f"session {sid} (deleted) still has: {describe(left)}")
+                    force_remove(left)
+        finally:
+            if client is not None:
+                client.close()
+        if leaked:
+            problems.append(
+                "containers left behind by deleted sessions (removed by the janitor):\n" + "\n".join(leaked)
+            )
+        if problems:
+            raise AssertionError("session cleanup: " + "\n".join(problems))
