@@ -406,30 +406,44 @@ impl Runtime {
             }
             st.backend.remove(container).await?;
         }
-        let mut tx = st.db.begin().await?;
-        let Some(row) =
-            sessions::mark_stopped(&mut tx, id, reason.as_str(), archive.as_deref()).await?
-        else {
+        let Some(row) = self.record_stopped(id, reason, archive.as_deref()).await? else {
             return sessions::get_for_worker(&st.db, id)
                 .await?
                 .ok_or_else(|| RuntimeError::NotFound(format!("session '{id}' not found")));
         };
+        if let (Some(old), Some(_)) = (&s.workspace_archive, &archive) {
+            let _ = st.blobs.delete(old).await;
+        }
+        tracing::info!("session stopped");
+        Ok(row)
+    }
+
+    /// Records the stop: the row says `stopped` (with `reason`, and the new workspace archive
+    /// when there is one) in the transaction that writes `session.status_stopped`. `None`
+    /// when the session was not up (someone else stopped or deleted it).
+    pub(crate) async fn record_stopped(
+        &self,
+        id: SessionId,
+        reason: StopReason,
+        archive: Option<&str>,
+    ) -> Result<Option<SessionRecord>> {
+        let mut tx = self.inner.db.begin().await?;
+        let Some(row) = sessions::mark_stopped(&mut tx, id, reason.as_str(), archive).await? else {
+            return Ok(None);
+        };
+        let payload = json!({"reason": reason.as_str()});
         events::append(
             &mut tx,
             id,
             &[NewEvent::new(
                 EventType::SessionStatusStopped,
                 None,
-                json!({"reason": reason.as_str()}),
+                payload,
             )],
         )
         .await?;
         tx.commit().await?;
-        if let (Some(old), Some(_)) = (&s.workspace_archive, &archive) {
-            let _ = st.blobs.delete(old).await;
-        }
-        tracing::info!("session stopped");
-        Ok(row)
+        Ok(Some(row))
     }
 
     /// Brings a stopped (or failed) session back: provisioning now, running once booted.

@@ -4,10 +4,8 @@
 use super::lifecycle::StopReason;
 use super::Runtime;
 use crate::error::Result;
-use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::SessionId;
-use sandbox_agents_store::{events, sessions};
-use serde_json::json;
+use sandbox_agents_store::sessions;
 use std::collections::HashMap;
 
 impl Runtime {
@@ -58,27 +56,11 @@ impl Runtime {
             }
             let _ = st.backend.remove(&c).await;
         }
-        let mut tx = st.db.begin().await?;
-        if sessions::mark_stopped(
-            &mut tx,
-            id,
-            StopReason::Restart.as_str(),
-            archive.as_deref(),
-        )
-        .await?
-        .is_some()
+        if self
+            .record_stopped(id, StopReason::Restart, archive.as_deref())
+            .await?
+            .is_some()
         {
-            events::append(
-                &mut tx,
-                id,
-                &[NewEvent::new(
-                    EventType::SessionStatusStopped,
-                    None,
-                    json!({"reason": "restart"}),
-                )],
-            )
-            .await?;
-            tx.commit().await?;
             tracing::warn!(session.id = %id, "the session's sandbox is gone; marked stopped (restart)");
         }
         Ok(())
