@@ -20,6 +20,9 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// An upstream (the model proxy) failed or is not there.
+    #[error("{0}")]
+    BadGateway(String),
     /// 503 with `Retry-After`: try again shortly (e.g. the database is unreachable).
     #[error("{0}")]
     Unavailable(String),
@@ -42,6 +45,7 @@ impl ApiError {
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

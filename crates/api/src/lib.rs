@@ -51,6 +51,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(system::health))
         .routes(routes!(system::backends))
+        .routes(routes!(routes::models::list))
         .routes(routes!(identity::me))
         .routes(routes!(identity::auth_check))
         .routes(routes!(agents::list, agents::create))

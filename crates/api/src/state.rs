@@ -17,6 +17,8 @@ pub struct ApiSettings {
     /// Silence after which an event stream writes `: ping` (15 s; the client's read timeout
     /// is 60 s). Tests shorten it.
     pub heartbeat: std::time::Duration,
+    /// The LiteLLM proxy whose catalogue `GET /api/models` shows; None when not configured.
+    pub model_proxy: Option<crate::routes::models::Catalogue>,
     /// Where browsers reach this server, without a trailing slash: port preview URLs are
     /// `{public_url}/preview/{token}/`.
     pub public_url: String,

@@ -87,6 +87,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 default: true,
             }],
             heartbeat: sandbox_agents_api::routes::events::HEARTBEAT,
+            model_proxy: model_proxy(),
             public_url: config.public_url(),
             preview_key,
         }),
@@ -145,6 +146,19 @@ async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyho
         settings,
         shutdown,
     ))
+}
+
+/// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one.
+fn model_proxy() -> Option<sandbox_agents_api::routes::models::Catalogue> {
+    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+    let transport = Transport::proxy_from_env().ok()?;
+    match ModelClient::new(ModelConfig::new(transport)) {
+        Ok(client) => Some(sandbox_agents_api::routes::models::Catalogue::new(client)),
+        Err(e) => {
+            tracing::error!(error = %e, "the LiteLLM proxy settings are not usable");
+            None
+        }
+    }
 }
 
 /// Applies migrations and exits.

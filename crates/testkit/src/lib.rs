@@ -216,6 +216,32 @@ pub async fn spawn_app() -> TestApp {
 /// Another server on an existing database: its own pool, hub and `LISTEN` connection, as a
 /// second server process would have.
 pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
+    spawn_app_with(db, db_options, None).await
+}
+
+/// A server whose `GET /api/models` reads the LiteLLM-style proxy at `model_proxy`.
+pub async fn spawn_app_with_model_proxy(model_proxy: &str) -> TestApp {
+    let (db, options) = fresh_database().await;
+    let transport = sandbox_agents_model::Transport::Proxy {
+        base: model_proxy.to_owned(),
+        api_key: Some("test-key".into()),
+    };
+    let client =
+        sandbox_agents_model::ModelClient::new(sandbox_agents_model::ModelConfig::new(transport))
+            .expect("a model client");
+    spawn_app_with(
+        db,
+        options,
+        Some(sandbox_agents_api::routes::models::Catalogue::new(client)),
+    )
+    .await
+}
+
+async fn spawn_app_with(
+    db: Db,
+    db_options: PgConnectOptions,
+    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding port 0");
@@ -233,6 +259,7 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
                 default: true,
             }],
             heartbeat: HEARTBEAT,
+            model_proxy,
             public_url: base.clone(),
             preview_key: sandbox_agents_api::preview::PreviewKey::random(),
         }),

@@ -5,6 +5,7 @@ pub mod events;
 pub mod files;
 pub mod identity;
 pub mod lifecycle;
+pub mod models;
 pub mod ports;
 pub mod sessions;
 pub mod snapshots;

@@ -5,6 +5,7 @@ mod conventions;
 mod event_log;
 mod fanout;
 mod files;
+mod models;
 mod openapi;
 mod ports;
 mod sandboxes;

@@ -30,6 +30,7 @@ fn the_document_covers_every_route() {
         ("get", "/api/auth/check"),
         ("get", "/api/me"),
         ("get", "/api/backends"),
+        ("get", "/api/models"),
         ("get", "/api/agents"),
         ("post", "/api/agents"),
         ("get", "/api/agents/{ref}"),
