@@ -64,6 +64,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::stop))
         .routes(routes!(lifecycle::interrupt))
         .routes(routes!(lifecycle::exec))
+        .routes(routes!(routes::runs::send_message))
         .routes(routes!(
             routes::files::list,
             routes::files::upload,

@@ -260,3 +260,15 @@ mod tests {
         assert_eq!(sandbox_seconds(&[], datetime!(2026-01-01 1:00:00 UTC)), 0.0);
     }
 }
+
+/// `POST /api/sessions/{id}/messages`: one turn.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageCreate {
+    pub prompt: String,
+    /// The most model steps this turn may take; null = the server's default (25).
+    #[serde(default)]
+    pub max_turns: Option<i64>,
+    /// Client tools for this turn only (API.md §6).
+    #[serde(default)]
+    pub client_tools: Option<Vec<crate::tools::ClientTool>>,
+}

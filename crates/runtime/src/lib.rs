@@ -5,6 +5,7 @@
 pub mod blobs;
 pub mod error;
 pub mod manifest;
+pub mod runs;
 pub mod sessions;
 
 pub use error::{Result, RuntimeError};

@@ -144,8 +144,31 @@ async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyho
         backend,
         Arc::new(blobs),
         settings,
+        model_clients(),
         shutdown,
     ))
+}
+
+/// The model clients runs use: the LiteLLM proxy (`LITELLM_PROXY_API_BASE`,
+/// `LITELLM_PROXY_API_KEY`) for the `proxy`/`litellm` transports, OpenAI (`OPENAI_API_KEY`,
+/// `OPENAI_BASE_URL`) for `openai`. A transport left unconfigured fails its runs with a
+/// clear error.
+fn model_clients() -> sandbox_agents_runtime::runs::ModelClients {
+    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+    let build = |name: &str, t: Result<Transport, sandbox_agents_model::ModelError>| {
+        let client = t.and_then(|t| ModelClient::new(ModelConfig::new(t)));
+        match client {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::info!(transport = name, reason = %e, "model transport not configured");
+                None
+            }
+        }
+    };
+    sandbox_agents_runtime::runs::ModelClients {
+        proxy: build("proxy", Transport::proxy_from_env()),
+        openai: build("openai", Transport::openai_from_env()),
+    }
 }
 
 /// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one.

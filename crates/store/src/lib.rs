@@ -10,6 +10,7 @@ pub mod events;
 pub mod hub;
 pub mod pool;
 pub mod projects;
+pub mod runs;
 pub mod sessions;
 pub mod snapshots;
 

@@ -162,6 +162,15 @@ pub fn test_image() -> String {
 /// The runtime a test server uses: real Docker (or, when it is unreachable, a backend that
 /// says so on every call), blobs in a directory of its own, no periodic workers.
 pub async fn test_runtime(db: &Db, shutdown: CancellationToken) -> (Runtime, PathBuf) {
+    test_runtime_with_models(db, shutdown, Default::default()).await
+}
+
+/// [`test_runtime`] whose runs use `models`.
+pub async fn test_runtime_with_models(
+    db: &Db,
+    shutdown: CancellationToken,
+    models: sandbox_agents_runtime::runs::ModelClients,
+) -> (Runtime, PathBuf) {
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .expect("reading the deployment id");
@@ -188,7 +197,14 @@ pub async fn test_runtime(db: &Db, shutdown: CancellationToken) -> (Runtime, Pat
         manifest: ManifestPolicy::default(),
     };
     (
-        Runtime::new(db.clone(), backend, Arc::new(blobs), settings, shutdown),
+        Runtime::new(
+            db.clone(),
+            backend,
+            Arc::new(blobs),
+            settings,
+            models,
+            shutdown,
+        ),
         blobs_dir,
     )
 }
@@ -229,10 +245,15 @@ pub async fn spawn_app_with_model_proxy(model_proxy: &str) -> TestApp {
     let client =
         sandbox_agents_model::ModelClient::new(sandbox_agents_model::ModelConfig::new(transport))
             .expect("a model client");
-    spawn_app_with(
+    let models = sandbox_agents_runtime::runs::ModelClients {
+        proxy: Some(client.clone()),
+        openai: None,
+    };
+    spawn_app_full(
         db,
         options,
         Some(sandbox_agents_api::routes::models::Catalogue::new(client)),
+        models,
     )
     .await
 }
@@ -242,12 +263,22 @@ async fn spawn_app_with(
     db_options: PgConnectOptions,
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
 ) -> TestApp {
+    spawn_app_full(db, db_options, model_proxy, Default::default()).await
+}
+
+/// A server whose `GET /api/models` and runs use the given clients.
+pub async fn spawn_app_full(
+    db: Db,
+    db_options: PgConnectOptions,
+    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    models: sandbox_agents_runtime::runs::ModelClients,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding port 0");
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
     let shutdown = CancellationToken::new();
-    let (runtime, blobs_dir) = test_runtime(&db, shutdown.clone()).await;
+    let (runtime, blobs_dir) = test_runtime_with_models(&db, shutdown.clone(), models).await;
     let state = AppState {
         runtime: runtime.clone(),
         db: db.clone(),

@@ -1,7 +1,7 @@
 //! Session lifecycle: create (202, the container boots in the background), start, stop,
 //! interrupt, delete, and exec (API.md §2.4, §2.6).
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::ApiJson;
 use crate::project::Project;
 use crate::routes::sessions::session_id;
@@ -59,8 +59,9 @@ pub async fn stop(
     Ok(Json(row.to_wire()))
 }
 
-/// Ends the turn in flight and keeps the sandbox up. With no turn in flight the session is
-/// returned unchanged.
+/// Cancels the turn in flight (or parked) and keeps the sandbox up; returns once the run's
+/// terminal event (`stop_reason: cancelled`) is in the log. With no turn in flight the
+/// session is returned unchanged.
 #[utoipa::path(post, path = "/api/sessions/{session_id}/interrupt", tag = "sessions", params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
@@ -69,15 +70,7 @@ pub async fn interrupt(
     Project(project): Project,
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Session>> {
-    let id = session_id(&raw)?;
-    let row = sandbox_agents_store::sessions::get(&st.db, project, id)
-        .await
-        .map_err(|e| match e {
-            sandbox_agents_store::Error::NotFound => {
-                ApiError::NotFound(format!("session '{raw}' not found"))
-            }
-            other => other.into(),
-        })?;
+    let row = st.runtime.interrupt(project, session_id(&raw)?).await?;
     Ok(Json(row.to_wire()))
 }
 

@@ -7,6 +7,7 @@ pub mod identity;
 pub mod lifecycle;
 pub mod models;
 pub mod ports;
+pub mod runs;
 pub mod sessions;
 pub mod snapshots;
 pub mod system;

@@ -130,10 +130,11 @@ pub async fn get(
         .or_not_found(session_not_found(&raw))?;
     let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id.into())).await?;
     let marks = sandbox_agents_store::events::boot_marks(&st.db, id).await?;
+    let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
     Ok(Json(SessionDetail {
         session: session.to_wire(),
         agent: Some(agent.to_wire(&st.settings.default_model)),
-        runs: Vec::new(),
+        runs: runs.iter().map(|r| r.to_wire()).collect(),
         sandbox_seconds: sandbox_agents_domain::session::sandbox_seconds(
             &marks,
             time::OffsetDateTime::now_utc(),

@@ -2,6 +2,7 @@
 //! commit in one transaction (the event log locks the session row), so a reader who sees
 //! `session.status_running` finds the row running.
 
+pub(crate) use super::not_found;
 use super::{Runtime, SessionLock};
 use crate::error::{Result, RuntimeError};
 use crate::manifest::build_archive;
@@ -358,6 +359,7 @@ impl Runtime {
 
     /// Stops a session: archives the workspace, removes the container, and records
     /// `stopped` with `reason`. Stopping a session that is not up returns it unchanged.
+    /// A run in flight is cancelled first (see [`Runtime::before_stop`]).
     #[tracing::instrument(skip_all, fields(session.id = %id, reason = reason.as_str()))]
     pub async fn stop(
         &self,
@@ -366,6 +368,9 @@ impl Runtime {
         reason: StopReason,
     ) -> Result<SessionRecord> {
         let st = &self.inner;
+        if let Some(row) = self.before_stop(project, id, reason).await? {
+            return Ok(row);
+        }
         let lock = SessionLock::acquire(&st.db, id).await?;
         let result = self.stop_locked(project, id, reason).await;
         lock.release().await;
@@ -485,14 +490,5 @@ impl Runtime {
         .await;
         lock.release().await;
         result
-    }
-}
-
-pub(crate) fn not_found(e: sandbox_agents_store::Error, id: SessionId) -> RuntimeError {
-    match e {
-        sandbox_agents_store::Error::NotFound => {
-            RuntimeError::NotFound(format!("session '{id}' not found"))
-        }
-        other => other.into(),
     }
 }

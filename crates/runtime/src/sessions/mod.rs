@@ -50,6 +50,10 @@ pub(crate) struct Inner {
     pub settings: RuntimeSettings,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
+    /// The model clients runs use, one per transport that is configured.
+    pub models: crate::runs::ModelClients,
+    /// The runs this process drives, each with the token that cancels it.
+    pub runs: crate::runs::LocalRuns,
 }
 
 impl Runtime {
@@ -58,6 +62,7 @@ impl Runtime {
         backend: Arc<dyn SandboxBackend>,
         blobs: Arc<dyn BlobStore>,
         settings: RuntimeSettings,
+        models: crate::runs::ModelClients,
         shutdown: CancellationToken,
     ) -> Self {
         Runtime {
@@ -68,6 +73,8 @@ impl Runtime {
                 settings,
                 tasks: TaskTracker::new(),
                 shutdown,
+                models,
+                runs: Default::default(),
             }),
         }
     }
@@ -155,5 +162,15 @@ impl Drop for SessionLock {
         if let Some(conn) = self.conn.take() {
             drop(conn.detach());
         }
+    }
+}
+
+/// A store `NotFound` as the API's 404 for this session.
+pub(crate) fn not_found(e: sandbox_agents_store::Error, id: SessionId) -> crate::RuntimeError {
+    match e {
+        sandbox_agents_store::Error::NotFound => {
+            crate::RuntimeError::NotFound(format!("session '{id}' not found"))
+        }
+        other => other.into(),
     }
 }

@@ -11,10 +11,12 @@ use std::collections::HashMap;
 impl Runtime {
     /// After a (re)start: sessions whose container survived are adopted; running sessions
     /// whose container is gone become `stopped` with reason `restart`; sessions caught
-    /// mid-boot are booted again. Then containers no session owns are removed.
+    /// mid-boot are booted again. Then containers no session owns are removed. First of all,
+    /// runs a previous process left `running` are failed (their workers died with it).
     #[tracing::instrument(skip_all)]
     pub async fn reconcile_on_start(&self) -> Result<()> {
         let st = &self.inner;
+        self.fail_orphaned_runs().await?;
         for s in sessions::active(&st.db).await? {
             let id = SessionId(s.id);
             if s.status == "provisioning" {

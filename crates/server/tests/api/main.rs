@@ -8,6 +8,7 @@ mod files;
 mod models;
 mod openapi;
 mod ports;
+mod runs;
 mod sandboxes;
 mod sessions;
 mod streaming;

@@ -49,6 +49,7 @@ fn the_document_covers_every_route() {
         ("post", "/api/sessions/{session_id}/stop"),
         ("post", "/api/sessions/{session_id}/interrupt"),
         ("post", "/api/sessions/{session_id}/exec"),
+        ("post", "/api/sessions/{session_id}/messages"),
         ("get", "/api/sessions/{session_id}/files"),
         ("post", "/api/sessions/{session_id}/files"),
         ("delete", "/api/sessions/{session_id}/files"),

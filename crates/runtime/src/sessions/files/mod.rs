@@ -283,7 +283,24 @@ impl Runtime {
         id: SessionId,
         path: Option<&str>,
         filename: Option<&str>,
+        data: S,
+    ) -> Result<UploadResult>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Unpin + Send,
+    {
+        self.put_file(project, id, path, filename, data, true).await
+    }
+
+    /// [`Runtime::upload_file`]; `announce` says whether to record `user.file` (a run's
+    /// `write_file` tool writes without it: its own `agent.tool_use` says what happened).
+    pub(crate) async fn put_file<S>(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        path: Option<&str>,
+        filename: Option<&str>,
         mut data: S,
+        announce: bool,
     ) -> Result<UploadResult>
     where
         S: Stream<Item = std::io::Result<Bytes>> + Unpin + Send,
@@ -365,16 +382,18 @@ impl Runtime {
             .map_err(gone)?;
         sessions::touch(&self.inner.db, id).await?;
         let filename = filename.unwrap_or(&name);
-        events::append_now(
-            &self.inner.db,
-            id,
-            &[NewEvent::new(
-                EventType::UserFile,
-                None,
-                json!({"path": p.relative(), "size": size, "filename": filename}),
-            )],
-        )
-        .await?;
+        if announce {
+            events::append_now(
+                &self.inner.db,
+                id,
+                &[NewEvent::new(
+                    EventType::UserFile,
+                    None,
+                    json!({"path": p.relative(), "size": size, "filename": filename}),
+                )],
+            )
+            .await?;
+        }
         tracing::info!(path = p.relative(), bytes = size, "file uploaded");
         Ok(UploadResult {
             path: p.relative().to_owned(),

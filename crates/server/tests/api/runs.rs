@@ -1,0 +1,308 @@
+//! Runs: turns of the agent loop on real Docker sandboxes, against the scripted fake model.
+
+use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::sse::SseReader;
+use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const BOOT: Duration = Duration::from_secs(60);
+const TURN: Duration = Duration::from_secs(60);
+
+async fn running_session(app: &TestApp, slug: &str) -> String {
+    app.create_agent(slug, json!({"instructions": "You are a test agent."}))
+        .await;
+    let s = app.create_session(json!({"agent_id": slug})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", BOOT).await;
+    id
+}
+
+async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/messages")))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST messages")
+}
+
+/// Posts a message, asserting the 202, and returns the run id.
+async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> String {
+    let r = send(app, id, json!({"prompt": prompt, "max_turns": max_turns})).await;
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+    let run: Value = r.json().await.unwrap();
+    assert_eq!(run["status"], "running");
+    assert_eq!(run["prompt"], prompt);
+    run["id"].as_str().unwrap().to_owned()
+}
+
+async fn events(app: &TestApp, id: &str) -> Vec<Value> {
+    app.http
+        .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn is_terminal(e: &Value) -> bool {
+    matches!(
+        e["type"].as_str(),
+        Some("session.status_idle" | "session.status_error")
+    )
+}
+
+/// Polls the log until the run's terminal event; returns the run's events, in order.
+async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
+    let deadline = Instant::now() + TURN;
+    loop {
+        let mine: Vec<Value> = events(app, id)
+            .await
+            .into_iter()
+            .filter(|e| e["run_id"] == run)
+            .collect();
+        if mine.iter().any(is_terminal) {
+            return mine;
+        }
+        assert!(Instant::now() < deadline, "run {run} did not end: {mine:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn types(evs: &[Value]) -> Vec<&str> {
+    evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_conversation() {
+    let fake = FakeModel::start(Script::new([
+        Rule::when()
+            .last_user_contains("what did you do")
+            .reply_text("I wrote hi into out.txt."),
+        Rule::when()
+            .last_tool_result_contains("exit code: 0")
+            .reply_text("Done: out.txt now says hi."),
+        Rule::when()
+            .last_user_contains("write")
+            .reply_tool_call("shell", json!({"command": "echo hi > out.txt"})),
+    ]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let id = running_session(&app, "runner").await;
+    let cursor = events(&app, &id).await.last().unwrap()["seq"]
+        .as_i64()
+        .unwrap();
+    let stream = app
+        .http
+        .get(app.url(&format!("/api/sessions/{id}/events/stream?after={cursor}")))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = SseReader::new(stream);
+
+    let run = start_run(&app, &id, "write hi to out.txt", Value::Null).await;
+    // The stream: deltas (seq 0) live, then the terminal event.
+    let mut deltas = String::new();
+    loop {
+        let f = sse.next_event(TURN).await.expect("the stream goes on");
+        let e = f.json();
+        if e["type"] == "agent.text_delta" {
+            assert_eq!(e["seq"], 0);
+            assert_eq!(e["run_id"], run);
+            deltas.push_str(e["payload"]["text"].as_str().unwrap());
+        }
+        if is_terminal(&e) {
+            break;
+        }
+    }
+    assert_eq!(deltas, "Done: out.txt now says hi.");
+
+    let evs = wait_for_run(&app, &id, &run).await;
+    assert_eq!(
+        types(&evs),
+        [
+            "user.message",
+            "agent.tool_use",
+            "agent.tool_result",
+            "agent.message",
+            "session.status_idle"
+        ]
+    );
+    assert_eq!(evs[0]["payload"]["text"], "write hi to out.txt");
+    assert_eq!(evs[1]["payload"]["tool"], "shell");
+    assert_eq!(evs[1]["payload"]["call_id"], evs[2]["payload"]["call_id"]);
+    assert!(evs[2]["payload"]["output"]
+        .as_str()
+        .unwrap()
+        .contains("exit code: 0"));
+    let end = &evs[4]["payload"];
+    assert_eq!(end["final_output"], "Done: out.txt now says hi.");
+    assert_eq!(end["stop_reason"], "end_turn");
+    assert_eq!(end["run_status"], "completed");
+    assert_eq!(end["turns"], 2);
+    assert_eq!(end["usage"]["requests"], 2);
+    assert!(end["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert!(end["usage"]["by_model"].is_object());
+    assert_eq!(end["usage"]["by_agent"]["runner"]["requests"], 2);
+    assert_eq!(end["session_usage"]["requests"], 2);
+    assert!(end["sandbox_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(app.exec(&id, "cat out.txt").await.1, "hi\n");
+
+    let s = app.session(&id).await;
+    assert_eq!(s["activity"], "idle");
+    assert_eq!(s["runs"][0]["id"], run);
+    assert_eq!(s["runs"][0]["status"], "completed");
+    assert_eq!(s["runs"][0]["final_output"], "Done: out.txt now says hi.");
+    assert_eq!(s["usage"]["requests"], 2);
+
+    // A follow-up continues the conversation: the model sees the earlier turn.
+    fake.clear_requests();
+    let run2 = start_run(&app, &id, "what did you do?", json!(5)).await;
+    let evs = wait_for_run(&app, &id, &run2).await;
+    assert_eq!(
+        evs.last().unwrap()["payload"]["final_output"],
+        "I wrote hi into out.txt."
+    );
+    let req = &fake.chat_requests()[0].body;
+    let msgs = req["messages"].as_array().unwrap();
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[0]["content"], "You are a test agent.");
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    assert_eq!(msgs[1]["content"], "write hi to out.txt");
+    let tools: Vec<&str> = req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["shell", "read_file", "write_file", "list_files"]);
+    let s = app.session(&id).await;
+    assert_eq!(s["usage"]["requests"], 3);
+    assert_eq!(s["runs"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_busy_session_refuses_a_message_and_interrupt_writes_the_cancelled_end_first() {
+    let fake = FakeModel::start(Script::new([Rule::always()
+        .reply_text("too slow")
+        .delay_ms(20_000)]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let id = running_session(&app, "slow").await;
+    let run = start_run(&app, &id, "take your time", Value::Null).await;
+    assert_eq!(app.session(&id).await["activity"], "busy");
+
+    let r = send(&app, &id, json!({"prompt": "again", "max_turns": null})).await;
+    assert_eq!(r.status(), 409);
+    let r = send(
+        &app,
+        &id,
+        json!({"prompt": "x", "max_turns": null, "client_tools": [{"name": "t"}]}),
+    )
+    .await;
+    assert_eq!(r.status(), 422);
+    let r = send(&app, &id, json!({"prompt": "x", "max_turns": 0})).await;
+    assert_eq!(r.status(), 422);
+
+    let started = Instant::now();
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/interrupt")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Already in the log when the answer came back.
+    let evs: Vec<Value> = events(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["run_id"] == run)
+        .collect();
+    assert_eq!(types(&evs), ["user.message", "session.status_idle"]);
+    assert_eq!(evs[1]["payload"]["stop_reason"], "cancelled");
+    assert_eq!(evs[1]["payload"]["run_status"], "cancelled");
+    let s = app.session(&id).await;
+    assert_eq!(s["activity"], "idle");
+    assert_eq!(s["runs"][0]["status"], "cancelled");
+
+    // The session takes the next message at once.
+    fake.set_script(Script::new([Rule::always().reply_text("quick")]));
+    let run2 = start_run(&app, &id, "now quickly", Value::Null).await;
+    let evs = wait_for_run(&app, &id, &run2).await;
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "quick");
+}
+
+#[tokio::test]
+async fn max_turns_and_model_errors_fail_the_run_with_its_id() {
+    let fake = FakeModel::start(Script::new([
+        Rule::always().reply_tool_call("shell", json!({"command": "true"}))
+    ]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let id = running_session(&app, "looper").await;
+
+    let run = start_run(&app, &id, "loop", json!(2)).await;
+    let evs = wait_for_run(&app, &id, &run).await;
+    let end = evs.last().unwrap();
+    assert_eq!(end["type"], "session.status_error");
+    assert_eq!(end["run_id"], run);
+    assert_eq!(end["payload"]["stop_reason"], "max_turns");
+    assert_eq!(end["payload"]["run_status"], "failed");
+    assert_eq!(end["payload"]["turns"], 2);
+    assert!(end["payload"]["error"].as_str().unwrap().contains('2'));
+
+    fake.set_script(Script::new([
+        Rule::always().reply_error(400, "the model is confused")
+    ]));
+    let run = start_run(&app, &id, "fail", Value::Null).await;
+    let evs = wait_for_run(&app, &id, &run).await;
+    assert_eq!(types(&evs), ["user.message", "session.status_error"]);
+    let end = &evs[1]["payload"];
+    assert_eq!(end["run_status"], "failed");
+    assert_eq!(end["stop_reason"], "error");
+    assert!(
+        end["error"]
+            .as_str()
+            .unwrap()
+            .contains("the model is confused"),
+        "{end}"
+    );
+    let s = app.session(&id).await;
+    assert_eq!(s["activity"], "idle");
+    assert_eq!(s["status"], "running");
+    assert_eq!(s["runs"][1]["status"], "failed");
+}
+
+#[tokio::test]
+async fn a_run_left_running_by_a_dead_server_is_failed_at_start() {
+    let app = sandbox_agents_testkit::spawn_app().await;
+    let agent = app.seed_agent("orphan").await;
+    let id = app.seed_session(agent.id).await;
+    sqlx::query("update sessions set status = 'stopped', stopped_reason = 'restart', activity = 'busy' where id = $1")
+        .bind(id.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let run = sandbox_agents_domain::RunId::new();
+    sandbox_agents_store::runs::insert(&app.db, run, id, "hello", 25)
+        .await
+        .unwrap();
+    app.runtime.reconcile_on_start().await.unwrap();
+    let evs = events(&app, &id.to_string()).await;
+    let end = evs.last().unwrap();
+    assert_eq!(end["type"], "session.status_error");
+    assert_eq!(end["run_id"], run.to_string());
+    assert_eq!(end["payload"]["run_status"], "failed");
+    assert_eq!(
+        end["payload"]["error"],
+        "the server restarted during this turn"
+    );
+    let s = app.session(&id.to_string()).await;
+    assert_eq!(s["activity"], "idle");
+    assert_eq!(s["runs"][0]["status"], "failed");
+}
