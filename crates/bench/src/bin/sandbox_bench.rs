@@ -1,0 +1,425 @@
+//! `sandbox-bench`: what the control plane adds on top of Docker, measured side by side.
+//!
+//! 1. Create-to-running. Ours: `POST /api/sessions` on an in-process server, until a client
+//!    following `GET .../events/stream` receives `session.status_running` (the agent's manifest
+//!    is one file and one dir). Beside it: `DockerBackend::create` + `put_archive` (the Docker
+//!    calls a boot makes, without the database, the event or HTTP), and raw bollard: create +
+//!    start + `upload_to_container` of the same tar, with the same hardening and limits.
+//! 2. Exec round trip of `true`. Ours: `POST .../exec` over HTTP. Beside it: `Runtime::exec`
+//!    (no HTTP), `DockerBackend::exec` (no database; `timeout -k … sh -c true`), and raw
+//!    bollard: `create_exec` + attached `start_exec` + `inspect_exec` of `true`.
+//!
+//! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
+//! the machine's load hits all of them alike; sessions and containers are removed between
+//! iterations, outside the timed region. Markdown goes to stdout, progress to stderr.
+
+#![allow(clippy::print_stdout)]
+
+#[path = "sandbox_bench/ours.rs"]
+mod ours;
+#[path = "sandbox_bench/raw.rs"]
+mod raw;
+#[path = "sandbox_bench/report.rs"]
+mod report;
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Parser;
+use report::{command, cpu_jiffies, loadavg, report, stats, Part, Row};
+use sandbox_agents_domain::manifest::ManifestSpec;
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_runtime::manifest::{build_archive, ManifestPolicy};
+use sandbox_agents_runtime::sessions::MAX_OUTPUT_BYTES;
+use sandbox_agents_sandbox::{ExecRequest, SandboxSpec, WORKDIR};
+use sandbox_agents_store::embedded::EmbeddedPostgres;
+use sandbox_agents_store::projects::DEFAULT_PROJECT;
+use sandbox_agents_testkit::TestApp;
+use serde_json::json;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sandbox-bench",
+    about = "Benchmarks create-to-running and exec round trips beside raw bollard baselines"
+)]
+struct Args {
+    /// Timed iterations of each variant.
+    #[arg(long, default_value_t = 30)]
+    iterations: usize,
+    /// Untimed iterations first.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// A cluster to use instead of the embedded one (a URL to any database in it; the bench
+    /// creates and drops a database of its own there).
+    #[arg(long, env = "SANDBOX_AGENTS_BENCH_DATABASE_URL")]
+    database_url: Option<String>,
+    /// The embedded cluster's directory, used when no --database-url is given.
+    #[arg(long, default_value = "target/bench-sandbox-pg")]
+    pg_dir: PathBuf,
+}
+
+/// The agent's manifest: one file and one directory.
+fn manifest() -> serde_json::Value {
+    json!({"entries": {
+        "README.md": {"kind": "file", "content": "# bench\nA small file from the manifest.\n"},
+        "data": {"kind": "dir"},
+    }})
+}
+
+fn log(msg: impl std::fmt::Display) {
+    eprintln!("sandbox-bench: {msg}");
+}
+
+/// Runs `iterations` (after `warmup` untimed ones) of `variants` variants, in an order that
+/// rotates each iteration; `run(i)` runs variant `i` and returns its timed duration.
+async fn interleaved<F, Fut>(args: &Args, rows: &mut [Row], mut run: F) -> anyhow::Result<()>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Duration>>,
+{
+    let n = rows.len();
+    for it in 0..args.warmup + args.iterations {
+        for k in 0..n {
+            let v = (it + k) % n;
+            let d = run(v).await.with_context(|| rows[v].label)?;
+            if it >= args.warmup {
+                rows[v].samples.push(d);
+            }
+        }
+        if (it + 1) % 10 == 0 {
+            log(format!(
+                "  {} / {} iterations",
+                it + 1,
+                args.warmup + args.iterations
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn create_to_running(
+    args: &Args,
+    app: &TestApp,
+    docker: &bollard::Docker,
+    tar: &Bytes,
+) -> anyhow::Result<Part> {
+    let agent = ours::create_agent(
+        app,
+        json!({"slug": "bench", "name": "bench", "manifest": manifest()}),
+    )
+    .await
+    .context("creating the agent")?;
+    let settings = app.runtime.settings();
+    let (image, limits) = (settings.default_image.clone(), settings.limits.clone());
+    let backend = app.runtime.backend().clone();
+    let mut rows = vec![
+        Row::new("ours: POST /api/sessions → SSE session.status_running", "HTTP, row + event, boot task (inspect image, remove stale, put /workspace, start, inspect), manifest tar, running row + event + NOTIFY, SSE"),
+        Row::new("DockerBackend::create + put_archive", "the Docker calls of a boot, without database, event or HTTP"),
+        Row::new("bollard, DockerBackend's calls one by one", "the same calls timed step by step (breakdown below)"),
+        Row::new("raw bollard: create + start + upload", "same image, hardening, limits, labels and tar"),
+    ];
+    // Per-iteration extras, warm-up included (each variant runs once per iteration).
+    let accepted = RefCell::new(Vec::new());
+    let steps = RefCell::new(Vec::new());
+    interleaved(args, &mut rows, |v| {
+        let (image, limits, backend, agent) = (&image, &limits, &backend, &agent);
+        let (accepted, steps) = (&accepted, &steps);
+        async move {
+            match v {
+                0 => {
+                    let (id, d, a) = ours::create_until_running(app, agent).await?;
+                    accepted.borrow_mut().push(a);
+                    ours::delete_session(app, &id).await?;
+                    Ok(d)
+                }
+                2 => {
+                    let (id, s) = raw::sequence(docker, image, limits, tar).await?;
+                    raw::remove(docker, &id).await?;
+                    steps.borrow_mut().push(s);
+                    Ok(s.iter().sum())
+                }
+                1 => {
+                    let spec = SandboxSpec {
+                        session: uuid::Uuid::new_v4().to_string(),
+                        image: image.clone(),
+                        env: Default::default(),
+                        exposed_ports: Vec::new(),
+                        limits: limits.clone(),
+                    };
+                    let t0 = Instant::now();
+                    let sandbox = backend.create(&spec).await?;
+                    let put = backend.put_archive(&sandbox.id, WORKDIR, tar.clone()).await;
+                    let d = t0.elapsed();
+                    backend.remove(&sandbox.id).await?;
+                    put?;
+                    Ok(d)
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    let id = raw::create_start_upload(docker, image, limits, tar).await?;
+                    let d = t0.elapsed();
+                    raw::remove(docker, &id).await?;
+                    Ok(d)
+                }
+            }
+        }
+    })
+    .await?;
+    let accepted = stats(&accepted.into_inner()[args.warmup..]);
+    let mut notes = format!(
+        "Of ours, `POST /api/sessions` until its 202 (session row + `session.created` in one \
+         transaction): p50 {:.1} ms, mean {:.1} ms.\n\n\
+         Where the Docker part of a boot goes (the step-by-step row):\n\n\
+         | Step | p50 ms | mean ms |\n|---|---:|---:|\n",
+        accepted.p50, accepted.mean
+    );
+    let steps = &steps.into_inner()[args.warmup..];
+    for (i, name) in raw::STEPS.iter().enumerate() {
+        let st = stats(&steps.iter().map(|s| s[i]).collect::<Vec<_>>());
+        notes += &format!("| {name} | {:.1} | {:.1} |\n", st.p50, st.mean);
+    }
+    Ok(Part {
+        title: "Create-to-running",
+        rows,
+        notes,
+    })
+}
+
+async fn exec_round_trip(
+    args: &Args,
+    app: &TestApp,
+    docker: &bollard::Docker,
+    tar: &Bytes,
+) -> anyhow::Result<Part> {
+    let agent =
+        ours::create_agent(app, json!({"slug": "bench-exec", "name": "bench-exec"})).await?;
+    let (id, _, _) = ours::create_until_running(app, &agent).await?;
+    let sid = SessionId::parse(&id).context("a session id")?;
+    let container = sandbox_agents_store::sessions::get(&app.db, DEFAULT_PROJECT, sid)
+        .await?
+        .container_id
+        .context("the running session has no container")?;
+    let settings = app.runtime.settings();
+    let raw_id = raw::create_start_upload(docker, &settings.default_image, &settings.limits, tar)
+        .await
+        .context("starting the raw container")?;
+    let backend = app.runtime.backend().clone();
+    let req = ExecRequest {
+        argv: vec!["sh".into(), "-c".into(), "true".into()],
+        workdir: None,
+        env: Vec::new(),
+        timeout: Duration::from_secs(60),
+        max_output: MAX_OUTPUT_BYTES,
+        stdin: None,
+    };
+    let mut rows = vec![
+        Row::new("ours: POST /api/sessions/{id}/exec", "HTTP + Runtime::exec"),
+        Row::new(
+            "Runtime::exec (no HTTP)",
+            "session lookup + touch (2 queries) + DockerBackend::exec",
+        ),
+        Row::new(
+            "DockerBackend::exec (no database)",
+            "create + start + inspect of `timeout -k 5s -- 60.000s sh -c true`",
+        ),
+        Row::new(
+            "raw bollard: `true`",
+            "create_exec + attached start_exec + inspect_exec",
+        ),
+    ];
+    let result = interleaved(args, &mut rows, |v| {
+        let (id, container, raw_id, backend, req) = (&id, &container, &raw_id, &backend, &req);
+        async move {
+            let t0 = Instant::now();
+            match v {
+                0 => ours::exec_true(app, id).await?,
+                1 => {
+                    let out = app
+                        .runtime
+                        .exec(DEFAULT_PROJECT, sid, "true".into(), None)
+                        .await?;
+                    anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
+                }
+                2 => {
+                    let out = backend.exec(container, req).await?;
+                    anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
+                }
+                _ => raw::exec(docker, raw_id, &["true"]).await?,
+            }
+            Ok(t0.elapsed())
+        }
+    })
+    .await;
+    let deleted = ours::delete_session(app, &id).await;
+    raw::remove(docker, &raw_id).await?;
+    result?;
+    deleted?;
+    Ok(Part {
+        title: "Exec round trip (`true`)",
+        rows,
+        notes: String::new(),
+    })
+}
+
+fn cluster_running(data_dir: &Path) -> bool {
+    std::fs::read_to_string(data_dir.join("postmaster.pid"))
+        .ok()
+        .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandbox-bench: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.iterations > 0, "--iterations must be positive");
+    let docker = raw::connect().await?;
+    let version = docker.version().await.context("GET /version")?;
+    let load_start = loadavg();
+    let cpu_start = cpu_jiffies();
+    let (admin, embedded) = match &args.database_url {
+        Some(url) => (
+            PgConnectOptions::from_str(url).context("parsing --database-url")?,
+            None,
+        ),
+        None => {
+            let was_running = cluster_running(&args.pg_dir.join("data"));
+            log(format!(
+                "{} the embedded cluster in {}",
+                if was_running { "adopting" } else { "starting" },
+                args.pg_dir.display()
+            ));
+            let pg = EmbeddedPostgres::start(&args.pg_dir)
+                .await
+                .context("starting the embedded PostgreSQL cluster")?;
+            (pg.connect_options_for("postgres"), Some((pg, was_running)))
+        }
+    };
+    let name = format!("bench_sandbox_{}", uuid::Uuid::new_v4().simple());
+    let result = async {
+        let mut conn = admin.connect().await.context("connecting to the cluster")?;
+        sqlx::query(&format!("create database {name}"))
+            .execute(&mut conn)
+            .await?;
+        conn.close().await.ok();
+        let options = admin.clone().database(&name);
+        let db = sandbox_agents_store::connect(options.clone(), 20).await?;
+        sandbox_agents_store::migrate(&db).await?;
+        let app = sandbox_agents_testkit::spawn_app_on(db, options).await;
+        let parts = tokio::select! {
+            r = parts(&args, &app, &docker) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        };
+        // Whatever happened: no sandbox of this server, and no raw container, is left.
+        let mut left = 0;
+        if let Ok(listed) = app.runtime.backend().list().await {
+            left += listed.len();
+            for c in listed {
+                let _ = app.runtime.backend().remove(&c.id).await;
+            }
+        }
+        left += raw::remove_all(&docker).await.unwrap_or(0);
+        log(format!("removed {left} leftover container(s)"));
+        let blobs = app.blobs_dir.clone();
+        app.stop().await;
+        let _ = std::fs::remove_dir_all(blobs);
+        parts
+    }
+    .await;
+    if let Ok(mut conn) = admin.connect().await {
+        let _ = sqlx::query(&format!("drop database if exists {name} with (force)"))
+            .execute(&mut conn)
+            .await;
+        conn.close().await.ok();
+    }
+    if let Some((pg, false)) = embedded {
+        log("stopping the embedded cluster it started");
+        pg.stop().await.context("stopping the embedded cluster")?;
+    }
+    let cpu_end = cpu_jiffies();
+    let parts = result?;
+    let commit = match (
+        command("git", &["rev-parse", "--short", "HEAD"]),
+        command("git", &["status", "--porcelain", "--untracked-files=no"]),
+    ) {
+        (Some(head), Some(_)) => format!("{head} (with uncommitted changes)"),
+        (Some(head), None) => head,
+        (None, _) => "unknown".into(),
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+    });
+    let facts = [
+        (
+            "nproc",
+            std::thread::available_parallelism()
+                .map_or(0, |n| n.get())
+                .to_string(),
+        ),
+        ("CPU", cpu.unwrap_or_else(|| "unknown".into())),
+        (
+            "Docker Engine",
+            format!(
+                "{} (API {})",
+                version.version.unwrap_or_default(),
+                version.api_version.unwrap_or_default()
+            ),
+        ),
+        ("Commit", commit),
+        (
+            "Iterations",
+            format!(
+                "{} per variant after {} warm-up, sequential, order rotating",
+                args.iterations, args.warmup
+            ),
+        ),
+        (
+            "Load average (start → end)",
+            format!("{load_start} → {}", loadavg()),
+        ),
+        (
+            "CPU busy during the run (all processes, this one, dockerd and containers included)",
+            format!(
+                "{:.0}% of {} CPUs",
+                100.0 * (cpu_end.0 - cpu_start.0) as f64 / (cpu_end.1 - cpu_start.1).max(1) as f64,
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            ),
+        ),
+    ];
+    print!("{}", report(&facts, &parts));
+    Ok(())
+}
+
+async fn parts(args: &Args, app: &TestApp, docker: &bollard::Docker) -> anyhow::Result<Vec<Part>> {
+    log(format!(
+        "create-to-running: {} + {} iterations × 4 variants",
+        args.warmup, args.iterations
+    ));
+    // The manifest's tar, as a boot builds it (owned by uid 1000): what the baselines upload.
+    let spec: ManifestSpec = serde_json::from_value(manifest())?;
+    let tar = Bytes::from(build_archive(&spec, &ManifestPolicy::default())?);
+    let create = create_to_running(args, app, docker, &tar).await?;
+    log(format!(
+        "exec round trip: {} + {} iterations × 4 variants",
+        args.warmup, args.iterations
+    ));
+    let exec = exec_round_trip(args, app, docker, &tar).await?;
+    Ok(vec![create, exec])
+}
