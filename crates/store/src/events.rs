@@ -298,6 +298,25 @@ pub(crate) async fn last_seq(db: impl PgExecutor<'_>, session: SessionId) -> Res
     Ok(seq.unwrap_or(0))
 }
 
+/// The status events that open and close a sandbox's up-time, oldest first: every
+/// `session.status_running`, `session.status_stopped`, and session-wide (no run)
+/// `session.status_error`.
+pub async fn boot_marks(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Vec<(String, OffsetDateTime)>> {
+    Ok(sqlx::query_as(
+        "select type, created_at from events
+         where session_id = $1
+           and (type in ('session.status_running', 'session.status_stopped')
+                or (type = 'session.status_error' and run_id is null))
+         order by seq",
+    )
+    .bind(session.0)
+    .fetch_all(db)
+    .await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,23 +359,4 @@ mod tests {
     fn a_small_delta_is_sent_as_is() {
         assert_eq!(split_for_notify(delta("hi")).len(), 1);
     }
-}
-
-/// The status events that open and close a sandbox's up-time, oldest first: every
-/// `session.status_running`, `session.status_stopped`, and session-wide (no run)
-/// `session.status_error`.
-pub async fn boot_marks(
-    db: impl PgExecutor<'_>,
-    session: SessionId,
-) -> Result<Vec<(String, OffsetDateTime)>> {
-    Ok(sqlx::query_as(
-        "select type, created_at from events
-         where session_id = $1
-           and (type in ('session.status_running', 'session.status_stopped')
-                or (type = 'session.status_error' and run_id is null))
-         order by seq",
-    )
-    .bind(session.0)
-    .fetch_all(db)
-    .await?)
 }

@@ -23,11 +23,14 @@ pub struct ModelInfo {
     pub max_output_tokens: Option<u64>,
 }
 
+/// A catalogue and when it was read.
+type Cached = Option<(Instant, Vec<ModelInfo>)>;
+
 /// The proxy client and the last catalogue it returned.
 #[derive(Clone)]
 pub struct Catalogue {
     client: ModelClient,
-    cache: Arc<Mutex<Option<(Instant, Vec<ModelInfo>)>>>,
+    cache: Arc<Mutex<Cached>>,
 }
 
 impl std::fmt::Debug for Catalogue {
