@@ -65,6 +65,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::interrupt))
         .routes(routes!(lifecycle::exec))
         .routes(routes!(routes::runs::send_message))
+        .routes(routes!(routes::runs::submit_tool_result))
+        .routes(routes!(routes::runs::tool_calls))
         .routes(routes!(
             routes::files::list,
             routes::files::upload,

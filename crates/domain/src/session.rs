@@ -272,3 +272,28 @@ pub struct MessageCreate {
     #[serde(default)]
     pub client_tools: Option<Vec<crate::tools::ClientTool>>,
 }
+
+/// `POST /api/sessions/{id}/tool-results`: the answer to a client tool call (API.md §2.5).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ToolResultCreate {
+    pub call_id: String,
+    /// Always a string: the client JSON-encodes other results.
+    #[serde(default)]
+    pub output: String,
+    /// The tool failed; `output` says why. Absent = false.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A client tool call the session waits on (`GET /api/sessions/{id}/tool-calls`).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ClientToolCall {
+    pub call_id: String,
+    pub tool: String,
+    /// The JSON-encoded arguments.
+    pub arguments: String,
+    pub run_id: Option<String>,
+    /// The seq of its `agent.client_tool_call` event.
+    pub seq: i64,
+    pub deferrable: bool,
+}

@@ -43,6 +43,16 @@ pub fn is_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// The sandbox tools the control plane runs itself. A client tool may not take one of these
+/// names, whatever the agent's capabilities (API.md §9.15).
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "shell",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+];
+
 /// Checks a list of client tools at `loc` (e.g. `["client_tools"]`).
 pub fn validate_client_tools(tools: &[ClientTool], loc: &str, v: &mut Violations) {
     let mut seen = std::collections::HashSet::new();
@@ -54,6 +64,16 @@ pub fn validate_client_tools(tools: &[ClientTool], loc: &str, v: &mut Violations
                 "value_error",
                 &at("name"),
                 "a tool name is 1 to 64 letters, digits, '_' or '-'",
+                Value::from(t.name.as_str()),
+            );
+        } else if BUILTIN_TOOLS.contains(&t.name.as_str()) {
+            v.push(
+                "value_error",
+                &at("name"),
+                format!(
+                    "'{}' is a built-in sandbox tool; give the client tool another name",
+                    t.name
+                ),
                 Value::from(t.name.as_str()),
             );
         } else if !seen.insert(t.name.as_str()) {
@@ -254,6 +274,13 @@ mod tests {
         let mut v = Violations::new();
         validate_client_tools(tools, "client_tools", &mut v);
         v.into_result().err().map_or(0, |e| e.len())
+    }
+
+    #[test]
+    fn client_tools_may_not_take_a_builtin_name() {
+        assert_eq!(errors(&[tool(r#"{"name":"shell"}"#)]), 1);
+        assert_eq!(errors(&[tool(r#"{"name":"edit_file"}"#)]), 1);
+        assert_eq!(errors(&[tool(r#"{"name":"shell_2"}"#)]), 0);
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let Database { db, embedded } = open_database(&config).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     let runtime = runtime(&config, &db, shutdown.clone()).await?;
+    runtime.attach_hub(hub.clone());
     if let Err(e) = runtime.reconcile_on_start().await {
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
     }

@@ -8,11 +8,13 @@ pub mod embedded;
 pub mod error;
 pub mod events;
 pub mod hub;
+pub mod liveness;
 pub mod pool;
 pub mod projects;
 pub mod runs;
 pub mod sessions;
 pub mod snapshots;
+pub mod tool_calls;
 
 pub use error::{Error, Result};
 pub use hub::{EventHub, LiveEvent, Subscription};

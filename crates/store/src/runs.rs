@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::session::Run;
+use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
@@ -30,6 +31,14 @@ pub struct RunRecord {
     pub finished_at: Option<OffsetDateTime>,
     pub max_turns: i32,
     pub cancel_requested: bool,
+    /// The client tools this turn offers (the agent's and the turn's).
+    pub client_tools: Json<Vec<ClientTool>>,
+    /// The turn so far, saved when it parked.
+    pub progress: Option<Json<Value>>,
+    /// Waiting on deferrable calls, with no worker.
+    pub parked: bool,
+    /// The liveness key of the server process driving it.
+    pub worker: Option<i32>,
 }
 
 impl RunRecord {
@@ -58,6 +67,8 @@ impl RunRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     Busy,
+    /// A run waits on deferrable calls: answer them or interrupt it first.
+    Parked,
     Provisioning,
     Error,
     Stopped,
@@ -76,6 +87,7 @@ pub async fn claim_session(
         "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where project_id = $1 and id = $2 and activity = 'idle'
            and (status = 'running' or (status = 'stopped' and stopped_reason = 'idle'))
+           and not exists (select 1 from runs r where r.session_id = $2 and r.status = 'running')
          returning status",
     )
     .bind(project.0)
@@ -92,31 +104,141 @@ pub async fn claim_session(
             .fetch_optional(&mut *tx)
             .await?;
     let (status, activity) = row.ok_or(Error::NotFound)?;
+    let parked: Option<(bool,)> = sqlx::query_as(
+        "select parked from runs where session_id = $1 and status = 'running' limit 1",
+    )
+    .bind(session.0)
+    .fetch_optional(&mut *tx)
+    .await?;
     Ok(Err(match (status.as_str(), activity.as_str()) {
         (_, "busy") => Refusal::Busy,
+        _ if parked.is_some() => Refusal::Parked,
         ("provisioning", _) => Refusal::Provisioning,
         ("error", _) => Refusal::Error,
         _ => Refusal::Stopped,
     }))
 }
 
+/// A run to insert.
+#[derive(Clone, Debug)]
+pub struct NewRun<'a> {
+    pub id: RunId,
+    pub session: SessionId,
+    pub prompt: &'a str,
+    pub max_turns: i32,
+    pub client_tools: &'a [ClientTool],
+    /// The liveness key of the process that will drive it.
+    pub worker: i32,
+}
+
 /// Inserts a `running` run.
-pub async fn insert(
-    db: impl PgExecutor<'_>,
-    id: RunId,
-    session: SessionId,
-    prompt: &str,
-    max_turns: i32,
-) -> Result<RunRecord> {
+pub async fn insert(db: impl PgExecutor<'_>, r: &NewRun<'_>) -> Result<RunRecord> {
     Ok(sqlx::query_as(
-        "insert into runs (id, session_id, prompt, max_turns) values ($1, $2, $3, $4) returning *",
+        "insert into runs (id, session_id, prompt, max_turns, client_tools, worker)
+         values ($1, $2, $3, $4, $5, $6) returning *",
     )
-    .bind(id.0)
-    .bind(session.0)
-    .bind(prompt)
-    .bind(max_turns)
+    .bind(r.id.0)
+    .bind(r.session.0)
+    .bind(r.prompt)
+    .bind(r.max_turns)
+    .bind(Json(r.client_tools))
+    .bind(r.worker)
     .fetch_one(db)
     .await?)
+}
+
+/// Locks a run's row (the first lock of every run transaction) and returns it.
+pub async fn lock(tx: &mut sqlx::PgConnection, id: RunId) -> Result<Option<RunRecord>> {
+    Ok(
+        sqlx::query_as("select * from runs where id = $1 for update")
+            .bind(id.0)
+            .fetch_optional(&mut *tx)
+            .await?,
+    )
+}
+
+/// Parks a running run on deferrable calls: no worker, its turn so far saved, its steps and
+/// usage so far visible on the run. `false` when it was not running (or already parked).
+pub async fn park(
+    tx: &mut sqlx::PgConnection,
+    id: RunId,
+    progress: &Value,
+    turns: i32,
+    usage: &Map<String, Value>,
+) -> Result<bool> {
+    let r = sqlx::query(
+        "update runs set parked = true, worker = null, progress = $2, turns = $3, usage = $4
+         where id = $1 and status = 'running' and not parked",
+    )
+    .bind(id.0)
+    .bind(Json(progress))
+    .bind(turns)
+    .bind(Json(usage))
+    .execute(&mut *tx)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Takes a parked run for the process whose liveness key is `worker`. `false` when it was
+/// not parked (someone else took it, or it was cancelled).
+pub async fn unpark(tx: &mut sqlx::PgConnection, id: RunId, worker: i32) -> Result<bool> {
+    let r = sqlx::query(
+        "update runs set parked = false, worker = $2
+         where id = $1 and status = 'running' and parked",
+    )
+    .bind(id.0)
+    .bind(worker)
+    .execute(&mut *tx)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Claims a session to continue its parked run: `activity` goes `idle` → `busy` when the
+/// session is running or asleep. Returns the status it had, or `None` when it cannot run now
+/// (it is provisioning; the recovery sweep resumes the run later).
+pub async fn claim_for_resume(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
+         where id = $1 and activity = 'idle'
+           and (status = 'running' or (status = 'stopped' and stopped_reason = 'idle'))
+         returning status",
+    )
+    .bind(session.0)
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|(s,)| s))
+}
+
+/// Parked runs with every call answered: ready to continue (normally the last answer does
+/// that; these are the ones it could not, e.g. because the session was provisioning).
+pub async fn parked_and_answered(db: impl PgExecutor<'_>) -> Result<Vec<RunRecord>> {
+    Ok(sqlx::query_as(
+        "select * from runs r where status = 'running' and parked
+           and not exists (select 1 from tool_calls c where c.run_id = r.id and c.status = 'pending')
+         order by created_at",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// `create(prompt=...)`: takes the session's first prompt, once, in the boot's transaction.
+pub async fn take_first_prompt(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+) -> Result<Option<String>> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "with old as (select first_prompt from sessions where id = $1 for update)
+         update sessions s set first_prompt = null from old
+         where s.id = $1 and old.first_prompt is not null
+         returning old.first_prompt",
+    )
+    .bind(session.0)
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|(p,)| p))
 }
 
 /// A run by id, whatever its project (workers got the id from the database).
@@ -153,13 +275,17 @@ pub async fn running_for_session(
     .await?)
 }
 
-/// Every run in flight, in every project: what a restart has to clean up.
-pub async fn all_running(db: impl PgExecutor<'_>) -> Result<Vec<RunRecord>> {
-    Ok(
-        sqlx::query_as("select * from runs where status = 'running' order by created_at")
-            .fetch_all(db)
-            .await?,
+/// Every run in flight that some process should be driving (not parked), in every project,
+/// except those of the process `mine`: candidates for the dead-worker check.
+pub async fn driven_by_others(db: impl PgExecutor<'_>, mine: i32) -> Result<Vec<RunRecord>> {
+    Ok(sqlx::query_as(
+        "select * from runs where status = 'running' and not parked
+           and worker is distinct from $1
+         order by created_at",
     )
+    .bind(mine)
+    .fetch_all(db)
+    .await?)
 }
 
 /// Asks whoever drives the run to cancel it (read by the worker between steps).
@@ -202,7 +328,7 @@ pub async fn finish(
 ) -> Result<Option<RunRecord>> {
     Ok(sqlx::query_as(
         "update runs set status = $2, stop_reason = $3, final_output = $4, error = $5, turns = $6,
-                         usage = $7, finished_at = now()
+                         usage = $7, finished_at = now(), parked = false, worker = null
          where id = $1 and status = 'running'
          returning *",
     )
@@ -237,6 +363,31 @@ pub async fn release_session(
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// A parked run's session: `activity` back to `idle` (usage and conversation change only when
+/// the run finishes).
+pub async fn set_session_idle(tx: &mut sqlx::PgConnection, session: SessionId) -> Result<()> {
+    sqlx::query(
+        "update sessions set activity = 'idle', last_used_at = now(), updated_at = now() where id = $1",
+    )
+    .bind(session.0)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The session's whole-conversation usage, without a lock.
+pub async fn session_usage(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Map<String, Value>> {
+    let row: Option<(Json<Map<String, Value>>,)> =
+        sqlx::query_as("select usage from sessions where id = $1")
+            .bind(session.0)
+            .fetch_optional(db)
+            .await?;
+    Ok(row.ok_or(Error::NotFound)?.0 .0)
 }
 
 /// Locks the session row and returns its whole-conversation usage.

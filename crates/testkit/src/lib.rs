@@ -238,6 +238,16 @@ pub async fn spawn_app_on(db: Db, db_options: PgConnectOptions) -> TestApp {
 /// A server whose `GET /api/models` reads the LiteLLM-style proxy at `model_proxy`.
 pub async fn spawn_app_with_model_proxy(model_proxy: &str) -> TestApp {
     let (db, options) = fresh_database().await;
+    spawn_app_with_model_proxy_on(db, options, model_proxy).await
+}
+
+/// Another server on an existing database, with its runs going to `model_proxy`.
+pub async fn spawn_app_with_model_proxy_on(
+    db: Db,
+    options: PgConnectOptions,
+    model_proxy: &str,
+) -> TestApp {
+    init_tracing();
     let transport = sandbox_agents_model::Transport::Proxy {
         base: model_proxy.to_owned(),
         api_key: Some("test-key".into()),
@@ -279,10 +289,12 @@ pub async fn spawn_app_full(
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
     let shutdown = CancellationToken::new();
     let (runtime, blobs_dir) = test_runtime_with_models(&db, shutdown.clone(), models).await;
+    let hub = EventHub::start(db.clone(), shutdown.clone());
+    runtime.attach_hub(hub.clone());
     let state = AppState {
         runtime: runtime.clone(),
         db: db.clone(),
-        hub: EventHub::start(db.clone(), shutdown.clone()),
+        hub,
         settings: Arc::new(ApiSettings {
             default_model: DEFAULT_MODEL.into(),
             backends: vec![BackendInfo {

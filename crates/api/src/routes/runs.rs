@@ -1,7 +1,8 @@
-//! Turns: `POST /api/sessions/{id}/messages` (API.md §2.5). The run is created and returned at
-//! once; its steps and its end arrive over the event log.
+//! Turns and client tools: `POST /api/sessions/{id}/messages`, `POST .../tool-results` and
+//! `GET .../tool-calls` (API.md §2.5, §6). The run is created and returned at once; its steps
+//! and its end arrive over the event log.
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::ApiJson;
 use crate::project::Project;
 use crate::routes::sessions::session_id;
@@ -9,12 +10,11 @@ use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use sandbox_agents_domain::session::{MessageCreate, Run};
-use sandbox_agents_domain::FieldError;
+use sandbox_agents_domain::session::{ClientToolCall, MessageCreate, Run, ToolResultCreate};
 
 /// Starts a turn: 202 with the `running` Run, whose id every event of the turn carries. A
-/// session with a turn in flight, or that is provisioning, failed or stopped (not asleep),
-/// answers 409; an asleep session is woken first.
+/// session with a turn in flight or parked on client tools, or that is provisioning, failed
+/// or stopped (not asleep), answers 409; an asleep session is woken first.
 #[utoipa::path(post, path = "/api/sessions/{session_id}/messages", tag = "sessions",
     params(("session_id" = String, Path)), request_body = MessageCreate,
     responses((status = 202, body = Run), (status = 404, description = "No such session"),
@@ -28,17 +28,46 @@ pub async fn send_message(
     ApiJson(body): ApiJson<MessageCreate>,
 ) -> ApiResult<(StatusCode, Json<Run>)> {
     let id = session_id(&raw)?;
-    if body.client_tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::Validation(vec![FieldError {
-            kind: "value_error".into(),
-            loc: vec!["body".into(), "client_tools".into()],
-            msg: "client tools are not supported yet".into(),
-            input: serde_json::Value::Null,
-        }]));
-    }
+    let tools = body.client_tools.unwrap_or_default();
     let run = st
         .runtime
-        .send_message(project, id, body.prompt, body.max_turns)
+        .send_message(project, id, body.prompt, body.max_turns, &tools)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(run.to_wire())))
+}
+
+/// Answers a client tool call. 404 when nothing waits on `call_id` (unknown, answered
+/// already, timed out or cancelled). The last answer a parked run waited on continues it.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/tool-results", tag = "sessions",
+    params(("session_id" = String, Path)), request_body = ToolResultCreate,
+    responses((status = 204, description = "Accepted; the turn goes on"),
+              (status = 404, description = "No such session, or nothing waits on this call_id"),
+              (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn submit_tool_result(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiJson(body): ApiJson<ToolResultCreate>,
+) -> ApiResult<StatusCode> {
+    let id = session_id(&raw)?;
+    st.runtime
+        .submit_tool_result(project, id, &body.call_id, &body.output, body.is_error)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The client tool calls the session waits on now: ordinary calls held open and parked
+/// deferrable calls. Usually `[]`.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/tool-calls", tag = "sessions",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = [ClientToolCall]), (status = 404, description = "No such session")))]
+#[tracing::instrument(skip_all, fields(session.id = %raw))]
+pub async fn tool_calls(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Vec<ClientToolCall>>> {
+    let id = session_id(&raw)?;
+    Ok(Json(st.runtime.pending_tool_calls(project, id).await?))
 }

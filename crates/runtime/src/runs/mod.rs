@@ -8,8 +8,13 @@
 //!   first writes it and everybody else writes nothing). That transaction also sets the
 //!   session `idle`, adds the turn's usage to the session's and saves the conversation.
 //! * Interrupt and stop return only after the cancelled terminal event is committed.
-//! * A run found `running` when the server starts is failed by [`Runtime::fail_orphaned_runs`].
+//! * A run is driven by the process whose liveness key it carries; a run whose process is gone
+//!   is failed by the recovery sweep ([`liveness`]). A parked run has no process and survives
+//!   restarts until its calls are answered or it is cancelled.
 
+mod client_tools;
+mod liveness;
+mod park;
 mod tools;
 mod usage;
 mod worker;
@@ -18,11 +23,14 @@ use crate::error::{Result, RuntimeError};
 use crate::sessions::Runtime;
 use sandbox_agents_domain::agent::Transport;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::tools::ClientTool;
+use sandbox_agents_domain::Violations;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::ModelClient;
 use sandbox_agents_store::events;
-use sandbox_agents_store::runs::{self, Finish, Refusal, RunRecord};
+use sandbox_agents_store::runs::{self, Finish, NewRun, Refusal, RunRecord};
 use sandbox_agents_store::sessions::{self, SessionRecord};
+use sandbox_agents_store::{agents, tool_calls};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,6 +38,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use tools::MAX_TOOL_OUTPUT;
+pub(crate) use worker::Stop;
 
 /// Model steps a run may take when the message does not say.
 pub const DEFAULT_MAX_TURNS: i64 = 25;
@@ -108,6 +117,7 @@ impl Runtime {
         id: SessionId,
         prompt: String,
         max_turns: Option<i64>,
+        client_tools: &[ClientTool],
     ) -> Result<RunRecord> {
         let max_turns = max_turns.unwrap_or(DEFAULT_MAX_TURNS);
         if !(1..=MAX_MAX_TURNS).contains(&max_turns) {
@@ -117,34 +127,53 @@ impl Runtime {
                 Value::from(max_turns),
             ));
         }
+        let mut v = Violations::new();
+        sandbox_agents_domain::tools::validate_client_tools(client_tools, "client_tools", &mut v);
+        v.into_result().map_err(RuntimeError::Validation)?;
         let st = &self.inner;
+        let session = sessions::get(&st.db, project, id)
+            .await
+            .map_err(|e| crate::sessions::not_found(e, id))?;
+        let agent = agents::get(
+            &st.db,
+            project,
+            &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id.into()),
+        )
+        .await?;
+        let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
+        let worker = self.worker_key().await?;
         let run_id = RunId::new();
         let mut tx = st.db.begin().await?;
         let claimed = runs::claim_session(&mut tx, project, id)
             .await
             .map_err(|e| crate::sessions::not_found(e, id))?;
         let status = claimed.map_err(|r| RuntimeError::Conflict(refusal_message(r).into()))?;
-        let run = runs::insert(&mut *tx, run_id, id, &prompt, max_turns as i32).await?;
-        events::append(
+        let run = start_run(
             &mut tx,
             id,
-            &[NewEvent::new(
-                EventType::UserMessage,
-                Some(run_id),
-                json!({ "text": prompt }),
-            )],
+            run_id,
+            &prompt,
+            max_turns as i32,
+            &tools,
+            worker,
         )
         .await?;
         tx.commit().await?;
-        let token = st.runs.insert(run_id);
-        let rt = self.clone();
         let wake = status == "stopped";
-        st.tasks.spawn(async move {
-            rt.drive(project, id, run_id, wake, token).await;
-            rt.inner.runs.remove(run_id);
-        });
+        self.spawn_drive(project, id, run_id, wake);
         tracing::info!(run.id = %run_id, wake, "run started");
         Ok(run)
+    }
+
+    /// Drives a run this process took (new, resumed, or a session's first prompt) in the
+    /// background.
+    pub(crate) fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
+        let token = self.inner.runs.insert(run);
+        let rt = self.clone();
+        self.inner.tasks.spawn(async move {
+            rt.drive(project, id, run, wake, token).await;
+            rt.inner.runs.remove(run);
+        });
     }
 
     /// Cancels the session's run in flight and returns the session once the cancelled
@@ -168,6 +197,21 @@ impl Runtime {
             return Ok(());
         };
         let run_id = run.run_id();
+        if run.parked {
+            // Nobody drives a parked run: cancel it here. Its calls stop being pending in the
+            // same transaction.
+            let conversation = self.parked_conversation(id, &run).await?;
+            self.finish_run(
+                id,
+                run_id,
+                &Outcome::Cancelled,
+                run.turns,
+                &run.usage.0,
+                Some(&conversation),
+            )
+            .await?;
+            return Ok(());
+        }
         runs::request_cancel(db, run_id).await?;
         self.inner.runs.cancel(run_id);
         let deadline = Instant::now() + CANCEL_GRACE;
@@ -210,28 +254,13 @@ impl Runtime {
             self.cancel_run_of(id).await?;
             return Ok(None);
         }
-        if runs::running_for_session(db, id).await?.is_none() {
-            return Ok(None);
+        // A parked run waits on people, not on the sandbox: the sandbox may sleep meanwhile,
+        // and the answer wakes it.
+        match runs::running_for_session(db, id).await? {
+            None => Ok(None),
+            Some(r) if r.parked => Ok(None),
+            Some(_) => Ok(sessions::get_for_worker(db, id).await?),
         }
-        Ok(sessions::get_for_worker(db, id).await?)
-    }
-
-    /// Fails every run left `running` by a previous server process: its worker is gone.
-    pub(crate) async fn fail_orphaned_runs(&self) -> Result<()> {
-        for run in runs::all_running(&self.inner.db).await? {
-            tracing::warn!(run.id = %run.id, "failing a run whose worker died with the previous server");
-            let outcome = Outcome::Failed("the server restarted during this turn".into());
-            self.finish_run(
-                SessionId(run.session_id),
-                run.run_id(),
-                &outcome,
-                run.turns,
-                &Map::new(),
-                None,
-            )
-            .await?;
-        }
-        Ok(())
     }
 
     /// Writes a run's end: the run row, the session's activity, usage and conversation, and
@@ -295,6 +324,7 @@ impl Runtime {
         if finished.is_none() {
             return Ok(false);
         }
+        tool_calls::cancel_pending(&mut tx, run).await?;
         let mut session_usage = runs::lock_session_usage(&mut tx, session).await?;
         usage::add_into(&mut session_usage, usage);
         runs::release_session(&mut tx, session, &session_usage, conversation).await?;
@@ -327,10 +357,49 @@ fn refusal_message(r: Refusal) -> &'static str {
         Refusal::Busy => {
             "a turn is already in flight in this session; wait for it to end or interrupt it"
         }
+        Refusal::Parked => {
+            "a turn in this session waits on client tool results (GET tool-calls lists them); answer them or interrupt the turn first"
+        }
         Refusal::Provisioning => {
             "the session is still starting; send the message once it is running"
         }
         Refusal::Error => "the session failed; start it again before sending a message",
         Refusal::Stopped => "the session is stopped; start it before sending a message",
     }
+}
+
+/// Claims nothing: inserts the run and appends its `user.message`, in the caller's transaction
+/// (which already claimed the session).
+pub(crate) async fn start_run(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    run_id: RunId,
+    prompt: &str,
+    max_turns: i32,
+    client_tools: &[ClientTool],
+    worker: i32,
+) -> Result<RunRecord> {
+    let run = runs::insert(
+        &mut *tx,
+        &NewRun {
+            id: run_id,
+            session: id,
+            prompt,
+            max_turns,
+            client_tools,
+            worker,
+        },
+    )
+    .await?;
+    events::append(
+        tx,
+        id,
+        &[NewEvent::new(
+            EventType::UserMessage,
+            Some(run_id),
+            json!({ "text": prompt }),
+        )],
+    )
+    .await?;
+    Ok(run)
 }

@@ -52,6 +52,19 @@ pub fn specs(capabilities: Option<&[Capability]>) -> Vec<ToolSpec> {
             }),
         });
         out.push(ToolSpec {
+            name: "edit_file".into(),
+            description: "Replace one exact occurrence of old_text with new_text in a workspace file. old_text must occur exactly once; include enough surrounding lines to make it unique.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": path,
+                    "old_text": {"type": "string", "description": "The exact text to replace (it must occur exactly once)."},
+                    "new_text": {"type": "string", "description": "What replaces it."}
+                },
+                "required": ["path", "old_text", "new_text"]
+            }),
+        });
+        out.push(ToolSpec {
             name: "list_files".into(),
             description: "List a directory of the workspace (default: its root).".into(),
             parameters: json!({"type": "object", "properties": {"path": path}}),
@@ -71,6 +84,32 @@ struct ShellArgs {
 struct PathArgs {
     #[serde(default)]
     path: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EditArgs {
+    path: String,
+    old_text: String,
+    new_text: String,
+}
+
+/// The most bytes `edit_file` reads and writes back.
+const MAX_EDIT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Replaces the one occurrence of `old` in `text`; an error text when there is none or more.
+pub(crate) fn replace_once(text: &str, old: &str, new: &str, path: &str) -> Result<String, String> {
+    if old.is_empty() {
+        return Err("error: old_text is empty; give the exact text to replace".into());
+    }
+    match text.matches(old).count() {
+        0 => Err(format!(
+            "error: old_text was not found in {path}; read the file and copy the text exactly"
+        )),
+        1 => Ok(text.replacen(old, new, 1)),
+        n => Err(format!(
+            "error: old_text occurs {n} times in {path}; include more surrounding text so it occurs once"
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -118,6 +157,7 @@ impl Runtime {
             "shell" => self.shell_tool(project, id, arguments).await,
             "read_file" => self.read_tool(project, id, arguments).await,
             "write_file" => self.write_tool(project, id, arguments).await,
+            "edit_file" => self.edit_tool(project, id, arguments).await,
             "list_files" => self.list_tool(project, id, arguments).await,
             other => Err(format!("error: there is no tool named '{other}'")),
         };
@@ -168,6 +208,34 @@ impl Runtime {
         Ok(format!("wrote {} bytes to {}", r.size, r.path))
     }
 
+    async fn edit_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {
+        let a: EditArgs = parse("edit_file", args)?;
+        let mut f = self
+            .read_file(p, id, &a.path)
+            .await
+            .map_err(|e| format!("error: {e}"))?;
+        let mut buf = Vec::new();
+        while let Some(chunk) = f.body.next().await {
+            let chunk = chunk.map_err(|e| format!("error: reading {}: {e}", a.path))?;
+            buf.extend_from_slice(&chunk);
+            if buf.len() > MAX_EDIT_BYTES {
+                return Err(format!(
+                    "error: {} is larger than {MAX_EDIT_BYTES} bytes; edit it with the shell tool",
+                    a.path
+                ));
+            }
+        }
+        let text =
+            String::from_utf8(buf).map_err(|_| format!("error: {} is not UTF-8 text", a.path))?;
+        let edited = replace_once(&text, &a.old_text, &a.new_text, &a.path)?;
+        let data = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(edited))]);
+        let r = self
+            .put_file(p, id, Some(&a.path), None, data, false)
+            .await
+            .map_err(|e| format!("error: {e}"))?;
+        Ok(format!("edited {} ({} bytes)", r.path, r.size))
+    }
+
     async fn list_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {
         let a: PathArgs = parse("list_files", args)?;
         let entries = self
@@ -182,5 +250,34 @@ impl Runtime {
             .map(|e| format!("{} {} {}", e.kind, e.size, e.path))
             .collect::<Vec<_>>()
             .join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_replaces_exactly_one_occurrence() {
+        assert_eq!(replace_once("a b c", "b", "B", "f").unwrap(), "a B c");
+        assert!(replace_once("a b c", "x", "B", "f")
+            .unwrap_err()
+            .contains("not found"));
+        assert!(replace_once("b b", "b", "B", "f")
+            .unwrap_err()
+            .contains("occurs 2 times"));
+        assert!(replace_once("b", "", "B", "f")
+            .unwrap_err()
+            .contains("empty"));
+    }
+
+    #[test]
+    fn the_builtin_names_are_the_tools_offered() {
+        let names: Vec<String> = specs(None).into_iter().map(|t| t.name).collect();
+        let mut builtin: Vec<&str> = sandbox_agents_domain::tools::BUILTIN_TOOLS.to_vec();
+        let mut offered: Vec<&str> = names.iter().map(String::as_str).collect();
+        builtin.sort();
+        offered.sort();
+        assert_eq!(builtin, offered);
     }
 }

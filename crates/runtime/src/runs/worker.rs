@@ -6,14 +6,20 @@
 //! appending transaction), so nothing of this run follows its terminal event when somebody
 //! else (an interrupt that gave up waiting) finished it.
 
+use super::client_tools;
+use super::park::{Parked, Progress};
 use super::usage::turn_usage;
 use super::{tools, Outcome};
 use crate::sessions::Runtime;
 use futures::StreamExt;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
-use sandbox_agents_model::{ChatRequest, Completion, Message, StreamEvent, ToolSpec, Usage};
+use sandbox_agents_model::{
+    ChatRequest, Completion, Message, StreamEvent, ToolCall, ToolSpec, Usage,
+};
+use sandbox_agents_store::tool_calls::{self, NewToolCall};
 use sandbox_agents_store::{agents, events, runs, sessions};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
@@ -27,13 +33,17 @@ struct Turn {
     usage: Usage,
     model: String,
     agent: String,
+    /// Active seconds before this process took the run (it was parked).
+    earlier_active: f64,
 }
 
 /// Why the loop stopped early, from inside a step.
-enum Stop {
+pub(crate) enum Stop {
     Outcome(Outcome),
     /// The run was finished by someone else: write nothing more.
     Gone,
+    /// The run parked on deferrable calls: write nothing more; an answer continues it.
+    Parked,
 }
 
 impl From<crate::RuntimeError> for Stop {
@@ -54,9 +64,16 @@ impl From<sandbox_agents_store::Error> for Stop {
     }
 }
 
+/// How a step's call is handled.
+enum Kind<'a> {
+    /// A sandbox tool (or an unknown name, which its runner answers with an error).
+    Sandbox,
+    Client(&'a ClientTool),
+}
+
 impl Runtime {
-    /// Drives the run to its terminal event. Never fails: whatever goes wrong ends the run
-    /// with `session.status_error`.
+    /// Drives the run to its terminal event, or until it parks. Never fails: whatever goes
+    /// wrong ends the run with `session.status_error`.
     pub(crate) async fn drive(
         &self,
         project: ProjectId,
@@ -69,12 +86,12 @@ impl Runtime {
         let mut turn = Turn::default();
         let shutdown = self.inner.shutdown.clone();
         let outcome = tokio::select! {
-            r = self.run_loop(project, id, run, wake, &token, &mut turn) => r,
+            r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
             _ = shutdown.cancelled() => Err(Stop::Outcome(Outcome::Failed("the server shut down during this turn".into()))),
         };
         let outcome = match outcome {
             Ok(o) | Err(Stop::Outcome(o)) => o,
-            Err(Stop::Gone) => return,
+            Err(Stop::Gone) | Err(Stop::Parked) => return,
         };
         let outcome = if token.is_cancelled() && !matches!(outcome, Outcome::Completed(_)) {
             Outcome::Cancelled
@@ -83,7 +100,7 @@ impl Runtime {
         };
         let usage = turn_usage(
             &turn.usage,
-            started.elapsed().as_secs_f64(),
+            turn.earlier_active + started.elapsed().as_secs_f64(),
             &turn.model,
             &turn.agent,
         );
@@ -105,7 +122,7 @@ impl Runtime {
             )
             .await
         {
-            tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the next start fails it");
+            tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
         }
     }
 
@@ -131,6 +148,7 @@ impl Runtime {
         Ok(c)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_loop(
         &self,
         project: ProjectId,
@@ -139,6 +157,7 @@ impl Runtime {
         wake: bool,
         token: &CancellationToken,
         turn: &mut Turn,
+        started: Instant,
     ) -> Result<Outcome, Stop> {
         let db = &self.inner.db;
         if wake {
@@ -159,7 +178,9 @@ impl Runtime {
             .for_transport(agent.spec.transport)
             .map_err(|e| Stop::Outcome(Outcome::Failed(e)))?
             .clone();
-        let specs = tools::specs(agent.spec.capabilities.as_deref());
+        let client_tools = record.client_tools.0.clone();
+        let mut specs = tools::specs(agent.spec.capabilities.as_deref());
+        specs.extend(client_tools.iter().map(client_tools::spec));
         let mut messages = Vec::new();
         let instructions = session
             .instructions
@@ -178,12 +199,26 @@ impl Runtime {
         }
         messages.push(Message::user(record.prompt.clone()));
         let max = i64::from(record.max_turns);
+        // A parked run continues where it stopped: its turn so far, then the answers.
+        if let Some(p) = Progress::of(&record).map_err(|e| Stop::Outcome(Outcome::Failed(e)))? {
+            turn.steps = record.turns;
+            turn.usage = p.usage;
+            turn.earlier_active = p.active_seconds;
+            turn.added = p.messages;
+            for c in tool_calls::by_ids(db, &p.awaiting).await? {
+                turn.added.push(client_tools::answer(&c));
+            }
+            messages.extend(turn.added.iter().cloned());
+            if i64::from(turn.steps) >= max {
+                return Ok(Outcome::MaxTurns(max));
+            }
+        }
         let reasoning_effort = agent
             .spec
             .reasoning_effort
             .and_then(|r| serde_json::to_value(r).ok())
             .and_then(|v| v.as_str().map(str::to_owned));
-        for step in 1..=max {
+        for step in (i64::from(turn.steps) + 1)..=max {
             self.check_cancelled(run, token).await?;
             let mut req =
                 ChatRequest::new(turn.model.clone(), messages.clone()).tools(specs.clone());
@@ -194,49 +229,61 @@ impl Runtime {
             };
             turn.steps += 1;
             turn.usage += completion.usage;
-            let mut batch = Vec::new();
-            if let Some(r) = completion.reasoning.as_ref().filter(|r| !r.is_empty()) {
-                batch.push(NewEvent::new(
-                    EventType::AgentThinking,
-                    Some(run),
-                    json!({"text": r}),
-                ));
-            }
-            if !completion.text.is_empty() {
-                batch.push(NewEvent::new(
-                    EventType::AgentMessage,
-                    Some(run),
-                    json!({"text": completion.text}),
-                ));
-            }
-            for c in &completion.tool_calls {
-                batch.push(NewEvent::new(
-                    EventType::AgentToolUse,
-                    Some(run),
-                    json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments}),
-                ));
-            }
-            self.append_step(id, run, &batch).await?;
+            let kinds: Vec<Kind> = completion
+                .tool_calls
+                .iter()
+                .map(|c| match client_tools.iter().find(|t| t.name == c.name) {
+                    Some(t) => Kind::Client(t),
+                    None => Kind::Sandbox,
+                })
+                .collect();
+            let call_rows = self.write_step(id, run, &completion, &kinds).await?;
             let assistant = Message::from_completion(&completion);
             if completion.tool_calls.is_empty() {
                 turn.added.push(assistant);
                 return Ok(Outcome::Completed(completion.text));
             }
-            let results = self
-                .run_tools(project, id, run, &specs, &completion, token)
+            let (answers, deferrable, stopped) = self
+                .run_tools(
+                    project,
+                    id,
+                    run,
+                    &specs,
+                    &completion,
+                    &kinds,
+                    &call_rows,
+                    token,
+                )
                 .await;
-            // The assistant message and one answer per call go in together, so the stored
+            // The assistant message and the answers go in together, so the stored
             // conversation never holds a call without its result.
-            let (answers, stopped) = match results {
-                Ok(r) => (r, None),
-                Err((r, stop)) => (r, Some(stop)),
-            };
             messages.push(assistant.clone());
             messages.extend(answers.iter().cloned());
             turn.added.push(assistant);
             turn.added.extend(answers);
             if let Some(stop) = stopped {
                 return Err(stop);
+            }
+            if !deferrable.is_empty() {
+                let progress = Progress {
+                    messages: turn.added.clone(),
+                    awaiting: deferrable.clone(),
+                    usage: turn.usage,
+                    active_seconds: turn.earlier_active + started.elapsed().as_secs_f64(),
+                    model: turn.model.clone(),
+                    agent: turn.agent.clone(),
+                };
+                match self
+                    .park(id, run, &deferrable, progress, turn.steps)
+                    .await?
+                {
+                    Parked::Yes => return Err(Stop::Parked),
+                    Parked::Answered(calls) => {
+                        let more: Vec<Message> = calls.iter().map(client_tools::answer).collect();
+                        messages.extend(more.iter().cloned());
+                        turn.added.extend(more);
+                    }
+                }
             }
             if step == max {
                 return Ok(Outcome::MaxTurns(max));
@@ -245,9 +292,89 @@ impl Runtime {
         Ok(Outcome::MaxTurns(max))
     }
 
-    /// Runs the step's tool calls in order, each between its `agent.tool_use` (already
-    /// written) and its `agent.tool_result`. On cancellation the calls not answered get a
-    /// note, so the conversation stays well formed.
+    /// Writes a model step: its thinking and message, an `agent.tool_use` for each sandbox
+    /// call and an `agent.client_tool_call` for each client call, whose pending rows go in
+    /// the same transaction. Returns the client calls' row ids, by call index.
+    async fn write_step(
+        &self,
+        id: SessionId,
+        run: RunId,
+        completion: &Completion,
+        kinds: &[Kind<'_>],
+    ) -> Result<Vec<Option<i64>>, Stop> {
+        let mut batch = Vec::new();
+        if let Some(r) = completion.reasoning.as_ref().filter(|r| !r.is_empty()) {
+            batch.push(NewEvent::new(
+                EventType::AgentThinking,
+                Some(run),
+                json!({"text": r}),
+            ));
+        }
+        if !completion.text.is_empty() {
+            batch.push(NewEvent::new(
+                EventType::AgentMessage,
+                Some(run),
+                json!({"text": completion.text}),
+            ));
+        }
+        // (index in the batch, the call, its tool) for the client calls.
+        let mut client: Vec<(usize, &ToolCall, &ClientTool)> = Vec::new();
+        for (c, kind) in completion.tool_calls.iter().zip(kinds) {
+            match kind {
+                Kind::Sandbox => batch.push(NewEvent::new(
+                    EventType::AgentToolUse,
+                    Some(run),
+                    json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments}),
+                )),
+                Kind::Client(t) => {
+                    client.push((batch.len(), c, t));
+                    batch.push(NewEvent::new(
+                        EventType::AgentClientToolCall,
+                        Some(run),
+                        json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "deferrable": t.deferrable}),
+                    ));
+                }
+            }
+        }
+        let mut rows = vec![None; kinds.len()];
+        if batch.is_empty() {
+            return Ok(rows);
+        }
+        let mut tx = self.inner.db.begin().await?;
+        match runs::get(&mut *tx, run).await? {
+            Some(r) if r.status == "running" => {}
+            _ => return Err(Stop::Gone),
+        }
+        let written = events::append(&mut tx, id, &batch).await?;
+        let now = time::OffsetDateTime::now_utc();
+        let new: Vec<NewToolCall> = client
+            .iter()
+            .map(|(i, c, t)| NewToolCall {
+                call_id: &c.id,
+                tool: &c.name,
+                arguments: &c.arguments,
+                deferrable: t.deferrable,
+                seq: written[*i].seq,
+                deadline: (!t.deferrable).then(|| client_tools::deadline(t, now)),
+            })
+            .collect();
+        let ids = tool_calls::insert(&mut tx, run, id, &new).await?;
+        tx.commit().await?;
+        let mut ids = ids.into_iter();
+        for (slot, kind) in rows.iter_mut().zip(kinds) {
+            if matches!(kind, Kind::Client(_)) {
+                *slot = ids.next();
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Runs the step's calls: the sandbox ones in order (each between its `agent.tool_use`,
+    /// already written, and its `agent.tool_result`), then waits for the ordinary client
+    /// answers. Returns one answer per call except the deferrable client calls, whose row ids
+    /// come back for parking (§9.14: ordinary answers first, then park). On a stop, calls
+    /// without an answer get a note, so the conversation stays well formed.
+    #[allow(clippy::too_many_arguments)]
     async fn run_tools(
         &self,
         project: ProjectId,
@@ -255,15 +382,21 @@ impl Runtime {
         run: RunId,
         specs: &[ToolSpec],
         completion: &Completion,
+        kinds: &[Kind<'_>],
+        rows: &[Option<i64>],
         token: &CancellationToken,
-    ) -> Result<Vec<Message>, (Vec<Message>, Stop)> {
-        let mut out = Vec::new();
-        let mut calls = completion.tool_calls.iter();
-        for c in calls.by_ref() {
+    ) -> (Vec<Message>, Vec<i64>, Option<Stop>) {
+        let calls = &completion.tool_calls;
+        let mut answers: Vec<Option<Message>> = vec![None; calls.len()];
+        let mut stop = None;
+        for (i, c) in calls.iter().enumerate() {
+            if !matches!(kinds[i], Kind::Sandbox) {
+                continue;
+            }
             let result = tokio::select! {
                 r = self.run_tool(project, id, specs, &c.name, &c.arguments) => r,
                 _ = token.cancelled() => {
-                    out.push(Message::tool(c.id.clone(), "The turn was interrupted before this tool finished."));
+                    stop = Some(Stop::Outcome(Outcome::Cancelled));
                     break;
                 }
             };
@@ -272,21 +405,50 @@ impl Runtime {
                 Some(run),
                 json!({"tool": c.name, "call_id": c.id, "output": result}),
             );
-            out.push(Message::tool(c.id.clone(), result));
-            if let Err(stop) = self.append_step(id, run, &[ev]).await {
-                return Err((out, stop));
+            answers[i] = Some(Message::tool(c.id.clone(), result));
+            if let Err(s) = self.append_step(id, run, &[ev]).await {
+                stop = Some(s);
+                break;
             }
         }
-        if token.is_cancelled() {
-            for c in calls {
-                out.push(Message::tool(
+        let ordinary: Vec<i64> = kinds
+            .iter()
+            .zip(rows)
+            .filter_map(|(k, r)| match k {
+                Kind::Client(t) if !t.deferrable => *r,
+                _ => None,
+            })
+            .collect();
+        if stop.is_none() && !ordinary.is_empty() {
+            match self.wait_for_answers(id, run, &ordinary, token).await {
+                Ok(done) => {
+                    for call in done {
+                        if let Some(i) = rows.iter().position(|r| *r == Some(call.id)) {
+                            answers[i] = Some(client_tools::answer(&call));
+                        }
+                    }
+                }
+                Err(s) => stop = Some(s),
+            }
+        }
+        if stop.is_none() && token.is_cancelled() {
+            stop = Some(Stop::Outcome(Outcome::Cancelled));
+        }
+        let mut deferrable = Vec::new();
+        let mut out = Vec::new();
+        for (i, c) in calls.iter().enumerate() {
+            match (&answers[i], &kinds[i], rows[i]) {
+                (Some(m), _, _) => out.push(m.clone()),
+                (None, Kind::Client(t), Some(row)) if t.deferrable && stop.is_none() => {
+                    deferrable.push(row)
+                }
+                (None, _, _) => out.push(Message::tool(
                     c.id.clone(),
-                    "The turn was interrupted before this tool ran.",
-                ));
+                    "The turn was interrupted before this tool answered.",
+                )),
             }
-            return Err((out, Stop::Outcome(Outcome::Cancelled)));
         }
-        Ok(out)
+        (out, deferrable, stop)
     }
 
     /// One streamed model call: deltas go out live as `agent.text_delta`.
@@ -346,7 +508,11 @@ impl Runtime {
     }
 
     /// Between steps: a local cancel, or one another process recorded.
-    async fn check_cancelled(&self, run: RunId, token: &CancellationToken) -> Result<(), Stop> {
+    pub(crate) async fn check_cancelled(
+        &self,
+        run: RunId,
+        token: &CancellationToken,
+    ) -> Result<(), Stop> {
         if token.is_cancelled() {
             return Err(Stop::Outcome(Outcome::Cancelled));
         }

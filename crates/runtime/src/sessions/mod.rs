@@ -54,6 +54,11 @@ pub(crate) struct Inner {
     pub models: crate::runs::ModelClients,
     /// The runs this process drives, each with the token that cancels it.
     pub runs: crate::runs::LocalRuns,
+    /// The live event fan-out, once the server attached it: how a run waiting on a client
+    /// learns of an answer committed by any process (without it, it polls).
+    pub hub: std::sync::OnceLock<sandbox_agents_store::EventHub>,
+    /// This process's liveness key (see `runs::liveness`), taken on first use.
+    pub liveness: tokio::sync::OnceCell<i32>,
 }
 
 impl Runtime {
@@ -75,8 +80,15 @@ impl Runtime {
                 shutdown,
                 models,
                 runs: Default::default(),
+                hub: Default::default(),
+                liveness: Default::default(),
             }),
         }
+    }
+
+    /// Gives runs the process's event hub (once; later calls are ignored).
+    pub fn attach_hub(&self, hub: sandbox_agents_store::EventHub) {
+        let _ = self.inner.hub.set(hub);
     }
 
     pub fn backend_name(&self) -> &'static str {

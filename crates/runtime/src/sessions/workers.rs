@@ -16,7 +16,7 @@ impl Runtime {
     #[tracing::instrument(skip_all)]
     pub async fn reconcile_on_start(&self) -> Result<()> {
         let st = &self.inner;
-        self.fail_orphaned_runs().await?;
+        self.recover_runs().await?;
         for s in sessions::active(&st.db).await? {
             let id = SessionId(s.id);
             if s.status == "provisioning" {
@@ -136,6 +136,9 @@ impl Runtime {
                 }
                 if let Err(e) = rt.sweep_orphans().await {
                     tracing::warn!(error = %e, "orphan sweep failed");
+                }
+                if let Err(e) = rt.recover_runs().await {
+                    tracing::warn!(error = %e, "run recovery failed");
                 }
             }
         });

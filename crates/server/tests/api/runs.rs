@@ -6,10 +6,10 @@ use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-const BOOT: Duration = Duration::from_secs(60);
-const TURN: Duration = Duration::from_secs(60);
+pub(crate) const BOOT: Duration = Duration::from_secs(60);
+pub(crate) const TURN: Duration = Duration::from_secs(60);
 
-async fn running_session(app: &TestApp, slug: &str) -> String {
+pub(crate) async fn running_session(app: &TestApp, slug: &str) -> String {
     app.create_agent(slug, json!({"instructions": "You are a test agent."}))
         .await;
     let s = app.create_session(json!({"agent_id": slug})).await;
@@ -18,7 +18,7 @@ async fn running_session(app: &TestApp, slug: &str) -> String {
     id
 }
 
-async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
+pub(crate) async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
     app.http
         .post(app.url(&format!("/api/sessions/{id}/messages")))
         .json(&body)
@@ -28,7 +28,7 @@ async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
 }
 
 /// Posts a message, asserting the 202, and returns the run id.
-async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> String {
+pub(crate) async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> String {
     let r = send(app, id, json!({"prompt": prompt, "max_turns": max_turns})).await;
     assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
     let run: Value = r.json().await.unwrap();
@@ -37,7 +37,7 @@ async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> S
     run["id"].as_str().unwrap().to_owned()
 }
 
-async fn events(app: &TestApp, id: &str) -> Vec<Value> {
+pub(crate) async fn events(app: &TestApp, id: &str) -> Vec<Value> {
     app.http
         .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
         .send()
@@ -48,7 +48,7 @@ async fn events(app: &TestApp, id: &str) -> Vec<Value> {
         .unwrap()
 }
 
-fn is_terminal(e: &Value) -> bool {
+pub(crate) fn is_terminal(e: &Value) -> bool {
     matches!(
         e["type"].as_str(),
         Some("session.status_idle" | "session.status_error")
@@ -56,7 +56,7 @@ fn is_terminal(e: &Value) -> bool {
 }
 
 /// Polls the log until the run's terminal event; returns the run's events, in order.
-async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
+pub(crate) async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
     let deadline = Instant::now() + TURN;
     loop {
         let mine: Vec<Value> = events(app, id)
@@ -72,7 +72,7 @@ async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
     }
 }
 
-fn types(evs: &[Value]) -> Vec<&str> {
+pub(crate) fn types(evs: &[Value]) -> Vec<&str> {
     evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
@@ -181,7 +181,16 @@ async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_c
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["shell", "read_file", "write_file", "list_files"]);
+    assert_eq!(
+        tools,
+        [
+            "shell",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_files"
+        ]
+    );
     let s = app.session(&id).await;
     assert_eq!(s["usage"]["requests"], 3);
     assert_eq!(s["runs"].as_array().unwrap().len(), 2);
@@ -205,7 +214,7 @@ async fn a_busy_session_refuses_a_message_and_interrupt_writes_the_cancelled_end
         json!({"prompt": "x", "max_turns": null, "client_tools": [{"name": "t"}]}),
     )
     .await;
-    assert_eq!(r.status(), 422);
+    assert_eq!(r.status(), 409);
     let r = send(&app, &id, json!({"prompt": "x", "max_turns": 0})).await;
     assert_eq!(r.status(), 422);
 
@@ -279,30 +288,79 @@ async fn max_turns_and_model_errors_fail_the_run_with_its_id() {
 }
 
 #[tokio::test]
-async fn a_run_left_running_by_a_dead_server_is_failed_at_start() {
+async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not() {
     let app = sandbox_agents_testkit::spawn_app().await;
     let agent = app.seed_agent("orphan").await;
-    let id = app.seed_session(agent.id).await;
-    sqlx::query("update sessions set status = 'stopped', stopped_reason = 'restart', activity = 'busy' where id = $1")
-        .bind(id.0)
-        .execute(&app.db)
+    // Another live server: it holds its liveness lock on a connection of its own.
+    let mut other = app.db.acquire().await.unwrap().detach();
+    assert!(
+        sandbox_agents_store::liveness::try_hold(&mut other, 777_001)
+            .await
+            .unwrap()
+    );
+    let mut runs = Vec::new();
+    for worker in [777_002, 777_001] {
+        let id = app.seed_session(agent.id).await;
+        sqlx::query("update sessions set status = 'stopped', stopped_reason = 'restart', activity = 'busy' where id = $1")
+            .bind(id.0)
+            .execute(&app.db)
+            .await
+            .unwrap();
+        let run = sandbox_agents_domain::RunId::new();
+        sandbox_agents_store::runs::insert(
+            &app.db,
+            &sandbox_agents_store::runs::NewRun {
+                id: run,
+                session: id,
+                prompt: "hello",
+                max_turns: 25,
+                client_tools: &[],
+                worker,
+            },
+        )
         .await
         .unwrap();
-    let run = sandbox_agents_domain::RunId::new();
-    sandbox_agents_store::runs::insert(&app.db, run, id, "hello", 25)
-        .await
-        .unwrap();
+        runs.push((id, run));
+    }
     app.runtime.reconcile_on_start().await.unwrap();
-    let evs = events(&app, &id.to_string()).await;
+
+    // 777_002 is nobody's: its run failed, and the session takes messages again.
+    let (dead_session, dead_run) = runs[0];
+    let evs = events(&app, &dead_session.to_string()).await;
     let end = evs.last().unwrap();
     assert_eq!(end["type"], "session.status_error");
-    assert_eq!(end["run_id"], run.to_string());
+    assert_eq!(end["run_id"], dead_run.to_string());
     assert_eq!(end["payload"]["run_status"], "failed");
-    assert_eq!(
-        end["payload"]["error"],
-        "the server restarted during this turn"
+    assert!(
+        end["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the server process running this turn stopped"),
+        "{end}"
     );
-    let s = app.session(&id.to_string()).await;
+    let s = app.session(&dead_session.to_string()).await;
     assert_eq!(s["activity"], "idle");
     assert_eq!(s["runs"][0]["status"], "failed");
+
+    // 777_001 is alive: its run is left to it.
+    let (live_session, _) = runs[1];
+    let s = app.session(&live_session.to_string()).await;
+    assert_eq!(s["activity"], "busy");
+    assert_eq!(s["runs"][0]["status"], "running");
+
+    // Once that server is gone too, the next sweep fails its run.
+    drop(other);
+    let deadline = Instant::now() + TURN;
+    loop {
+        app.runtime.reconcile_on_start().await.unwrap();
+        let s = app.session(&live_session.to_string()).await;
+        if s["runs"][0]["status"] == "failed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead server's run was never failed: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,0 +1,34 @@
+//! Which server processes are alive, told by PostgreSQL itself: each process holds an
+//! advisory lock (in the two-key space, class [`CLASS`], so it never meets the one-key session
+//! locks) on a connection of its own for as long as it lives. The connection dies with the
+//! process, `kill -9` included, and the lock with it: a lock nobody holds is a dead process.
+
+use crate::error::Result;
+use sqlx::PgConnection;
+
+/// The first key of every liveness lock.
+pub const CLASS: i32 = 0x5341_4c56; // "SALV"
+
+/// Takes the liveness lock `key` on `conn` if nobody holds it.
+pub async fn try_hold(conn: &mut PgConnection, key: i32) -> Result<bool> {
+    let (got,): (bool,) = sqlx::query_as("select pg_try_advisory_lock($1, $2)")
+        .bind(CLASS)
+        .bind(key)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(got)
+}
+
+/// Whether a process holds the liveness lock `key`. Checked by taking it, which succeeds only
+/// when nobody holds it, and giving it back at once.
+pub async fn is_alive(conn: &mut PgConnection, key: i32) -> Result<bool> {
+    if !try_hold(conn, key).await? {
+        return Ok(true);
+    }
+    sqlx::query("select pg_advisory_unlock($1, $2)")
+        .bind(CLASS)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
+    Ok(false)
+}

@@ -1,0 +1,182 @@
+//! The `tool_calls` table: client tool calls (API.md §6) from the moment their
+//! `agent.client_tool_call` event is written until they are answered, time out or are
+//! cancelled with their run. See the migration for the invariants; in short, a call leaves
+//! `pending` exactly once, in the transaction that writes what became of it.
+
+use crate::error::Result;
+use sandbox_agents_domain::{RunId, SessionId};
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// A call row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ToolCallRecord {
+    pub id: i64,
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: String,
+    #[sqlx(rename = "parks")]
+    pub deferrable: bool,
+    pub seq: i64,
+    pub deadline: Option<OffsetDateTime>,
+    pub status: String,
+    pub output: Option<String>,
+    pub is_error: bool,
+    pub created_at: OffsetDateTime,
+    pub answered_at: Option<OffsetDateTime>,
+}
+
+impl ToolCallRecord {
+    pub fn is_pending(&self) -> bool {
+        self.status == "pending"
+    }
+}
+
+/// A call to record, in the transaction that appends its event (which gave it `seq`).
+#[derive(Clone, Debug)]
+pub struct NewToolCall<'a> {
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+    pub deferrable: bool,
+    pub seq: i64,
+    pub deadline: Option<OffsetDateTime>,
+}
+
+/// Records a step's calls as pending, in order; returns their row ids.
+pub async fn insert(
+    tx: &mut sqlx::PgConnection,
+    run: RunId,
+    session: SessionId,
+    calls: &[NewToolCall<'_>],
+) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(calls.len());
+    for c in calls {
+        let (id,): (i64,) = sqlx::query_as(
+            "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline)
+             values ($1, $2, $3, $4, $5, $6, $7, $8) returning id",
+        )
+        .bind(run.0)
+        .bind(session.0)
+        .bind(c.call_id)
+        .bind(c.tool)
+        .bind(c.arguments)
+        .bind(c.deferrable)
+        .bind(c.seq)
+        .bind(c.deadline)
+        .fetch_one(&mut *tx)
+        .await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// What a session waits on right now, oldest first.
+pub async fn pending_for_session(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Vec<ToolCallRecord>> {
+    Ok(sqlx::query_as(
+        "select * from tool_calls where session_id = $1 and status = 'pending' order by id",
+    )
+    .bind(session.0)
+    .fetch_all(db)
+    .await?)
+}
+
+/// A run's calls, in the order they were made.
+pub async fn for_run(db: impl PgExecutor<'_>, run: RunId) -> Result<Vec<ToolCallRecord>> {
+    Ok(
+        sqlx::query_as("select * from tool_calls where run_id = $1 order by id")
+            .bind(run.0)
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// Some of a run's calls by row id, in that order (missing ones are left out).
+pub async fn by_ids(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<ToolCallRecord>> {
+    Ok(
+        sqlx::query_as("select * from tool_calls where id = any($1) order by id")
+            .bind(ids)
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// Locks the pending call `call_id` of the session for an answer, taking its run's row first
+/// (the lock order every run transaction keeps). `None` when nothing waits on that id.
+pub async fn lock_pending(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+    call_id: &str,
+) -> Result<Option<ToolCallRecord>> {
+    let found: Option<(i64, Uuid)> = sqlx::query_as(
+        "select id, run_id from tool_calls where session_id = $1 and call_id = $2 and status = 'pending'",
+    )
+    .bind(session.0)
+    .bind(call_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((id, run)) = found else {
+        return Ok(None);
+    };
+    sqlx::query("select 1 from runs where id = $1 for update")
+        .bind(run)
+        .execute(&mut *tx)
+        .await?;
+    // Re-read under the lock: the call may have been answered, timed out or cancelled since.
+    Ok(
+        sqlx::query_as("select * from tool_calls where id = $1 and status = 'pending' for update")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?,
+    )
+}
+
+/// Moves one pending call to `status` (`answered` or `timed_out`) with what the model gets.
+/// `false` when it was no longer pending.
+pub async fn resolve(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    status: &str,
+    output: &str,
+    is_error: bool,
+) -> Result<bool> {
+    let r = sqlx::query(
+        "update tool_calls set status = $2, output = $3, is_error = $4, answered_at = now()
+         where id = $1 and status = 'pending'",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(output)
+    .bind(is_error)
+    .execute(&mut *tx)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Cancels a run's pending calls, in the transaction that finishes it.
+pub async fn cancel_pending(tx: &mut sqlx::PgConnection, run: RunId) -> Result<u64> {
+    let r = sqlx::query(
+        "update tool_calls set status = 'cancelled', answered_at = now()
+         where run_id = $1 and status = 'pending'",
+    )
+    .bind(run.0)
+    .execute(&mut *tx)
+    .await?;
+    Ok(r.rows_affected())
+}
+
+/// How many of a run's calls are still pending.
+pub async fn count_pending(db: impl PgExecutor<'_>, run: RunId) -> Result<i64> {
+    let (n,): (i64,) =
+        sqlx::query_as("select count(*) from tool_calls where run_id = $1 and status = 'pending'")
+            .bind(run.0)
+            .fetch_one(db)
+            .await?;
+    Ok(n)
+}
