@@ -403,6 +403,39 @@ impl AgentSpec {
     }
 }
 
+impl AgentSpec {
+    /// What this agent asks for that sessions cannot run yet (skills, memory, compaction,
+    /// subagents), as a sentence; `None` when everything is supported. Definitions keep
+    /// these fields (they round-trip), but a session or turn that would silently ignore them
+    /// is refused instead.
+    pub fn unsupported(&self) -> Option<String> {
+        let mut what = Vec::new();
+        for c in self.capabilities.iter().flatten() {
+            match c {
+                Capability::Compaction => what.push("the 'compaction' capability"),
+                Capability::Memory => what.push("the 'memory' capability"),
+                Capability::Skills => what.push("the 'skills' capability"),
+                Capability::Shell | Capability::Filesystem => {}
+            }
+        }
+        if self.skills_source.is_some() {
+            what.push("a skills_source");
+        }
+        if self.workspace_source.is_some() {
+            what.push("a workspace_source");
+        }
+        if !self.subagents.is_empty() {
+            what.push("subagents");
+        }
+        (!what.is_empty()).then(|| {
+            format!(
+                "this server does not run {} yet; remove them from the agent to use it in a session",
+                what.join(", ")
+            )
+        })
+    }
+}
+
 /// An agent as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentRecord {

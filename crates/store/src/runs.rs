@@ -224,6 +224,20 @@ pub async fn parked_and_answered(db: impl PgExecutor<'_>) -> Result<Vec<RunRecor
     .await?)
 }
 
+/// `create(prompt=...)`: records the first prompt, in the creating transaction.
+pub async fn set_first_prompt(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+    prompt: &str,
+) -> Result<()> {
+    sqlx::query("update sessions set first_prompt = $2 where id = $1")
+        .bind(session.0)
+        .bind(prompt)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
 /// `create(prompt=...)`: takes the session's first prompt, once, in the boot's transaction.
 pub async fn take_first_prompt(
     tx: &mut sqlx::PgConnection,

@@ -140,6 +140,9 @@ impl Runtime {
             &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id.into()),
         )
         .await?;
+        if let Some(reason) = agent.spec.unsupported() {
+            return Err(RuntimeError::field(&[], reason, Value::Null));
+        }
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
         let worker = self.worker_key().await?;
         let run_id = RunId::new();
@@ -163,6 +166,47 @@ impl Runtime {
         self.spawn_drive(project, id, run_id, wake);
         tracing::info!(run.id = %run_id, wake, "run started");
         Ok(run)
+    }
+
+    /// `create(prompt=...)`: in the transaction that records the first boot's
+    /// `session.status_running`, starts the first turn (claim, run, `user.message`), so its
+    /// events follow the boot's and its terminal event is the first in the log. The caller
+    /// drives the returned run after commit.
+    pub(crate) async fn start_first_prompt(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        s: &SessionRecord,
+    ) -> Result<Option<RunId>> {
+        let id = s.session_id();
+        let project = ProjectId(s.project_id);
+        let Some(prompt) = runs::take_first_prompt(tx, id).await? else {
+            return Ok(None);
+        };
+        let agent = agents::get(
+            &mut *tx,
+            project,
+            &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id.into()),
+        )
+        .await?;
+        let worker = self.worker_key().await?;
+        if let Err(r) = runs::claim_session(tx, project, id).await? {
+            tracing::warn!(session.id = %id, refusal = ?r, "the first prompt could not start");
+            return Ok(None);
+        }
+        let run = RunId::new();
+        let max_turns = DEFAULT_MAX_TURNS as i32;
+        start_run(
+            tx,
+            id,
+            run,
+            &prompt,
+            max_turns,
+            &agent.spec.client_tools,
+            worker,
+        )
+        .await?;
+        tracing::info!(run.id = %run, "first prompt started");
+        Ok(Some(run))
     }
 
     /// Drives a run this process took (new, resumed, or a session's first prompt) in the

@@ -86,8 +86,13 @@ impl Runtime {
                 );
             }
         }
-        if body.prompt.is_some() {
-            v.push("value_error", &["prompt"], "a first prompt needs runs, which this server does not support yet; send the message once the session is running", Value::Null);
+        if let Some(reason) = agent.spec.unsupported() {
+            v.push(
+                "value_error",
+                &["agent_id"],
+                reason,
+                Value::from(body.agent_id.as_str()),
+            );
         }
         if body.environment_id.is_some() {
             v.push(
@@ -157,6 +162,9 @@ impl Runtime {
         };
         let mut tx = st.db.begin().await?;
         let row = sessions::insert(&mut *tx, &new).await?;
+        if let Some(prompt) = &body.prompt {
+            sandbox_agents_store::runs::set_first_prompt(&mut tx, new.id, prompt).await?;
+        }
         events::append(
             &mut tx,
             new.id,
@@ -228,8 +236,12 @@ impl Runtime {
                             )],
                         )
                         .await?;
+                        let first = self.start_first_prompt(&mut tx, &s).await?;
                         tx.commit().await?;
                         tracing::info!(container.id = %sandbox.id, ms = started.elapsed().as_millis() as u64, "session running");
+                        if let Some(run) = first {
+                            self.spawn_drive(ProjectId(s.project_id), id, run, false);
+                        }
                     }
                     None => {
                         drop(tx);
@@ -248,6 +260,9 @@ impl Runtime {
                     .await?
                     .is_some()
                 {
+                    // A first prompt dies with the boot: its session.status_error (no run)
+                    // already ends every wait for it.
+                    sandbox_agents_store::runs::take_first_prompt(&mut tx, id).await?;
                     events::append(
                         &mut tx,
                         id,

@@ -364,3 +364,95 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_session_created_with_a_prompt_runs_it_right_after_the_boot() {
+    let fake = FakeModel::start(Script::new([Rule::when()
+        .last_user_contains("hello")
+        .reply_text("Hi there.")]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    app.create_agent("greeter", json!({})).await;
+    let s = app
+        .create_session(json!({"agent_id": "greeter", "prompt": "hello"}))
+        .await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    // No run id comes back: the first terminal event in the log is the first run's.
+    let deadline = Instant::now() + BOOT + TURN;
+    let evs = loop {
+        let evs = events(&app, &id).await;
+        if evs.iter().any(is_terminal) {
+            break evs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first prompt never ended: {evs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        types(&evs),
+        [
+            "session.created",
+            "session.status_running",
+            "user.message",
+            "agent.message",
+            "session.status_idle"
+        ]
+    );
+    let run = evs[2]["run_id"].as_str().unwrap();
+    assert_eq!(evs[4]["run_id"], run);
+    assert_eq!(evs[4]["payload"]["final_output"], "Hi there.");
+    let s = app.session(&id).await;
+    assert_eq!(s["runs"][0]["id"], run);
+    assert_eq!(s["runs"][0]["prompt"], "hello");
+    assert_eq!(s["activity"], "idle");
+}
+
+#[tokio::test]
+async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() {
+    let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    app.create_agent("helper", json!({})).await;
+    for (slug, body) in [
+        ("memo", json!({"capabilities": ["shell", "memory"]})),
+        ("team", json!({"subagents": [{"agent": "helper"}]})),
+        (
+            "skilled",
+            json!({"skills_source": {"kind": "bundle", "bundle": "b"}}),
+        ),
+    ] {
+        app.create_agent(slug, body).await;
+        let r = app
+            .http
+            .post(app.url("/api/sessions"))
+            .json(&json!({"agent_id": slug}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{slug}");
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["detail"][0]["loc"], json!(["body", "agent_id"]));
+        assert!(err["detail"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("does not run"));
+    }
+    let r = app.http.get(app.url("/api/sessions")).send().await.unwrap();
+    assert_eq!(r.headers()["x-total-count"], "0", "nothing was created");
+
+    // An agent edited after its session was created: the next message is refused.
+    let id = running_session(&app, "plain").await;
+    let r = app
+        .http
+        .patch(app.url("/api/agents/plain"))
+        .json(&json!({"version": 1, "capabilities": ["compaction"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = send(&app, &id, json!({"prompt": "hi", "max_turns": null})).await;
+    assert_eq!(r.status(), 422);
+    let s = app.session(&id).await;
+    assert_eq!(s["runs"], json!([]));
+    assert_eq!(s["activity"], "idle");
+}

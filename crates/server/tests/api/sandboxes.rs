@@ -369,7 +369,6 @@ async fn bad_session_requests_change_nothing() {
     for body in [
         json!({"agent_id": "active", "manifest": {"entries": {"r": {"kind": "git_repo", "repo": "o/r"}}}}),
         json!({"agent_id": "active", "manifest": {"entries": {"h": {"kind": "local_dir", "src": "/etc"}}}}),
-        json!({"agent_id": "active", "prompt": "hello"}),
         json!({"agent_id": "active", "manifest": {"entries": {"../x": {"kind": "file", "content": ""}}}}),
     ] {
         let r = app
