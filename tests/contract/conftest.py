@@ -23,6 +23,7 @@ import httpx
 import pytest
 import sandbox_agents
 
+import fakemodel
 import harness
 import sandboxes
 
@@ -45,8 +46,23 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server():
-    process = harness.ServerProcess(harness.short_tmpdir(), name="shared server")
+def fake_model():
+    """The scripted model every server of the run talks to (as its LiteLLM proxy)."""
+    model = fakemodel.FakeModel().start()
+    try:
+        yield model
+    finally:
+        model.stop()
+
+
+def model_env(model: fakemodel.FakeModel) -> dict[str, str]:
+    """What points a server at the fake model."""
+    return {"LITELLM_PROXY_API_BASE": model.url, "LITELLM_PROXY_API_KEY": "contract-tests"}
+
+
+@pytest.fixture(scope="session")
+def server(fake_model):
+    process = harness.ServerProcess(harness.short_tmpdir(), name="shared server", env=model_env(fake_model))
     deployment = None
     try:
         process.start()

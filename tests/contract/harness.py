@@ -60,6 +60,11 @@ _SERVER_ENV_DROP = (
     "SANDBOX_AGENTS_LOCAL_DIR_ROOTS",
     "SANDBOX_AGENTS_PUBLIC_URL",
     "SANDBOX_AGENTS_PREVIEW_KEY",
+    # Models: the tests point the server at their own fake model (see `fakemodel.py`).
+    "LITELLM_PROXY_API_BASE",
+    "LITELLM_PROXY_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
 )
 
 
@@ -96,9 +101,11 @@ class ServerProcess:
     #: Every instance created in this test run, so a failing test can show their logs.
     instances: list["ServerProcess"] = []
 
-    def __init__(self, data_dir: str | Path, *, name: str = "server") -> None:
+    def __init__(self, data_dir: str | Path, *, name: str = "server", env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.name = name
+        #: Set for this server on top of the (filtered) environment of the tests.
+        self.extra_env = dict(env or {})
         self.log_path = Path(str(self.data_dir) + ".log")
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -135,6 +142,7 @@ class ServerProcess:
                 "`cargo build -p sandbox-agents-server` or set SANDBOX_AGENTS_BIN"
             )
         env = {k: v for k, v in os.environ.items() if k not in _SERVER_ENV_DROP}
+        env.update(self.extra_env)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("NO_COLOR", "1")
         # A port picked by the OS can be taken by someone else before the server binds it:

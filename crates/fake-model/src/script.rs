@@ -199,6 +199,7 @@ pub struct Reply {
 
 /// A tool call the model makes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedToolCall {
     pub name: String,
     /// Any JSON value; sent on the wire as a JSON-encoded string, as OpenAI does.
@@ -215,6 +216,7 @@ fn empty_object() -> Value {
 
 /// Token counts to report instead of the derived ones.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -225,6 +227,7 @@ pub struct ScriptedUsage {
 
 /// An HTTP error answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedError {
     pub status: u16,
     /// A JSON object is sent as is; a string becomes the message of an OpenAI-style
