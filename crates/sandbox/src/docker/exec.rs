@@ -4,6 +4,11 @@
 //! group and signals the whole group when time is up (TERM, then KILL 5 s later): the
 //! command's process tree dies, the container does not. A process that leaves the group
 //! (`setsid`) escapes; the host also stops waiting `HOST_GRACE` after the timeout.
+//!
+//! Every command also carries `SA_EXEC=<id>` in its environment, which its children inherit
+//! (`setsid` or not). When the caller stops waiting before the command ended (a run was
+//! interrupted and dropped the future, or the host gave up), a guard kills every process of
+//! the sandbox user that carries that id, so nothing the command started keeps running.
 
 use super::{error, SANDBOX_GID, SANDBOX_UID};
 use crate::{ExecOutput, ExecRequest, Result, SandboxError, WORKDIR};
@@ -22,6 +27,68 @@ const KILLED_EXIT: i64 = 137;
 const KILL_AFTER: &str = "5s";
 /// How long past the timeout the host keeps waiting for the output to end.
 pub const HOST_GRACE: Duration = Duration::from_secs(15);
+/// The variable that marks a command's processes.
+const EXEC_MARK: &str = "SA_EXEC";
+/// Kills the processes whose environment holds `SA_EXEC=$0`.
+const KILL_MARKED: &str = r#"for p in /proc/[0-9]*; do if grep -qxz "SA_EXEC=$0" "$p/environ" 2>/dev/null; then kill -KILL "${p#/proc/}" 2>/dev/null; fi; done; exit 0"#;
+
+/// Kills a command's processes when dropped while armed (see the module docs).
+struct KillOnDrop {
+    docker: Docker,
+    container: String,
+    mark: String,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (docker, container, mark) = (
+            self.docker.clone(),
+            self.container.clone(),
+            self.mark.clone(),
+        );
+        handle.spawn(async move {
+            match kill_marked(&docker, &container, &mark).await {
+                Ok(()) => tracing::info!(container.id = %container, exec = %mark, "killed an abandoned command's processes"),
+                Err(e) => tracing::warn!(container.id = %container, exec = %mark, error = %e, "could not kill an abandoned command's processes"),
+            }
+        });
+    }
+}
+
+async fn kill_marked(docker: &Docker, container: &str, mark: &str) -> Result<()> {
+    let options = CreateExecOptions {
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        cmd: Some(vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            KILL_MARKED.to_owned(),
+            mark.to_owned(),
+        ]),
+        privileged: Some(false),
+        user: Some(format!("{SANDBOX_UID}:{SANDBOX_GID}")),
+        ..Default::default()
+    };
+    let created = docker
+        .create_exec(container, options)
+        .await
+        .map_err(error::container(container))?;
+    if let StartExecResults::Attached { mut output, .. } = docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(error::container(container))?
+    {
+        while output.next().await.is_some() {}
+    }
+    Ok(())
+}
 
 /// `timeout`'s duration argument; never 0, which would mean "no timeout".
 pub(crate) fn timeout_arg(d: Duration) -> String {
@@ -64,7 +131,9 @@ pub(crate) async fn exec(docker: &Docker, id: &str, req: &ExecRequest) -> Result
     if req.argv.is_empty() {
         return Err(SandboxError::Backend("exec: the argv is empty".into()));
     }
-    let env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mark = uuid::Uuid::new_v4().simple().to_string();
+    let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    env.push(format!("{EXEC_MARK}={mark}"));
     let options = CreateExecOptions {
         attach_stdin: Some(req.stdin.is_some()),
         attach_stdout: Some(true),
@@ -82,6 +151,13 @@ pub(crate) async fn exec(docker: &Docker, id: &str, req: &ExecRequest) -> Result
         .await
         .map_err(error::container(id))?;
     tracing::debug!(exec.id = %created.id, "exec created");
+    // From here on, a caller that stops waiting takes the command's processes down with it.
+    let mut guard = KillOnDrop {
+        docker: docker.clone(),
+        container: id.to_owned(),
+        mark,
+        armed: true,
+    };
 
     let started_at = Instant::now();
     let start = StartExecOptions {
@@ -136,6 +212,7 @@ pub(crate) async fn exec(docker: &Docker, id: &str, req: &ExecRequest) -> Result
     match finished {
         Ok(read) => {
             read?;
+            guard.armed = false;
             let elapsed = started_at.elapsed();
             let code = exit_code(docker, &created.id).await?;
             // The runtime could not even start the command (it reports that on stdout).

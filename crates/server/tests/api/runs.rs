@@ -456,3 +456,48 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
     assert_eq!(s["runs"], json!([]));
     assert_eq!(s["activity"], "idle");
 }
+
+#[tokio::test]
+async fn an_interrupt_kills_the_tool_process_the_run_started() {
+    let fake = FakeModel::start(Script::new([Rule::when()
+        .last_user_contains("wait")
+        .reply_tool_call(
+            "shell",
+            json!({"command": "setsid sleep 600 & sleep 600", "timeout": 600}),
+        )]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let id = running_session(&app, "sleeper").await;
+    let run = start_run(&app, &id, "wait a long time", Value::Null).await;
+    // The tool is running once both sleeps are up.
+    let deadline = Instant::now() + TURN;
+    loop {
+        let got = app.exec(&id, "pgrep -c -f '^sleep 600$'").await;
+        if got.1.starts_with("2\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tool never started: {got:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/interrupt")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let evs = wait_for_run(&app, &id, &run).await;
+    assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
+    // Both sleeps die, the one that left the process group too.
+    let deadline = Instant::now() + TURN;
+    loop {
+        let (code, out, _) = app.exec(&id, "pgrep -c -f '^sleep 600$'").await;
+        if code == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tool's processes live on: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
