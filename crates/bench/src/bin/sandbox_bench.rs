@@ -9,6 +9,9 @@
 //!    (no HTTP), `DockerBackend::exec` (no database; `timeout -k … sh -c true`), and raw
 //!    bollard: `create_exec` + attached `start_exec` + `inspect_exec` of `true`.
 //!
+//! 3. Runs (`--parts runs`): a one-step turn, a turn with one shell call, and time to first
+//!    delta, each beside the same model calls (and exec) made directly; see `runs.rs`.
+//!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
 //! iterations, outside the timed region. Markdown goes to stdout, progress to stderr.
@@ -21,6 +24,8 @@ mod ours;
 mod raw;
 #[path = "sandbox_bench/report.rs"]
 mod report;
+#[path = "sandbox_bench/runs.rs"]
+mod runs;
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -62,6 +67,9 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`.
+    #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
+    parts: Vec<String>,
 }
 
 /// The agent's manifest: one file and one directory.
@@ -319,9 +327,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let options = admin.clone().database(&name);
         let db = sandbox_agents_store::connect(options.clone(), 20).await?;
         sandbox_agents_store::migrate(&db).await?;
-        let app = sandbox_agents_testkit::spawn_app_on(db, options).await;
+        let fake = sandbox_agents_fake_model::FakeModel::start(runs::script());
+        let app =
+            sandbox_agents_testkit::spawn_app_with_model_proxy_on(db, options, &fake.root_url())
+                .await;
         let parts = tokio::select! {
-            r = parts(&args, &app, &docker) => r,
+            r = parts(&args, &app, &fake, &docker) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         };
         // Whatever happened: no sandbox of this server, and no raw container, is left.
@@ -407,19 +418,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn parts(args: &Args, app: &TestApp, docker: &bollard::Docker) -> anyhow::Result<Vec<Part>> {
-    log(format!(
-        "create-to-running: {} + {} iterations × 4 variants",
-        args.warmup, args.iterations
-    ));
+async fn parts(
+    args: &Args,
+    app: &TestApp,
+    fake: &sandbox_agents_fake_model::FakeModel,
+    docker: &bollard::Docker,
+) -> anyhow::Result<Vec<Part>> {
+    let wants = |p: &str| args.parts.iter().any(|x| x == p);
     // The manifest's tar, as a boot builds it (owned by uid 1000): what the baselines upload.
     let spec: ManifestSpec = serde_json::from_value(manifest())?;
     let tar = Bytes::from(build_archive(&spec, &ManifestPolicy::default())?);
-    let create = create_to_running(args, app, docker, &tar).await?;
-    log(format!(
-        "exec round trip: {} + {} iterations × 4 variants",
-        args.warmup, args.iterations
-    ));
-    let exec = exec_round_trip(args, app, docker, &tar).await?;
-    Ok(vec![create, exec])
+    let mut out = Vec::new();
+    if wants("create") {
+        log(format!(
+            "create-to-running: {} + {} iterations × 4 variants",
+            args.warmup, args.iterations
+        ));
+        out.push(create_to_running(args, app, docker, &tar).await?);
+    }
+    if wants("exec") {
+        log(format!(
+            "exec round trip: {} + {} iterations × 4 variants",
+            args.warmup, args.iterations
+        ));
+        out.push(exec_round_trip(args, app, docker, &tar).await?);
+    }
+    if wants("runs") {
+        out.extend(runs::parts(args, app, fake, docker, &tar).await?);
+    }
+    Ok(out)
 }
