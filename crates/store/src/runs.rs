@@ -194,8 +194,9 @@ pub async fn unpark(tx: &mut sqlx::PgConnection, id: RunId, worker: i32) -> Resu
 }
 
 /// Claims a session to continue its parked run: `activity` goes `idle` → `busy` when the
-/// session is running or asleep. Returns the status it had, or `None` when it cannot run now
-/// (it is provisioning; the recovery sweep resumes the run later).
+/// session is running, asleep, or lost its sandbox to a server restart (the answer wakes it,
+/// as a start would). Returns the status it had, or `None` when it cannot run now (it is
+/// provisioning or failed; the recovery sweep continues the run once it is running).
 pub async fn claim_for_resume(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
@@ -203,7 +204,8 @@ pub async fn claim_for_resume(
     let row: Option<(String,)> = sqlx::query_as(
         "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where id = $1 and activity = 'idle'
-           and (status = 'running' or (status = 'stopped' and stopped_reason = 'idle'))
+           and (status = 'running'
+                or (status = 'stopped' and stopped_reason in ('idle', 'restart')))
          returning status",
     )
     .bind(session.0)

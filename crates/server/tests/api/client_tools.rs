@@ -451,3 +451,75 @@ async fn an_answer_before_the_pause_is_kept_and_the_run_goes_on() {
         "Approved early."
     );
 }
+
+#[tokio::test]
+async fn a_parked_session_may_sleep_and_the_answer_wakes_it_to_continue() {
+    let fake = FakeModel::start(Script::new([
+        Rule::when()
+            .last_tool_result_contains("go ahead")
+            .reply_tool_call("shell", json!({"command": "cat note.txt"})),
+        Rule::when()
+            .last_tool_result_contains("written before the nap")
+            .reply_text("Continued after waking."),
+        Rule::when()
+            .last_user_contains("ask")
+            .reply_tool_call("approve", json!({})),
+    ]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    app.create_agent(
+        "sleepy",
+        json!({"client_tools": [approve_tool()], "idle_ttl_seconds": 60}),
+    )
+    .await;
+    let s = app.create_session(json!({"agent_id": "sleepy"})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    app.exec(&id, "echo written before the nap > note.txt")
+        .await;
+    let run = start_run(&app, &id, "ask first", Value::Null).await;
+    let pause = wait_for_event(&app, &id, is_pause).await;
+
+    // Unused for longer than its TTL: the parked session's sandbox is released.
+    sqlx::query(
+        "update sessions set last_used_at = now() - interval '2 minutes' where id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(app.runtime.release_idle().await.unwrap(), 1);
+    let s = app.session(&id).await;
+    assert_eq!(
+        (s["status"].as_str(), s["stopped_reason"].as_str()),
+        (Some("stopped"), Some("idle"))
+    );
+    assert_eq!(s["runs"][0]["status"], "running");
+
+    let call_id = pause["payload"]["call_ids"][0].as_str().unwrap();
+    assert!(
+        answer(&app, &id, json!({"call_id": call_id, "output": "go ahead"}))
+            .await
+            .is_success()
+    );
+    let evs = wait_for_end(&app, &id, &run).await;
+    assert_eq!(
+        evs.last().unwrap()["payload"]["final_output"],
+        "Continued after waking."
+    );
+    let s = app.session(&id).await;
+    assert_eq!(s["status"], "running");
+    let all = events(&app, &id).await;
+    let woke = all
+        .iter()
+        .rposition(|e| e["type"] == "session.status_running")
+        .unwrap();
+    let answered = all
+        .iter()
+        .position(|e| e["type"] == "agent.client_tool_result")
+        .unwrap();
+    assert!(
+        woke > answered,
+        "the answer woke the sandbox: {:?}",
+        types(&all)
+    );
+}
