@@ -20,6 +20,7 @@ import sandbox_agents
 from sandbox_agents import ConflictError, NotFoundError, RunFailedError, Tool
 
 import fakemodel
+import harness
 from fakemodel import text, tool_calls
 from sandboxes import Janitor
 
@@ -196,3 +197,35 @@ def test_create_with_a_prompt_runs_it_first(client, janitor, new_slug, fake_mode
     result = client.sessions.wait_for_run(created.id, timeout=TURN)
     assert result.ok and result.text == "Hello from the first turn."
     assert client.sessions.get(created.id).runs[0].prompt == "say hello"
+
+
+def test_a_server_killed_mid_run_leaves_no_run_running(fake_model, new_slug):
+    """kill -9 while the model is answering; the next start fails the run (its process is gone)
+    and the session takes the next message."""
+    from conftest import model_env
+
+    process = harness.ServerProcess(harness.short_tmpdir(prefix="sa-run-"), name="killed mid-run", env=model_env(fake_model))
+    janitor = Janitor(lambda: process.base_url)
+    try:
+        process.start()
+        fake_model.set_script([{"when": {"last_user_contains": "slowly"}, "reply": {"text": "never", "delay_ms": 120000}}])
+        with sandbox_agents.Client(base_url=process.base_url) as c:
+            agent = c.agents.create(slug=new_slug("crash"), name="Crash")
+            session = janitor.create_and_wait(c, agent.id)
+            cursor = c.sessions.cursor(session.id)
+            run = c.sessions.send(session.id, "answer slowly")
+        harness.wait_until(lambda: fake_model.chat_requests(), timeout=TURN, what="the model to be asked")
+        process.kill()
+        process.start()
+        with sandbox_agents.Client(base_url=process.base_url) as c:
+            ended = c.sessions.wait_for_run(session.id, run_id=run.id, after=cursor, timeout=TURN, raise_on_error=False)
+            assert ended.status == "failed"
+            assert "stopped (it was restarted or crashed)" in ended.error
+            assert c.sessions.get(session.id).activity == "idle"
+            fake_model.set_script([text("back again")])
+            assert c.sessions.run(session.id, "are you there?").text == "back again"
+    finally:
+        janitor.cleanup(server_up=process.running)
+        if process.running:
+            process.stop()
+        process.cleanup()
