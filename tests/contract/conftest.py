@@ -81,6 +81,7 @@ def server(fake_model):
     finally:
         if deployment:
             sandboxes.force_remove(sandboxes.deployment_containers(deployment))
+            sandboxes.remove_deployment_images(deployment)
         process.cleanup()
 
 

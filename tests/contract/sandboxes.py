@@ -81,6 +81,14 @@ def force_remove(container_ids: Iterable[str]) -> None:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
+def remove_deployment_images(deployment_id: str) -> None:
+    """Removes the snapshot images a deployment made (they keep its label; snapshots outlive
+    sessions, so the server itself never removes them)."""
+    ids = docker("images", "-q", "--no-trunc", "--filter", f"label={DEPLOYMENT_LABEL}={deployment_id}").split()
+    if ids:
+        subprocess.run(["docker", "rmi", "-f", *set(ids)], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
 def deployment_id(data_dir: str | Path) -> str:
     """The deployment id the server wrote into its database (the containers' deployment label)."""
     value = seed.psql(data_dir, "select id from deployment;").strip()

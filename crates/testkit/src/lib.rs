@@ -350,6 +350,10 @@ impl Drop for TestApp {
                 for c in docker.list().await.unwrap_or_default() {
                     let _ = docker.remove(&c.id).await;
                 }
+                // Snapshot images keep the deployment's label; nothing else uses them.
+                for image in docker.deployment_images().await.unwrap_or_default() {
+                    let _ = docker.remove_image(&image).await;
+                }
                 pool.close().await;
             });
         })

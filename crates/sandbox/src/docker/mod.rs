@@ -8,6 +8,7 @@ mod archive;
 mod create;
 mod error;
 mod exec;
+mod images;
 
 pub use archive::owned_by_sandbox_user;
 pub use create::container_name;
