@@ -13,6 +13,12 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
+    /// 401 with `WWW-Authenticate: Bearer`: no credential, or one that is not accepted.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: the caller is known but may not do this.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     Conflict(String),
     /// A 422 whose `detail` is a list of field errors.
@@ -41,6 +47,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -66,6 +74,10 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::Unavailable(_)) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        }
+        if matches!(self, ApiError::Unauthorized(_)) {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
     }

@@ -1,6 +1,7 @@
 //! The HTTP surface of the control plane. [`router`] builds every route with its middleware;
 //! [`openapi`] is the document generated from the same routes.
 
+pub mod auth;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -40,6 +41,8 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
     tags(
         (name = "system", description = "Health and compute planes"),
         (name = "identity", description = "Who the caller is"),
+        (name = "projects", description = "Projects: the unit of tenancy"),
+        (name = "api-keys", description = "Credentials for services"),
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
@@ -54,6 +57,15 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::models::list))
         .routes(routes!(identity::me))
         .routes(routes!(identity::auth_check))
+        .routes(routes!(routes::projects::list, routes::projects::create))
+        .routes(routes!(
+            routes::projects::get,
+            routes::projects::update,
+            routes::projects::delete
+        ))
+        .routes(routes!(routes::api_keys::list, routes::api_keys::create))
+        .routes(routes!(routes::api_keys::revoke))
+        .routes(routes!(routes::api_keys::delete))
         .routes(routes!(agents::list, agents::create))
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))
@@ -96,11 +108,12 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {
                     let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id, principal = tracing::field::Empty)
                 })
                 .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(tower_http::LatencyUnit::Millis)),
         )

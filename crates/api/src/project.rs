@@ -1,33 +1,103 @@
 //! The project a request acts in (API.md §1.3).
 //!
-//! Until tenancy lands there is exactly one project, `default`, so resolution is unambiguous
-//! and `X-Project` naming it (by id or slug) or nothing at all both land there. Naming any
-//! other project is a 404, as it will be for a project the caller cannot reach.
+//! `X-Project` names it by id or slug. Without the header the answer must be unambiguous: an
+//! API key bound to one project, or a deployment with exactly one project; otherwise 400
+//! ("never guess"). A project that does not exist, or that the caller cannot reach (a key
+//! bound to another), is a 404 that does not confirm it exists.
 
+use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use sandbox_agents_domain::ProjectId;
-use sandbox_agents_store::projects::DEFAULT_PROJECT;
+use sandbox_agents_store::projects::{self, ProjectRecord};
 
 /// Extracts the resolved project for project-scoped routes.
 #[derive(Clone, Copy, Debug)]
 pub struct Project(pub ProjectId);
 
-impl<S: Send + Sync> FromRequestParts<S> for Project {
+/// The `X-Project` header, trimmed; None when absent or empty.
+fn header(parts: &Parts) -> Option<String> {
+    parts
+        .headers
+        .get("x-project")
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn not_found(r: &str) -> ApiError {
+    ApiError::NotFound(format!("project '{r}' not found"))
+}
+
+/// Whether `principal` may act in `project`.
+pub fn reaches(principal: &Principal, project: ProjectId) -> bool {
+    match principal {
+        Principal::Open | Principal::Token => true,
+        Principal::ApiKey { project: bound, .. } => bound.is_none_or(|b| b == project),
+        Principal::Anonymous { .. } => false,
+    }
+}
+
+/// A project by `{ref}` (id or slug) that `principal` reaches; 404 otherwise.
+pub async fn by_ref(
+    db: &sandbox_agents_store::Db,
+    principal: &Principal,
+    r: &str,
+) -> Result<ProjectRecord, ApiError> {
+    match projects::by_ref(db, r).await? {
+        Some(p) if reaches(principal, p.project_id()) => Ok(p),
+        _ => Err(not_found(r)),
+    }
+}
+
+/// Resolves the request's project; `Ok(None)` only when nothing names one and several are
+/// possible (callers that can act without a project use that; [`Project`] refuses it).
+pub async fn resolve(
+    db: &sandbox_agents_store::Db,
+    principal: &Principal,
+    named: Option<&str>,
+) -> Result<Option<ProjectId>, ApiError> {
+    if let Some(r) = named {
+        return by_ref(db, principal, r).await.map(|p| Some(p.project_id()));
+    }
+    if let Principal::ApiKey {
+        project: Some(p), ..
+    } = principal
+    {
+        return Ok(Some(*p));
+    }
+    Ok(projects::only(db).await?.map(|p| p.project_id()))
+}
+
+impl FromRequestParts<AppState> for Project {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        match parts
-            .headers
-            .get("x-project")
-            .map(|v| v.to_str().unwrap_or("").trim())
-        {
-            None | Some("") => Ok(Project(DEFAULT_PROJECT)),
-            Some(r) if r == "default" || r == DEFAULT_PROJECT.to_string() => {
-                Ok(Project(DEFAULT_PROJECT))
-            }
-            Some(r) => Err(ApiError::NotFound(format!("project '{r}' not found"))),
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        let principal = Principal::from_request_parts(parts, st).await?;
+        let named = header(parts);
+        match resolve(&st.db, &principal, named.as_deref()).await? {
+            Some(p) => Ok(Project(p)),
+            None => Err(ApiError::BadRequest(
+                "several projects are available; name one with the X-Project header".into(),
+            )),
         }
+    }
+}
+
+/// The resolved project when there is one, or None when several are possible and the
+/// request names none (a 404 for a named project the caller cannot reach still applies).
+#[derive(Clone, Copy, Debug)]
+pub struct MaybeProject(pub Option<ProjectId>);
+
+impl FromRequestParts<AppState> for MaybeProject {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        let principal = Principal::from_request_parts(parts, st).await?;
+        let named = header(parts);
+        Ok(MaybeProject(
+            resolve(&st.db, &principal, named.as_deref()).await?,
+        ))
     }
 }

@@ -24,6 +24,8 @@ pub struct ApiSettings {
     pub public_url: String,
     /// Signs port preview tokens; every process of a deployment holds the same one.
     pub preview_key: crate::preview::PreviewKey,
+    /// Checks credentials (the shared token, API keys) or reports open mode.
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 /// `BackendInfo`.

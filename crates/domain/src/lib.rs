@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod event;
+pub mod identity;
 pub mod ids;
 pub mod manifest;
 pub mod patch;

@@ -158,6 +158,17 @@ pub struct Config {
     )]
     pub preview_key: Option<String>,
 
+    /// A deployment-wide shared token: callers send it as `Authorization: Bearer <token>` and
+    /// act as operators. With neither a token nor any API key, the deployment is open (no
+    /// credential is checked); `GET /api/me` says which.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub token: Option<String>,
+
     /// Log line format.
     #[arg(
         long,
@@ -187,6 +198,7 @@ impl fmt::Debug for Config {
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("public_url", &self.public_url())
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
+            .field("token", &self.token.as_ref().map(|_| "***"))
             .finish()
     }
 }

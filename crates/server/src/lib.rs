@@ -91,6 +91,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             model_proxy: model_proxy(),
             public_url: config.public_url(),
             preview_key,
+            auth: Arc::new(sandbox_agents_api::auth::Auth::new(config.token.as_deref())),
         }),
         shutdown: shutdown.clone(),
     };

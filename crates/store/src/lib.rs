@@ -3,6 +3,7 @@
 //! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
 
 pub mod agents;
+pub mod api_keys;
 pub mod deployment;
 pub mod embedded;
 pub mod error;

@@ -1,9 +1,175 @@
-//! Projects. Until the tenancy issue lands, every request acts in the `default` project that
-//! the first migration creates.
+//! The `projects` table: the unit of tenancy. A `default` project exists from the first start
+//! (API.md §9.3). Slugs are immutable once created.
 
+use crate::error::{constraint, Error, Result};
+use sandbox_agents_domain::identity::Project;
 use sandbox_agents_domain::ProjectId;
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// The id the first migration gives the `default` project.
 pub const DEFAULT_PROJECT: ProjectId =
     ProjectId(Uuid::from_u128(0x00000000_0000_7000_8000_000000000001));
+
+/// A project row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ProjectRecord {
+    pub id: Uuid,
+    pub slug: String,
+    pub name: String,
+    pub description: String,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl ProjectRecord {
+    pub fn project_id(&self) -> ProjectId {
+        ProjectId(self.id)
+    }
+
+    /// The wire shape, with the caller's `role` in it.
+    pub fn to_wire(&self, role: Option<&str>) -> Project {
+        Project {
+            id: self.id.to_string(),
+            slug: self.slug.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            created_at: Some(self.created_at),
+            updated_at: Some(self.updated_at),
+            role: role.map(str::to_owned),
+        }
+    }
+}
+
+/// A project by id or slug.
+pub async fn by_ref(db: impl PgExecutor<'_>, r: &str) -> Result<Option<ProjectRecord>> {
+    Ok(match Uuid::try_parse(r) {
+        Ok(id) => {
+            sqlx::query_as("select * from projects where id = $1")
+                .bind(id)
+                .fetch_optional(db)
+                .await?
+        }
+        Err(_) => {
+            sqlx::query_as("select * from projects where slug = $1")
+                .bind(r)
+                .fetch_optional(db)
+                .await?
+        }
+    })
+}
+
+pub async fn get(db: impl PgExecutor<'_>, id: ProjectId) -> Result<ProjectRecord> {
+    sqlx::query_as("select * from projects where id = $1")
+        .bind(id.0)
+        .fetch_optional(db)
+        .await?
+        .ok_or(Error::NotFound)
+}
+
+/// Every project, oldest first.
+pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ProjectRecord>> {
+    Ok(
+        sqlx::query_as("select * from projects order by created_at, id")
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// The only project, when the deployment has exactly one.
+pub async fn only(db: impl PgExecutor<'_>) -> Result<Option<ProjectRecord>> {
+    let mut rows: Vec<ProjectRecord> = sqlx::query_as("select * from projects limit 2")
+        .fetch_all(db)
+        .await?;
+    Ok(if rows.len() == 1 { rows.pop() } else { None })
+}
+
+/// Creates a project; `slug` taken is a conflict.
+pub async fn insert(
+    db: impl PgExecutor<'_>,
+    id: ProjectId,
+    slug: &str,
+    name: &str,
+    description: &str,
+) -> Result<ProjectRecord> {
+    sqlx::query_as(
+        "insert into projects (id, slug, name, description) values ($1, $2, $3, $4) returning *",
+    )
+    .bind(id.0)
+    .bind(slug)
+    .bind(name)
+    .bind(description)
+    .fetch_one(db)
+    .await
+    .map_err(|e| match constraint(&e) {
+        Some("projects_slug_key") => {
+            Error::Conflict(format!("a project with the slug '{slug}' exists already"))
+        }
+        _ => e.into(),
+    })
+}
+
+/// The first free slug among `base`, `base-2`, `base-3`, ...
+pub async fn free_slug(db: impl PgExecutor<'_>, base: &str) -> Result<String> {
+    let taken: Vec<(String,)> =
+        sqlx::query_as("select slug from projects where slug = $1 or slug like $1 || '-%'")
+            .bind(base)
+            .fetch_all(db)
+            .await?;
+    let taken: std::collections::HashSet<String> = taken.into_iter().map(|(s,)| s).collect();
+    if !taken.contains(base) {
+        return Ok(base.to_owned());
+    }
+    Ok((2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|s| !taken.contains(s))
+        .expect("an unbounded range has a free suffix"))
+}
+
+/// Changes the name and/or description.
+pub async fn update(
+    db: impl PgExecutor<'_>,
+    id: ProjectId,
+    name: Option<&str>,
+    description: Option<&str>,
+) -> Result<ProjectRecord> {
+    sqlx::query_as(
+        "update projects set name = coalesce($2, name), description = coalesce($3, description),
+                             updated_at = now()
+         where id = $1 returning *",
+    )
+    .bind(id.0)
+    .bind(name)
+    .bind(description)
+    .fetch_optional(db)
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// Deletes a project and, by cascade, everything in it, unless one of its sessions still has
+/// a sandbox (409). Locks the project's sessions so none boots meanwhile.
+pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<()> {
+    let busy: Vec<(Uuid,)> = sqlx::query_as(
+        "select id from sessions where project_id = $1
+           and (status not in ('stopped', 'error') or container_id is not null)
+         for update",
+    )
+    .bind(id.0)
+    .fetch_all(&mut *tx)
+    .await?;
+    if !busy.is_empty() {
+        return Err(Error::Conflict(format!(
+            "{} session(s) of this project still have a sandbox; stop or delete them first",
+            busy.len()
+        )));
+    }
+    let r = sqlx::query("delete from projects where id = $1")
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?;
+    if r.rows_affected() == 0 {
+        return Err(Error::NotFound);
+    }
+    Ok(())
+}

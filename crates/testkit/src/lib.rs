@@ -283,6 +283,23 @@ pub async fn spawn_app_full(
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
+    spawn_app_inner(db, db_options, model_proxy, models, None).await
+}
+
+/// A server on a fresh database whose shared token is `token` (not open mode).
+pub async fn spawn_app_with_token(token: &str) -> TestApp {
+    init_tracing();
+    let (db, options) = fresh_database().await;
+    spawn_app_inner(db, options, None, Default::default(), Some(token)).await
+}
+
+async fn spawn_app_inner(
+    db: Db,
+    db_options: PgConnectOptions,
+    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    models: sandbox_agents_runtime::runs::ModelClients,
+    token: Option<&str>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding port 0");
@@ -305,6 +322,7 @@ pub async fn spawn_app_full(
             model_proxy,
             public_url: base.clone(),
             preview_key: sandbox_agents_api::preview::PreviewKey::random(),
+            auth: Arc::new(sandbox_agents_api::auth::Auth::new(token)),
         }),
         shutdown: shutdown.clone(),
     };

@@ -1,6 +1,10 @@
-//! Who the caller is. Until tenancy lands the deployment is in open mode: no credential is
-//! checked, and `/api/me` says so.
+//! Who the caller is (API.md §1.2, §3.1, §9.5): `/api/me` answers every caller, with or
+//! without a credential; `/api/auth/check` is the legacy probe.
 
+use crate::auth::Principal;
+use crate::error::ApiResult;
+use crate::state::AppState;
+use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -25,23 +29,35 @@ pub struct AuthCheck {
     pub ok: bool,
 }
 
-/// Who the caller is. Always 200, with or without a credential.
+/// Who the caller is. Always 200, with or without a credential: `auth_required` says whether
+/// credentials are checked, `kind` which one was seen (`api_key`, `token`; null when
+/// anonymous or in open mode).
 #[utoipa::path(get, path = "/api/me", tag = "identity", responses((status = 200, body = Me)))]
-pub async fn me() -> Json<Me> {
-    Json(Me {
-        authenticated: false,
-        auth_required: false,
-        kind: None,
-        subject: None,
-        label: None,
+pub async fn me(State(st): State<AppState>, principal: Principal) -> ApiResult<Json<Me>> {
+    let auth_required = st.settings.auth.auth_required(&st.db).await?;
+    let (authenticated, label) = match &principal {
+        Principal::Token => (true, Some("shared token".to_owned())),
+        Principal::ApiKey { name, .. } => (true, Some(name.clone())),
+        Principal::Open | Principal::Anonymous { .. } => (false, None),
+    };
+    Ok(Json(Me {
+        authenticated,
+        auth_required,
+        kind: principal.kind().map(str::to_owned),
+        subject: match principal {
+            Principal::ApiKey { .. } | Principal::Token => principal.subject(),
+            _ => None,
+        },
+        label,
         login_url: None,
         logout_url: None,
         recovery_url: None,
         settings_url: None,
-    })
+    }))
 }
 
-/// Legacy probe: 200 when the credential is accepted (every caller, in open mode).
+/// Legacy probe: 200 when the credential is accepted (every caller, in open mode); the auth
+/// layer answers 401 before this runs otherwise.
 #[utoipa::path(get, path = "/api/auth/check", tag = "identity",
     responses((status = 200, body = AuthCheck), (status = 401, description = "The credential is not accepted")))]
 pub async fn auth_check() -> Json<AuthCheck> {

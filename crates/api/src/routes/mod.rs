@@ -1,12 +1,14 @@
 //! One module per resource; handlers are thin: extract, parse, call the store, map.
 
 pub mod agents;
+pub mod api_keys;
 pub mod events;
 pub mod files;
 pub mod identity;
 pub mod lifecycle;
 pub mod models;
 pub mod ports;
+pub mod projects;
 pub mod runs;
 pub mod sessions;
 pub mod snapshots;

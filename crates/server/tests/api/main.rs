@@ -1,6 +1,7 @@
 //! One integration-test binary: every module drives real servers on real PostgreSQL.
 
 mod agents;
+mod auth;
 mod client_tools;
 mod conventions;
 mod event_log;

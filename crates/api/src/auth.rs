@@ -1,0 +1,313 @@
+//! Who is calling (API.md §1.2). Every `/api` request is authenticated by [`layer`] before
+//! its handler runs; handlers read the result with the [`Principal`] extractor.
+//!
+//! Credentials, all `Authorization: Bearer`: API keys (`ak_…`; only their SHA-256 is stored,
+//! looked up by it), and the deployment's shared token (`SANDBOX_AGENTS_TOKEN`, compared in
+//! constant time). **Open mode** only while neither is configured: no shared token and no API
+//! key in the database (revoked keys count: revoking the last key does not reopen the
+//! deployment; deleting every key does). Public without a credential: `GET /api/health` and
+//! `GET /api/me` (which says whether credentials are checked).
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sandbox_agents_domain::ProjectId;
+use sandbox_agents_store::api_keys;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+/// How long this process trusts its answer to "does any API key exist?" for callers without
+/// a credential. Creating a key here updates it at once; other processes learn within this.
+const OPEN_MODE_TTL: Duration = Duration::from_secs(1);
+/// A key's `last_used_at` is written at most this often by each process.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// The prefix every API key starts with.
+pub const KEY_PREFIX: &str = "ak_";
+
+/// The caller.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Principal {
+    /// Open mode: nothing is configured, every caller acts as an operator.
+    Open,
+    /// The deployment's shared token: an operator.
+    Token,
+    /// An API key, bound to one project or (made by an operator) to none.
+    ApiKey {
+        id: Uuid,
+        name: String,
+        project: Option<ProjectId>,
+    },
+    /// No credential, or one that is not accepted (only public routes let it through).
+    Anonymous { reason: &'static str },
+}
+
+impl Principal {
+    /// Operators manage keys, projects and people: the shared token, and anyone in open mode.
+    pub fn is_operator(&self) -> bool {
+        matches!(self, Principal::Open | Principal::Token)
+    }
+
+    /// `Me.kind` (API.md §9.5).
+    pub fn kind(&self) -> Option<&'static str> {
+        match self {
+            Principal::Token => Some("token"),
+            Principal::ApiKey { .. } => Some("api_key"),
+            Principal::Open | Principal::Anonymous { .. } => None,
+        }
+    }
+
+    /// Who made something, as recorded on it (`created_by`).
+    pub fn subject(&self) -> Option<String> {
+        match self {
+            Principal::Token => Some("token".into()),
+            Principal::ApiKey { id, .. } => Some(id.to_string()),
+            Principal::Open => Some("open".into()),
+            Principal::Anonymous { .. } => None,
+        }
+    }
+}
+
+/// The authenticator: the shared token's hash and this process's small caches.
+#[derive(Debug)]
+pub struct Auth {
+    token_hash: Option<[u8; 32]>,
+    keys_exist: Mutex<Option<(bool, Instant)>>,
+    touched: Mutex<HashMap<Uuid, Instant>>,
+}
+
+fn sha256(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// The stored hash of an API key.
+pub fn key_hash(key: &str) -> [u8; 32] {
+    sha256(key)
+}
+
+/// A new API key: `ak_` and 32 random bytes in hex; returns it with its display prefix.
+pub fn new_key() -> Result<(String, String), ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("no randomness for an API key: {e}")))?;
+    let key = format!("{KEY_PREFIX}{}", hex::encode(bytes));
+    let prefix = key[..KEY_PREFIX.len() + 8].to_owned();
+    Ok((key, prefix))
+}
+
+impl Auth {
+    pub fn new(shared_token: Option<&str>) -> Self {
+        Auth {
+            token_hash: shared_token.filter(|t| !t.is_empty()).map(sha256),
+            keys_exist: Mutex::new(None),
+            touched: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn token_configured(&self) -> bool {
+        self.token_hash.is_some()
+    }
+
+    /// A key now exists: this process stops being open at once.
+    pub(crate) fn key_created(&self) {
+        *self.keys_exist.lock().expect("not poisoned") = Some((true, Instant::now()));
+    }
+
+    /// Whether credentials are checked at all.
+    pub async fn auth_required(&self, db: &sandbox_agents_store::Db) -> Result<bool, ApiError> {
+        if self.token_configured() {
+            return Ok(true);
+        }
+        let cached = *self.keys_exist.lock().expect("not poisoned");
+        if let Some((exist, at)) = cached {
+            // Once keys exist they are rarely all deleted: trust "yes" longer than "no" (the
+            // safe direction: a process stays closed a little longer, never open).
+            let ttl = if exist {
+                OPEN_MODE_TTL * 60
+            } else {
+                OPEN_MODE_TTL
+            };
+            if at.elapsed() < ttl {
+                return Ok(exist);
+            }
+        }
+        let exist = api_keys::any(db).await?;
+        *self.keys_exist.lock().expect("not poisoned") = Some((exist, Instant::now()));
+        Ok(exist)
+    }
+
+    /// The principal behind `authorization` (the header's value, if any).
+    pub async fn authenticate(
+        &self,
+        db: &sandbox_agents_store::Db,
+        authorization: Option<&str>,
+    ) -> Result<Principal, ApiError> {
+        let bearer = authorization.and_then(|h| {
+            let (scheme, rest) = h.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+        if let Some(token) = bearer.filter(|t| !t.is_empty()) {
+            if token.starts_with(KEY_PREFIX) {
+                return self.api_key(db, token).await;
+            }
+            if let Some(expected) = &self.token_hash {
+                if bool::from(sha256(token).ct_eq(expected)) {
+                    return Ok(Principal::Token);
+                }
+            }
+        }
+        if !self.auth_required(db).await? {
+            return Ok(Principal::Open);
+        }
+        Ok(Principal::Anonymous {
+            reason: if bearer.is_some() {
+                "the credential is not accepted"
+            } else {
+                "a credential is required: send Authorization: Bearer <API key or token>"
+            },
+        })
+    }
+
+    async fn api_key(
+        &self,
+        db: &sandbox_agents_store::Db,
+        key: &str,
+    ) -> Result<Principal, ApiError> {
+        let Some(k) = api_keys::by_hash(db, &key_hash(key)).await? else {
+            return Ok(Principal::Anonymous {
+                reason: "the API key is not accepted",
+            });
+        };
+        if !k.is_active(time::OffsetDateTime::now_utc()) {
+            return Ok(Principal::Anonymous {
+                reason: "the API key is revoked or expired",
+            });
+        }
+        self.note_use(db, k.id);
+        Ok(Principal::ApiKey {
+            id: k.id,
+            name: k.name,
+            project: k.project_id.map(ProjectId),
+        })
+    }
+
+    /// Writes `last_used_at` in the background, at most every [`TOUCH_EVERY`] per key.
+    fn note_use(&self, db: &sandbox_agents_store::Db, id: Uuid) {
+        {
+            let mut touched = self.touched.lock().expect("not poisoned");
+            if touched.get(&id).is_some_and(|t| t.elapsed() < TOUCH_EVERY) {
+                return;
+            }
+            touched.insert(id, Instant::now());
+        }
+        let db = db.clone();
+        tokio::spawn(async move {
+            if let Err(e) = api_keys::touch(&db, &[id]).await {
+                tracing::debug!(key.id = %id, error = %e, "could not record an API key's use");
+            }
+        });
+    }
+}
+
+/// Routes anyone may call.
+fn is_public(path: &str) -> bool {
+    matches!(path, "/api/health" | "/api/me")
+}
+
+/// Authenticates every `/api` request; anything but a public route needs a principal.
+pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if !path.starts_with("/api/") && path != "/api" {
+        return next.run(req).await;
+    }
+    let public = is_public(path);
+    let header = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let principal = match st
+        .settings
+        .auth
+        .authenticate(&st.db, header.as_deref())
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if let Principal::Anonymous { reason } = &principal {
+        if !public {
+            return ApiError::Unauthorized((*reason).into()).into_response();
+        }
+    }
+    tracing::Span::current().record("principal", tracing::field::debug(principal.kind()));
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the auth layer did not run")))
+    }
+}
+
+/// 403 unless the caller is an operator. Where no operator path exists (no shared token:
+/// keys were made in open mode), an unbound API key acts as one, or nobody could manage keys.
+pub fn require_operator(p: &Principal, auth: &Auth) -> Result<(), ApiError> {
+    match p {
+        Principal::Open | Principal::Token => Ok(()),
+        Principal::ApiKey { project: None, .. } if !auth.token_configured() => Ok(()),
+        Principal::ApiKey { .. } => Err(ApiError::Forbidden(
+            "this is an operator action; an API key may not do it".into(),
+        )),
+        Principal::Anonymous { reason } => Err(ApiError::Unauthorized((*reason).into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_their_prefix_and_enough_randomness() {
+        let (a, pa) = new_key().unwrap();
+        let (b, _) = new_key().unwrap();
+        assert!(a.starts_with("ak_") && a.len() == 3 + 64);
+        assert_eq!(pa, &a[..11]);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn operators_are_the_token_and_open_mode() {
+        let with_token = Auth::new(Some("s3cret"));
+        let key = Principal::ApiKey {
+            id: Uuid::nil(),
+            name: "k".into(),
+            project: None,
+        };
+        assert!(require_operator(&Principal::Token, &with_token).is_ok());
+        assert!(matches!(
+            require_operator(&key, &with_token),
+            Err(ApiError::Forbidden(_))
+        ));
+        assert!(require_operator(&key, &Auth::new(None)).is_ok());
+        let bound = Principal::ApiKey {
+            id: Uuid::nil(),
+            name: "k".into(),
+            project: Some(ProjectId(Uuid::nil())),
+        };
+        assert!(require_operator(&bound, &Auth::new(None)).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! Projects and API keys as the wire shows them (API.md §2.2, §3.1), and the rules for their
+//! inputs. A key's secret appears exactly once, in [`ApiKeyCreated`].
+
+use crate::validation::Violations;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// `Project`. `role` is the caller's: `admin`/`member` for a person, null for a credential
+/// that reaches projects without a membership (the shared token, an API key, open mode).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Project {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    pub description: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub updated_at: Option<OffsetDateTime>,
+    pub role: Option<String>,
+}
+
+/// `POST /api/projects`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ProjectCreate {
+    pub name: String,
+    /// Empty: derived from the name. Immutable afterwards.
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// `PATCH /api/projects/{ref}`: absent fields are unchanged; null is refused.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ProjectPatch {
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub description: Option<String>,
+}
+
+/// Lowercase, runs of anything else as one `-`, trimmed, at most 63 characters; `project`
+/// when nothing is left (API.md §9.33). Collisions get a numeric suffix from the caller.
+pub fn slug_from_name(name: &str) -> String {
+    let mut s = String::new();
+    for c in name.trim().chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    let mut s = s.trim_matches('-').to_owned();
+    s.truncate(56); // room for a "-NNNNNN" suffix
+    let s = s.trim_end_matches('-').to_owned();
+    if s.is_empty() || uuid::Uuid::try_parse(&s).is_ok() {
+        "project".into()
+    } else {
+        s
+    }
+}
+
+impl ProjectCreate {
+    pub fn validate(&self, v: &mut Violations) {
+        if self.name.trim().is_empty() {
+            v.push(
+                "string_too_short",
+                &["name"],
+                "name must not be empty",
+                Value::from(self.name.as_str()),
+            );
+        }
+        if !self.slug.is_empty() {
+            if let Err(e) = crate::Slug::parse(&self.slug) {
+                v.push("value_error", &["slug"], e, Value::from(self.slug.as_str()));
+            }
+        }
+    }
+}
+
+/// `ApiKey`: never the key itself.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ApiKey {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// The project the key is bound to; null = every project.
+    pub project_id: Option<String>,
+    /// The key's first characters, to recognise it (`ak_1a2b3c4d`).
+    pub prefix: String,
+    pub created_by: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_used_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+/// `ApiKeyCreated`: the one response that carries the whole key.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ApiKeyCreated {
+    #[serde(flatten)]
+    pub key_info: ApiKey,
+    /// The full secret, starting with `ak_`. Shown once; only its hash is stored.
+    pub key: String,
+}
+
+/// `POST /api/api-keys`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ApiKeyCreate {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// ISO 8601; without an offset it is UTC. Null = never expires.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+/// Parses `expires_at` as the client sends it (`isoformat()`, with or without an offset;
+/// naive means UTC).
+pub fn parse_timestamp(s: &str) -> Result<OffsetDateTime, String> {
+    use time::format_description::well_known::Rfc3339;
+    if let Ok(t) = OffsetDateTime::parse(s, &Rfc3339) {
+        return Ok(t);
+    }
+    let naive = time::macros::format_description!(
+        version = 2,
+        "[year]-[month]-[day][first [T] [ ]][hour]:[minute][optional [:[second][optional [.[subsecond]]]]]"
+    );
+    time::PrimitiveDateTime::parse(s, &naive)
+        .map(|t| t.assume_utc())
+        .or_else(|_| {
+            time::Date::parse(s, time::macros::format_description!("[year]-[month]-[day]"))
+                .map(|d| d.midnight().assume_utc())
+        })
+        .map_err(|_| format!("'{s}' is not an ISO 8601 date and time"))
+}
+
+impl ApiKeyCreate {
+    /// Checks the body; returns the parsed expiry.
+    pub fn validate(&self, v: &mut Violations) -> Option<OffsetDateTime> {
+        if self.name.trim().is_empty() {
+            v.push(
+                "string_too_short",
+                &["name"],
+                "name must not be empty",
+                Value::from(self.name.as_str()),
+            );
+        }
+        let raw = self.expires_at.as_deref()?;
+        match parse_timestamp(raw) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                v.push("datetime_parsing", &["expires_at"], e, Value::from(raw));
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_derive_from_names() {
+        assert_eq!(slug_from_name("Data Science — EU"), "data-science-eu");
+        assert_eq!(slug_from_name("  ***  "), "project");
+        assert_eq!(slug_from_name("Ärger"), "rger");
+        assert!(slug_from_name(&"x".repeat(200)).len() <= 56);
+    }
+
+    #[test]
+    fn expiry_accepts_offsets_and_naive_utc() {
+        let a = parse_timestamp("2030-01-01T00:00:00+00:00").unwrap();
+        let b = parse_timestamp("2030-01-01T00:00:00").unwrap();
+        let c = parse_timestamp("2030-01-01T01:00:00.123456+01:00").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.unix_timestamp(), c.unix_timestamp());
+        assert!(parse_timestamp("next tuesday").is_err());
+    }
+}

@@ -1,0 +1,542 @@
+//! Credentials and tenancy (API.md §1.2, §1.3, §2.2): open mode, the shared token, API keys
+//! (bound and unbound, revoked, expired), project resolution and isolation between projects.
+
+use reqwest::{Method, StatusCode};
+use sandbox_agents_testkit::{spawn_app, spawn_app_with_token, TestApp};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "operator-token-for-tests-0123456789";
+
+/// A request with an optional bearer credential and `X-Project`.
+async fn call(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    bearer: Option<&str>,
+    project: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut r = app.http.request(method, app.url(path));
+    if let Some(b) = bearer {
+        r = r.bearer_auth(b);
+    }
+    if let Some(p) = project {
+        r = r.header("x-project", p);
+    }
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.expect("request");
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn make_key(app: &TestApp, bearer: &str, project: Option<&str>, name: &str) -> Value {
+    let (s, k) = call(
+        app,
+        Method::POST,
+        "/api/api-keys",
+        Some(bearer),
+        project,
+        Some(json!({"name": name, "description": "", "expires_at": null})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{k}");
+    k
+}
+
+#[tokio::test]
+async fn open_mode_lasts_until_the_first_key_and_that_key_can_manage_keys() {
+    let app = spawn_app().await;
+    let (s, me) = call(&app, Method::GET, "/api/me", None, None, None).await;
+    assert_eq!(s, 200);
+    assert_eq!(me["auth_required"], false);
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", None, None, None)
+            .await
+            .0,
+        200
+    );
+
+    let key = make_key(&app, "ignored-in-open-mode", None, "bootstrap").await;
+    let secret = key["key"].as_str().unwrap();
+    assert!(secret.starts_with("ak_"));
+    assert_eq!(key["prefix"], &secret[..11]);
+    assert_eq!(
+        key["project_id"],
+        json!("00000000-0000-7000-8000-000000000001")
+    );
+
+    // Closed now: no credential is 401, with the challenge; the key works.
+    let r = app.http.get(app.url("/api/agents")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
+    let (_, me) = call(&app, Method::GET, "/api/me", None, None, None).await;
+    assert_eq!(
+        (me["auth_required"].as_bool(), me["authenticated"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/api/health", None, None, None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", Some(secret), None, None)
+            .await
+            .0,
+        200
+    );
+    let (_, me) = call(&app, Method::GET, "/api/me", Some(secret), None, None).await;
+    assert_eq!(me["kind"], "api_key");
+    assert_eq!(me["label"], "bootstrap");
+    assert_eq!(me["subject"], key["id"]);
+    // The stored row has a hash, never the key.
+    let (hash,): (Vec<u8>,) = sqlx::query_as("select hash from api_keys where id = $1::uuid")
+        .bind(key["id"].as_str().unwrap())
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(hash.len(), 32);
+    assert_ne!(hash, secret.as_bytes());
+}
+
+#[tokio::test]
+async fn the_shared_token_is_an_operator_and_keys_are_revoked_and_expire() {
+    let app = spawn_app_with_token(TOKEN).await;
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", None, None, None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", Some("wrong"), None, None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/auth/check",
+            Some("wrong"),
+            None,
+            None
+        )
+        .await
+        .0,
+        401
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/auth/check",
+            Some(TOKEN),
+            None,
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    let (_, me) = call(&app, Method::GET, "/api/me", Some(TOKEN), None, None).await;
+    assert_eq!(
+        (me["kind"].as_str(), me["authenticated"].as_bool()),
+        (Some("token"), Some(true))
+    );
+
+    let key = make_key(&app, TOKEN, None, "ci").await;
+    let secret = key["key"].as_str().unwrap();
+    // A key is not an operator where the token exists.
+    assert_eq!(
+        call(&app, Method::GET, "/api/api-keys", Some(secret), None, None)
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::POST,
+            "/api/projects",
+            Some(secret),
+            None,
+            Some(json!({"name": "x", "slug": "", "description": ""}))
+        )
+        .await
+        .0,
+        403
+    );
+    // Using it records last_used_at, in the background.
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", Some(secret), None, None)
+            .await
+            .0,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, keys) = call(&app, Method::GET, "/api/api-keys", Some(TOKEN), None, None).await;
+        let listed = keys
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == key["id"])
+            .unwrap()
+            .clone();
+        assert!(listed.get("key").is_none(), "a list never shows a key");
+        if !listed["last_used_at"].is_null() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "last_used_at was never set");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Revoked: refused at once, still listed; revoking again is harmless.
+    let path = format!("/api/api-keys/{}/revoke", key["id"].as_str().unwrap());
+    let (s, revoked) = call(&app, Method::POST, &path, Some(TOKEN), None, None).await;
+    assert_eq!(s, 200);
+    assert!(revoked["revoked_at"].is_string());
+    let (_, again) = call(&app, Method::POST, &path, Some(TOKEN), None, None).await;
+    assert_eq!(again["revoked_at"], revoked["revoked_at"]);
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", Some(secret), None, None)
+            .await
+            .0,
+        401
+    );
+
+    // Expired: refused; a naive expiry is UTC; a bad one is a 422.
+    let (s, old) = call(
+        &app,
+        Method::POST,
+        "/api/api-keys",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "old", "description": "", "expires_at": "2001-01-01T00:00:00"})),
+    )
+    .await;
+    assert_eq!(s, 201);
+    assert_eq!(old["expires_at"], "2001-01-01T00:00:00Z");
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/agents",
+            old["key"].as_str(),
+            None,
+            None
+        )
+        .await
+        .0,
+        401
+    );
+    let (s, err) = call(
+        &app,
+        Method::POST,
+        "/api/api-keys",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "bad", "description": "", "expires_at": "soon"})),
+    )
+    .await;
+    assert_eq!(s, 422);
+    assert_eq!(err["detail"][0]["loc"], json!(["body", "expires_at"]));
+
+    // Deleted: gone from the list.
+    let (s, _) = call(
+        &app,
+        Method::DELETE,
+        &format!("/api/api-keys/{}", key["id"].as_str().unwrap()),
+        Some(TOKEN),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let (_, keys) = call(&app, Method::GET, "/api/api-keys", Some(TOKEN), None, None).await;
+    assert!(!keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k["id"] == key["id"]));
+}
+
+#[tokio::test]
+async fn projects_resolve_by_header_or_key_and_never_leak_across() {
+    let app = spawn_app_with_token(TOKEN).await;
+    let (s, alpha) = call(
+        &app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Alpha Team", "slug": "", "description": "first"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{alpha}");
+    assert_eq!(alpha["slug"], "alpha-team");
+    assert_eq!(alpha["role"], Value::Null);
+    let (_, beta) = call(
+        &app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Alpha Team", "slug": "", "description": ""})),
+    )
+    .await;
+    assert_eq!(beta["slug"], "alpha-team-2", "a derived slug gets a suffix");
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Dup", "slug": "alpha-team", "description": ""})),
+    )
+    .await;
+    assert_eq!(s, 409);
+
+    // Three projects now: the token must name one.
+    let (s, err) = call(&app, Method::GET, "/api/agents", Some(TOKEN), None, None).await;
+    assert_eq!(s, 400);
+    assert!(err["detail"].as_str().unwrap().contains("X-Project"));
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/agents",
+            Some(TOKEN),
+            Some("nope"),
+            None
+        )
+        .await
+        .0,
+        404
+    );
+
+    let a_key = make_key(&app, TOKEN, Some("alpha-team"), "a").await;
+    let b_key = make_key(&app, TOKEN, Some(beta["id"].as_str().unwrap()), "b").await;
+    assert_eq!(a_key["project_id"], alpha["id"]);
+    let (a, b) = (
+        a_key["key"].as_str().unwrap(),
+        b_key["key"].as_str().unwrap(),
+    );
+
+    // A bound key needs no header; it reaches only its project.
+    let (s, agent) = call(
+        &app,
+        Method::POST,
+        "/api/agents",
+        Some(a),
+        None,
+        Some(json!({"slug": "secret-agent", "name": "S"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{agent}");
+    let id = agent["id"].as_str().unwrap();
+    for path in [
+        format!("/api/agents/{id}"),
+        "/api/agents/secret-agent".to_owned(),
+    ] {
+        assert_eq!(
+            call(&app, Method::GET, &path, Some(a), None, None).await.0,
+            200
+        );
+        assert_eq!(
+            call(&app, Method::GET, &path, Some(b), None, None).await.0,
+            404
+        );
+        assert_eq!(
+            call(&app, Method::GET, &path, Some(b), Some("alpha-team"), None)
+                .await
+                .0,
+            404
+        );
+        let (s, _) = call(&app, Method::DELETE, &path, Some(b), None, None).await;
+        assert_eq!(s, 404);
+    }
+    let (_, listed) = call(&app, Method::GET, "/api/agents", Some(b), None, None).await;
+    assert_eq!(listed, json!([]));
+    let (_, listed) = call(
+        &app,
+        Method::GET,
+        "/api/agents",
+        Some(TOKEN),
+        Some("alpha-team"),
+        None,
+    )
+    .await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // Projects: each key sees its own only.
+    let (_, seen) = call(&app, Method::GET, "/api/projects", Some(b), None, None).await;
+    assert_eq!(
+        seen.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["slug"].clone())
+            .collect::<Vec<_>>(),
+        vec![json!("alpha-team-2")]
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/projects/alpha-team",
+            Some(b),
+            None,
+            None
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/projects/alpha-team",
+            Some(a),
+            None,
+            None
+        )
+        .await
+        .0,
+        200
+    );
+
+    // Operators edit and delete; the slug stays; deletion takes the project's agents along.
+    let (s, edited) = call(
+        &app,
+        Method::PATCH,
+        "/api/projects/alpha-team",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Alpha"})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        (
+            edited["name"].as_str(),
+            edited["slug"].as_str(),
+            edited["description"].as_str()
+        ),
+        (Some("Alpha"), Some("alpha-team"), Some("first"))
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/api/projects/alpha-team",
+            Some(a),
+            None,
+            None
+        )
+        .await
+        .0,
+        403
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/api/projects/alpha-team",
+            Some(TOKEN),
+            None,
+            None
+        )
+        .await
+        .0,
+        204
+    );
+    let (n,): (i64,) = sqlx::query_as("select count(*) from agents where id = $1::uuid")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    // The key bound to it went with it.
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", Some(a), None, None)
+            .await
+            .0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
+    let app = spawn_app_with_token(TOKEN).await;
+    let (_, p) = call(
+        &app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Busy", "slug": "busy", "description": ""})),
+    )
+    .await;
+    let agent = app.seed_agent("worker").await;
+    let sid = app.seed_session(agent.id).await;
+    sqlx::query("update agents set project_id = $1::uuid where id = $2")
+        .bind(p["id"].as_str().unwrap())
+        .bind(agent.id.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("update sessions set project_id = $1::uuid, status = 'running', container_id = 'c1' where id = $2")
+        .bind(p["id"].as_str().unwrap())
+        .bind(sid.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (s, err) = call(
+        &app,
+        Method::DELETE,
+        "/api/projects/busy",
+        Some(TOKEN),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, 409, "{err}");
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/projects/busy",
+            Some(TOKEN),
+            None,
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    sqlx::query("update sessions set status = 'stopped', container_id = null where id = $1")
+        .bind(sid.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/api/projects/busy",
+            Some(TOKEN),
+            None,
+            None
+        )
+        .await
+        .0,
+        204
+    );
+}
