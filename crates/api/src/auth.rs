@@ -7,6 +7,10 @@
 //! key in the database (revoked keys count: revoking the last key does not reopen the
 //! deployment; deleting every key does). Public without a credential: `GET /api/health` and
 //! `GET /api/me` (which says whether credentials are checked).
+//!
+//! Rate limits: each credential (an API key, the shared token; callers without one by client
+//! address) gets a token bucket in this process; over it, a 429 with `Retry-After` before the
+//! handler runs, so a 429 never did anything.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -30,6 +34,17 @@ const OPEN_MODE_TTL: Duration = Duration::from_secs(1);
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
 /// The prefix every API key starts with.
 pub const KEY_PREFIX: &str = "ak_";
+/// How many checks between prunes of idle rate-limit buckets.
+const PRUNE_EVERY: u64 = 4096;
+
+type KeyedLimiter = governor::DefaultKeyedRateLimiter<String>;
+
+/// A per-credential request budget: `per_minute` sustained, bursts of `burst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_minute: u32,
+    pub burst: u32,
+}
 
 /// The caller.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,11 +90,21 @@ impl Principal {
 }
 
 /// The authenticator: the shared token's hash and this process's small caches.
-#[derive(Debug)]
 pub struct Auth {
     token_hash: Option<[u8; 32]>,
     keys_exist: Mutex<Option<(bool, Instant)>>,
     touched: Mutex<HashMap<Uuid, Instant>>,
+    limiter: Option<KeyedLimiter>,
+    checks: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("token", &self.token_hash.map(|_| "***"))
+            .field("rate_limited", &self.limiter.is_some())
+            .finish()
+    }
 }
 
 fn sha256(s: &str) -> [u8; 32] {
@@ -107,6 +132,41 @@ impl Auth {
             token_hash: shared_token.filter(|t| !t.is_empty()).map(sha256),
             keys_exist: Mutex::new(None),
             touched: Mutex::new(HashMap::new()),
+            limiter: None,
+            checks: Default::default(),
+        }
+    }
+
+    /// Limits each credential's request rate (None or a zero rate: unlimited).
+    pub fn with_rate_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.limiter = limit.and_then(|l| {
+            let per_minute = std::num::NonZeroU32::new(l.per_minute)?;
+            let burst = std::num::NonZeroU32::new(l.burst.max(1))?;
+            Some(governor::RateLimiter::keyed(
+                governor::Quota::per_minute(per_minute).allow_burst(burst),
+            ))
+        });
+        self
+    }
+
+    /// Counts one request of `who`; the 429 to answer when it is over its budget.
+    pub fn check_rate(&self, who: &str) -> Result<(), ApiError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let n = self
+            .checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            limiter.retain_recent();
+        }
+        match limiter.check_key(&who.to_owned()) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                use governor::clock::Clock;
+                let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
+                Err(ApiError::TooManyRequests(wait.as_secs_f64().ceil() as u64))
+            }
         }
     }
 
@@ -222,11 +282,11 @@ fn is_public(path: &str) -> bool {
 
 /// Authenticates every `/api` request; anything but a public route needs a principal.
 pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let path = req.uri().path();
+    let path = req.uri().path().to_owned();
     if !path.starts_with("/api/") && path != "/api" {
         return next.run(req).await;
     }
-    let public = is_public(path);
+    let public = is_public(&path);
     let header = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
@@ -244,6 +304,24 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
     if let Principal::Anonymous { reason } = &principal {
         if !public {
             return ApiError::Unauthorized((*reason).into()).into_response();
+        }
+    }
+    if path != "/api/health" {
+        let who = match &principal {
+            Principal::ApiKey { id, .. } => format!("key:{id}"),
+            Principal::Token => "token".to_owned(),
+            Principal::Open | Principal::Anonymous { .. } => match req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<
+                std::net::SocketAddr,
+            >>() {
+                Some(c) => format!("ip:{}", c.0.ip()),
+                None => "ip:unknown".to_owned(),
+            },
+        };
+        if let Err(e) = st.settings.auth.check_rate(&who) {
+            tracing::info!(who = %who, "rate limited");
+            return e.into_response();
         }
     }
     tracing::Span::current().record("principal", tracing::field::debug(principal.kind()));
@@ -287,6 +365,29 @@ mod tests {
         assert!(a.starts_with("ak_") && a.len() == 3 + 64);
         assert_eq!(pa, &a[..11]);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_credential_over_its_budget_gets_a_429_with_retry_after() {
+        let auth = Auth::new(None).with_rate_limit(Some(RateLimit {
+            per_minute: 60,
+            burst: 3,
+        }));
+        for _ in 0..3 {
+            assert!(auth.check_rate("key:a").is_ok());
+        }
+        match auth.check_rate("key:a") {
+            Err(ApiError::TooManyRequests(secs)) => assert!((1..=2).contains(&secs)),
+            other => panic!("expected a 429, got {other:?}"),
+        }
+        assert!(
+            auth.check_rate("key:b").is_ok(),
+            "budgets are per credential"
+        );
+        assert!(
+            Auth::new(None).check_rate("key:a").is_ok(),
+            "no limit configured"
+        );
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub enum ApiError {
     /// An upstream (the model proxy) failed or is not there.
     #[error("{0}")]
     BadGateway(String),
+    /// 429 with `Retry-After` (whole seconds): the caller's request rate is over its limit;
+    /// nothing was done.
+    #[error("too many requests: slow down and retry after {0} s")]
+    TooManyRequests(u64),
     /// 503 with `Retry-After`: try again shortly (e.g. the database is unreachable).
     #[error("{0}")]
     Unavailable(String),
@@ -53,6 +57,7 @@ impl ApiError {
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -74,6 +79,10 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::Unavailable(_)) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        }
+        if let ApiError::TooManyRequests(secs) = self {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
         if matches!(self, ApiError::Unauthorized(_)) {
             resp.headers_mut()

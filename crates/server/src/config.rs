@@ -169,6 +169,25 @@ pub struct Config {
     )]
     pub token: Option<String>,
 
+    /// Requests per minute each credential (an API key, the shared token; callers without one
+    /// by address) may make to this process; over it, 429 with Retry-After. 0 = unlimited.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_RATE_LIMIT_PER_MINUTE",
+        default_value_t = 6000,
+        global = true
+    )]
+    pub rate_limit_per_minute: u32,
+
+    /// How many requests a credential may make at once before the per-minute rate applies.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_RATE_LIMIT_BURST",
+        default_value_t = 500,
+        global = true
+    )]
+    pub rate_limit_burst: u32,
+
     /// Log line format.
     #[arg(
         long,

@@ -91,7 +91,14 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             model_proxy: model_proxy(),
             public_url: config.public_url(),
             preview_key,
-            auth: Arc::new(sandbox_agents_api::auth::Auth::new(config.token.as_deref())),
+            auth: Arc::new(
+                sandbox_agents_api::auth::Auth::new(config.token.as_deref()).with_rate_limit(Some(
+                    sandbox_agents_api::auth::RateLimit {
+                        per_minute: config.rate_limit_per_minute,
+                        burst: config.rate_limit_burst,
+                    },
+                )),
+            ),
         }),
         shutdown: shutdown.clone(),
     };

@@ -283,14 +283,20 @@ pub async fn spawn_app_full(
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
-    spawn_app_inner(db, db_options, model_proxy, models, None).await
+    let open = sandbox_agents_api::auth::Auth::new(None);
+    spawn_app_inner(db, db_options, model_proxy, models, open).await
 }
 
 /// A server on a fresh database whose shared token is `token` (not open mode).
 pub async fn spawn_app_with_token(token: &str) -> TestApp {
+    spawn_app_with_auth(sandbox_agents_api::auth::Auth::new(Some(token))).await
+}
+
+/// A server on a fresh database that checks credentials with `auth`.
+pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
-    spawn_app_inner(db, options, None, Default::default(), Some(token)).await
+    spawn_app_inner(db, options, None, Default::default(), auth).await
 }
 
 async fn spawn_app_inner(
@@ -298,7 +304,7 @@ async fn spawn_app_inner(
     db_options: PgConnectOptions,
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
-    token: Option<&str>,
+    auth: sandbox_agents_api::auth::Auth,
 ) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -322,7 +328,7 @@ async fn spawn_app_inner(
             model_proxy,
             public_url: base.clone(),
             preview_key: sandbox_agents_api::preview::PreviewKey::random(),
-            auth: Arc::new(sandbox_agents_api::auth::Auth::new(token)),
+            auth: Arc::new(auth),
         }),
         shutdown: shutdown.clone(),
     };

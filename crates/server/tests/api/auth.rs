@@ -540,3 +540,53 @@ async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
         204
     );
 }
+
+#[tokio::test]
+async fn a_credential_over_its_rate_gets_429_and_nothing_is_done() {
+    use sandbox_agents_api::auth::{Auth, RateLimit};
+    let auth = Auth::new(Some(TOKEN)).with_rate_limit(Some(RateLimit {
+        per_minute: 1,
+        burst: 3,
+    }));
+    let app = sandbox_agents_testkit::spawn_app_with_auth(auth).await;
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        let r = app
+            .http
+            .post(app.url("/api/agents"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"slug": format!("a{i}"), "name": "A"}))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            let wait: u64 = r.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(wait >= 1, "{wait}");
+            assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
+        }
+    }
+    assert_eq!(statuses, [201, 201, 201, 429]);
+    let (n,): (i64,) = sqlx::query_as("select count(*) from agents")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 3, "the refused request created nothing");
+    // Health is never limited; other callers have budgets of their own.
+    assert_eq!(
+        call(&app, Method::GET, "/api/health", None, None, None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/api/agents", None, None, None)
+            .await
+            .0,
+        401
+    );
+}
