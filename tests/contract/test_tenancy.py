@@ -116,3 +116,33 @@ def test_keys_are_bound_to_their_project_and_isolated(closed, new_slug):
         op.projects.delete(b.slug)
         with pytest.raises(NotFoundError):
             op.projects.get(a.slug)
+
+
+def test_operators_manage_people_and_memberships(closed, new_slug):
+    email = f"{new_slug('person')}@example.com"
+    with client(closed, api_key=TOKEN) as op:
+        project = op.projects.create("People", slug=new_slug("people"))
+        created = op.users.create(email, name="Person")
+        assert created.recovery_url and created.recovery_url.endswith(created.recovery_code)
+        assert created.email == email and created.state == "active"
+        assert email in [u.email for u in op.users.list()]
+        fresh = op.users.recovery(created.id)
+        assert fresh.recovery_code and fresh.recovery_code != created.recovery_code
+        with pytest.raises(ConflictError):
+            op.users.create(email.upper())
+        member = op.projects.add_member(project.slug, email, role="admin")
+        assert member.subject == created.id and member.label == email and member.role == "admin"
+        with pytest.raises(NotFoundError):
+            op.projects.add_member(project.slug, "nobody@example.com")
+        assert [m.id for m in op.projects.members(project.slug)] == [member.id]
+        with pytest.raises(ConflictError):
+            op.projects.remove_member(project.slug, member.id)  # the last admin
+        # A credential is not a person: no profile.
+        with pytest.raises(ConflictError):
+            op.profile()
+        with pytest.raises(AuthenticationError):
+            with client(closed) as anon:
+                anon.users.list()
+        op.users.delete(created.id)
+        assert op.projects.members(project.slug) == []
+        op.projects.delete(project.slug)

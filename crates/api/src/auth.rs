@@ -34,6 +34,8 @@ const OPEN_MODE_TTL: Duration = Duration::from_secs(1);
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
 /// The prefix every API key starts with.
 pub const KEY_PREFIX: &str = "ak_";
+/// Sign-in attempts allowed per minute for one account, and for one address.
+const SIGN_IN_PER_MINUTE: u32 = 10;
 /// How many checks between prunes of idle rate-limit buckets.
 const PRUNE_EVERY: u64 = 4096;
 
@@ -59,14 +61,36 @@ pub enum Principal {
         name: String,
         project: Option<ProjectId>,
     },
+    /// A person signed in to the web UI (a session cookie), with their memberships.
+    Person {
+        id: Uuid,
+        email: String,
+        operator: bool,
+        projects: Vec<(ProjectId, String)>,
+    },
     /// No credential, or one that is not accepted (only public routes let it through).
     Anonymous { reason: &'static str },
 }
 
 impl Principal {
-    /// Operators manage keys, projects and people: the shared token, and anyone in open mode.
+    /// Operators manage keys, projects and people: the shared token, operator people, and
+    /// anyone in open mode.
     pub fn is_operator(&self) -> bool {
-        matches!(self, Principal::Open | Principal::Token)
+        matches!(
+            self,
+            Principal::Open | Principal::Token | Principal::Person { operator: true, .. }
+        )
+    }
+
+    /// A person's role in `project`, if they have one.
+    pub fn role_in(&self, project: ProjectId) -> Option<&str> {
+        match self {
+            Principal::Person { projects, .. } => projects
+                .iter()
+                .find(|(p, _)| *p == project)
+                .map(|(_, r)| r.as_str()),
+            _ => None,
+        }
     }
 
     /// `Me.kind` (API.md §9.5).
@@ -74,6 +98,7 @@ impl Principal {
         match self {
             Principal::Token => Some("token"),
             Principal::ApiKey { .. } => Some("api_key"),
+            Principal::Person { .. } => Some("user"),
             Principal::Open | Principal::Anonymous { .. } => None,
         }
     }
@@ -82,7 +107,7 @@ impl Principal {
     pub fn subject(&self) -> Option<String> {
         match self {
             Principal::Token => Some("token".into()),
-            Principal::ApiKey { id, .. } => Some(id.to_string()),
+            Principal::ApiKey { id, .. } | Principal::Person { id, .. } => Some(id.to_string()),
             Principal::Open => Some("open".into()),
             Principal::Anonymous { .. } => None,
         }
@@ -96,6 +121,8 @@ pub struct Auth {
     touched: Mutex<HashMap<Uuid, Instant>>,
     limiter: Option<KeyedLimiter>,
     checks: std::sync::atomic::AtomicU64,
+    /// Sign-in attempts, per account and per address (always on).
+    sign_in: KeyedLimiter,
 }
 
 impl std::fmt::Debug for Auth {
@@ -134,6 +161,12 @@ impl Auth {
             touched: Mutex::new(HashMap::new()),
             limiter: None,
             checks: Default::default(),
+            sign_in: governor::RateLimiter::keyed(
+                governor::Quota::per_minute(
+                    std::num::NonZeroU32::new(SIGN_IN_PER_MINUTE).expect("non-zero"),
+                )
+                .allow_burst(std::num::NonZeroU32::new(SIGN_IN_PER_MINUTE).expect("non-zero")),
+            ),
         }
     }
 
@@ -147,6 +180,18 @@ impl Auth {
             ))
         });
         self
+    }
+
+    /// Counts a sign-in attempt for `account` from `addr`; a 429 when either is over budget.
+    pub fn check_sign_in(&self, account: &str, addr: std::net::IpAddr) -> Result<(), ApiError> {
+        use governor::clock::Clock;
+        for key in [format!("acct:{account}"), format!("ip:{addr}")] {
+            if let Err(not_until) = self.sign_in.check_key(&key) {
+                let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
+                return Err(ApiError::TooManyRequests(wait.as_secs_f64().ceil() as u64));
+            }
+        }
+        Ok(())
     }
 
     /// Counts one request of `who`; the 429 to answer when it is over its budget.
@@ -174,8 +219,8 @@ impl Auth {
         self.token_hash.is_some()
     }
 
-    /// A key now exists: this process stops being open at once.
-    pub(crate) fn key_created(&self) {
+    /// A key or a person now exists: this process stops being open at once.
+    pub(crate) fn credential_created(&self) {
         *self.keys_exist.lock().expect("not poisoned") = Some((true, Instant::now()));
     }
 
@@ -197,16 +242,18 @@ impl Auth {
                 return Ok(exist);
             }
         }
-        let exist = api_keys::any(db).await?;
+        let exist = api_keys::any(db).await? || sandbox_agents_store::people::any(db).await?;
         *self.keys_exist.lock().expect("not poisoned") = Some((exist, Instant::now()));
         Ok(exist)
     }
 
-    /// The principal behind `authorization` (the header's value, if any).
+    /// The principal behind `authorization` (the header's value, if any) or, without one, a
+    /// browser session cookie.
     pub async fn authenticate(
         &self,
         db: &sandbox_agents_store::Db,
         authorization: Option<&str>,
+        session_cookie: Option<&str>,
     ) -> Result<Principal, ApiError> {
         let bearer = authorization.and_then(|h| {
             let (scheme, rest) = h.trim().split_once(' ')?;
@@ -219,6 +266,13 @@ impl Auth {
             if let Some(expected) = &self.token_hash {
                 if bool::from(sha256(token).ct_eq(expected)) {
                     return Ok(Principal::Token);
+                }
+            }
+        }
+        if bearer.is_none() {
+            if let Some(token) = session_cookie {
+                if let Some(p) = crate::people::person_of_session(db, token).await? {
+                    return Ok(p);
                 }
             }
         }
@@ -277,7 +331,10 @@ impl Auth {
 
 /// Routes anyone may call.
 fn is_public(path: &str) -> bool {
-    matches!(path, "/api/health" | "/api/me")
+    matches!(
+        path,
+        "/api/health" | "/api/me" | "/api/auth/login" | "/api/auth/logout" | "/api/auth/recovery"
+    )
 }
 
 /// Authenticates every `/api` request; anything but a public route needs a principal.
@@ -292,10 +349,11 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let cookie = crate::people::session_cookie(req.headers());
     let principal = match st
         .settings
         .auth
-        .authenticate(&st.db, header.as_deref())
+        .authenticate(&st.db, header.as_deref(), cookie.as_deref())
         .await
     {
         Ok(p) => p,
@@ -309,6 +367,7 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
     if path != "/api/health" {
         let who = match &principal {
             Principal::ApiKey { id, .. } => format!("key:{id}"),
+            Principal::Person { id, .. } => format!("person:{id}"),
             Principal::Token => "token".to_owned(),
             Principal::Open | Principal::Anonymous { .. } => match req
                 .extensions()
@@ -345,7 +404,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
 /// keys were made in open mode), an unbound API key acts as one, or nobody could manage keys.
 pub fn require_operator(p: &Principal, auth: &Auth) -> Result<(), ApiError> {
     match p {
-        Principal::Open | Principal::Token => Ok(()),
+        Principal::Open | Principal::Token | Principal::Person { operator: true, .. } => Ok(()),
+        Principal::Person { .. } => Err(ApiError::Forbidden(
+            "this is an operator action; ask an operator".into(),
+        )),
         Principal::ApiKey { project: None, .. } if !auth.token_configured() => Ok(()),
         Principal::ApiKey { .. } => Err(ApiError::Forbidden(
             "this is an operator action; an API key may not do it".into(),

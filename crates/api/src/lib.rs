@@ -5,6 +5,8 @@ pub mod auth;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod pages;
+pub mod people;
 pub mod preview;
 pub mod project;
 pub mod routes;
@@ -43,6 +45,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "identity", description = "Who the caller is"),
         (name = "projects", description = "Projects: the unit of tenancy"),
         (name = "api-keys", description = "Credentials for services"),
+        (name = "users", description = "People who sign in to the web UI"),
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
@@ -62,6 +65,21 @@ fn api_routes() -> OpenApiRouter<AppState> {
             routes::projects::get,
             routes::projects::update,
             routes::projects::delete
+        ))
+        .routes(routes!(
+            routes::projects::members,
+            routes::projects::add_member
+        ))
+        .routes(routes!(routes::projects::remove_member))
+        .routes(routes!(routes::users::list, routes::users::create))
+        .routes(routes!(routes::users::recovery))
+        .routes(routes!(routes::users::delete))
+        .routes(routes!(routes::sign_in::login))
+        .routes(routes!(routes::sign_in::logout))
+        .routes(routes!(routes::sign_in::recover))
+        .routes(routes!(
+            routes::sign_in::profile,
+            routes::sign_in::update_profile
         ))
         .routes(routes!(routes::api_keys::list, routes::api_keys::create))
         .routes(routes!(routes::api_keys::revoke))
@@ -103,6 +121,7 @@ pub fn router(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     api.merge(docs::routes(doc))
         .merge(preview::routes())
+        .merge(pages::routes())
         .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
         .method_not_allowed_fallback(|| async {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))

@@ -35,6 +35,7 @@ pub fn reaches(principal: &Principal, project: ProjectId) -> bool {
     match principal {
         Principal::Open | Principal::Token => true,
         Principal::ApiKey { project: bound, .. } => bound.is_none_or(|b| b == project),
+        Principal::Person { projects, .. } => projects.iter().any(|(p, _)| *p == project),
         Principal::Anonymous { .. } => false,
     }
 }
@@ -61,11 +62,20 @@ pub async fn resolve(
     if let Some(r) = named {
         return by_ref(db, principal, r).await.map(|p| Some(p.project_id()));
     }
-    if let Principal::ApiKey {
-        project: Some(p), ..
-    } = principal
-    {
-        return Ok(Some(*p));
+    match principal {
+        Principal::ApiKey {
+            project: Some(p), ..
+        } => return Ok(Some(*p)),
+        // A person with exactly one membership needs no header (API.md §9.2); with none,
+        // there is nothing to act in (§1.3: 409).
+        Principal::Person { projects, .. } => {
+            return match projects.as_slice() {
+                [] => Err(ApiError::Conflict("you are not in any project yet".into())),
+                [(p, _)] => Ok(Some(*p)),
+                _ => Ok(None),
+            }
+        }
+        _ => {}
     }
     Ok(projects::only(db).await?.map(|p| p.project_id()))
 }

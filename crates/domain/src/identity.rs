@@ -186,3 +186,149 @@ mod tests {
         assert!(parse_timestamp("next tuesday").is_err());
     }
 }
+
+/// `User`: a person who can sign in.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    /// `active` or `inactive`.
+    pub state: String,
+    pub verified: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+}
+
+/// `UserCreated`: with the single-use recovery secret when the account has no password yet.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct UserCreated {
+    #[serde(flatten)]
+    pub user: User,
+    pub recovery_url: Option<String>,
+    pub recovery_code: Option<String>,
+}
+
+/// `Recovery`: a fresh single-use recovery secret (the link alone works; the code is the same
+/// secret, to type in).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Recovery {
+    pub recovery_url: String,
+    pub recovery_code: String,
+}
+
+/// `POST /api/users`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UserCreate {
+    pub email: String,
+    #[serde(default)]
+    pub name: String,
+    /// Null: no password; the answer carries a recovery link instead.
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+/// Passwords are at least this long.
+pub const MIN_PASSWORD_CHARS: usize = 10;
+
+/// Checks an email's shape (something@something.tld, no spaces).
+pub fn is_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !s.chars().any(char::is_whitespace)
+        && s.len() <= 254
+}
+
+/// A password's problems, if any.
+pub fn password_problem(p: &str) -> Option<String> {
+    (p.chars().count() < MIN_PASSWORD_CHARS)
+        .then(|| format!("a password has at least {MIN_PASSWORD_CHARS} characters"))
+}
+
+impl UserCreate {
+    pub fn validate(&self, v: &mut Violations) {
+        if !is_email(self.email.trim()) {
+            v.push(
+                "value_error",
+                &["email"],
+                "email must be an email address",
+                Value::from(self.email.as_str()),
+            );
+        }
+        if let Some(problem) = self.password.as_deref().and_then(password_problem) {
+            v.push("value_error", &["password"], problem, Value::from("***"));
+        }
+    }
+}
+
+/// `ProfileProject`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ProfileProject {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    pub role: String,
+}
+
+/// `Profile`: the signed-in person's own account.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Profile {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    pub verified: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+    pub projects: Vec<ProfileProject>,
+    pub settings_url: Option<String>,
+}
+
+/// `PATCH /api/me/profile`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ProfilePatch {
+    pub name: String,
+}
+
+/// `ProjectMember`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ProjectMember {
+    pub id: String,
+    /// The person's id.
+    pub subject: String,
+    /// Their email.
+    pub label: String,
+    pub role: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+}
+
+/// `POST /api/projects/{ref}/members`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MemberCreate {
+    pub email: String,
+    #[serde(default = "member_role")]
+    pub role: String,
+}
+
+fn member_role() -> String {
+    "member".into()
+}
+
+/// `POST /api/auth/login`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginBody {
+    pub email: String,
+    pub password: String,
+}
+
+/// `POST /api/auth/recovery`: sets a password with a recovery code, and signs in.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RecoveryBody {
+    pub code: String,
+    pub password: String,
+}

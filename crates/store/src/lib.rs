@@ -10,6 +10,8 @@ pub mod error;
 pub mod events;
 pub mod hub;
 pub mod liveness;
+pub mod memberships;
+pub mod people;
 pub mod pool;
 pub mod projects;
 pub mod runs;

@@ -94,7 +94,7 @@ pub async fn create(
         },
     )
     .await?;
-    st.settings.auth.key_created();
+    st.settings.auth.credential_created();
     tracing::info!(key.id = %record.id, project = ?project.map(|p| p.to_string()), "API key created");
     Ok((
         StatusCode::CREATED,

@@ -38,21 +38,25 @@ pub async fn me(State(st): State<AppState>, principal: Principal) -> ApiResult<J
     let (authenticated, label) = match &principal {
         Principal::Token => (true, Some("shared token".to_owned())),
         Principal::ApiKey { name, .. } => (true, Some(name.clone())),
+        Principal::Person { email, .. } => (true, Some(email.clone())),
         Principal::Open | Principal::Anonymous { .. } => (false, None),
     };
+    let page = |p: &str| Some(format!("{}/{p}", st.settings.public_url));
     Ok(Json(Me {
         authenticated,
         auth_required,
         kind: principal.kind().map(str::to_owned),
         subject: match principal {
-            Principal::ApiKey { .. } | Principal::Token => principal.subject(),
+            Principal::ApiKey { .. } | Principal::Token | Principal::Person { .. } => {
+                principal.subject()
+            }
             _ => None,
         },
         label,
-        login_url: None,
-        logout_url: None,
-        recovery_url: None,
-        settings_url: None,
+        login_url: page("login"),
+        logout_url: page("logout"),
+        recovery_url: page("recovery"),
+        settings_url: page("settings"),
     }))
 }
 

@@ -11,5 +11,7 @@ pub mod ports;
 pub mod projects;
 pub mod runs;
 pub mod sessions;
+pub mod sign_in;
 pub mod snapshots;
 pub mod system;
+pub mod users;

@@ -10,11 +10,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::identity::{slug_from_name, Project, ProjectCreate, ProjectPatch};
+use sandbox_agents_domain::identity::{MemberCreate, ProjectMember};
 use sandbox_agents_domain::{ProjectId, Violations};
-use sandbox_agents_store::projects;
+use sandbox_agents_store::memberships::{self, MemberRecord};
+use sandbox_agents_store::{people, projects};
 
-/// The caller's role in a project: none for credentials (people come with memberships).
-const NO_ROLE: Option<&str> = None;
+/// Project changes: operators, and the project's admins.
+fn require_admin(p: &Principal, project: ProjectId, st: &AppState) -> ApiResult<()> {
+    if p.role_in(project) == Some("admin") {
+        return Ok(());
+    }
+    require_operator(p, &st.settings.auth).map_err(|_| {
+        ApiError::Forbidden("only the project's admins and operators may do this".into())
+    })
+}
 
 /// The projects the caller can reach, oldest first.
 #[utoipa::path(get, path = "/api/projects", tag = "projects",
@@ -24,13 +33,14 @@ pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Ve
     Ok(Json(
         all.iter()
             .filter(|x| reaches(&p, x.project_id()))
-            .map(|x| x.to_wire(NO_ROLE))
+            .map(|x| x.to_wire(p.role_in(x.project_id())))
             .collect(),
     ))
 }
 
-/// Creates a project (operators). An empty `slug` is derived from the name, with a numeric
-/// suffix when taken; a slug given and taken is a 409. Slugs never change afterwards.
+/// Creates a project (operators and people, who become its admin). An empty `slug` is derived
+/// from the name, with a numeric suffix when taken; a slug given and taken is a 409. Slugs
+/// never change afterwards.
 #[utoipa::path(post, path = "/api/projects", tag = "projects", request_body = ProjectCreate,
     responses((status = 201, body = Project), (status = 403, description = "Not an operator"),
               (status = 409, description = "The slug is taken"), (status = 422, description = "The body is invalid")))]
@@ -40,7 +50,9 @@ pub async fn create(
     p: Principal,
     ApiJson(body): ApiJson<ProjectCreate>,
 ) -> ApiResult<(StatusCode, Json<Project>)> {
-    require_operator(&p, &st.settings.auth)?;
+    if !matches!(p, Principal::Person { .. }) {
+        require_operator(&p, &st.settings.auth)?;
+    }
     let mut v = Violations::new();
     body.validate(&mut v);
     v.into_result().map_err(ApiError::Validation)?;
@@ -49,16 +61,30 @@ pub async fn create(
     } else {
         body.slug.clone()
     };
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
     let created = projects::insert(
-        &st.db,
+        &mut *tx,
         ProjectId::new(),
         &slug,
         body.name.trim(),
         &body.description,
     )
     .await?;
+    let role = if let Principal::Person { id, .. } = &p {
+        memberships::add(&mut *tx, created.project_id(), *id, "admin").await?;
+        Some("admin")
+    } else {
+        None
+    };
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
     tracing::info!(project.id = %created.id, slug = %created.slug, "project created");
-    Ok((StatusCode::CREATED, Json(created.to_wire(NO_ROLE))))
+    Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
 
 /// A project the caller reaches; 404 otherwise.
@@ -70,7 +96,8 @@ pub async fn get(
     p: Principal,
     Path(r): Path<String>,
 ) -> ApiResult<Json<Project>> {
-    Ok(Json(by_ref(&st.db, &p, &r).await?.to_wire(NO_ROLE)))
+    let project = by_ref(&st.db, &p, &r).await?;
+    Ok(Json(project.to_wire(p.role_in(project.project_id()))))
 }
 
 /// Changes the name and/or description (operators); the slug is immutable.
@@ -85,7 +112,7 @@ pub async fn update(
     ApiJson(body): ApiJson<ProjectPatch>,
 ) -> ApiResult<Json<Project>> {
     let project = by_ref(&st.db, &p, &r).await?;
-    require_operator(&p, &st.settings.auth)?;
+    require_admin(&p, project.project_id(), &st)?;
     if body.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err(ApiError::Validation(vec![
             sandbox_agents_domain::FieldError {
@@ -103,7 +130,7 @@ pub async fn update(
         body.description.as_deref(),
     )
     .await?;
-    Ok(Json(updated.to_wire(NO_ROLE)))
+    Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
 }
 
 /// Deletes a project and everything in it (operators). 409 while any of its sessions still
@@ -120,7 +147,7 @@ pub async fn delete(
     Path(r): Path<String>,
 ) -> ApiResult<StatusCode> {
     let project = by_ref(&st.db, &p, &r).await?;
-    require_operator(&p, &st.settings.auth)?;
+    require_admin(&p, project.project_id(), &st)?;
     let mut tx = st
         .db
         .begin()
@@ -131,5 +158,106 @@ pub async fn delete(
         .await
         .map_err(sandbox_agents_store::Error::from)?;
     tracing::info!(project.id = %project.id, "project deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn member_wire(m: &MemberRecord) -> ProjectMember {
+    ProjectMember {
+        id: m.id.to_string(),
+        subject: m.person_id.to_string(),
+        label: m.email.clone(),
+        role: m.role.clone(),
+        created_at: Some(m.created_at),
+    }
+}
+
+/// The people of a project.
+#[utoipa::path(get, path = "/api/projects/{ref}/members", tag = "projects",
+    params(("ref" = String, Path, description = "Id or slug")),
+    responses((status = 200, body = [ProjectMember]), (status = 404, description = "Not found or not reachable")))]
+pub async fn members(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Vec<ProjectMember>>> {
+    let project = by_ref(&st.db, &p, &r).await?;
+    Ok(Json(
+        memberships::list(&st.db, project.project_id())
+            .await?
+            .iter()
+            .map(member_wire)
+            .collect(),
+    ))
+}
+
+/// Adds an existing person by email (admins and operators); an unknown email is a 404.
+#[utoipa::path(post, path = "/api/projects/{ref}/members", tag = "projects",
+    params(("ref" = String, Path, description = "Id or slug")), request_body = MemberCreate,
+    responses((status = 201, body = ProjectMember), (status = 403, description = "Not an admin"),
+              (status = 404, description = "No such project or person"),
+              (status = 409, description = "Already a member"), (status = 422, description = "The body is invalid")))]
+pub async fn add_member(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(r): Path<String>,
+    ApiJson(body): ApiJson<MemberCreate>,
+) -> ApiResult<(StatusCode, Json<ProjectMember>)> {
+    let project = by_ref(&st.db, &p, &r).await?;
+    require_admin(&p, project.project_id(), &st)?;
+    if !matches!(body.role.as_str(), "admin" | "member") {
+        let mut v = Violations::new();
+        v.literal(&["role"], &["admin", "member"], &body.role);
+        return Err(ApiError::Validation(v.into_result().unwrap_err()));
+    }
+    let person = people::by_email(&st.db, body.email.trim())
+        .await?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "no user has the email '{}'; create the user first",
+                body.email.trim()
+            ))
+        })?;
+    let id = memberships::add(&st.db, project.project_id(), person.id, &body.role).await?;
+    let added = memberships::list(&st.db, project.project_id())
+        .await?
+        .into_iter()
+        .find(|m| m.id == id)
+        .ok_or_else(|| {
+            ApiError::Internal(anyhow::anyhow!("a membership vanished as it was added"))
+        })?;
+    Ok((StatusCode::CREATED, Json(member_wire(&added))))
+}
+
+/// Removes a membership (admins and operators); the last admin cannot be removed (409).
+#[utoipa::path(delete, path = "/api/projects/{ref}/members/{member_id}", tag = "projects",
+    params(("ref" = String, Path, description = "Id or slug"), ("member_id" = String, Path)),
+    responses((status = 204, description = "Removed"), (status = 403, description = "Not an admin"),
+              (status = 404, description = "No such project or member"),
+              (status = 409, description = "The project's last admin")))]
+pub async fn remove_member(
+    State(st): State<AppState>,
+    p: Principal,
+    Path((r, member)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let project = by_ref(&st.db, &p, &r).await?;
+    require_admin(&p, project.project_id(), &st)?;
+    let id = uuid::Uuid::try_parse(&member)
+        .map_err(|_| ApiError::NotFound(format!("member '{member}' not found")))?;
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    memberships::remove(&mut tx, project.project_id(), id)
+        .await
+        .map_err(|e| match e {
+            sandbox_agents_store::Error::NotFound => {
+                ApiError::NotFound(format!("member '{member}' not found"))
+            }
+            other => other.into(),
+        })?;
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -590,3 +590,334 @@ async fn a_credential_over_its_rate_gets_429_and_nothing_is_done() {
         401
     );
 }
+
+/// The session token from a `Set-Cookie` answer.
+fn session_from(r: &reqwest::Response) -> String {
+    let c = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(c.contains("HttpOnly") && c.contains("SameSite=Lax"), "{c}");
+    c.split(';')
+        .next()
+        .unwrap()
+        .strip_prefix("sa_session=")
+        .unwrap()
+        .to_owned()
+}
+
+async fn as_person(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    session: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut r = app
+        .http
+        .request(method, app.url(path))
+        .header("cookie", format!("sa_session={session}"));
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_projects() {
+    let app = spawn_app_with_token(TOKEN).await;
+    let (s, user) = call(
+        &app,
+        Method::POST,
+        "/api/users",
+        Some(TOKEN),
+        None,
+        Some(json!({"email": "Ada@Example.com", "name": "Ada", "password": null})),
+    )
+    .await;
+    assert_eq!(s, 201, "{user}");
+    let code = user["recovery_code"].as_str().unwrap().to_owned();
+    assert!(user["recovery_url"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/recovery?code={code}")));
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        "/api/users",
+        Some(TOKEN),
+        None,
+        Some(json!({"email": "ada@example.com", "name": "", "password": null})),
+    )
+    .await;
+    assert_eq!(s, 409, "emails are unique whatever their case");
+
+    // No password yet: signing in fails like any wrong password.
+    let login = json!({"email": "ada@example.com", "password": "whatever-it-is"});
+    assert_eq!(
+        call(
+            &app,
+            Method::POST,
+            "/api/auth/login",
+            None,
+            None,
+            Some(login)
+        )
+        .await
+        .0,
+        401
+    );
+    // The recovery code sets a password once, and signs in.
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        "/api/auth/recovery",
+        None,
+        None,
+        Some(json!({"code": code, "password": "short"})),
+    )
+    .await;
+    assert_eq!(s, 422);
+    let r = app
+        .http
+        .post(app.url("/api/auth/recovery"))
+        .json(&json!({"code": code, "password": "a long enough password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let session = session_from(&r);
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        "/api/auth/recovery",
+        None,
+        None,
+        Some(json!({"code": code, "password": "another long password"})),
+    )
+    .await;
+    assert_eq!(s, 400, "a recovery code works once");
+    let (hash,): (String,) =
+        sqlx::query_as("select password_hash from people where lower(email) = 'ada@example.com'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(hash.starts_with("$argon2id$"));
+
+    let (_, me) = as_person(&app, Method::GET, "/api/me", &session, None).await;
+    assert_eq!(
+        (me["kind"].as_str(), me["label"].as_str()),
+        (Some("user"), Some("Ada@Example.com"))
+    );
+    assert!(me["login_url"].as_str().unwrap().ends_with("/login"));
+    // In no project yet: project-scoped routes say so; users are an operator's business.
+    let (s, err) = as_person(&app, Method::GET, "/api/agents", &session, None).await;
+    assert_eq!(s, 409, "{err}");
+    assert_eq!(
+        as_person(&app, Method::GET, "/api/users", &session, None)
+            .await
+            .0,
+        403
+    );
+
+    // A member of one project needs no header; the profile lists it with the role.
+    let (s, m) = call(
+        &app,
+        Method::POST,
+        "/api/projects/default/members",
+        Some(TOKEN),
+        None,
+        Some(json!({"email": "ADA@example.com", "role": "member"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{m}");
+    assert_eq!(
+        (m["label"].as_str(), m["subject"].as_str()),
+        (Some("Ada@Example.com"), user["id"].as_str())
+    );
+    assert_eq!(
+        as_person(&app, Method::GET, "/api/agents", &session, None)
+            .await
+            .0,
+        200
+    );
+    let (_, profile) = as_person(&app, Method::GET, "/api/me/profile", &session, None).await;
+    assert_eq!(
+        profile["projects"],
+        json!([{"id": "00000000-0000-7000-8000-000000000001", "slug": "default", "name": "Default", "role": "member"}])
+    );
+    let (s, profile) = as_person(
+        &app,
+        Method::PATCH,
+        "/api/me/profile",
+        &session,
+        Some(json!({"name": "Ada L."})),
+    )
+    .await;
+    assert_eq!(
+        (s.as_u16(), profile["name"].as_str()),
+        (200, Some("Ada L."))
+    );
+    // Members do not change projects; a project a person creates is theirs to run.
+    assert_eq!(
+        as_person(
+            &app,
+            Method::DELETE,
+            "/api/projects/default",
+            &session,
+            None
+        )
+        .await
+        .0,
+        403
+    );
+    let (s, mine) = as_person(
+        &app,
+        Method::POST,
+        "/api/projects",
+        &session,
+        Some(json!({"name": "Ada's lab", "slug": "", "description": ""})),
+    )
+    .await;
+    assert_eq!((s.as_u16(), mine["role"].as_str()), (201, Some("admin")));
+    let (s, err) = as_person(&app, Method::GET, "/api/agents", &session, None).await;
+    assert_eq!(s, 400, "two projects now: name one ({err})");
+    let (_, members) = as_person(
+        &app,
+        Method::GET,
+        &format!("/api/projects/{}/members", mine["slug"].as_str().unwrap()),
+        &session,
+        None,
+    )
+    .await;
+    let me_member = members[0]["id"].as_str().unwrap().to_owned();
+    let (s, _) = as_person(
+        &app,
+        Method::DELETE,
+        &format!(
+            "/api/projects/{}/members/{me_member}",
+            mine["slug"].as_str().unwrap()
+        ),
+        &session,
+        None,
+    )
+    .await;
+    assert_eq!(s, 409, "the last admin stays");
+    let (s, _) = as_person(
+        &app,
+        Method::POST,
+        &format!("/api/projects/{}/members", mine["slug"].as_str().unwrap()),
+        &session,
+        Some(json!({"email": "nobody@example.com", "role": "member"})),
+    )
+    .await;
+    assert_eq!(s, 404);
+    let (s, _) = as_person(
+        &app,
+        Method::POST,
+        &format!("/api/projects/{}/members", mine["slug"].as_str().unwrap()),
+        &session,
+        Some(json!({"email": "ada@example.com", "role": "owner"})),
+    )
+    .await;
+    assert_eq!(s, 422);
+
+    // Credentials are not people.
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/me/profile",
+            Some(TOKEN),
+            None,
+            None
+        )
+        .await
+        .0,
+        409
+    );
+    // Signing out ends the session.
+    let r = app
+        .http
+        .post(app.url("/api/auth/logout"))
+        .header("cookie", format!("sa_session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert!(r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
+    assert_eq!(
+        as_person(&app, Method::GET, "/api/agents", &session, None)
+            .await
+            .0,
+        401
+    );
+    // And the password signs in again.
+    let r = app
+        .http
+        .post(app.url("/api/auth/login"))
+        .json(&json!({"email": "ada@example.com", "password": "a long enough password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // An operator can delete the account; its sessions go with it.
+    let s2 = session_from(&r);
+    let (s, _) = call(
+        &app,
+        Method::DELETE,
+        &format!("/api/users/{}", user["id"].as_str().unwrap()),
+        Some(TOKEN),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    assert_eq!(
+        as_person(&app, Method::GET, "/api/me/profile", &s2, None)
+            .await
+            .0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn guessing_passwords_is_slowed_per_account() {
+    let app = spawn_app_with_token(TOKEN).await;
+    call(
+        &app,
+        Method::POST,
+        "/api/users",
+        Some(TOKEN),
+        None,
+        Some(json!({"email": "grace@example.com", "name": "", "password": "the real password"})),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for i in 0..11 {
+        let r = app
+            .http
+            .post(app.url("/api/auth/login"))
+            .json(&json!({"email": "grace@example.com", "password": format!("guess {i}")}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            assert!(r.headers().contains_key("retry-after"));
+        }
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses[..10], [401; 10]);
+    assert_eq!(statuses[10], 429);
+    // Even the right password waits now: nothing is checked while limited.
+    let r = app
+        .http
+        .post(app.url("/api/auth/login"))
+        .json(&json!({"email": "grace@example.com", "password": "the real password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+}

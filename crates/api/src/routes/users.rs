@@ -1,0 +1,132 @@
+//! `/api/users` (API.md §2.2, §9.6): the people who can sign in, managed by operators. An
+//! account made without a password gets a single-use recovery link instead; operators never
+//! set anyone's password.
+
+use crate::auth::{require_operator, Principal};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiJson;
+use crate::people::{hash_password, issue_recovery};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sandbox_agents_domain::identity::{Recovery, User, UserCreate, UserCreated};
+use sandbox_agents_domain::Violations;
+use sandbox_agents_store::people::{self, PersonRecord};
+use uuid::Uuid;
+
+pub(crate) fn wire(p: &PersonRecord) -> User {
+    User {
+        id: p.id.to_string(),
+        email: p.email.clone(),
+        name: p.name.clone(),
+        state: p.state.clone(),
+        verified: p.verified,
+        created_at: Some(p.created_at),
+    }
+}
+
+/// The link that sets a password with `code`.
+pub(crate) fn recovery_url(st: &AppState, code: &str) -> String {
+    format!("{}/recovery?code={code}", st.settings.public_url)
+}
+
+fn person_id(raw: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(raw).map_err(|_| ApiError::NotFound(format!("user '{raw}' not found")))
+}
+
+/// Everyone who can sign in, oldest first (operators).
+#[utoipa::path(get, path = "/api/users", tag = "users",
+    responses((status = 200, body = [User]), (status = 403, description = "Not an operator")))]
+pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Vec<User>>> {
+    require_operator(&p, &st.settings.auth)?;
+    Ok(Json(people::list(&st.db).await?.iter().map(wire).collect()))
+}
+
+/// Makes an account (operators). Without a password, the answer carries the single-use
+/// recovery link (and code) that sets one; it appears nowhere else.
+#[utoipa::path(post, path = "/api/users", tag = "users", request_body = UserCreate,
+    responses((status = 201, body = UserCreated), (status = 403, description = "Not an operator"),
+              (status = 409, description = "The email is taken"), (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    State(st): State<AppState>,
+    p: Principal,
+    ApiJson(body): ApiJson<UserCreate>,
+) -> ApiResult<(StatusCode, Json<UserCreated>)> {
+    require_operator(&p, &st.settings.auth)?;
+    let mut v = Violations::new();
+    body.validate(&mut v);
+    v.into_result().map_err(ApiError::Validation)?;
+    let hash = match body.password.clone() {
+        Some(pw) => Some(hash_password(pw).await?),
+        None => None,
+    };
+    let person = people::insert(
+        &st.db,
+        Uuid::now_v7(),
+        body.email.trim(),
+        body.name.trim(),
+        hash.as_deref(),
+    )
+    .await?;
+    st.settings.auth.credential_created();
+    let (recovery_url, recovery_code) = if hash.is_none() {
+        let code = issue_recovery(&st.db, person.id).await?;
+        (Some(self::recovery_url(&st, &code)), Some(code))
+    } else {
+        (None, None)
+    };
+    tracing::info!(person.id = %person.id, "user created");
+    Ok((
+        StatusCode::CREATED,
+        Json(UserCreated {
+            user: wire(&person),
+            recovery_url,
+            recovery_code,
+        }),
+    ))
+}
+
+/// A fresh single-use recovery secret for the account (operators). Issued, never a reset.
+#[utoipa::path(post, path = "/api/users/{identity_id}/recovery", tag = "users",
+    params(("identity_id" = String, Path)),
+    responses((status = 200, body = Recovery), (status = 403, description = "Not an operator"),
+              (status = 404, description = "No such user")))]
+pub async fn recovery(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Recovery>> {
+    require_operator(&p, &st.settings.auth)?;
+    let id = person_id(&raw)?;
+    people::get(&st.db, id)
+        .await
+        .map_err(|_| ApiError::NotFound(format!("user '{raw}' not found")))?;
+    let code = issue_recovery(&st.db, id).await?;
+    Ok(Json(Recovery {
+        recovery_url: recovery_url(&st, &code),
+        recovery_code: code,
+    }))
+}
+
+/// Deletes the account, its sessions and memberships (operators).
+#[utoipa::path(delete, path = "/api/users/{identity_id}", tag = "users",
+    params(("identity_id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 403, description = "Not an operator"),
+              (status = 404, description = "No such user")))]
+pub async fn delete(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(raw): Path<String>,
+) -> ApiResult<StatusCode> {
+    require_operator(&p, &st.settings.auth)?;
+    let id = person_id(&raw)?;
+    people::delete(&st.db, id).await.map_err(|e| match e {
+        sandbox_agents_store::Error::NotFound => {
+            ApiError::NotFound(format!("user '{raw}' not found"))
+        }
+        other => other.into(),
+    })?;
+    Ok(StatusCode::NO_CONTENT)
+}
