@@ -3,6 +3,7 @@
 //! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
 
 pub mod agents;
+pub mod deliveries;
 pub mod deployment;
 pub mod embedded;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod projects;
 pub mod runs;
 pub mod sessions;
 pub mod snapshots;
+pub mod webhooks;
 
 pub use error::{Error, Result};
 pub use hub::{EventHub, LiveEvent, Subscription};

@@ -1,6 +1,7 @@
 //! One module per resource; handlers are thin: extract, parse, call the store, map.
 
 pub mod agents;
+pub mod deliveries;
 pub mod events;
 pub mod files;
 pub mod identity;
@@ -11,3 +12,4 @@ pub mod runs;
 pub mod sessions;
 pub mod snapshots;
 pub mod system;
+pub mod webhooks;

@@ -12,3 +12,4 @@ mod runs;
 mod sandboxes;
 mod sessions;
 mod streaming;
+mod webhooks;
