@@ -31,6 +31,14 @@ for _name in ("SANDBOX_AGENTS_BASE_URL", "SANDBOX_AGENTS_API_KEY", "SANDBOX_AGEN
     os.environ.pop(_name, None)
 
 
+#: Webhook receivers in these tests listen on 127.0.0.1, and retries should come quickly.
+WEBHOOK_ENV = {
+    "SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE": "true",
+    "SANDBOX_AGENTS_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
+    "SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS": "1",
+}
+
+
 @dataclass
 class Server:
     process: harness.ServerProcess
@@ -46,7 +54,7 @@ class Server:
 
 @pytest.fixture(scope="session")
 def server():
-    process = harness.ServerProcess(harness.short_tmpdir(), name="shared server")
+    process = harness.ServerProcess(harness.short_tmpdir(), name="shared server", env=WEBHOOK_ENV)
     deployment = None
     try:
         process.start()

@@ -96,9 +96,11 @@ class ServerProcess:
     #: Every instance created in this test run, so a failing test can show their logs.
     instances: list["ServerProcess"] = []
 
-    def __init__(self, data_dir: str | Path, *, name: str = "server") -> None:
+    def __init__(self, data_dir: str | Path, *, name: str = "server", env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.name = name
+        #: Extra environment for the server (over the test run's own, less _SERVER_ENV_DROP).
+        self.env = dict(env or {})
         self.log_path = Path(str(self.data_dir) + ".log")
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -137,6 +139,7 @@ class ServerProcess:
         env = {k: v for k, v in os.environ.items() if k not in _SERVER_ENV_DROP}
         env.setdefault("RUST_LOG", "info")
         env.setdefault("NO_COLOR", "1")
+        env.update(self.env)
         # A port picked by the OS can be taken by someone else before the server binds it:
         # the server then exits at once saying so, and we try another.
         for _attempt in range(3):
