@@ -210,10 +210,15 @@ pub struct Config {
     )]
     pub webhook_deactivate_after: u32,
 
-    /// Webhook requests in flight at once in this process (a quarter of them at most for one
-    /// subscription, so a slow receiver cannot hold them all).
+    /// Webhook requests in flight at once in this process.
     #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub webhook_concurrency: u32,
+
+    /// Webhook requests in flight at once for one subscription in this process, so that a
+    /// slow or hanging receiver holds only these slots while other subscriptions' deliveries
+    /// go on.
+    #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_PER_SUBSCRIPTION_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub webhook_per_subscription_concurrency: u32,
 
     /// Seconds one webhook request may take, reading the response included.
     #[arg(
@@ -272,6 +277,10 @@ impl fmt::Debug for Config {
             .field("webhook_retry_max_seconds", &self.webhook_retry_max_seconds)
             .field("webhook_deactivate_after", &self.webhook_deactivate_after)
             .field("webhook_concurrency", &self.webhook_concurrency)
+            .field(
+                "webhook_per_subscription_concurrency",
+                &self.webhook_per_subscription_concurrency,
+            )
             .field("webhook_timeout_seconds", &self.webhook_timeout_seconds)
             .field("webhook_retention_days", &self.webhook_retention_days)
             .finish()
@@ -302,6 +311,7 @@ impl Config {
             },
             deactivate_after: self.webhook_deactivate_after,
             concurrency: self.webhook_concurrency as usize,
+            per_subscription: self.webhook_per_subscription_concurrency as usize,
             timeout: secs("webhook-timeout-seconds", self.webhook_timeout_seconds)?,
             poll: std::time::Duration::from_secs(1),
             retention_days: self.webhook_retention_days,

@@ -303,23 +303,60 @@ pub enum Recorded {
 
 /// Records an attempt: the delivery's latest outcome, a row in the attempt log, and the
 /// subscription's failure count (reset on success). A subscription whose count reaches
-/// `deactivate_after` (0 = never) is deactivated with a reason. One transaction.
+/// `deactivate_after` (0 = never) is deactivated with a reason. One statement, so one round
+/// trip and one commit; a success touches the subscription's row only when it had failures,
+/// so concurrent successes to one receiver do not queue on that row's lock.
 #[tracing::instrument(skip_all, fields(delivery.id = %claimed.id, status = outcome.status.as_str()))]
 pub async fn record(
-    db: &crate::Db,
+    db: impl PgExecutor<'_>,
     claimed: &Claimed,
     outcome: &AttemptOutcome,
     deactivate_after: i32,
 ) -> Result<Recorded> {
-    let mut tx = db.begin().await?;
-    let updated: Option<(i32,)> = sqlx::query_as(
-        "update webhook_deliveries
-            set attempt = attempt + 1, status = $3, status_code = $4, error = $5,
-                next_attempt_at = $6,
-                delivered_at = case when $3 = 'delivered' then now() else delivered_at end,
-                lease_until = null, lease_token = null
-          where id = $1 and lease_token = $2
-          returning attempt",
+    let reason = format!(
+        "deactivated after {deactivate_after} failed delivery attempts in a row (the last: {}); \
+         fix the endpoint, then PATCH active=true to resume",
+        outcome.error.as_deref().unwrap_or("no response")
+    );
+    // In `bad`, the right-hand sides read the row as `old` locked it: `w.active` is the state
+    // before this failure.
+    let (written, deactivated): (i64, bool) = sqlx::query_as(
+        "with d as (
+             update webhook_deliveries
+                set attempt = attempt + 1, status = $3::text, status_code = $4, error = $5,
+                    next_attempt_at = $6,
+                    delivered_at = case when $3::text = 'delivered' then now() else delivered_at end,
+                    lease_until = null, lease_token = null
+              where id = $1 and lease_token = $2
+              returning id, webhook_id, attempt
+         ), a as (
+             insert into webhook_attempts
+                 (delivery_id, attempt, started_at, duration_ms, status_code, error, next_attempt_at)
+             select id, attempt, $7, $8, $4, $5, $6 from d
+         ), ok as (
+             update webhooks w set consecutive_failures = 0
+               from d
+              where $3::text = 'delivered' and w.id = d.webhook_id and w.consecutive_failures <> 0
+         ), old as (
+             select w.id, w.active from webhooks w join d on w.id = d.webhook_id
+              where $3::text <> 'delivered'
+              for update of w
+         ), bad as (
+             update webhooks w
+                set consecutive_failures = w.consecutive_failures + 1,
+                    active = w.active and not ($9 > 0 and w.consecutive_failures + 1 >= $9),
+                    deactivated_reason = case
+                        when w.active and $9 > 0 and w.consecutive_failures + 1 >= $9 then $10
+                        else w.deactivated_reason end,
+                    updated_at = case
+                        when w.active and $9 > 0 and w.consecutive_failures + 1 >= $9 then now()
+                        else w.updated_at end
+               from old
+              where w.id = old.id
+              returning old.active and not w.active as deactivated
+         )
+         select (select count(*) from d),
+                coalesce((select bool_or(deactivated) from bad), false)",
     )
     .bind(claimed.id.0)
     .bind(claimed.lease_token)
@@ -327,68 +364,17 @@ pub async fn record(
     .bind(outcome.status_code)
     .bind(outcome.error.as_deref())
     .bind(outcome.next_attempt_at)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some((attempt,)) = updated else {
-        return Ok(Recorded::LeaseLost);
-    };
-    sqlx::query(
-        "insert into webhook_attempts
-             (delivery_id, attempt, started_at, duration_ms, status_code, error, next_attempt_at)
-         values ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(claimed.id.0)
-    .bind(attempt)
     .bind(outcome.started_at)
     .bind(outcome.duration_ms)
-    .bind(outcome.status_code)
-    .bind(outcome.error.as_deref())
-    .bind(outcome.next_attempt_at)
-    .execute(&mut *tx)
+    .bind(deactivate_after)
+    .bind(reason)
+    .fetch_one(db)
     .await?;
-    let result = if outcome.status == DeliveryStatus::Delivered {
-        sqlx::query(
-            "update webhooks set consecutive_failures = 0
-              where id = $1 and consecutive_failures <> 0",
-        )
-        .bind(claimed.webhook_id.0)
-        .execute(&mut *tx)
-        .await?;
-        Recorded::Written
-    } else {
-        // Old values on the right-hand side: `active` is the state before this failure.
-        let (deactivated,): (bool,) = sqlx::query_as(
-            "with old as (select id, active from webhooks where id = $1 for update)
-             update webhooks w
-                set consecutive_failures = w.consecutive_failures + 1,
-                    active = w.active and not ($2 > 0 and w.consecutive_failures + 1 >= $2),
-                    deactivated_reason = case
-                        when w.active and $2 > 0 and w.consecutive_failures + 1 >= $2 then $3
-                        else w.deactivated_reason end,
-                    updated_at = case
-                        when w.active and $2 > 0 and w.consecutive_failures + 1 >= $2 then now()
-                        else w.updated_at end
-               from old
-              where w.id = old.id
-             returning old.active and not w.active",
-        )
-        .bind(claimed.webhook_id.0)
-        .bind(deactivate_after)
-        .bind(format!(
-            "deactivated after {deactivate_after} failed delivery attempts in a row (the last: {}); \
-             fix the endpoint, then PATCH active=true to resume",
-            outcome.error.as_deref().unwrap_or("no response")
-        ))
-        .fetch_one(&mut *tx)
-        .await?;
-        if deactivated {
-            Recorded::Deactivated
-        } else {
-            Recorded::Written
-        }
-    };
-    tx.commit().await?;
-    Ok(result)
+    Ok(match (written, deactivated) {
+        (0, _) => Recorded::LeaseLost,
+        (_, true) => Recorded::Deactivated,
+        _ => Recorded::Written,
+    })
 }
 
 /// Deletes finished deliveries (and their attempts) older than `days`.

@@ -272,7 +272,8 @@ async fn spawn_app_with(
 }
 
 /// Webhook settings for tests: internal receivers allowed (they listen on 127.0.0.1),
-/// retries after 100 ms (then 500 ms, 2.5 s), 4 attempts, short timeouts, no deactivation.
+/// retries after 100 ms (then 500 ms, 2.5 s), 4 attempts, short timeouts, no deactivation,
+/// 8 requests in flight and 2 per subscription.
 pub fn test_webhook_settings() -> WebhookSettings {
     WebhookSettings {
         allow_private: true,
@@ -283,6 +284,7 @@ pub fn test_webhook_settings() -> WebhookSettings {
         },
         deactivate_after: 0,
         concurrency: 8,
+        per_subscription: 2,
         timeout: Duration::from_secs(2),
         poll: Duration::from_millis(50),
         retention_days: 30,

@@ -4,8 +4,8 @@
 //!
 //! It wakes when an append queues deliveries (the event log's notification says so), when a
 //! send finishes (a slot is free), and on a timer for retries that have come due. At most
-//! `concurrency` requests are in flight per process and at most a quarter of them for one
-//! subscription, each bounded by the request timeout, so a slow or hanging receiver delays
+//! `concurrency` requests are in flight per process and at most `per_subscription` of them
+//! for one subscription, each bounded by the request timeout, so a slow or hanging receiver delays
 //! only its own deliveries.
 
 use crate::payload;
@@ -59,7 +59,7 @@ impl Dispatcher {
                 db,
                 slots: Arc::new(Semaphore::new(concurrency)),
                 in_flight: Mutex::new(HashMap::new()),
-                per_webhook: (concurrency / 4).max(1),
+                per_webhook: hooks.settings.per_subscription.clamp(1, concurrency),
                 lease,
                 wake: Notify::new(),
                 hooks,

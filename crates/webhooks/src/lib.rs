@@ -33,6 +33,9 @@ pub struct WebhookSettings {
     pub deactivate_after: u32,
     /// Requests in flight at once, per process.
     pub concurrency: usize,
+    /// Requests in flight at once for one subscription, per process: what a slow receiver
+    /// can hold while the others' deliveries go on.
+    pub per_subscription: usize,
     /// Deadline of one request, response included.
     pub timeout: Duration,
     /// How often due retries are looked for when nothing wakes the dispatcher.
@@ -48,6 +51,7 @@ impl Default for WebhookSettings {
             retry: RetryPolicy::default(),
             deactivate_after: 100,
             concurrency: 32,
+            per_subscription: 8,
             timeout: Duration::from_secs(10),
             poll: Duration::from_secs(1),
             retention_days: 30,

@@ -804,7 +804,7 @@ async fn a_hanging_receiver_holds_up_only_its_own_deliveries() {
     );
     assert!(
         slow.received().len() <= 2,
-        "at most a quarter of the slots go to one subscription"
+        "at most per_subscription (2) slots go to one subscription"
     );
     slow.stop();
     app.stop().await;
