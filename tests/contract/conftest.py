@@ -32,6 +32,14 @@ for _name in ("SANDBOX_AGENTS_BASE_URL", "SANDBOX_AGENTS_API_KEY", "SANDBOX_AGEN
     os.environ.pop(_name, None)
 
 
+#: Webhook receivers in these tests listen on 127.0.0.1, and retries should come quickly.
+WEBHOOK_ENV = {
+    "SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE": "true",
+    "SANDBOX_AGENTS_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
+    "SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS": "1",
+}
+
+
 @dataclass
 class Server:
     process: harness.ServerProcess
@@ -62,7 +70,9 @@ def model_env(model: fakemodel.FakeModel) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def server(fake_model):
-    process = harness.ServerProcess(harness.short_tmpdir(), name="shared server", env=model_env(fake_model))
+    process = harness.ServerProcess(
+        harness.short_tmpdir(), name="shared server", env={**model_env(fake_model), **WEBHOOK_ENV}
+    )
     deployment = None
     try:
         process.start()

@@ -104,8 +104,8 @@ class ServerProcess:
     def __init__(self, data_dir: str | Path, *, name: str = "server", env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.name = name
-        #: Set for this server on top of the (filtered) environment of the tests.
-        self.extra_env = dict(env or {})
+        #: Extra environment for the server (over the test run's own, less _SERVER_ENV_DROP).
+        self.env = dict(env or {})
         self.log_path = Path(str(self.data_dir) + ".log")
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -142,9 +142,9 @@ class ServerProcess:
                 "`cargo build -p sandbox-agents-server` or set SANDBOX_AGENTS_BIN"
             )
         env = {k: v for k, v in os.environ.items() if k not in _SERVER_ENV_DROP}
-        env.update(self.extra_env)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("NO_COLOR", "1")
+        env.update(self.env)
         # A port picked by the OS can be taken by someone else before the server binds it:
         # the server then exits at once saying so, and we try another.
         for _attempt in range(3):

@@ -17,7 +17,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
-use routes::{agents, events, identity, lifecycle, sessions, snapshots, system};
+use routes::{
+    agents, deliveries, events, identity, lifecycle, sessions, snapshots, system, webhooks,
+};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
@@ -49,6 +51,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
+        (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
     )
 )]
 struct ApiDoc;
@@ -108,6 +111,14 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(snapshots::restore))
         .routes(routes!(events::page))
         .routes(routes!(events::stream))
+        .routes(routes!(webhooks::event_types))
+        .routes(routes!(webhooks::list, webhooks::create))
+        .routes(routes!(webhooks::get, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(deliveries::list))
+        .routes(routes!(deliveries::attempts))
+        .routes(routes!(deliveries::redeliver))
+        .routes(routes!(deliveries::ping))
 }
 
 /// The OpenAPI document, generated from the routes themselves.

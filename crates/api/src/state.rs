@@ -42,6 +42,8 @@ pub struct AppState {
     pub settings: Arc<ApiSettings>,
     /// Sessions' sandboxes: boot, stop, exec, files.
     pub runtime: Runtime,
+    /// Sealing webhook secrets, checking their URLs, and test pings.
+    pub webhooks: sandbox_agents_webhooks::Webhooks,
     /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.
     pub shutdown: CancellationToken,
 }

@@ -18,18 +18,15 @@ mod append;
 mod fanout;
 mod machine;
 mod report;
-mod stats;
+use sandbox_agents_bench::stats;
 
 use anyhow::{bail, Context};
 use append::Mode;
 use clap::{Parser, ValueEnum};
-use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::Db;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -81,14 +78,6 @@ struct Args {
     keep_database: bool,
 }
 
-/// Whether a postmaster is running for `data_dir` (its pid file names a live process).
-fn cluster_running(data_dir: &Path) -> bool {
-    std::fs::read_to_string(data_dir.join("postmaster.pid"))
-        .ok()
-        .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
-        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
-}
-
 fn log(msg: impl std::fmt::Display) {
     eprintln!("bench: {msg}");
 }
@@ -124,40 +113,15 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let base = Instant::now();
 
     // The cluster.
-    let (admin, embedded) = match &args.database_url {
-        Some(url) => (
-            PgConnectOptions::from_str(url).context("parsing --database-url")?,
-            None,
-        ),
-        None => {
-            let was_running = cluster_running(&args.pg_dir.join("data"));
-            log(format!(
-                "{} the embedded cluster in {}",
-                if was_running { "adopting" } else { "starting" },
-                args.pg_dir.display()
-            ));
-            let pg = EmbeddedPostgres::start(&args.pg_dir)
-                .await
-                .context("starting the embedded PostgreSQL cluster")?;
-            (pg.connect_options_for("postgres"), Some((pg, was_running)))
-        }
-    };
+    let cluster = sandbox_agents_bench::cluster::Cluster::open(
+        args.database_url.as_deref(),
+        &args.pg_dir,
+        log,
+    )
+    .await?;
 
-    let result = bench(&args, &admin, base, run_append, run_latency).await;
-
-    if let Some((pg, was_running)) = embedded {
-        if was_running {
-            log(format!(
-                "leaving the embedded cluster in {} running (it was running before)",
-                args.pg_dir.display()
-            ));
-        } else {
-            log("stopping the embedded cluster it started");
-            if let Err(e) = pg.stop().await {
-                log(format!("could not stop the embedded cluster: {e:#}"));
-            }
-        }
-    }
+    let result = bench(&args, &cluster, base, run_append, run_latency).await;
+    cluster.close(log).await;
     let mut results = result?;
     results.machine.load_end = machine::loadavg();
     print!("{}", report::markdown(&results));
@@ -174,31 +138,18 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 /// Creates the bench database, runs the parts, and drops it (unless asked to keep it).
 async fn bench(
     args: &Args,
-    admin: &PgConnectOptions,
+    cluster: &sandbox_agents_bench::cluster::Cluster,
     base: Instant,
     run_append: bool,
     run_latency: bool,
 ) -> anyhow::Result<report::Results> {
-    let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = admin.connect().await.context("connecting to the cluster")?;
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut conn)
-        .await
-        .context("creating the bench database")?;
-    conn.close().await.ok();
+    let (name, options) = cluster.create_database("bench").await?;
     log(format!("database {name}"));
-    let options = admin.clone().database(&name);
     let result = bench_in(args, &options, base, run_append, run_latency).await;
     if args.keep_database {
         log(format!("kept database {name}"));
-    } else if let Ok(mut conn) = admin.connect().await {
-        if let Err(e) = sqlx::query(&format!("drop database if exists {name} with (force)"))
-            .execute(&mut conn)
-            .await
-        {
-            log(format!("could not drop database {name}: {e}"));
-        }
-        conn.close().await.ok();
+    } else {
+        cluster.drop_database(&name, log).await;
     }
     result
 }

@@ -61,3 +61,11 @@ id_type!(
     /// One turn of the agent loop.
     RunId
 );
+id_type!(
+    /// A webhook subscription.
+    WebhookId
+);
+id_type!(
+    /// One delivery of one event to one subscription, the same across its retries.
+    DeliveryId
+);

@@ -12,8 +12,9 @@ pub mod session;
 pub mod slug;
 pub mod tools;
 pub mod validation;
+pub mod webhook;
 
-pub use ids::{AgentId, ProjectId, RunId, SessionId};
+pub use ids::{AgentId, DeliveryId, ProjectId, RunId, SessionId, WebhookId};
 pub use patch::Patch;
 pub use slug::Slug;
 pub use validation::{FieldError, Violations};

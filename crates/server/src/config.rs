@@ -187,6 +187,85 @@ pub struct Config {
         global = true
     )]
     pub rate_limit_burst: u32,
+    /// The master key that seals stored secrets (webhook signing secrets): 32 bytes as 64 hex
+    /// digits or standard base64. Every process of a deployment needs the same one. Default:
+    /// <data-dir>/master.key, 32 random bytes created on first start with mode 0600. Losing
+    /// the key makes stored secrets unreadable (rotate each webhook's secret then).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_MASTER_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub master_key: Option<String>,
+
+    /// Deliver webhooks to loopback, private and link-local addresses too. Off by default:
+    /// a subscription could otherwise reach services inside the deployment's network. Checked
+    /// against the addresses a name resolves to at every send, not only when subscribing.
+    #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE", global = true)]
+    pub webhook_allow_private: bool,
+
+    /// Attempts per webhook delivery, the first included, before it is marked failed.
+    #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub webhook_max_attempts: u32,
+
+    /// Seconds before the first retry of a failed delivery; each later wait is 5 times the
+    /// previous one (with 20% jitter), up to --webhook-retry-max-seconds. The defaults spread
+    /// 8 attempts over about a day.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WEBHOOK_RETRY_BASE_SECONDS",
+        default_value_t = 10.0,
+        global = true
+    )]
+    pub webhook_retry_base_seconds: f64,
+
+    /// The longest wait between two attempts, in seconds.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS",
+        default_value_t = 43_200.0,
+        global = true
+    )]
+    pub webhook_retry_max_seconds: f64,
+
+    /// Failed attempts in a row (across all of a subscription's deliveries) after which the
+    /// subscription is deactivated, with the reason in its deactivated_reason (0 = never).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WEBHOOK_DEACTIVATE_AFTER",
+        default_value_t = 100,
+        global = true
+    )]
+    pub webhook_deactivate_after: u32,
+
+    /// Webhook requests in flight at once in this process.
+    #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub webhook_concurrency: u32,
+
+    /// Webhook requests in flight at once for one subscription in this process, so that a
+    /// slow or hanging receiver holds only these slots while other subscriptions' deliveries
+    /// go on.
+    #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_PER_SUBSCRIPTION_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub webhook_per_subscription_concurrency: u32,
+
+    /// Seconds one webhook request may take, reading the response included.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WEBHOOK_TIMEOUT_SECONDS",
+        default_value_t = 10.0,
+        global = true
+    )]
+    pub webhook_timeout_seconds: f64,
+
+    /// Days finished (delivered or failed) deliveries are kept in the log (0 = forever).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WEBHOOK_RETENTION_DAYS",
+        default_value_t = 30,
+        global = true
+    )]
+    pub webhook_retention_days: u32,
 
     /// Log line format.
     #[arg(
@@ -218,11 +297,75 @@ impl fmt::Debug for Config {
             .field("public_url", &self.public_url())
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("master_key", &self.master_key.as_ref().map(|_| "***"))
+            .field("webhook_allow_private", &self.webhook_allow_private)
+            .field("webhook_max_attempts", &self.webhook_max_attempts)
+            .field(
+                "webhook_retry_base_seconds",
+                &self.webhook_retry_base_seconds,
+            )
+            .field("webhook_retry_max_seconds", &self.webhook_retry_max_seconds)
+            .field("webhook_deactivate_after", &self.webhook_deactivate_after)
+            .field("webhook_concurrency", &self.webhook_concurrency)
+            .field(
+                "webhook_per_subscription_concurrency",
+                &self.webhook_per_subscription_concurrency,
+            )
+            .field("webhook_timeout_seconds", &self.webhook_timeout_seconds)
+            .field("webhook_retention_days", &self.webhook_retention_days)
             .finish()
     }
 }
 
 impl Config {
+    /// The webhook settings from the `--webhook-*` flags.
+    pub fn webhook_settings(&self) -> anyhow::Result<sandbox_agents_webhooks::WebhookSettings> {
+        let secs = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(std::time::Duration::from_secs_f64(v))
+            } else {
+                Err(anyhow::anyhow!(
+                    "--{name} must be a positive number of seconds"
+                ))
+            }
+        };
+        Ok(sandbox_agents_webhooks::WebhookSettings {
+            allow_private: self.webhook_allow_private,
+            retry: sandbox_agents_webhooks::RetryPolicy {
+                max_attempts: self.webhook_max_attempts,
+                base: secs(
+                    "webhook-retry-base-seconds",
+                    self.webhook_retry_base_seconds,
+                )?,
+                max: secs("webhook-retry-max-seconds", self.webhook_retry_max_seconds)?,
+            },
+            deactivate_after: self.webhook_deactivate_after,
+            concurrency: self.webhook_concurrency as usize,
+            per_subscription: self.webhook_per_subscription_concurrency as usize,
+            timeout: secs("webhook-timeout-seconds", self.webhook_timeout_seconds)?,
+            poll: std::time::Duration::from_secs(1),
+            retention_days: self.webhook_retention_days,
+        })
+    }
+
+    /// `--master-key`, or the key file under the data directory (created on first start).
+    pub fn master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
+        use anyhow::Context;
+        match &self.master_key {
+            Some(k) => sandbox_agents_vault::MasterKey::parse(k)
+                .context("SANDBOX_AGENTS_MASTER_KEY is not usable"),
+            None => {
+                let path = self.data_dir.join("master.key");
+                sandbox_agents_vault::MasterKey::load_or_create(&path).with_context(|| {
+                    format!(
+                        "reading or creating the master key {} (set SANDBOX_AGENTS_MASTER_KEY instead)",
+                        path.display()
+                    )
+                })
+            }
+        }
+    }
+
     /// `--public-url` without a trailing slash, or one derived from `--bind`.
     pub fn public_url(&self) -> String {
         match &self.public_url {
@@ -277,6 +420,10 @@ mod tests {
         assert_eq!(cli.command, None);
         assert_eq!(cli.config.bind.to_string(), "127.0.0.1:8000");
         assert_eq!(cli.config.public_url(), "http://127.0.0.1:8000");
+        assert!(!cli.config.webhook_allow_private);
+        let w = cli.config.webhook_settings().unwrap();
+        assert_eq!(w.retry.max_attempts, 8);
+        assert_eq!(w.concurrency, 32);
         let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
         assert_eq!(cli.command, Some(Command::Migrate));
         assert_eq!(cli.config.data_dir, PathBuf::from("/x"));

@@ -69,6 +69,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
         )?,
     };
+    let master_key = config.master_key()?;
+    let webhooks = sandbox_agents_webhooks::Webhooks::new(config.webhook_settings()?, master_key)
+        .context("setting up webhook delivery")?;
     let Database { db, embedded } = open_database(&config).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     let runtime = runtime(&config, &db, shutdown.clone()).await?;
@@ -77,6 +80,8 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
     }
     runtime.spawn_workers();
+    let dispatcher = sandbox_agents_webhooks::Dispatcher::new(db.clone(), webhooks.clone())
+        .spawn(shutdown.clone());
     let state = AppState {
         db: db.clone(),
         hub,
@@ -100,12 +105,15 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 )),
             ),
         }),
+        webhooks,
         shutdown: shutdown.clone(),
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
     let served = sandbox_agents_api::serve(listener, state).await;
     shutdown.cancel();
     runtime.drain(std::time::Duration::from_secs(10)).await;
+    // Sends in flight get their timeout; whatever is cut short goes again after restart.
+    let _ = dispatcher.await;
     db.close().await;
     if let Some(pg) = embedded {
         pg.stop()

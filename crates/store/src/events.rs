@@ -38,6 +38,9 @@ pub struct Notice {
     /// The session was deleted: streams end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub d: bool,
+    /// Webhook deliveries were queued with these events: dispatchers wake up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub w: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -49,6 +52,13 @@ struct Row {
     kind: String,
     payload: Json<Map<String, Value>>,
     created_at: OffsetDateTime,
+}
+
+#[derive(sqlx::FromRow)]
+struct Appended {
+    #[sqlx(flatten)]
+    row: Row,
+    queued: i64,
 }
 
 impl From<Row> for SessionEvent {
@@ -85,31 +95,51 @@ pub async fn append(
             e.kind.as_str()
         )));
     }
-    let locked: Option<(Uuid,)> =
-        sqlx::query_as("update sessions set last_event_at = now() where id = $1 returning id")
-            .bind(session.0)
-            .fetch_optional(&mut *tx)
-            .await?;
-    if locked.is_none() {
+    let locked: Option<(Uuid, Uuid)> = sqlx::query_as(
+        "update sessions set last_event_at = now() where id = $1 returning project_id, agent_id",
+    )
+    .bind(session.0)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((project, agent)) = locked else {
         return Err(Error::NotFound);
-    }
+    };
     let run_ids: Vec<Option<Uuid>> = events.iter().map(|e| e.run_id.map(|r| r.0)).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let payloads: Vec<Json<&Map<String, Value>>> =
         events.iter().map(|e| Json(&e.payload)).collect();
     // `with ordinality ... order by` makes the identity values follow the batch's order.
-    let mut rows: Vec<Row> = sqlx::query_as(
-        "insert into events (session_id, run_id, type, payload)
-         select $1, r, t, p from unnest($2::uuid[], $3::text[], $4::jsonb[]) with ordinality as x(r, t, p, n)
-         order by n
-         returning seq, session_id, run_id, type, payload, created_at",
+    // The same statement is the webhook outbox: one delivery per (event, active matching
+    // subscription), committed with the event or not at all (see crate::deliveries).
+    let appended: Vec<Appended> = sqlx::query_as(
+        "with ins as (
+             insert into events (session_id, run_id, type, payload)
+             select $1, r, t, p from unnest($2::uuid[], $3::text[], $4::jsonb[]) with ordinality as x(r, t, p, n)
+             order by n
+             returning seq, session_id, run_id, type, payload, created_at
+         ), outbox as (
+             insert into webhook_deliveries (webhook_id, event_seq, session_id, event_type)
+             select w.id, ins.seq, ins.session_id, ins.type
+             from ins join webhooks w
+               on w.project_id = $5 and w.active
+              and (w.agent_id is null or w.agent_id = $6)
+              and (cardinality(w.event_types) = 0 or ins.type = any(w.event_types))
+             returning 1
+         )
+         select seq, session_id, run_id, type, payload, created_at,
+                (select count(*) from outbox) as queued
+         from ins",
     )
     .bind(session.0)
     .bind(&run_ids)
     .bind(&kinds)
     .bind(&payloads)
+    .bind(project)
+    .bind(agent)
     .fetch_all(&mut *tx)
     .await?;
+    let queued = appended.first().is_some_and(|a| a.queued > 0);
+    let mut rows: Vec<Row> = appended.into_iter().map(|a| a.row).collect();
     rows.sort_by_key(|r| r.seq);
     let last = rows.last().map(|r| r.seq);
     notify(
@@ -119,6 +149,7 @@ pub async fn append(
             q: last,
             e: None,
             d: false,
+            w: queued,
         },
     )
     .await?;
@@ -163,6 +194,7 @@ pub async fn publish_ephemeral(
                 q: None,
                 e: Some(part),
                 d: false,
+                w: false,
             },
         )
         .await?;
@@ -180,6 +212,7 @@ pub async fn notify_deleted(db: impl PgExecutor<'_>, session: SessionId) -> Resu
             q: None,
             e: None,
             d: true,
+            w: false,
         },
     )
     .await
@@ -347,6 +380,7 @@ mod tests {
                 q: None,
                 e: Some(p.clone()),
                 d: false,
+                w: false,
             })
             .unwrap();
             assert!(n.len() < 8000, "{}", n.len());

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod deliveries;
 pub mod deployment;
 pub mod embedded;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod runs;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;
+pub mod webhooks;
 
 pub use error::{Error, Result};
 pub use hub::{EventHub, LiveEvent, Subscription};

@@ -5,6 +5,7 @@
 //! when set (the test script sets it), otherwise an embedded cluster under
 //! `target/test-pg` that the first test process starts and later ones adopt.
 
+pub mod receiver;
 pub mod sse;
 
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
@@ -20,6 +21,7 @@ use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agents, events, sessions, Db, EventHub};
+use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings, Webhooks};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use std::path::PathBuf;
@@ -152,6 +154,9 @@ pub struct TestApp {
     pub runtime: Runtime,
     /// This server's blob store directory.
     pub blobs_dir: PathBuf,
+    /// The webhook dispatcher, not running: drive it with `run_once`, or start its loop with
+    /// [`TestApp::start_dispatcher`].
+    pub dispatcher: Dispatcher,
 }
 
 /// The image tests boot (the one `scripts/test` builds).
@@ -276,6 +281,34 @@ async fn spawn_app_with(
     spawn_app_full(db, db_options, model_proxy, Default::default()).await
 }
 
+/// Webhook settings for tests: internal receivers allowed (they listen on 127.0.0.1),
+/// retries after 100 ms (then 500 ms, 2.5 s), 4 attempts, short timeouts, no deactivation,
+/// 8 requests in flight and 2 per subscription.
+pub fn test_webhook_settings() -> WebhookSettings {
+    WebhookSettings {
+        allow_private: true,
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(3),
+        },
+        deactivate_after: 0,
+        concurrency: 8,
+        per_subscription: 2,
+        timeout: Duration::from_secs(2),
+        poll: Duration::from_millis(50),
+        retention_days: 30,
+    }
+}
+
+/// A server on a fresh database whose webhooks use `settings`.
+pub async fn spawn_app_with_webhooks(settings: WebhookSettings) -> TestApp {
+    init_tracing();
+    let (db, options) = fresh_database().await;
+    let open = sandbox_agents_api::auth::Auth::new(None);
+    spawn_app_inner(db, options, None, Default::default(), open, settings).await
+}
+
 /// A server whose `GET /api/models` and runs use the given clients.
 pub async fn spawn_app_full(
     db: Db,
@@ -284,7 +317,7 @@ pub async fn spawn_app_full(
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
     let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(db, db_options, model_proxy, models, open).await
+    spawn_app_inner(db, db_options, model_proxy, models, open, test_webhook_settings()).await
 }
 
 /// A server on a fresh database whose shared token is `token` (not open mode).
@@ -296,7 +329,7 @@ pub async fn spawn_app_with_token(token: &str) -> TestApp {
 pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
-    spawn_app_inner(db, options, None, Default::default(), auth).await
+    spawn_app_inner(db, options, None, Default::default(), auth, test_webhook_settings()).await
 }
 
 async fn spawn_app_inner(
@@ -305,6 +338,7 @@ async fn spawn_app_inner(
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
     auth: sandbox_agents_api::auth::Auth,
+    webhook_settings: WebhookSettings,
 ) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -314,7 +348,11 @@ async fn spawn_app_inner(
     let (runtime, blobs_dir) = test_runtime_with_models(&db, shutdown.clone(), models).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runtime.attach_hub(hub.clone());
+    let webhooks = Webhooks::new(webhook_settings, sandbox_agents_vault::MasterKey::random())
+        .expect("webhook settings");
+    let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
     let state = AppState {
+        webhooks,
         runtime: runtime.clone(),
         db: db.clone(),
         hub,
@@ -342,6 +380,7 @@ async fn spawn_app_inner(
         server,
         runtime,
         blobs_dir,
+        dispatcher,
     }
 }
 
@@ -386,6 +425,11 @@ impl Drop for TestApp {
 }
 
 impl TestApp {
+    /// Runs the webhook dispatcher's loop until the server stops, as the binary does.
+    pub fn start_dispatcher(&self) {
+        self.dispatcher.spawn(self.shutdown.clone());
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod deliveries;
 pub mod events;
 pub mod files;
 pub mod identity;
@@ -15,3 +16,4 @@ pub mod sign_in;
 pub mod snapshots;
 pub mod system;
 pub mod users;
+pub mod webhooks;

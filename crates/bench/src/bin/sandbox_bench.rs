@@ -36,16 +36,12 @@ use sandbox_agents_domain::SessionId;
 use sandbox_agents_runtime::manifest::{build_archive, ManifestPolicy};
 use sandbox_agents_runtime::sessions::MAX_OUTPUT_BYTES;
 use sandbox_agents_sandbox::{ExecRequest, SandboxSpec, WORKDIR};
-use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_testkit::TestApp;
 use serde_json::json;
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection};
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -275,13 +271,6 @@ async fn exec_round_trip(
     })
 }
 
-fn cluster_running(data_dir: &Path) -> bool {
-    std::fs::read_to_string(data_dir.join("postmaster.pid"))
-        .ok()
-        .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
-        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     match run(Args::parse()).await {
@@ -299,32 +288,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let version = docker.version().await.context("GET /version")?;
     let load_start = loadavg();
     let cpu_start = cpu_jiffies();
-    let (admin, embedded) = match &args.database_url {
-        Some(url) => (
-            PgConnectOptions::from_str(url).context("parsing --database-url")?,
-            None,
-        ),
-        None => {
-            let was_running = cluster_running(&args.pg_dir.join("data"));
-            log(format!(
-                "{} the embedded cluster in {}",
-                if was_running { "adopting" } else { "starting" },
-                args.pg_dir.display()
-            ));
-            let pg = EmbeddedPostgres::start(&args.pg_dir)
-                .await
-                .context("starting the embedded PostgreSQL cluster")?;
-            (pg.connect_options_for("postgres"), Some((pg, was_running)))
-        }
-    };
-    let name = format!("bench_sandbox_{}", uuid::Uuid::new_v4().simple());
+    let cluster = sandbox_agents_bench::cluster::Cluster::open(
+        args.database_url.as_deref(),
+        &args.pg_dir,
+        log,
+    )
+    .await?;
+    let (name, options) = cluster.create_database("bench_sandbox").await?;
     let result = async {
-        let mut conn = admin.connect().await.context("connecting to the cluster")?;
-        sqlx::query(&format!("create database {name}"))
-            .execute(&mut conn)
-            .await?;
-        conn.close().await.ok();
-        let options = admin.clone().database(&name);
         let db = sandbox_agents_store::connect(options.clone(), 20).await?;
         sandbox_agents_store::migrate(&db).await?;
         let fake = sandbox_agents_fake_model::FakeModel::start(runs::script());
@@ -351,16 +322,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         parts
     }
     .await;
-    if let Ok(mut conn) = admin.connect().await {
-        let _ = sqlx::query(&format!("drop database if exists {name} with (force)"))
-            .execute(&mut conn)
-            .await;
-        conn.close().await.ok();
-    }
-    if let Some((pg, false)) = embedded {
-        log("stopping the embedded cluster it started");
-        pg.stop().await.context("stopping the embedded cluster")?;
-    }
+    cluster.drop_database(&name, log).await;
+    cluster.close(log).await;
     let cpu_end = cpu_jiffies();
     let parts = result?;
     let commit = match (

@@ -1,11 +1,11 @@
 //! Live fan-out across server processes: each process has its own `LISTEN` connection.
 
+use crate::process::ServerProcess;
 use sandbox_agents_domain::event::EventType;
 use sandbox_agents_store::events;
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::{database_url, fresh_named_database, spawn_app_on, TestApp};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -25,67 +25,12 @@ async fn read_seqs(reader: &mut SseReader, n: usize) -> Vec<i64> {
     out
 }
 
-/// A `sandbox-agents serve` process on `url`, killed when dropped.
-struct ServerProcess {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl ServerProcess {
-    async fn start(url: &str) -> Self {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("DATABASE_URL", url)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting the server binary");
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = reqwest::get(format!("{base}/api/health")).await {
-                if r.status() == 200 {
-                    let body: serde_json::Value = r.json().await.unwrap();
-                    if body["event_listener"] == true {
-                        break;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server process did not become healthy"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        ServerProcess { child, base }
-    }
-
-    /// SIGTERM, and the process must exit cleanly.
-    async fn terminate(mut self) {
-        let pid = self.child.id().expect("running") as i32;
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("exited in time")
-            .unwrap();
-        assert!(status.success(), "{status}");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_server_processes_each_stream_every_event_appended_anywhere() {
     let (db, options, name) = fresh_named_database().await;
     let url = database_url(&name).await;
-    let a = ServerProcess::start(&url).await;
-    let b = ServerProcess::start(&url).await;
+    let a = ServerProcess::start(&url, &[]).await;
+    let b = ServerProcess::start(&url, &[]).await;
     // The test process plays the third writer (e.g. a run worker on another machine).
     let writer: TestApp = spawn_app_on(db.clone(), options).await;
     let agent = writer.seed_agent("fanout").await;

@@ -1,0 +1,67 @@
+//! A `sandbox-agents serve` process, for tests about several processes or a crash.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// A server process on `url`, killed when dropped.
+pub struct ServerProcess {
+    child: tokio::process::Child,
+    pub base: String,
+}
+
+impl ServerProcess {
+    /// Starts the binary with extra environment variables and waits until it is healthy
+    /// (its event listener included).
+    pub async fn start(url: &str, env: &[(&str, &str)]) -> Self {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", url)
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting the server binary");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = reqwest::get(format!("{base}/api/health")).await {
+                if r.status() == 200 {
+                    let body: serde_json::Value = r.json().await.unwrap();
+                    if body["event_listener"] == true {
+                        break;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server process did not become healthy"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        ServerProcess { child, base }
+    }
+
+    /// SIGTERM, and the process must exit cleanly.
+    pub async fn terminate(mut self) {
+        let pid = self.child.id().expect("running") as i32;
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exited in time")
+            .unwrap();
+        assert!(status.success(), "{status}");
+    }
+
+    /// SIGKILL: no shutdown, no cleanup, as in a crash or an OOM kill.
+    pub async fn kill9(mut self) {
+        self.child.kill().await.expect("SIGKILL");
+    }
+}

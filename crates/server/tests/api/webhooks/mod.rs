@@ -1,0 +1,109 @@
+//! Webhooks: subscriptions, the outbox, and delivery to a real HTTP receiver. The helpers
+//! here are shared by the submodules and by the crash test.
+
+mod chaos;
+mod delivery;
+mod safety;
+mod subscriptions;
+
+use hmac::{Hmac, Mac};
+use reqwest::StatusCode;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_store::events;
+use sandbox_agents_testkit::receiver::{Answer, Received, Receiver};
+use sandbox_agents_testkit::{spawn_app, spawn_app_with_webhooks, test_webhook_settings, TestApp};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// Checks a request's signature the way a consumer does: HMAC-SHA256 over "<t>." + body.
+pub fn verify(secret: &str, r: &Received) -> bool {
+    let header = r.header("x-anecdote-signature");
+    let mut t = None;
+    let mut v1 = None;
+    for part in header.split(',') {
+        match part.split_once('=') {
+            Some(("t", v)) => t = Some(v.to_owned()),
+            Some(("v1", v)) => v1 = Some(v.to_owned()),
+            _ => {}
+        }
+    }
+    let (Some(t), Some(v1)) = (t, v1) else {
+        return false;
+    };
+    let age = time::OffsetDateTime::now_utc().unix_timestamp() - t.parse::<i64>().unwrap_or(0);
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(&r.body);
+    age.abs() <= 300 && hex::encode(mac.finalize().into_bytes()) == v1
+}
+
+pub async fn subscribe(app: &TestApp, body: Value) -> Value {
+    let r = app
+        .http
+        .post(app.url("/api/webhooks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    r.json().await.unwrap()
+}
+
+pub async fn deliveries(app: &TestApp, webhook: &str, query: &str) -> (Vec<Value>, i64) {
+    let r = app
+        .http
+        .get(app.url(&format!("/api/webhooks/{webhook}/deliveries?{query}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let total = r.headers()["x-total-count"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    (r.json().await.unwrap(), total)
+}
+
+pub async fn attempts(app: &TestApp, webhook: &str, delivery: &str) -> Vec<Value> {
+    let r = app
+        .http
+        .get(app.url(&format!(
+            "/api/webhooks/{webhook}/deliveries/{delivery}/attempts"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+/// Polls a webhook's deliveries until every one of them has `status`.
+pub async fn wait_all(app: &TestApp, webhook: &str, n: usize, status: &str) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (rows, _) = deliveries(app, webhook, "limit=1000&offset=0").await;
+        if rows.len() == n && rows.iter().all(|d| d["status"] == status) {
+            return rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deliveries did not all become {status}: {rows:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn session(app: &TestApp, slug: &str) -> SessionId {
+    let agent = app.seed_agent(slug).await;
+    app.seed_session(agent.id).await
+}
+
+pub fn event(kind: EventType, text: &str) -> NewEvent {
+    NewEvent::new(kind, None, json!({ "text": text }))
+}

@@ -1,0 +1,189 @@
+//! The deployment's master key, and sealing of the secrets the server must store but never
+//! show again (webhook signing secrets now, user secrets later).
+//!
+//! A sealed value is `version (1 byte) || nonce (12 bytes) || AES-256-GCM ciphertext and tag`.
+//! The nonce is random for every seal, so sealing the same plaintext twice gives different
+//! bytes. The caller passes associated data (for example the owning row's id): a sealed value
+//! copied onto another row does not open there.
+//!
+//! The key comes from `SANDBOX_AGENTS_MASTER_KEY` (32 bytes, as 64 hex digits or as standard
+//! base64) or from `<data-dir>/master.key`, 32 random bytes written with mode 0600 on first
+//! start. Every process of a deployment needs the same key; losing it makes every sealed
+//! value unreadable.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine;
+use std::fmt;
+use std::path::Path;
+
+const VERSION: u8 = 1;
+const NONCE_LEN: usize = 12;
+pub const KEY_LEN: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VaultError {
+    #[error("the master key must be 32 bytes, as 64 hex digits or standard base64 ({0})")]
+    BadKey(String),
+    #[error("a sealed value could not be opened: it was sealed under another master key, for another owner, or it is damaged")]
+    Open,
+    #[error("reading or creating the master key file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the operating system's random source failed: {0}")]
+    Random(String),
+}
+
+/// The master key. Cloning is cheap; `Debug` never shows the key.
+#[derive(Clone)]
+pub struct MasterKey(std::sync::Arc<Aes256Gcm>);
+
+impl fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MasterKey(***)")
+    }
+}
+
+/// Fills `buf` from the operating system's random source.
+pub fn random_bytes(buf: &mut [u8]) -> Result<(), VaultError> {
+    getrandom::getrandom(buf).map_err(|e| VaultError::Random(e.to_string()))
+}
+
+impl MasterKey {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, VaultError> {
+        if bytes.len() != KEY_LEN {
+            return Err(VaultError::BadKey(format!("got {} bytes", bytes.len())));
+        }
+        let cipher = Aes256Gcm::new_from_slice(bytes)
+            .map_err(|_| VaultError::BadKey("rejected by the cipher".into()))?;
+        Ok(Self(std::sync::Arc::new(cipher)))
+    }
+
+    /// Parses the `SANDBOX_AGENTS_MASTER_KEY` form: 64 hex digits, or standard base64 of 32
+    /// bytes (surrounding whitespace ignored).
+    pub fn parse(text: &str) -> Result<Self, VaultError> {
+        let text = text.trim();
+        let bytes = if text.len() == 2 * KEY_LEN && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            hex::decode(text).map_err(|e| VaultError::BadKey(e.to_string()))?
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|_| VaultError::BadKey("neither hex nor base64".into()))?
+        };
+        Self::from_bytes(&bytes)
+    }
+
+    /// A fresh random key (tests, and the key file's first start).
+    pub fn random() -> Self {
+        let mut key = [0u8; KEY_LEN];
+        random_bytes(&mut key).expect("the operating system's random source works");
+        Self::from_bytes(&key).expect("32 bytes is a valid key")
+    }
+
+    /// Reads the key file at `path` (32 raw bytes), or creates it with mode 0600. Two
+    /// processes starting at once agree: the file is written under a temporary name and
+    /// hard-linked into place, and whoever links second reads the winner's key.
+    pub fn load_or_create(path: &Path) -> Result<Self, VaultError> {
+        use std::io::{ErrorKind, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::read(path) {
+            Ok(bytes) => return Self::from_bytes(&bytes),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+        let mut key = [0u8; KEY_LEN];
+        random_bytes(&mut key)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&key)?;
+        f.sync_all()?;
+        let linked = std::fs::hard_link(&tmp, path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(e.into()),
+            _ => Self::from_bytes(&std::fs::read(path)?),
+        }
+    }
+
+    /// Seals `plaintext` for the owner named by `aad`.
+    pub fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, VaultError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        random_bytes(&mut nonce)?;
+        let sealed = self
+            .0
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad,
+                },
+            )
+            .map_err(|_| VaultError::Random("encryption failed".into()))?;
+        let mut out = Vec::with_capacity(1 + NONCE_LEN + sealed.len());
+        out.push(VERSION);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+        Ok(out)
+    }
+
+    /// Opens what [`MasterKey::seal`] sealed for the same `aad`.
+    pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>, VaultError> {
+        if sealed.len() < 1 + NONCE_LEN || sealed[0] != VERSION {
+            return Err(VaultError::Open);
+        }
+        let (nonce, body) = sealed[1..].split_at(NONCE_LEN);
+        self.0
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: body, aad })
+            .map_err(|_| VaultError::Open)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_owner() {
+        let key = MasterKey::random();
+        let sealed = key.seal(b"whsec_abc", b"owner-1").unwrap();
+        assert!(!sealed.windows(9).any(|w| w == b"whsec_abc"));
+        assert_eq!(key.open(&sealed, b"owner-1").unwrap(), b"whsec_abc");
+        assert!(key.open(&sealed, b"owner-2").is_err());
+        assert!(MasterKey::random().open(&sealed, b"owner-1").is_err());
+        let mut damaged = sealed.clone();
+        *damaged.last_mut().unwrap() ^= 1;
+        assert!(key.open(&damaged, b"owner-1").is_err());
+        assert_ne!(key.seal(b"whsec_abc", b"owner-1").unwrap(), sealed);
+    }
+
+    #[test]
+    fn keys_parse_from_hex_or_base64_and_nothing_else() {
+        let hex_key = "00".repeat(32);
+        let b64 = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        assert!(MasterKey::parse(&hex_key).is_ok());
+        assert!(MasterKey::parse(&format!(" {b64}\n")).is_ok());
+        assert!(MasterKey::parse("short").is_err());
+        assert!(MasterKey::parse(&"00".repeat(31)).is_err());
+        assert_eq!(format!("{:?}", MasterKey::random()), "MasterKey(***)");
+    }
+
+    #[test]
+    fn the_key_file_is_created_once_with_mode_0600_and_read_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("vault-{}", uuid::Uuid::new_v4().simple()));
+        let path = dir.join("master.key");
+        let first = MasterKey::load_or_create(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let second = MasterKey::load_or_create(&path).unwrap();
+        let sealed = first.seal(b"x", b"").unwrap();
+        assert_eq!(second.open(&sealed, b"").unwrap(), b"x");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,307 @@
+//! The dispatcher: drains the outbox. Any number may run, one per server process; they share
+//! the table through `for update skip locked` claims with a lease (see
+//! `store::deliveries`), and no transaction is open while a request is in flight.
+//!
+//! It wakes when an append queues deliveries (the event log's notification says so), when a
+//! send finishes (a slot is free), and on a timer for retries that have come due. At most
+//! `concurrency` requests are in flight per process and at most `per_subscription` of them
+//! for one subscription, each bounded by the request timeout, so a slow or hanging receiver delays
+//! only its own deliveries.
+
+use crate::payload;
+use crate::policy::unit_random;
+use crate::sender::SendOutcome;
+use crate::Webhooks;
+use sandbox_agents_domain::webhook::DeliveryStatus;
+use sandbox_agents_store::deliveries::{self, AttemptOutcome, Claimed, Recorded};
+use sandbox_agents_store::events::{Notice, CHANNEL};
+use sandbox_agents_store::Db;
+use sqlx::postgres::PgListener;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use time::OffsetDateTime;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+/// How often finished deliveries past their retention are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    hooks: Webhooks,
+    /// One permit per request in flight.
+    slots: Arc<Semaphore>,
+    /// Requests in flight per subscription, in this process.
+    in_flight: Mutex<HashMap<Uuid, usize>>,
+    per_webhook: usize,
+    /// How long a claim is ours: longer than any request can take, so that a live
+    /// dispatcher never loses a lease mid-send; short enough that a dead one's deliveries go
+    /// again soon.
+    lease: Duration,
+    wake: Notify,
+}
+
+impl Dispatcher {
+    pub fn new(db: Db, hooks: Webhooks) -> Self {
+        let concurrency = hooks.settings.concurrency.max(1);
+        let lease = hooks.settings.timeout * 2 + Duration::from_secs(5);
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                slots: Arc::new(Semaphore::new(concurrency)),
+                in_flight: Mutex::new(HashMap::new()),
+                per_webhook: hooks.settings.per_subscription.clamp(1, concurrency),
+                lease,
+                wake: Notify::new(),
+                hooks,
+            }),
+        }
+    }
+
+    /// Makes the running loop look for due deliveries now.
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Sends every delivery that is due now, waiting for each send it started, and returns
+    /// how many attempts were made. Retries scheduled meanwhile are left for a later call, so
+    /// a test that drives the dispatcher with this knows exactly what one step does.
+    pub async fn run_once(&self) -> anyhow::Result<usize> {
+        let due_by = OffsetDateTime::now_utc();
+        let mut tasks = JoinSet::new();
+        let mut made = 0;
+        loop {
+            let batch = self.claim_batch(Some(due_by)).await?;
+            if batch.is_empty() {
+                // Full subscriptions or slots: wait for a send to finish, then look again.
+                if tasks.join_next().await.is_none() {
+                    break;
+                }
+                continue;
+            }
+            made += batch.len();
+            for (c, permit) in batch {
+                tasks.spawn(self.clone().deliver(c, permit));
+            }
+        }
+        Ok(made)
+    }
+
+    /// The settings and keys this dispatcher sends with.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.inner.hooks
+    }
+
+    /// Claims up to the free slots (and a subscription's share), holding a slot for each.
+    async fn claim_batch(
+        &self,
+        due_by: Option<OffsetDateTime>,
+    ) -> anyhow::Result<Vec<(Claimed, OwnedSemaphorePermit)>> {
+        let st = &self.inner;
+        let want = st.slots.available_permits().min(st.per_webhook);
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let busy: Vec<Uuid> = {
+            let map = st.in_flight.lock().expect("in-flight map");
+            map.iter()
+                .filter(|(_, n)| **n >= st.per_webhook)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let claimed = deliveries::claim(&st.db, want as i64, st.lease, &busy, due_by).await?;
+        let mut out = Vec::with_capacity(claimed.len());
+        for c in claimed {
+            let permit = st.slots.clone().acquire_owned().await?;
+            *st.in_flight
+                .lock()
+                .expect("in-flight map")
+                .entry(c.webhook_id.0)
+                .or_default() += 1;
+            out.push((c, permit));
+        }
+        Ok(out)
+    }
+
+    /// One attempt: sign, send, record, and schedule the next try or give up.
+    async fn deliver(self, c: Claimed, permit: OwnedSemaphorePermit) {
+        let span = tracing::info_span!("webhook.deliver", delivery.id = %c.id, webhook.id = %c.webhook_id,
+            event.seq = c.event.seq, r#type = %c.event.kind, attempt = c.attempt + 1);
+        async {
+            let st = &self.inner;
+            let started_at = OffsetDateTime::now_utc();
+            let out = match st.hooks.open_secret(c.webhook_id, &c.secret_sealed) {
+                Ok(secret) => {
+                    let body = payload::event_body(c.id, &c.event);
+                    st.hooks
+                        .sender()
+                        .send(&c.url, &secret, c.id, &c.event.kind, body)
+                        .await
+                }
+                Err(e) => SendOutcome {
+                    status_code: None,
+                    error: Some(e.to_string()),
+                    duration: Duration::ZERO,
+                },
+            };
+            let failed = (c.attempt + 1 - c.retry_from).max(1) as u32;
+            let (status, next_attempt_at) = if out.delivered() {
+                (DeliveryStatus::Delivered, None)
+            } else {
+                match st.hooks.settings.retry.next_wait(failed, unit_random()) {
+                    Some(wait) => (
+                        DeliveryStatus::Pending,
+                        Some(OffsetDateTime::now_utc() + wait),
+                    ),
+                    None => (DeliveryStatus::Failed, None),
+                }
+            };
+            let outcome = AttemptOutcome {
+                started_at,
+                duration_ms: out.duration.as_millis().min(i32::MAX as u128) as i32,
+                status_code: out.status_code.map(i32::from),
+                error: out.error.clone(),
+                status,
+                next_attempt_at,
+            };
+            let deactivate_after = st.hooks.settings.deactivate_after.min(i32::MAX as u32) as i32;
+            match deliveries::record(&st.db, &c, &outcome, deactivate_after).await {
+                Ok(Recorded::Written) => match status {
+                    DeliveryStatus::Delivered => tracing::debug!(ms = outcome.duration_ms, "delivered"),
+                    DeliveryStatus::Pending => tracing::info!(error = ?out.error, status_code = ?out.status_code, next = ?next_attempt_at, "delivery failed; will retry"),
+                    DeliveryStatus::Failed => tracing::warn!(error = ?out.error, status_code = ?out.status_code, "delivery failed for good: retries exhausted"),
+                },
+                Ok(Recorded::Deactivated) => tracing::warn!(
+                    error = ?out.error,
+                    "the webhook was deactivated after {deactivate_after} failed attempts in a row"
+                ),
+                Ok(Recorded::LeaseLost) => tracing::info!("the delivery was re-queued or re-claimed meanwhile; this attempt is not recorded"),
+                // The lease will expire and the delivery go again: at least once.
+                Err(e) => tracing::warn!(error = %e, "could not record a delivery attempt; it will be sent again"),
+            }
+        }
+        .instrument(span)
+        .await;
+        let st = &self.inner;
+        {
+            let mut map = st.in_flight.lock().expect("in-flight map");
+            if let Some(n) = map.get_mut(&c.webhook_id.0) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&c.webhook_id.0);
+                }
+            }
+        }
+        drop(permit);
+        st.wake.notify_one();
+    }
+
+    /// The dispatcher's loop, until `shutdown`; then in-flight sends get the request timeout
+    /// to finish (an aborted one's lease expires and it goes again).
+    pub fn spawn(&self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.clone().listen(shutdown.clone()));
+        let this = self.clone();
+        tokio::spawn(
+            async move {
+                let st = &this.inner;
+                let mut tasks = JoinSet::new();
+                let mut last_prune: Option<tokio::time::Instant> = None;
+                tracing::info!(concurrency = st.slots.available_permits(), "webhook dispatcher started");
+                loop {
+                    while tasks.try_join_next().is_some() {}
+                    let mut full = false;
+                    match this.claim_batch(None).await {
+                        Ok(batch) => {
+                            full = !batch.is_empty() && batch.len() == st.per_webhook;
+                            for (c, permit) in batch {
+                                tasks.spawn(this.clone().deliver(c, permit));
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "could not claim webhook deliveries; retrying"),
+                    }
+                    if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                        last_prune = Some(tokio::time::Instant::now());
+                        this.prune().await;
+                    }
+                    if full {
+                        continue;
+                    }
+                    tokio::select! {
+                        _ = st.wake.notified() => {}
+                        _ = tokio::time::sleep(st.hooks.settings.poll) => {}
+                        _ = shutdown.cancelled() => break,
+                    }
+                }
+                let grace = st.hooks.settings.timeout + Duration::from_secs(1);
+                let _ = tokio::time::timeout(grace, async {
+                    while tasks.join_next().await.is_some() {}
+                })
+                .await;
+                tasks.abort_all();
+                tracing::info!("webhook dispatcher stopped");
+            }
+            .instrument(tracing::info_span!("webhook.dispatcher")),
+        )
+    }
+
+    async fn prune(&self) {
+        let days = self.inner.hooks.settings.retention_days;
+        if days == 0 {
+            return;
+        }
+        match deliveries::prune(&self.inner.db, days.min(i32::MAX as u32) as i32).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                deleted = n,
+                "pruned finished webhook deliveries past retention"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not prune old webhook deliveries"),
+        }
+    }
+
+    /// Wakes the loop when an append queued deliveries. The timer covers a lost connection.
+    async fn listen(self, shutdown: CancellationToken) {
+        loop {
+            let mut listener = match PgListener::connect_with(&self.inner.db).await {
+                Ok(mut l) => match l.listen(CHANNEL).await {
+                    Ok(()) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the webhook dispatcher cannot LISTEN; polling meanwhile");
+                        tokio::select! { _ = tokio::time::sleep(Duration::from_secs(1)) => continue, _ = shutdown.cancelled() => return }
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "the webhook dispatcher cannot connect to LISTEN; polling meanwhile");
+                    tokio::select! { _ = tokio::time::sleep(Duration::from_secs(1)) => continue, _ = shutdown.cancelled() => return }
+                }
+            };
+            loop {
+                tokio::select! {
+                    n = listener.recv() => match n {
+                        Ok(n) => {
+                            if serde_json::from_str::<Notice>(n.payload()).is_ok_and(|n| n.w) {
+                                self.wake();
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the webhook dispatcher's LISTEN connection failed; reconnecting");
+                            // Anything queued meanwhile is found by the next claim.
+                            self.wake();
+                            break;
+                        }
+                    },
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+}
