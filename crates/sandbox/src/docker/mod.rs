@@ -34,6 +34,9 @@ pub const SANDBOX_UID: u64 = 1000;
 pub const SANDBOX_GID: u64 = 1000;
 /// Repository of the images [`SandboxBackend::snapshot_image`] makes.
 pub const SNAPSHOT_REPO: &str = "sandbox-agents-snapshot";
+/// Label of the images built from `images/sandbox/`; such an image owns `/workspace` as
+/// the sandbox user.
+pub const IMAGE_VERSION_LABEL: &str = "io.sandbox-agents.image-version";
 /// Where the Engine is when `DOCKER_HOST` is unset.
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
@@ -109,6 +112,88 @@ impl DockerBackend {
         }
     }
 
+    /// Whether `image` is present, and whether it is one of ours: an image labelled
+    /// [`IMAGE_VERSION_LABEL`] has `/workspace` owned by the sandbox user already (both
+    /// Dockerfiles under `images/sandbox/` make it so, and snapshots inherit the label), so
+    /// a boot need not upload the directory before starting. `ImageMissing` otherwise.
+    async fn check_image(&self, image: &str) -> Result<bool> {
+        match self.docker.inspect_image(image).await {
+            Ok(i) => Ok(i
+                .config
+                .and_then(|c| c.labels)
+                .is_some_and(|l| l.contains_key(IMAGE_VERSION_LABEL))),
+            Err(e) if error::is_not_found(&e) => Err(SandboxError::ImageMissing(image.to_owned())),
+            Err(e) => Err(error::backend(e)),
+        }
+    }
+
+    /// Creates the container `name` from `body` and starts it; a container already holding
+    /// the name (left by a crashed earlier boot) is replaced. Nothing is left behind when it
+    /// fails. `workspace_ready`: the image owns `/workspace` as the sandbox user already;
+    /// otherwise a directory entry is uploaded before the start to make it so.
+    async fn create_and_start(
+        &self,
+        name: &str,
+        body: bollard::models::ContainerCreateBody,
+        workspace_ready: bool,
+    ) -> Result<Sandbox> {
+        let options = || CreateContainerOptions {
+            name: Some(name.to_owned()),
+            platform: String::new(),
+        };
+        // The name is normally free: try first, and only on a conflict remove the stale one,
+        // which saves a round trip on every boot.
+        let created = match self
+            .docker
+            .create_container(Some(options()), body.clone())
+            .await
+        {
+            Err(e) if error::status(&e) == Some(409) => {
+                tracing::info!(%name, "replacing a container left by an earlier boot");
+                self.remove_container(name).await?;
+                self.docker
+                    .create_container(Some(options()), body)
+                    .await
+                    .map_err(error::backend)?
+            }
+            other => other.map_err(error::backend)?,
+        };
+        let id = created.id;
+        tracing::Span::current().record("container.id", id.as_str());
+        let started = async {
+            if !workspace_ready {
+                archive::put_archive(&self.docker, &id, "/", workdir_entry()?.into()).await?;
+            }
+            self.docker
+                .start_container(&id, None)
+                .await
+                .map_err(error::backend)?;
+            self.status(&id)
+                .await?
+                .ok_or_else(|| SandboxError::NotFound(id.clone()))
+        }
+        .await;
+        match started {
+            Ok(status) if status.running => Ok(Sandbox {
+                id,
+                workdir: WORKDIR.to_owned(),
+                ports: status.ports,
+            }),
+            failed => {
+                let err = match failed {
+                    Err(e) => e,
+                    Ok(_) => SandboxError::Backend(format!(
+                        "the container {id} exited right after starting"
+                    )),
+                };
+                if let Err(e) = self.remove_container(&id).await {
+                    tracing::warn!(error = %e, "could not remove the container that failed to start");
+                }
+                Err(err)
+            }
+        }
+    }
+
     async fn status(&self, id: &str) -> Result<Option<SandboxStatus>> {
         match self.docker.inspect_container(id, None).await {
             Ok(c) => Ok(Some(SandboxStatus {
@@ -131,86 +216,24 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
-        match self.docker.inspect_image(&spec.image).await {
-            Ok(_) => {}
-            Err(e) if error::is_not_found(&e) => {
-                return Err(SandboxError::ImageMissing(spec.image.clone()))
-            }
-            Err(e) => return Err(error::backend(e)),
-        }
+        let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
-        // A container left by a crashed earlier boot of this session.
-        self.remove_container(&name).await?;
-        let options = CreateContainerOptions {
-            name: Some(name.clone()),
-            platform: String::new(),
-        };
-        let created = self
-            .docker
-            .create_container(
-                Some(options),
-                create::container_body(&self.deployment, spec),
-            )
-            .await
-            .map_err(error::backend)?;
-        let id = created.id;
-        tracing::Span::current().record("container.id", id.as_str());
-        let started = async {
-            // /workspace owned by the sandbox user even if the image got it wrong.
-            let mut workdir = tar::Builder::new(Vec::new());
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_mode(0o755);
-            h.set_size(0);
-            workdir
-                .append_data(&mut h, WORKDIR.trim_start_matches('/'), std::io::empty())
-                .map_err(|e| SandboxError::Backend(e.to_string()))?;
-            let workdir = workdir
-                .into_inner()
-                .map_err(|e| SandboxError::Backend(e.to_string()))?;
-            archive::put_archive(&self.docker, &id, "/", workdir.into()).await?;
-            self.docker
-                .start_container(&id, None)
-                .await
-                .map_err(error::backend)?;
-            self.status(&id)
-                .await?
-                .ok_or_else(|| SandboxError::NotFound(id.clone()))
-        }
-        .await;
-        let status = match started {
-            Ok(status) if status.running => status,
-            failed => {
-                let err = match failed {
-                    Err(e) => e,
-                    Ok(_) => SandboxError::Backend(format!(
-                        "the container {id} exited right after starting"
-                    )),
-                };
-                if let Err(e) = self.remove_container(&id).await {
-                    tracing::warn!(error = %e, "could not remove the container that failed to start");
-                }
-                return Err(err);
-            }
-        };
+        let body = create::container_body(&self.deployment, spec);
+        let sandbox = self.create_and_start(&name, body, workspace_ready).await?;
         let missing: Vec<u16> = spec
             .exposed_ports
             .iter()
             .copied()
-            .filter(|p| !status.ports.contains_key(p))
+            .filter(|p| !sandbox.ports.contains_key(p))
             .collect();
         if !missing.is_empty() {
-            let _ = self.remove_container(&id).await;
+            let _ = self.remove_container(&sandbox.id).await;
             return Err(SandboxError::Backend(format!(
                 "ports {missing:?} were not published on 127.0.0.1"
             )));
         }
-        tracing::debug!(ports = ?status.ports, "sandbox running");
-        Ok(Sandbox {
-            id,
-            workdir: WORKDIR.to_owned(),
-            ports: status.ports,
-        })
+        tracing::debug!(ports = ?sandbox.ports, "sandbox running");
+        Ok(sandbox)
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
@@ -321,6 +344,22 @@ impl SandboxBackend for DockerBackend {
             Err(e) => Err(error::backend(e)),
         }
     }
+}
+
+/// A tar holding only a `workspace` directory entry (it is rewritten to belong to the sandbox
+/// user on upload).
+fn workdir_entry() -> Result<Vec<u8>> {
+    let mut workdir = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(0o755);
+    h.set_size(0);
+    workdir
+        .append_data(&mut h, WORKDIR.trim_start_matches('/'), std::io::empty())
+        .map_err(|e| SandboxError::Backend(e.to_string()))?;
+    workdir
+        .into_inner()
+        .map_err(|e| SandboxError::Backend(e.to_string()))
 }
 
 /// The config committed with a snapshot. The Engine merges the container's config into it
