@@ -76,6 +76,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
     }
     runtime.spawn_workers();
+    runtime.start_pool();
     let state = AppState {
         db: db.clone(),
         hub,
@@ -138,6 +139,7 @@ async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyho
         manifest: ManifestPolicy {
             local_dir_roots: config.local_dir_roots.clone(),
         },
+        warm_pool: config.warm_pool_size,
     };
     Ok(Runtime::new(
         db.clone(),

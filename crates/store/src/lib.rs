@@ -11,6 +11,7 @@ pub mod hub;
 pub mod pool;
 pub mod projects;
 pub mod runs;
+pub mod sandbox_pool;
 pub mod sessions;
 pub mod snapshots;
 

@@ -15,7 +15,7 @@ pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
 
 use crate::{
     ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_SESSION, WORKDIR,
+    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR,
 };
 use async_trait::async_trait;
 use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
@@ -218,7 +218,7 @@ impl SandboxBackend for DockerBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
         let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
-        let body = create::container_body(&self.deployment, spec);
+        let body = create::container_body(&self.deployment, spec, create::Owner::Session);
         let sandbox = self.create_and_start(&name, body, workspace_ready).await?;
         let missing: Vec<u16> = spec
             .exposed_ports
@@ -234,6 +234,18 @@ impl SandboxBackend for DockerBackend {
         }
         tracing::debug!(ports = ?sandbox.ports, "sandbox running");
         Ok(sandbox)
+    }
+
+    #[tracing::instrument(skip_all, fields(name = %name, image = %spec.image, container.id = tracing::field::Empty))]
+    async fn create_pooled(&self, name: &str, spec: &SandboxSpec) -> Result<Sandbox> {
+        if !spec.exposed_ports.is_empty() {
+            return Err(SandboxError::Backend(
+                "a pooled sandbox cannot publish ports: they are published at creation".into(),
+            ));
+        }
+        let workspace_ready = self.check_image(&spec.image).await?;
+        let body = create::container_body(&self.deployment, spec, create::Owner::Pool(&spec.image));
+        self.create_and_start(name, body, workspace_ready).await
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
@@ -299,9 +311,16 @@ impl SandboxBackend for DockerBackend {
         Ok(containers
             .into_iter()
             .filter_map(|c| {
+                let mut labels = c.labels.unwrap_or_default();
                 Some(ListedSandbox {
                     id: c.id?,
-                    session: c.labels.and_then(|mut l| l.remove(LABEL_SESSION)),
+                    name: c
+                        .names
+                        .and_then(|n| n.into_iter().next())
+                        .map(|n| n.trim_start_matches('/').to_owned())
+                        .unwrap_or_default(),
+                    session: labels.remove(LABEL_SESSION).filter(|l| !l.is_empty()),
+                    pool: labels.remove(LABEL_POOL).filter(|l| !l.is_empty()),
                     running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
                 })
             })
@@ -365,7 +384,8 @@ fn workdir_entry() -> Result<Vec<u8>> {
 /// The config committed with a snapshot. The Engine merges the container's config into it
 /// and cannot drop variables, so the session's own environment (which may hold secrets) is
 /// masked: variables the base image did not set are committed empty. The session label is
-/// cleared for the same reason; a sandbox created from the snapshot gets its own.
+/// cleared for the same reason; a sandbox created from the snapshot gets its own. So is the
+/// pool label of a sandbox that came from the warm pool (an empty label counts as none).
 async fn snapshot_config(
     docker: &Docker,
     container: &bollard::models::ContainerInspectResponse,
@@ -395,7 +415,10 @@ async fn snapshot_config(
             env.push(format!("{key}="));
         }
     }
-    let labels = HashMap::from([(LABEL_SESSION.to_owned(), String::new())]);
+    let labels = HashMap::from([
+        (LABEL_SESSION.to_owned(), String::new()),
+        (LABEL_POOL.to_owned(), String::new()),
+    ]);
     Ok(ContainerConfig {
         env: Some(env),
         labels: Some(labels),

@@ -7,6 +7,7 @@ mod fanout;
 mod files;
 mod models;
 mod openapi;
+mod pool;
 mod ports;
 mod runs;
 mod sandboxes;
