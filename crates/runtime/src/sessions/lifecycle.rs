@@ -192,6 +192,9 @@ impl Runtime {
         };
         let result = self.boot_locked(id).await;
         lock.release().await;
+        // Replace a pooled sandbox this boot may have taken, now that it no longer competes
+        // with the boot (a no-op without a pool).
+        self.inner.pool_wanted.notify_one();
         result
     }
 

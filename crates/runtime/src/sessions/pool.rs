@@ -50,8 +50,9 @@ impl Runtime {
             && spec.env.is_empty()
     }
 
-    /// Takes a started sandbox from the pool for `session` (which must be provisioning), and
-    /// asks for a refill. `None` when the boot is not eligible or the pool is empty: the caller
+    /// Takes a started sandbox from the pool for `session` (which must be provisioning). The
+    /// refill is asked for once the boot is over (see `boot_locked`), so that starting the
+    /// replacement does not compete with the boot for the host. `None` when the boot is not eligible or the pool is empty: the caller
     /// creates a sandbox itself.
     #[tracing::instrument(skip_all, fields(session.id = %session))]
     pub(crate) async fn claim_pooled(
@@ -70,7 +71,6 @@ impl Runtime {
         } else {
             drop(tx);
         }
-        st.pool_wanted.notify_one();
         let Some(container) = claimed else {
             tracing::debug!("the warm pool is empty; creating a sandbox");
             return Ok(None);
