@@ -156,6 +156,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
         )))
     }
 
+    /// Names a pooled sandbox after the session a claim gave it to (`sa-<session>` on
+    /// Docker, as a sandbox created for the session is named), so operators and tools that
+    /// look for a session's sandbox by name find it. A sandbox holding the name already (left
+    /// by an unfinished boot of the same session) is removed first.
+    async fn assign(&self, id: &str, session: &str) -> Result<()> {
+        let _ = (id, session);
+        Ok(())
+    }
+
     /// `None` when the sandbox no longer exists.
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;
 

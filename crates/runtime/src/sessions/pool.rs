@@ -75,6 +75,11 @@ impl Runtime {
             tracing::debug!("the warm pool is empty; creating a sandbox");
             return Ok(None);
         };
+        // Named after the session like any session's sandbox (the label cannot change; the
+        // row is what says who owns it). A rename that fails costs the name, not the boot.
+        if let Err(e) = st.backend.assign(&container, &session.to_string()).await {
+            tracing::warn!(container.id = %container, error = %e, "could not name the pooled sandbox after its session");
+        }
         // It was running when pooled; make sure it still is (the Engine may have restarted).
         match st.backend.inspect(&container).await? {
             Some(status) if status.running => {

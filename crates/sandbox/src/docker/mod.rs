@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
 use bollard::query_parameters::{
     CommitContainerOptions, CreateContainerOptions, ListContainersOptions, RemoveContainerOptions,
-    RemoveImageOptions, StopContainerOptions,
+    RemoveImageOptions, RenameContainerOptions, StopContainerOptions,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -246,6 +246,23 @@ impl SandboxBackend for DockerBackend {
         let workspace_ready = self.check_image(&spec.image).await?;
         let body = create::container_body(&self.deployment, spec, create::Owner::Pool(&spec.image));
         self.create_and_start(name, body, workspace_ready).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id, session = %session))]
+    async fn assign(&self, id: &str, session: &str) -> Result<()> {
+        let name = container_name(session);
+        let rename = || {
+            self.docker
+                .rename_container(id, RenameContainerOptions { name: name.clone() })
+        };
+        match rename().await {
+            // The name is taken: a container an unfinished boot of this session created.
+            Err(e) if error::status(&e) == Some(409) => {
+                self.remove_container(&name).await?;
+                rename().await.map_err(error::container(id))
+            }
+            other => other.map_err(error::container(id)),
+        }
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]

@@ -89,6 +89,9 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
         waiting[0],
         "the session took the pooled sandbox"
     );
+    let listed = app.runtime.backend().list().await.unwrap();
+    let named = listed.iter().find(|c| c.id == waiting[0]).unwrap();
+    assert_eq!(named.name, format!("sa-{id}"), "named after its session");
     assert_eq!(
         app.exec(&id, "cat brief.md; echo \"$GREETING/$SECOND\"; id -u; pwd")
             .await,

@@ -283,7 +283,11 @@ async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_runni
     let sid = sandbox_agents_domain::SessionId::parse(&id).unwrap();
     let s = app
         .runtime
-        .stop(None, sid, sandbox_agents_runtime::sessions::StopReason::Idle)
+        .stop(
+            None,
+            sid,
+            sandbox_agents_runtime::sessions::StopReason::Idle,
+        )
         .await
         .unwrap();
     assert_eq!(s.status, "running");
