@@ -85,8 +85,9 @@ def server(fake_model):
             timeout=10,
             what="the embedded PostgreSQL to be stopped by the server's shutdown",
         )
-        # Every test deletes the sessions it created: no sandbox of this deployment may remain.
-        left = sandboxes.deployment_containers(deployment)
+        # Every test deletes the sessions it created: no sandbox of this deployment may remain
+        # but the warm pool's unclaimed ones.
+        left = sandboxes.leftover_containers(deployment)
         assert not left, f"containers of the shared server remain after the run:\n{sandboxes.describe(left)}"
     finally:
         if deployment:

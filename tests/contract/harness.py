@@ -110,6 +110,8 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.starts = 0
+        #: Deployment ids seen at start (see `_remember_deployment`).
+        self.deployments: set[str] = set()
         ServerProcess.instances.append(self)
 
     # -- addresses --
@@ -164,6 +166,7 @@ class ServerProcess:
                     env=env,
                 )
             if self._wait_healthy(timeout):
+                self._remember_deployment()
                 return self
             if "cannot listen" not in self.log_tail(20):
                 break
@@ -234,9 +237,33 @@ class ServerProcess:
 
     # -- cleanup --
 
+    def _remember_deployment(self) -> None:
+        """Notes the deployment id (the label on every container the server makes): the warm
+        pool keeps started sandboxes across the server's own shutdown, on purpose, so
+        `cleanup` removes them once the data directory, and with it the deployment, is gone."""
+        import seed  # noqa: PLC0415 - seed is a sibling helper; imported where it is needed
+
+        try:
+            deployment = seed.psql(self.data_dir, "select id from deployment;").strip()
+        except Exception:  # noqa: BLE001 - best effort: cleanup then removes nothing extra
+            return
+        if deployment:
+            self.deployments.add(deployment)
+
+    def remove_containers(self) -> None:
+        """Removes every container of the deployments this data directory has had."""
+        for deployment in sorted(self.deployments):
+            ids = subprocess.run(
+                ["docker", "ps", "-aq", "--filter", f"label=io.sandbox-agents.deployment={deployment}"],
+                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            ).stdout.split()
+            if ids:
+                subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
     def cleanup(self, *, remove: bool = True) -> list[str]:
         """Kills a server still running, makes sure no cluster of this data directory is left
-        running, and removes the directory. Returns what had to be forced (for the report)."""
+        running, removes its deployment's containers (the warm pool's, kept by a clean
+        shutdown) and removes the directory. Returns what had to be forced (for the report)."""
         forced: list[str] = []
         if self.running:
             # The normal shutdown first: it also stops the embedded cluster.
@@ -250,6 +277,7 @@ class ServerProcess:
             forced.append(f"a PostgreSQL of {self.data_dir} was still running: stopped with pg_ctl")
             stop_postgres(self.data_dir)
         if remove and not os.environ.get("SA_CONTRACT_KEEP_DATA"):
+            self.remove_containers()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.log_path.unlink(missing_ok=True)
         return forced

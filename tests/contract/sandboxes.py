@@ -2,7 +2,9 @@
 
 * `containers(...)`: what the local dockerd holds for a session or a deployment, read with the
   docker CLI through the labels every sandbox carries (`io.sandbox-agents.session`,
-  `io.sandbox-agents.deployment`): the tests check the server's claims against Docker itself.
+  `io.sandbox-agents.deployment`; a pooled sandbox has `io.sandbox-agents.pool` instead of the
+  session label, and the name `sa-<session>` once claimed): the tests check the server's
+  claims against Docker itself.
 * `Janitor`: the sessions a test created, deleted through the API when the test ends, whatever
   happened in it. A session whose delete succeeded but whose container is still there is a
   leak: the janitor removes the container (so the machine is not left with it) and fails the
@@ -24,6 +26,9 @@ import seed
 
 SESSION_LABEL = "io.sandbox-agents.session"
 DEPLOYMENT_LABEL = "io.sandbox-agents.deployment"
+POOL_LABEL = "io.sandbox-agents.pool"
+#: The server's default warm pool (SANDBOX_AGENTS_WARM_POOL_SIZE).
+DEFAULT_POOL_SIZE = 2
 
 #: The server's default image (built on this machine; see images/sandbox).
 DEFAULT_IMAGE = "sandbox-agents-sandbox:1"
@@ -53,11 +58,39 @@ def containers(label: str, value: str, *, running_only: bool = False) -> list[st
 
 
 def session_containers(session_id: str, *, running_only: bool = False) -> list[str]:
-    return containers(SESSION_LABEL, session_id, running_only=running_only)
+    """A session's containers: those labelled for it, and the one named `sa-<session>`. A
+    sandbox the session took from the warm pool was created before the session existed, so it
+    carries the pool's label instead of the session's; the server names it after the session
+    when it claims it."""
+    labelled = containers(SESSION_LABEL, session_id, running_only=running_only)
+    args = ["ps", "--no-trunc", "--filter", f"name=sa-{session_id}", "--format", "{{.ID}} {{.Names}}"]
+    if not running_only:
+        args.insert(1, "-a")
+    named = [
+        line.split()[0]
+        for line in docker(*args).splitlines()
+        if line.split()[1:] == [f"sa-{session_id}"]
+    ]
+    return sorted(set(labelled) | set(named))
 
 
 def deployment_containers(deployment_id: str) -> list[str]:
     return containers(DEPLOYMENT_LABEL, deployment_id)
+
+
+def leftover_containers(deployment_id: str) -> list[str]:
+    """A deployment's containers once every session is deleted, but for its warm pool:
+    started sandboxes no session has claimed (label POOL_LABEL, still named `sa-pool-...`),
+    which the server keeps on purpose, up to the pool's size. More than that is a leak too."""
+    ids = deployment_containers(deployment_id)
+    if not ids:
+        return []
+    lines = docker(
+        "inspect", "--format", '{{.Id}} {{.Name}} {{index .Config.Labels "' + POOL_LABEL + '"}}', *ids
+    ).splitlines()
+    pooled = [l.split()[0] for l in lines if l.split()[1].startswith("/sa-pool-") and len(l.split()) > 2]
+    others = [l.split()[0] for l in lines if l.split()[0] not in pooled]
+    return others if len(pooled) <= DEFAULT_POOL_SIZE else others + pooled
 
 
 def describe(container_ids: Iterable[str]) -> str:

@@ -56,7 +56,7 @@ class Home:
 
     def assert_no_containers(self) -> None:
         assert self.deployment, "the server was never started"
-        left = sandboxes.deployment_containers(self.deployment)
+        left = sandboxes.leftover_containers(self.deployment)
         assert not left, (
             f"containers of deployment {self.deployment} remain after every session was deleted:\n"
             + sandboxes.describe(left)

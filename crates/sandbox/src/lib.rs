@@ -22,6 +22,9 @@ pub const WORKDIR: &str = "/workspace";
 pub const LABEL_DEPLOYMENT: &str = "io.sandbox-agents.deployment";
 /// Label naming the session a sandbox belongs to.
 pub const LABEL_SESSION: &str = "io.sandbox-agents.session";
+/// Label of a warm-pool sandbox, naming the image it was pooled for. Such a sandbox has no
+/// session label (it was created before any session); who owns it is the database's record.
+pub const LABEL_POOL: &str = "io.sandbox-agents.pool";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -93,8 +96,12 @@ pub struct SandboxStatus {
 #[derive(Clone, Debug)]
 pub struct ListedSandbox {
     pub id: String,
+    /// The backend's name for it (the Docker container name, without the leading `/`).
+    pub name: String,
     /// The session label, if any.
     pub session: Option<String>,
+    /// The pool label (the image it was pooled for), if any.
+    pub pool: Option<String>,
     pub running: bool,
 }
 
@@ -135,6 +142,28 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// Creates and starts a sandbox; returns once it runs. Any sandbox left over with the same
     /// session (a crashed earlier boot) is replaced.
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox>;
+
+    /// Creates and starts a sandbox for the warm pool, named `name`: hardened and limited
+    /// exactly as [`SandboxBackend::create`] would for `spec`, but labelled as pooled for
+    /// `spec.image` instead of for a session (`spec.session` is ignored), so it can later be
+    /// handed to any session. `spec.exposed_ports` must be empty (ports are published at
+    /// creation, for a session that does not exist yet).
+    async fn create_pooled(&self, name: &str, spec: &SandboxSpec) -> Result<Sandbox> {
+        let _ = (name, spec);
+        Err(SandboxError::Backend(format!(
+            "the {} backend has no warm pool",
+            self.name()
+        )))
+    }
+
+    /// Names a pooled sandbox after the session a claim gave it to (`sa-<session>` on
+    /// Docker, as a sandbox created for the session is named), so operators and tools that
+    /// look for a session's sandbox by name find it. A sandbox holding the name already (left
+    /// by an unfinished boot of the same session) is removed first.
+    async fn assign(&self, id: &str, session: &str) -> Result<()> {
+        let _ = (id, session);
+        Ok(())
+    }
 
     /// `None` when the sandbox no longer exists.
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;

@@ -122,6 +122,17 @@ pub struct Config {
     )]
     pub sandbox_pids: i64,
 
+    /// Started sandboxes of the default image kept waiting for sessions, so that a session
+    /// without exposed ports boots in a fraction of the time (0 disables the pool). Every
+    /// process of a deployment should use the same value.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WARM_POOL_SIZE",
+        default_value_t = 2,
+        global = true
+    )]
+    pub warm_pool_size: usize,
+
     /// Seconds a running, idle sandbox is kept when its agent's idle_ttl_seconds is null
     /// (0 = never released).
     #[arg(
@@ -294,6 +305,7 @@ impl fmt::Debug for Config {
             .field("backend", &self.backend)
             .field("image", &self.image)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
+            .field("warm_pool_size", &self.warm_pool_size)
             .field("public_url", &self.public_url())
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
@@ -424,6 +436,7 @@ mod tests {
         let w = cli.config.webhook_settings().unwrap();
         assert_eq!(w.retry.max_attempts, 8);
         assert_eq!(w.concurrency, 32);
+        assert_eq!(cli.config.warm_pool_size, 2);
         let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
         assert_eq!(cli.command, Some(Command::Migrate));
         assert_eq!(cli.config.data_dir, PathBuf::from("/x"));

@@ -82,6 +82,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     runtime.spawn_workers();
     let dispatcher = sandbox_agents_webhooks::Dispatcher::new(db.clone(), webhooks.clone())
         .spawn(shutdown.clone());
+    runtime.start_pool();
     let state = AppState {
         db: db.clone(),
         hub,
@@ -155,6 +156,7 @@ async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyho
         manifest: ManifestPolicy {
             local_dir_roots: config.local_dir_roots.clone(),
         },
+        warm_pool: config.warm_pool_size,
     };
     Ok(Runtime::new(
         db.clone(),

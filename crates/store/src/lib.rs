@@ -16,6 +16,7 @@ pub mod people;
 pub mod pool;
 pub mod projects;
 pub mod runs;
+pub mod sandbox_pool;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;

@@ -42,6 +42,8 @@ pub struct SessionRecord {
     pub last_used_at: OffsetDateTime,
     /// Container port → host port on 127.0.0.1, while running.
     pub port_map: Json<std::collections::BTreeMap<String, u16>>,
+    /// The environment every command in the sandbox runs with (the manifest's, at boot).
+    pub sandbox_env: Json<std::collections::BTreeMap<String, String>>,
 }
 
 impl SessionRecord {
@@ -273,11 +275,13 @@ pub async fn mark_running(
     container_id: &str,
     workdir: &str,
     port_map: &std::collections::BTreeMap<String, u16>,
+    env: &std::collections::BTreeMap<String, String>,
 ) -> Result<Option<SessionRecord>> {
     Ok(sqlx::query_as(
         "update sessions
          set status = 'running', container_id = $2, workdir = $3, port_map = $4, error = null,
-             stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now()
+             stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now(),
+             sandbox_env = $5
          where id = $1 and status = 'provisioning'
          returning *",
     )
@@ -285,6 +289,7 @@ pub async fn mark_running(
     .bind(container_id)
     .bind(workdir)
     .bind(Json(port_map))
+    .bind(Json(env))
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -375,6 +380,41 @@ pub async fn idle_expired(
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(|(id,)| SessionId(id)).collect())
+}
+
+/// Whether one running session is (still) past its idle TTL, by the same rule as
+/// [`idle_expired`]: the reaper asks again under the session's lock, since a use may have
+/// been recorded between its query and the stop.
+pub async fn is_idle_expired(
+    db: impl PgExecutor<'_>,
+    id: SessionId,
+    default_ttl_secs: i64,
+) -> Result<bool> {
+    let row: Option<(Uuid,)> = sqlx::query_as(
+        "select s.id from sessions s join agents a on a.id = s.agent_id
+         where s.id = $2 and s.status = 'running' and s.activity = 'idle'
+           and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
+           and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+    )
+    .bind(default_ttl_secs)
+    .bind(id.0)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Which of `containers` (ids) a session records as its container: the orphan sweep's
+/// "does anybody own this pool container".
+pub async fn owning_containers(
+    db: impl PgExecutor<'_>,
+    containers: &[String],
+) -> Result<Vec<String>> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("select container_id from sessions where container_id = any($1)")
+            .bind(containers)
+            .fetch_all(db)
+            .await?;
+    Ok(rows.into_iter().map(|(c,)| c).collect())
 }
 
 /// Every session id, for the reconciler's "does anybody own this container".

@@ -176,6 +176,17 @@ pub async fn test_runtime_with_models(
     shutdown: CancellationToken,
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> (Runtime, PathBuf) {
+    test_runtime_full(db, shutdown, models, 0).await
+}
+
+/// [`test_runtime_with_models`] with a warm pool of `warm_pool` sandboxes (0: none, which
+/// keeps boots deterministic; pool tests ask for one).
+pub async fn test_runtime_full(
+    db: &Db,
+    shutdown: CancellationToken,
+    models: sandbox_agents_runtime::runs::ModelClients,
+    warm_pool: usize,
+) -> (Runtime, PathBuf) {
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .expect("reading the deployment id");
@@ -200,6 +211,7 @@ pub async fn test_runtime_with_models(
         idle_ttl: Duration::from_secs(1800),
         sweep_interval: Duration::from_secs(3600),
         manifest: ManifestPolicy::default(),
+        warm_pool,
     };
     (
         Runtime::new(
@@ -306,7 +318,35 @@ pub async fn spawn_app_with_webhooks(settings: WebhookSettings) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
     let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(db, options, None, Default::default(), open, settings).await
+    spawn_app_inner(db, options, None, Default::default(), open, settings, 0).await
+}
+
+/// A server with a warm pool of `size` sandboxes, on a fresh database; its refill worker is
+/// started (the first fill runs in the background: poll, or call `runtime.fill_pool()`).
+pub async fn spawn_app_pooled(size: usize) -> TestApp {
+    init_tracing();
+    let (db, options) = fresh_database().await;
+    let app = spawn_app_on_pooled(db, options, size).await;
+    app.runtime.start_pool();
+    app
+}
+
+/// A server with a warm pool of `size` on an existing database (a second process, or a
+/// restart). Its refill worker is not started: call `runtime.reconcile_on_start()` and
+/// `runtime.start_pool()` as a server would, or `runtime.fill_pool()` to fill in step.
+pub async fn spawn_app_on_pooled(db: Db, db_options: PgConnectOptions, size: usize) -> TestApp {
+    init_tracing();
+    let open = sandbox_agents_api::auth::Auth::new(None);
+    spawn_app_inner(
+        db,
+        db_options,
+        None,
+        Default::default(),
+        open,
+        test_webhook_settings(),
+        size,
+    )
+    .await
 }
 
 /// A server whose `GET /api/models` and runs use the given clients.
@@ -317,7 +357,16 @@ pub async fn spawn_app_full(
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
     let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(db, db_options, model_proxy, models, open, test_webhook_settings()).await
+    spawn_app_inner(
+        db,
+        db_options,
+        model_proxy,
+        models,
+        open,
+        test_webhook_settings(),
+        0,
+    )
+    .await
 }
 
 /// A server on a fresh database whose shared token is `token` (not open mode).
@@ -329,7 +378,16 @@ pub async fn spawn_app_with_token(token: &str) -> TestApp {
 pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
-    spawn_app_inner(db, options, None, Default::default(), auth, test_webhook_settings()).await
+    spawn_app_inner(
+        db,
+        options,
+        None,
+        Default::default(),
+        auth,
+        test_webhook_settings(),
+        0,
+    )
+    .await
 }
 
 async fn spawn_app_inner(
@@ -339,13 +397,14 @@ async fn spawn_app_inner(
     models: sandbox_agents_runtime::runs::ModelClients,
     auth: sandbox_agents_api::auth::Auth,
     webhook_settings: WebhookSettings,
+    warm_pool: usize,
 ) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding port 0");
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
     let shutdown = CancellationToken::new();
-    let (runtime, blobs_dir) = test_runtime_with_models(&db, shutdown.clone(), models).await;
+    let (runtime, blobs_dir) = test_runtime_full(&db, shutdown.clone(), models, warm_pool).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runtime.attach_hub(hub.clone());
     let webhooks = Webhooks::new(webhook_settings, sandbox_agents_vault::MasterKey::random())
@@ -389,6 +448,9 @@ async fn spawn_app_inner(
 /// removed, from a thread with a runtime of its own since `Drop` cannot await.
 impl Drop for TestApp {
     fn drop(&mut self) {
+        // Pooled sandboxes carry the deployment label too, so the sweep below takes them; the
+        // refill worker is told to stop first (`stop` also waits for it).
+        self.shutdown.cancel();
         let db = self.db.clone();
         let options = self.db_options.clone();
         let _ = std::thread::spawn(move || {
@@ -434,9 +496,14 @@ impl TestApp {
         format!("{}{}", self.base, path)
     }
 
-    /// Stops the server and waits for it, failing if graceful shutdown hangs.
+    /// Stops the server and waits for it, failing if graceful shutdown hangs. The warm
+    /// pool's refill worker is waited for too, so no sandbox it is creating appears after
+    /// the drop has removed this deployment's containers.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.runtime.stop_pool())
+            .await
+            .expect("the warm pool's worker stopped in time");
         let server = std::mem::replace(&mut self.server, tokio::spawn(async { Ok(()) }));
         tokio::time::timeout(Duration::from_secs(10), server)
             .await

@@ -2,7 +2,7 @@
 //!
 //! 1. Create-to-running. Ours: `POST /api/sessions` on an in-process server, until a client
 //!    following `GET .../events/stream` receives `session.status_running` (the agent's manifest
-//!    is one file and one dir). Beside it: `DockerBackend::create` + `put_archive` (the Docker
+//!    is one file and one dir); once without a warm pool and once claiming from a full one. Beside it: `DockerBackend::create` + `put_archive` (the Docker
 //!    calls a boot makes, without the database, the event or HTTP), and raw bollard: create +
 //!    start + `upload_to_container` of the same tar, with the same hardening and limits.
 //! 2. Exec round trip of `true`. Ours: `POST .../exec` over HTTP. Beside it: `Runtime::exec`
@@ -68,6 +68,9 @@ struct Args {
     parts: Vec<String>,
 }
 
+/// The warm pool of the pooled server: the server's default.
+const POOL_SIZE: usize = 2;
+
 /// The agent's manifest: one file and one directory.
 fn manifest() -> serde_json::Value {
     json!({"entries": {
@@ -110,6 +113,8 @@ where
 async fn create_to_running(
     args: &Args,
     app: &TestApp,
+    pooled: &TestApp,
+    pool_size: usize,
     docker: &bollard::Docker,
     tar: &Bytes,
 ) -> anyhow::Result<Part> {
@@ -122,8 +127,15 @@ async fn create_to_running(
     let settings = app.runtime.settings();
     let (image, limits) = (settings.default_image.clone(), settings.limits.clone());
     let backend = app.runtime.backend().clone();
+    let pooled_agent = ours::create_agent(
+        pooled,
+        json!({"slug": "bench-pooled", "name": "bench-pooled", "manifest": manifest()}),
+    )
+    .await
+    .context("creating the pooled server's agent")?;
     let mut rows = vec![
-        Row::new("ours: POST /api/sessions → SSE session.status_running", "HTTP, row + event, boot task (inspect image, remove stale, put /workspace, start, inspect), manifest tar, running row + event + NOTIFY, SSE"),
+        Row::new("ours: POST /api/sessions → SSE session.status_running", "HTTP, row + event, boot task (inspect image, create, start, inspect), manifest tar, running row + event + NOTIFY, SSE"),
+        Row::new("ours, warm pool: the same, claiming a pooled sandbox", "HTTP, row + event, boot task (claim row, inspect), manifest tar upload, running row + event + NOTIFY, SSE; the pool is full when the clock starts"),
         Row::new("DockerBackend::create + put_archive", "the Docker calls of a boot, without database, event or HTTP"),
         Row::new("bollard, DockerBackend's calls one by one", "the same calls timed step by step (breakdown below)"),
         Row::new("raw bollard: create + start + upload", "same image, hardening, limits, labels and tar"),
@@ -133,6 +145,7 @@ async fn create_to_running(
     let steps = RefCell::new(Vec::new());
     interleaved(args, &mut rows, |v| {
         let (image, limits, backend, agent) = (&image, &limits, &backend, &agent);
+        let pooled_agent = &pooled_agent;
         let (accepted, steps) = (&accepted, &steps);
         async move {
             match v {
@@ -142,13 +155,22 @@ async fn create_to_running(
                     ours::delete_session(app, &id).await?;
                     Ok(d)
                 }
-                2 => {
+                1 => {
+                    // The previous claim's replacement is started outside the timed region.
+                    ours::pool_full(pooled, pool_size).await?;
+                    let (id, d, _) = ours::create_until_running(pooled, pooled_agent).await?;
+                    ours::delete_session(pooled, &id).await?;
+                    // And before the next variant runs, so it does not compete with it.
+                    ours::pool_full(pooled, pool_size).await?;
+                    Ok(d)
+                }
+                3 => {
                     let (id, s) = raw::sequence(docker, image, limits, tar).await?;
                     raw::remove(docker, &id).await?;
                     steps.borrow_mut().push(s);
                     Ok(s.iter().sum())
                 }
-                1 => {
+                2 => {
                     let spec = SandboxSpec {
                         session: uuid::Uuid::new_v4().to_string(),
                         image: image.clone(),
@@ -226,7 +248,7 @@ async fn exec_round_trip(
         Row::new("ours: POST /api/sessions/{id}/exec", "HTTP + Runtime::exec"),
         Row::new(
             "Runtime::exec (no HTTP)",
-            "session lookup + touch (2 queries) + DockerBackend::exec",
+            "session lookup, then the touch UPDATE concurrently with DockerBackend::exec",
         ),
         Row::new(
             "DockerBackend::exec (no database)",
@@ -299,11 +321,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let db = sandbox_agents_store::connect(options.clone(), 20).await?;
         sandbox_agents_store::migrate(&db).await?;
         let fake = sandbox_agents_fake_model::FakeModel::start(runs::script());
-        let app =
-            sandbox_agents_testkit::spawn_app_with_model_proxy_on(db, options, &fake.root_url())
-                .await;
+        let app = sandbox_agents_testkit::spawn_app_with_model_proxy_on(
+            db.clone(),
+            options.clone(),
+            &fake.root_url(),
+        )
+        .await;
+        // A second server on the same database with the server's default warm pool: the
+        // first one (no pool) measures the path every boot took before the pool, and the
+        // path a session with exposed ports or another image still takes.
+        let pooled = sandbox_agents_testkit::spawn_app_on_pooled(db, options, POOL_SIZE).await;
+        pooled.runtime.start_pool();
         let parts = tokio::select! {
-            r = parts(&args, &app, &fake, &docker) => r,
+            r = parts(&args, &app, &pooled, &fake, &docker) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         };
         // Whatever happened: no sandbox of this server, and no raw container, is left.
@@ -317,6 +347,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
         left += raw::remove_all(&docker).await.unwrap_or(0);
         log(format!("removed {left} leftover container(s)"));
         let blobs = app.blobs_dir.clone();
+        let pooled_blobs = pooled.blobs_dir.clone();
+        pooled.stop().await;
+        // Whatever the pool's worker started last.
+        if let Ok(listed) = app.runtime.backend().list().await {
+            for c in listed {
+                let _ = app.runtime.backend().remove(&c.id).await;
+            }
+        }
+        let _ = std::fs::remove_dir_all(pooled_blobs);
         app.stop().await;
         let _ = std::fs::remove_dir_all(blobs);
         parts
@@ -384,6 +423,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 async fn parts(
     args: &Args,
     app: &TestApp,
+    pooled: &TestApp,
     fake: &sandbox_agents_fake_model::FakeModel,
     docker: &bollard::Docker,
 ) -> anyhow::Result<Vec<Part>> {
@@ -394,10 +434,10 @@ async fn parts(
     let mut out = Vec::new();
     if wants("create") {
         log(format!(
-            "create-to-running: {} + {} iterations × 4 variants",
+            "create-to-running: {} + {} iterations × 5 variants",
             args.warmup, args.iterations
         ));
-        out.push(create_to_running(args, app, docker, &tar).await?);
+        out.push(create_to_running(args, app, pooled, POOL_SIZE, docker, &tar).await?);
     }
     if wants("exec") {
         log(format!(

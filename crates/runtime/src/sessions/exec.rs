@@ -7,6 +7,19 @@ use sandbox_agents_domain::session::ExecResult;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_sandbox::{ExecRequest, SandboxError};
 use sandbox_agents_store::sessions::{self, SessionRecord};
+
+/// The environment every command in a session's sandbox runs with: the manifest's
+/// `environment` as it was when the sandbox booted. It is passed with each exec rather than
+/// baked into the container, so a sandbox taken from the warm pool (created before the
+/// session existed) and one created for the session behave the same, and the variables never
+/// appear in the container's configuration (or a snapshot's).
+pub(crate) fn sandbox_env(s: &SessionRecord) -> Vec<(String, String)> {
+    s.sandbox_env
+        .0
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
 use serde_json::Value;
 use std::time::Duration;
 
@@ -72,27 +85,33 @@ impl Runtime {
                 Value::from(secs),
             ));
         }
-        let (_, container) = self.running(project, id).await?;
-        sessions::touch(&self.inner.db, id).await?;
+        let (session, container) = self.running(project, id).await?;
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), command],
             workdir: None,
-            env: Vec::new(),
+            env: sandbox_env(&session),
             timeout: Duration::from_secs_f64(secs),
             max_output: MAX_OUTPUT_BYTES,
             stdin: None,
         };
-        let out = self
-            .inner
-            .backend
-            .exec(&container, &req)
-            .await
-            .map_err(|e| match e {
-                SandboxError::NotFound(_) => RuntimeError::Conflict(
-                    "the sandbox is gone; stop and start the session to get a new one".into(),
-                ),
-                other => other.into(),
-            })?;
+        // The idle clock is moved while the command runs, not before it: the UPDATE (a
+        // commit) overlaps the Docker round trips instead of adding to them. It has committed
+        // by the time the caller gets the answer, so a use that was answered is always on
+        // record; a reaper that decided just before it re-checks under the session lock
+        // (see `stop_locked`).
+        let (touched, out) = tokio::join!(
+            sessions::touch(&self.inner.db, id),
+            self.inner.backend.exec(&container, &req)
+        );
+        if let Err(e) = touched {
+            tracing::warn!(error = %e, "could not record the use of the sandbox");
+        }
+        let out = out.map_err(|e| match e {
+            SandboxError::NotFound(_) => RuntimeError::Conflict(
+                "the sandbox is gone; stop and start the session to get a new one".into(),
+            ),
+            other => other.into(),
+        })?;
         let mut stderr = text(&out.stderr, out.stderr_truncated, "stderr");
         if out.timed_out {
             stderr.push_str(&format!(

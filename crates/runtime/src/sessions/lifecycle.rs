@@ -200,6 +200,9 @@ impl Runtime {
         };
         let result = self.boot_locked(id).await;
         lock.release().await;
+        // Replace a pooled sandbox this boot may have taken, now that it no longer competes
+        // with the boot (a no-op without a pool).
+        self.inner.pool_wanted.notify_one();
         result
     }
 
@@ -215,15 +218,22 @@ impl Runtime {
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
-            Ok(sandbox) => {
+            Ok((sandbox, env)) => {
                 let ports: BTreeMap<String, u16> = sandbox
                     .ports
                     .iter()
                     .map(|(c, h)| (c.to_string(), h.port()))
                     .collect();
                 let mut tx = st.db.begin().await?;
-                match sessions::mark_running(&mut tx, id, &sandbox.id, &sandbox.workdir, &ports)
-                    .await?
+                match sessions::mark_running(
+                    &mut tx,
+                    id,
+                    &sandbox.id,
+                    &sandbox.workdir,
+                    &ports,
+                    &env,
+                )
+                .await?
                 {
                     Some(_) => {
                         events::append(
@@ -280,8 +290,9 @@ impl Runtime {
         Ok(())
     }
 
-    /// Creates the sandbox and fills its workspace; removes it again if that fails.
-    async fn boot_sandbox(&self, s: &SessionRecord) -> Result<Sandbox> {
+    /// Takes a sandbox from the warm pool or creates one, and fills its workspace; removes it
+    /// again if that fails. Returns it with the environment its commands are to run with.
+    async fn boot_sandbox(&self, s: &SessionRecord) -> Result<(Sandbox, BTreeMap<String, String>)> {
         let st = &self.inner;
         let agent = agents::get(
             &st.db,
@@ -300,7 +311,9 @@ impl Runtime {
                 .clone()
                 .or_else(|| agent.spec.image.clone())
                 .unwrap_or_else(|| st.settings.default_image.clone()),
-            env: manifest.environment.clone(),
+            // Passed with every exec instead (see `exec::sandbox_env`): a pooled sandbox
+            // could not have it, and this way no sandbox differs from another.
+            env: BTreeMap::new(),
             exposed_ports: s
                 .exposed_ports
                 .iter()
@@ -308,7 +321,17 @@ impl Runtime {
                 .collect(),
             limits: st.settings.limits.clone(),
         };
-        let sandbox = st.backend.create(&spec).await?;
+        if let Some(stale) = &s.container_id {
+            // A provisioning row with a container: an earlier boot took one from the pool and
+            // did not finish (the process died). Nobody else can be using it.
+            tracing::info!(container.id = %stale, "removing the sandbox of an unfinished boot");
+            st.backend.remove(stale).await?;
+        }
+        let sandbox = match self.claim_pooled(s.session_id(), &spec).await? {
+            Some(sandbox) => sandbox,
+            None => st.backend.create(&spec).await?,
+        };
+        let env = manifest.environment.clone();
         let filled: Result<()> = async {
             if let Some(key) = &s.workspace_archive {
                 // The archive a stop made: entries are `workspace/...`, so it goes to `/`.
@@ -335,7 +358,7 @@ impl Runtime {
             let _ = st.backend.remove(&sandbox.id).await;
             return Err(e);
         }
-        Ok(sandbox)
+        Ok((sandbox, env))
     }
 
     pub(crate) async fn read_blob(&self, key: &str) -> Result<Bytes> {
@@ -409,6 +432,15 @@ impl Runtime {
         };
         if !matches!(s.status.as_str(), "running" | "provisioning") {
             return Ok(s);
+        }
+        if reason == StopReason::Idle {
+            // The reaper chose this session before taking its lock; a use recorded since
+            // (an exec's touch, from any process) means it is not idle after all.
+            let ttl = st.settings.idle_ttl.as_secs() as i64;
+            if !sessions::is_idle_expired(&st.db, id, ttl).await? {
+                tracing::info!("used since the idle reaper chose it; kept running");
+                return Ok(s);
+            }
         }
         let mut archive = None;
         if let Some(container) = &s.container_id {

@@ -5,6 +5,7 @@
 mod exec;
 pub mod files;
 mod lifecycle;
+mod pool;
 mod snapshots;
 mod workers;
 
@@ -35,6 +36,10 @@ pub struct RuntimeSettings {
     /// How often the idle reaper and the orphan sweep look.
     pub sweep_interval: Duration,
     pub manifest: ManifestPolicy,
+    /// How many started sandboxes of the default image wait for sessions (0: no pool).
+    /// Every server process of a deployment should say the same: each one's sweep trims the
+    /// pool to its own setting.
+    pub warm_pool: usize,
 }
 
 /// The session runtime; cheap to clone.
@@ -59,6 +64,12 @@ pub(crate) struct Inner {
     pub hub: std::sync::OnceLock<sandbox_agents_store::EventHub>,
     /// This process's liveness key (see `runs::liveness`), taken on first use.
     pub liveness: tokio::sync::OnceCell<i32>,
+    /// Wakes the warm pool's refill worker (see `pool.rs`).
+    pub pool_wanted: tokio::sync::Notify,
+    /// Set once the refill worker runs.
+    pub pool_started: std::sync::atomic::AtomicBool,
+    /// The refill worker, for a shutdown that waits for it.
+    pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Runtime {
@@ -82,6 +93,9 @@ impl Runtime {
                 runs: Default::default(),
                 hub: Default::default(),
                 liveness: Default::default(),
+                pool_wanted: tokio::sync::Notify::new(),
+                pool_started: Default::default(),
+                pool_worker: Default::default(),
             }),
         }
     }
@@ -108,7 +122,11 @@ impl Runtime {
     /// booting is picked up again by the next start's reconciliation.
     pub async fn drain(&self, within: Duration) {
         self.inner.tasks.close();
-        let _ = tokio::time::timeout(within, self.inner.tasks.wait()).await;
+        let _ = tokio::time::timeout(within, async {
+            self.inner.tasks.wait().await;
+            self.stop_pool().await;
+        })
+        .await;
     }
 }
 

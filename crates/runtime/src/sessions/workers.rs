@@ -5,7 +5,7 @@ use super::lifecycle::StopReason;
 use super::Runtime;
 use crate::error::Result;
 use sandbox_agents_domain::SessionId;
-use sandbox_agents_store::sessions;
+use sandbox_agents_store::{sandbox_pool, sessions};
 use std::collections::HashMap;
 
 impl Runtime {
@@ -69,10 +69,14 @@ impl Runtime {
     }
 
     /// Removes this deployment's containers that no session owns (a crash between creating a
-    /// container and recording it, or a session deleted while its removal failed).
+    /// container and recording it, or a session deleted while its removal failed), and
+    /// reconciles the warm pool: pooled sandboxes are kept while their rows own them, and
+    /// removed when dead, surplus, of another image, or when the pool is disabled.
     #[tracing::instrument(skip_all)]
     pub async fn sweep_orphans(&self) -> Result<()> {
         let st = &self.inner;
+        // Pool rows are read before the listing (see `sweep_pool`).
+        let pool_rows = sandbox_pool::list(&st.db).await?;
         let listed = st.backend.list().await?;
         let ids: Vec<uuid::Uuid> = listed
             .iter()
@@ -83,7 +87,7 @@ impl Runtime {
             .await?
             .into_iter()
             .collect();
-        for c in listed {
+        for c in listed.iter().filter(|c| c.pool.is_none()) {
             let session = c
                 .session
                 .as_deref()
@@ -104,6 +108,9 @@ impl Runtime {
                 st.backend.remove(&c.id).await?;
             }
         }
+        self.sweep_pool(&pool_rows, &listed).await?;
+        // Replace what the sweep removed (a no-op without a pool or before `start_pool`).
+        st.pool_wanted.notify_one();
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! reading back where its ports were published.
 
 use super::{SANDBOX_GID, SANDBOX_UID};
-use crate::{SandboxSpec, LABEL_DEPLOYMENT, LABEL_SESSION, WORKDIR};
+use crate::{SandboxSpec, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkSettings, PortBinding};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -15,10 +15,29 @@ pub fn container_name(session: &str) -> String {
     format!("sa-{session}")
 }
 
-pub(crate) fn container_body(deployment: &str, spec: &SandboxSpec) -> ContainerCreateBody {
+/// Whom a container is created for: its owner label.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Owner<'a> {
+    /// The session `spec.session`.
+    Session,
+    /// The warm pool of `spec.image`.
+    Pool(&'a str),
+}
+
+/// The container of `spec`. Hardening, limits, user and working directory do not depend on
+/// `owner`: a pooled container is the same container a session would get, bar its label.
+pub(crate) fn container_body(
+    deployment: &str,
+    spec: &SandboxSpec,
+    owner: Owner<'_>,
+) -> ContainerCreateBody {
+    let owner_label = match owner {
+        Owner::Session => (LABEL_SESSION.to_owned(), spec.session.clone()),
+        Owner::Pool(image) => (LABEL_POOL.to_owned(), image.to_owned()),
+    };
     let labels = HashMap::from([
         (LABEL_DEPLOYMENT.to_owned(), deployment.to_owned()),
-        (LABEL_SESSION.to_owned(), spec.session.clone()),
+        owner_label,
     ]);
     let env = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let exposed: Vec<String> = spec
@@ -115,7 +134,15 @@ mod tests {
                 pids: 100,
             },
         };
-        let body = container_body("dep", &spec);
+        let body = container_body("dep", &spec, Owner::Session);
+        let pooled = container_body("dep", &spec, Owner::Pool("img:1"));
+        assert_eq!(
+            format!("{:?}", pooled.host_config),
+            format!("{:?}", body.host_config),
+            "a pooled container is hardened and limited alike"
+        );
+        assert_eq!(pooled.labels.as_ref().unwrap()[LABEL_POOL], "img:1");
+        assert!(!pooled.labels.as_ref().unwrap().contains_key(LABEL_SESSION));
         let hc = body.host_config.as_ref().unwrap();
         assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_owned()][..]));
         assert_eq!(hc.privileged, Some(false));

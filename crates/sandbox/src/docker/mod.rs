@@ -16,13 +16,13 @@ pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
 
 use crate::{
     ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_SESSION, WORKDIR,
+    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR,
 };
 use async_trait::async_trait;
 use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
 use bollard::query_parameters::{
     CommitContainerOptions, CreateContainerOptions, ListContainersOptions, RemoveContainerOptions,
-    RemoveImageOptions, StopContainerOptions,
+    RemoveImageOptions, RenameContainerOptions, StopContainerOptions,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -35,6 +35,9 @@ pub const SANDBOX_UID: u64 = 1000;
 pub const SANDBOX_GID: u64 = 1000;
 /// Repository of the images [`SandboxBackend::snapshot_image`] makes.
 pub const SNAPSHOT_REPO: &str = "sandbox-agents-snapshot";
+/// Label of the images built from `images/sandbox/`; such an image owns `/workspace` as
+/// the sandbox user.
+pub const IMAGE_VERSION_LABEL: &str = "io.sandbox-agents.image-version";
 /// Where the Engine is when `DOCKER_HOST` is unset.
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
@@ -110,6 +113,88 @@ impl DockerBackend {
         }
     }
 
+    /// Whether `image` is present, and whether it is one of ours: an image labelled
+    /// [`IMAGE_VERSION_LABEL`] has `/workspace` owned by the sandbox user already (both
+    /// Dockerfiles under `images/sandbox/` make it so, and snapshots inherit the label), so
+    /// a boot need not upload the directory before starting. `ImageMissing` otherwise.
+    async fn check_image(&self, image: &str) -> Result<bool> {
+        match self.docker.inspect_image(image).await {
+            Ok(i) => Ok(i
+                .config
+                .and_then(|c| c.labels)
+                .is_some_and(|l| l.contains_key(IMAGE_VERSION_LABEL))),
+            Err(e) if error::is_not_found(&e) => Err(SandboxError::ImageMissing(image.to_owned())),
+            Err(e) => Err(error::backend(e)),
+        }
+    }
+
+    /// Creates the container `name` from `body` and starts it; a container already holding
+    /// the name (left by a crashed earlier boot) is replaced. Nothing is left behind when it
+    /// fails. `workspace_ready`: the image owns `/workspace` as the sandbox user already;
+    /// otherwise a directory entry is uploaded before the start to make it so.
+    async fn create_and_start(
+        &self,
+        name: &str,
+        body: bollard::models::ContainerCreateBody,
+        workspace_ready: bool,
+    ) -> Result<Sandbox> {
+        let options = || CreateContainerOptions {
+            name: Some(name.to_owned()),
+            platform: String::new(),
+        };
+        // The name is normally free: try first, and only on a conflict remove the stale one,
+        // which saves a round trip on every boot.
+        let created = match self
+            .docker
+            .create_container(Some(options()), body.clone())
+            .await
+        {
+            Err(e) if error::status(&e) == Some(409) => {
+                tracing::info!(%name, "replacing a container left by an earlier boot");
+                self.remove_container(name).await?;
+                self.docker
+                    .create_container(Some(options()), body)
+                    .await
+                    .map_err(error::backend)?
+            }
+            other => other.map_err(error::backend)?,
+        };
+        let id = created.id;
+        tracing::Span::current().record("container.id", id.as_str());
+        let started = async {
+            if !workspace_ready {
+                archive::put_archive(&self.docker, &id, "/", workdir_entry()?.into()).await?;
+            }
+            self.docker
+                .start_container(&id, None)
+                .await
+                .map_err(error::backend)?;
+            self.status(&id)
+                .await?
+                .ok_or_else(|| SandboxError::NotFound(id.clone()))
+        }
+        .await;
+        match started {
+            Ok(status) if status.running => Ok(Sandbox {
+                id,
+                workdir: WORKDIR.to_owned(),
+                ports: status.ports,
+            }),
+            failed => {
+                let err = match failed {
+                    Err(e) => e,
+                    Ok(_) => SandboxError::Backend(format!(
+                        "the container {id} exited right after starting"
+                    )),
+                };
+                if let Err(e) = self.remove_container(&id).await {
+                    tracing::warn!(error = %e, "could not remove the container that failed to start");
+                }
+                Err(err)
+            }
+        }
+    }
+
     async fn status(&self, id: &str) -> Result<Option<SandboxStatus>> {
         match self.docker.inspect_container(id, None).await {
             Ok(c) => Ok(Some(SandboxStatus {
@@ -132,86 +217,53 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
-        match self.docker.inspect_image(&spec.image).await {
-            Ok(_) => {}
-            Err(e) if error::is_not_found(&e) => {
-                return Err(SandboxError::ImageMissing(spec.image.clone()))
-            }
-            Err(e) => return Err(error::backend(e)),
-        }
+        let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
-        // A container left by a crashed earlier boot of this session.
-        self.remove_container(&name).await?;
-        let options = CreateContainerOptions {
-            name: Some(name.clone()),
-            platform: String::new(),
-        };
-        let created = self
-            .docker
-            .create_container(
-                Some(options),
-                create::container_body(&self.deployment, spec),
-            )
-            .await
-            .map_err(error::backend)?;
-        let id = created.id;
-        tracing::Span::current().record("container.id", id.as_str());
-        let started = async {
-            // /workspace owned by the sandbox user even if the image got it wrong.
-            let mut workdir = tar::Builder::new(Vec::new());
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_mode(0o755);
-            h.set_size(0);
-            workdir
-                .append_data(&mut h, WORKDIR.trim_start_matches('/'), std::io::empty())
-                .map_err(|e| SandboxError::Backend(e.to_string()))?;
-            let workdir = workdir
-                .into_inner()
-                .map_err(|e| SandboxError::Backend(e.to_string()))?;
-            archive::put_archive(&self.docker, &id, "/", workdir.into()).await?;
-            self.docker
-                .start_container(&id, None)
-                .await
-                .map_err(error::backend)?;
-            self.status(&id)
-                .await?
-                .ok_or_else(|| SandboxError::NotFound(id.clone()))
-        }
-        .await;
-        let status = match started {
-            Ok(status) if status.running => status,
-            failed => {
-                let err = match failed {
-                    Err(e) => e,
-                    Ok(_) => SandboxError::Backend(format!(
-                        "the container {id} exited right after starting"
-                    )),
-                };
-                if let Err(e) = self.remove_container(&id).await {
-                    tracing::warn!(error = %e, "could not remove the container that failed to start");
-                }
-                return Err(err);
-            }
-        };
+        let body = create::container_body(&self.deployment, spec, create::Owner::Session);
+        let sandbox = self.create_and_start(&name, body, workspace_ready).await?;
         let missing: Vec<u16> = spec
             .exposed_ports
             .iter()
             .copied()
-            .filter(|p| !status.ports.contains_key(p))
+            .filter(|p| !sandbox.ports.contains_key(p))
             .collect();
         if !missing.is_empty() {
-            let _ = self.remove_container(&id).await;
+            let _ = self.remove_container(&sandbox.id).await;
             return Err(SandboxError::Backend(format!(
                 "ports {missing:?} were not published on 127.0.0.1"
             )));
         }
-        tracing::debug!(ports = ?status.ports, "sandbox running");
-        Ok(Sandbox {
-            id,
-            workdir: WORKDIR.to_owned(),
-            ports: status.ports,
-        })
+        tracing::debug!(ports = ?sandbox.ports, "sandbox running");
+        Ok(sandbox)
+    }
+
+    #[tracing::instrument(skip_all, fields(name = %name, image = %spec.image, container.id = tracing::field::Empty))]
+    async fn create_pooled(&self, name: &str, spec: &SandboxSpec) -> Result<Sandbox> {
+        if !spec.exposed_ports.is_empty() {
+            return Err(SandboxError::Backend(
+                "a pooled sandbox cannot publish ports: they are published at creation".into(),
+            ));
+        }
+        let workspace_ready = self.check_image(&spec.image).await?;
+        let body = create::container_body(&self.deployment, spec, create::Owner::Pool(&spec.image));
+        self.create_and_start(name, body, workspace_ready).await
+    }
+
+    #[tracing::instrument(skip_all, fields(container.id = %id, session = %session))]
+    async fn assign(&self, id: &str, session: &str) -> Result<()> {
+        let name = container_name(session);
+        let rename = || {
+            self.docker
+                .rename_container(id, RenameContainerOptions { name: name.clone() })
+        };
+        match rename().await {
+            // The name is taken: a container an unfinished boot of this session created.
+            Err(e) if error::status(&e) == Some(409) => {
+                self.remove_container(&name).await?;
+                rename().await.map_err(error::container(id))
+            }
+            other => other.map_err(error::container(id)),
+        }
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
@@ -277,9 +329,16 @@ impl SandboxBackend for DockerBackend {
         Ok(containers
             .into_iter()
             .filter_map(|c| {
+                let mut labels = c.labels.unwrap_or_default();
                 Some(ListedSandbox {
                     id: c.id?,
-                    session: c.labels.and_then(|mut l| l.remove(LABEL_SESSION)),
+                    name: c
+                        .names
+                        .and_then(|n| n.into_iter().next())
+                        .map(|n| n.trim_start_matches('/').to_owned())
+                        .unwrap_or_default(),
+                    session: labels.remove(LABEL_SESSION).filter(|l| !l.is_empty()),
+                    pool: labels.remove(LABEL_POOL).filter(|l| !l.is_empty()),
                     running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
                 })
             })
@@ -324,10 +383,27 @@ impl SandboxBackend for DockerBackend {
     }
 }
 
+/// A tar holding only a `workspace` directory entry (it is rewritten to belong to the sandbox
+/// user on upload).
+fn workdir_entry() -> Result<Vec<u8>> {
+    let mut workdir = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(0o755);
+    h.set_size(0);
+    workdir
+        .append_data(&mut h, WORKDIR.trim_start_matches('/'), std::io::empty())
+        .map_err(|e| SandboxError::Backend(e.to_string()))?;
+    workdir
+        .into_inner()
+        .map_err(|e| SandboxError::Backend(e.to_string()))
+}
+
 /// The config committed with a snapshot. The Engine merges the container's config into it
 /// and cannot drop variables, so the session's own environment (which may hold secrets) is
 /// masked: variables the base image did not set are committed empty. The session label is
-/// cleared for the same reason; a sandbox created from the snapshot gets its own.
+/// cleared for the same reason; a sandbox created from the snapshot gets its own. So is the
+/// pool label of a sandbox that came from the warm pool (an empty label counts as none).
 async fn snapshot_config(
     docker: &Docker,
     container: &bollard::models::ContainerInspectResponse,
@@ -357,7 +433,10 @@ async fn snapshot_config(
             env.push(format!("{key}="));
         }
     }
-    let labels = HashMap::from([(LABEL_SESSION.to_owned(), String::new())]);
+    let labels = HashMap::from([
+        (LABEL_SESSION.to_owned(), String::new()),
+        (LABEL_POOL.to_owned(), String::new()),
+    ]);
     Ok(ContainerConfig {
         env: Some(env),
         labels: Some(labels),

@@ -276,6 +276,30 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
 }
 
 #[tokio::test]
+async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_running() {
+    let app = spawn_app().await;
+    let id = running_session(&app, "busy", json!({"idle_ttl_seconds": 60})).await;
+    // The reaper's query saw it expired, then an exec (here: the boot) moved its clock.
+    let sid = sandbox_agents_domain::SessionId::parse(&id).unwrap();
+    let s = app
+        .runtime
+        .stop(
+            None,
+            sid,
+            sandbox_agents_runtime::sessions::StopReason::Idle,
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.status, "running");
+    assert_eq!(app.session(&id).await["status"], "running");
+    app.http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn an_agent_with_ttl_0_is_never_released() {
     let app = spawn_app().await;
     let id = running_session(&app, "forever", json!({"idle_ttl_seconds": 0})).await;

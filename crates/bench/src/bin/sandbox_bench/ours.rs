@@ -118,3 +118,21 @@ pub async fn exec_true(app: &TestApp, id: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Waits until the warm pool of `app` holds `size` started sandboxes and none is being made.
+pub async fn pool_full(app: &TestApp, size: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + BOOT_DEADLINE;
+    loop {
+        let (ready, all): (i64, i64) =
+            sqlx::query_as("select count(container_id), count(*) from sandbox_pool")
+                .fetch_one(&app.db)
+                .await?;
+        if ready as usize == size && all as usize == size {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the warm pool did not refill to {size} in {BOOT_DEADLINE:?} ({ready} of {all} ready)");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

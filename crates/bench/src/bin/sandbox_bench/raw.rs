@@ -202,11 +202,9 @@ pub async fn exec(docker: &Docker, id: &str, argv: &[&str]) -> anyhow::Result<()
 }
 
 /// The steps of [`sequence`], as the breakdown table names them.
-pub const STEPS: [&str; 8] = [
-    "inspect_image (is the image there?)",
-    "remove_container of a stale `sa-<session>` (404)",
+pub const STEPS: [&str; 6] = [
+    "inspect_image (is the image there? does it own /workspace?)",
     "create_container",
-    "rewrite + upload a `/workspace` dir entry (before start)",
     "start_container",
     "inspect_container (running? ports?)",
     "rewrite the manifest tar's owners (spawn_blocking)",
@@ -220,9 +218,9 @@ pub async fn sequence(
     image: &str,
     limits: &Limits,
     tar: &Bytes,
-) -> anyhow::Result<(String, [Duration; 8])> {
+) -> anyhow::Result<(String, [Duration; 6])> {
     use sandbox_agents_sandbox::docker::owned_by_sandbox_user;
-    let mut steps = [Duration::ZERO; 8];
+    let mut steps = [Duration::ZERO; 6];
     let mut t = std::time::Instant::now();
     let mut lap = |i: usize| {
         steps[i] = t.elapsed();
@@ -232,11 +230,6 @@ pub async fn sequence(
     let name = format!("sandbox-bench-raw-{session}");
     docker.inspect_image(image).await.context("inspect_image")?;
     lap(0);
-    match remove(docker, &name).await {
-        Err(e) if !format!("{e:#}").contains("404") => return Err(e),
-        _ => {}
-    }
-    lap(1);
     let options = CreateContainerOptions {
         name: Some(name),
         platform: String::new(),
@@ -246,30 +239,24 @@ pub async fn sequence(
         .await
         .context("create_container")?
         .id;
-    lap(2);
+    lap(1);
     let run = async {
-        let mut dir = sandbox_agents_runtime::manifest::Archive::new();
-        dir.dir(WORKDIR.trim_start_matches('/'))?;
-        let dir = dir.finish()?;
-        let dir = tokio::task::spawn_blocking(move || owned_by_sandbox_user(&dir)).await??;
-        upload(docker, &id, "/", dir.into()).await?;
-        lap(3);
         docker
             .start_container(&id, None)
             .await
             .context("start_container")?;
-        lap(4);
+        lap(2);
         let c = docker
             .inspect_container(&id, None)
             .await
             .context("inspect_container")?;
         anyhow::ensure!(c.state.and_then(|s| s.running) == Some(true), "not running");
-        lap(5);
+        lap(3);
         let tar = tar.clone();
         let tar = tokio::task::spawn_blocking(move || owned_by_sandbox_user(&tar)).await??;
-        lap(6);
+        lap(4);
         upload(docker, &id, WORKDIR, tar.into()).await?;
-        lap(7);
+        lap(5);
         Ok::<(), anyhow::Error>(())
     }
     .await;

@@ -17,6 +17,7 @@ mod scripts;
 mod stream;
 mod upload;
 
+use super::exec::sandbox_env;
 use super::lifecycle::not_found;
 use super::Runtime;
 use crate::blobs::{BlobStore, ByteStream};
@@ -59,8 +60,8 @@ pub struct FileContent {
 
 /// Where a session's workspace can be read.
 enum Workspace {
-    /// A running sandbox (its container id).
-    Live(String),
+    /// A running sandbox: its container id, and the environment its commands run with.
+    Live(String, Vec<(String, String)>),
     /// A stopped session: the blob key of its workspace archive (entries `workspace/...`).
     Archived(String),
 }
@@ -127,7 +128,7 @@ impl Runtime {
             .await
             .map_err(|e| not_found(e, id))?;
         match (s.status.as_str(), &s.container_id) {
-            ("running", Some(c)) => Ok(Workspace::Live(c.clone())),
+            ("running", Some(c)) => Ok(Workspace::Live(c.clone(), sandbox_env(&s))),
             ("stopped", _) => {
                 if let Some(key) = &s.workspace_archive {
                     return Ok(Workspace::Archived(key.clone()));
@@ -171,11 +172,12 @@ impl Runtime {
     ) -> Result<Vec<WorkspaceEntry>> {
         let p = parse(path)?;
         match self.workspace(project, id).await? {
-            Workspace::Live(container) => {
+            Workspace::Live(container, env) => {
                 let abs = p.absolute();
                 let out = self
                     .workspace_script(
                         &container,
+                        &env,
                         LIST_SCRIPT,
                         &[&abs],
                         CHECK_TIMEOUT,
@@ -217,10 +219,17 @@ impl Runtime {
         }
         let handle = tokio::runtime::Handle::current();
         match self.workspace(project, id).await? {
-            Workspace::Live(container) => {
+            Workspace::Live(container, env) => {
                 let abs = p.absolute();
                 let out = self
-                    .workspace_script(&container, READ_SCRIPT, &[&abs], CHECK_TIMEOUT, 64 * 1024)
+                    .workspace_script(
+                        &container,
+                        &env,
+                        READ_SCRIPT,
+                        &[&abs],
+                        CHECK_TIMEOUT,
+                        64 * 1024,
+                    )
                     .await?;
                 if out.exit_code != 0 || out.timed_out {
                     return Err(script_failed(&out, &p, Op::Read));
@@ -328,11 +337,13 @@ impl Runtime {
                 "the workspace root is a directory; name a file to upload to".into(),
             ));
         };
-        let (_, container) = self.running(project, id).await?;
+        let (session, container) = self.running(project, id).await?;
+        let env = sandbox_env(&session);
         let parent = p.parent().absolute();
         let out = self
             .workspace_script(
                 &container,
+                &env,
                 UPLOAD_SCRIPT,
                 &[&parent, &name],
                 CHECK_TIMEOUT,
@@ -417,12 +428,14 @@ impl Runtime {
                 "the workspace root cannot be deleted".into(),
             ));
         };
-        let (_, container) = self.running(project, id).await?;
+        let (session, container) = self.running(project, id).await?;
+        let env = sandbox_env(&session);
         let parent = p.parent().absolute();
         let flag = if recursive { "1" } else { "0" };
         let out = self
             .workspace_script(
                 &container,
+                &env,
                 DELETE_SCRIPT,
                 &[&parent, &name, flag],
                 DELETE_TIMEOUT,

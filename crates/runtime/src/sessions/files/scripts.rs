@@ -94,10 +94,12 @@ pub(super) fn script_failed(out: &ExecOutput, p: &WorkspacePath, op: Op) -> Runt
 }
 
 impl Runtime {
-    /// Runs `sh -c RESOLVE+script sh args...` as the sandbox user.
+    /// Runs `sh -c RESOLVE+script sh args...` as the sandbox user, with the session's
+    /// environment like every other command in its sandbox.
     pub(super) async fn workspace_script(
         &self,
         container: &str,
+        env: &[(String, String)],
         script: &str,
         args: &[&str],
         timeout: Duration,
@@ -113,7 +115,7 @@ impl Runtime {
         let req = ExecRequest {
             argv,
             workdir: None,
-            env: Vec::new(),
+            env: env.to_vec(),
             timeout,
             max_output,
             stdin: None,

@@ -1,0 +1,291 @@
+//! The warm pool of started sandboxes, on real Docker: sessions boot from it, it refills,
+//! concurrent boots never share a sandbox, a restart keeps or trims it without leaking, and
+//! the environment reaches every command whether or not a sandbox came from the pool.
+
+use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::{
+    spawn_app, spawn_app_on, spawn_app_on_pooled, spawn_app_pooled, spawn_app_with_model_proxy,
+    TestApp,
+};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+const BOOT: Duration = Duration::from_secs(60);
+/// Starting a pooled sandbox on a busy host.
+const FILL: Duration = Duration::from_secs(90);
+
+/// The pool's ready containers, oldest first.
+async fn pooled(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar(
+        "select container_id from sandbox_pool where container_id is not null order by created_at",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap()
+}
+
+/// Polls until the pool holds exactly `n` ready containers and none is being created.
+async fn pool_settles_at(app: &TestApp, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + FILL;
+    loop {
+        let (all,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        let ready = pooled(app).await;
+        if ready.len() == n && all as usize == n {
+            return ready;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pool did not settle at {n} in {FILL:?}: {ready:?} ready of {all}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// This deployment's containers: (id, pool label set, session label set).
+async fn containers(app: &TestApp) -> Vec<(String, bool, bool)> {
+    app.runtime
+        .backend()
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.id, c.pool.is_some(), c.session.is_some()))
+        .collect()
+}
+
+async fn container_of(app: &TestApp, id: &str) -> String {
+    app.session(id).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn boot(app: &TestApp, agent: &str) -> String {
+    let s = app.create_session(json!({"agent_id": agent})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", BOOT).await;
+    id
+}
+
+fn greeting_agent() -> Value {
+    json!({"manifest": {
+        "entries": {"brief.md": {"kind": "file", "content": "# pooled\n"}},
+        "environment": {"GREETING": "hello from the manifest", "SECOND": "two"}}})
+}
+
+#[tokio::test]
+async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the_pool_refills() {
+    let app = spawn_app_pooled(1).await;
+    app.create_agent("pooled", greeting_agent()).await;
+    let waiting = pool_settles_at(&app, 1).await;
+
+    let id = boot(&app, "pooled").await;
+    assert_eq!(
+        container_of(&app, &id).await,
+        waiting[0],
+        "the session took the pooled sandbox"
+    );
+    let listed = app.runtime.backend().list().await.unwrap();
+    let named = listed.iter().find(|c| c.id == waiting[0]).unwrap();
+    assert_eq!(named.name, format!("sa-{id}"), "named after its session");
+    assert_eq!(
+        app.exec(&id, "cat brief.md; echo \"$GREETING/$SECOND\"; id -u; pwd")
+            .await,
+        (
+            0,
+            "# pooled\nhello from the manifest/two\n1000\n/workspace\n".into(),
+            String::new()
+        )
+    );
+    // The same hardening as a dedicated sandbox: no capabilities, no new privileges.
+    let (_, status, _) = app
+        .exec(&id, "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
+        .await;
+    assert_eq!(status, "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
+
+    let refilled = pool_settles_at(&app, 1).await;
+    assert_ne!(refilled, waiting, "a new sandbox replaced the one taken");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_boots_in_two_processes_never_share_a_sandbox() {
+    let a = spawn_app_pooled(2).await;
+    let b = spawn_app_on_pooled(a.db.clone(), a.db_options.clone(), 2).await;
+    b.runtime.start_pool();
+    a.create_agent("racer", json!({})).await;
+    let waiting: HashSet<String> = pool_settles_at(&a, 2).await.into_iter().collect();
+
+    let creates = (0..6).map(|i| {
+        let app = if i % 2 == 0 { &a } else { &b };
+        app.create_session(json!({"agent_id": "racer"}))
+    });
+    let ids: Vec<String> = futures::future::join_all(creates)
+        .await
+        .into_iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut taken = HashSet::new();
+    for id in &ids {
+        a.wait_for_status(id, "running", BOOT).await;
+        let c = container_of(&a, id).await;
+        assert!(taken.insert(c), "two sessions got the same sandbox");
+    }
+    assert!(
+        waiting.iter().all(|c| taken.contains(c)),
+        "both pooled sandboxes were used: {waiting:?} ⊄ {taken:?}"
+    );
+    // The hostnames differ too: really six sandboxes, each answering for its own session.
+    let mut hosts = HashSet::new();
+    for id in &ids {
+        assert!(hosts.insert(a.exec(id, "hostname").await.1));
+    }
+    b.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_removes_it() {
+    let first = spawn_app_pooled(2).await;
+    first.create_agent("survivor", json!({})).await;
+    let waiting = pool_settles_at(&first, 2).await;
+    let id = boot(&first, "survivor").await;
+    let session_container = container_of(&first, &id).await;
+    assert!(waiting.contains(&session_container));
+    let left = pool_settles_at(&first, 2).await;
+    // The process stops: its sandboxes (pooled ones included) stay, as a server's do.
+    first.shutdown.cancel();
+    first.runtime.stop_pool().await;
+    let (db, options) = (first.db.clone(), first.db_options.clone());
+
+    // Restarted with the same size: everything is adopted, nothing is added or removed.
+    let second = spawn_app_on_pooled(db.clone(), options.clone(), 2).await;
+    second.runtime.reconcile_on_start().await.unwrap();
+    assert_eq!(second.runtime.fill_pool().await.unwrap(), 0);
+    assert_eq!(pooled(&second).await, left, "the pool was kept");
+    assert_eq!(second.session(&id).await["status"], "running");
+    assert_eq!(containers(&second).await.len(), 3);
+    assert_eq!(second.exec(&id, "echo still here").await.1, "still here\n");
+    second.shutdown.cancel();
+
+    // Restarted with a smaller pool: the surplus goes, the oldest stays.
+    let third = spawn_app_on_pooled(db.clone(), options.clone(), 1).await;
+    third.runtime.reconcile_on_start().await.unwrap();
+    assert_eq!(pooled(&third).await, left[..1]);
+    assert_eq!(containers(&third).await.len(), 2);
+    third.shutdown.cancel();
+
+    // Restarted without a pool: only the session's sandbox is left, and it keeps working.
+    let fourth = spawn_app_on(db, options).await;
+    fourth.runtime.reconcile_on_start().await.unwrap();
+    assert!(pooled(&fourth).await.is_empty());
+    assert_eq!(
+        containers(&fourth).await,
+        [(session_container, true, false)],
+        "the session's sandbox (pooled, so labelled as such) is all that is left"
+    );
+    assert_eq!(fourth.exec(&id, "echo still here").await.1, "still here\n");
+    fourth.stop().await;
+}
+
+#[tokio::test]
+async fn a_pooled_sandbox_nobody_owns_is_removed_and_a_dead_one_is_replaced() {
+    let app = spawn_app_pooled(1).await;
+    let waiting = pool_settles_at(&app, 1).await;
+    // A crash between creating a pooled sandbox and recording it: the row is gone.
+    sqlx::query("delete from sandbox_pool")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    app.runtime.sweep_orphans().await.unwrap();
+    assert!(
+        app.runtime
+            .backend()
+            .inspect(&waiting[0])
+            .await
+            .unwrap()
+            .is_none(),
+        "the unowned pooled sandbox was removed"
+    );
+    let replaced = pool_settles_at(&app, 1).await;
+    // A pooled sandbox that died (the Engine restarted, say) is dropped and replaced.
+    app.runtime.backend().remove(&replaced[0]).await.unwrap();
+    app.runtime.sweep_orphans().await.unwrap();
+    let again = pool_settles_at(&app, 1).await;
+    assert_ne!(again, replaced);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sessions_that_publish_ports_or_use_another_image_bypass_the_pool() {
+    let app = spawn_app_pooled(1).await;
+    app.create_agent("ported", json!({"exposed_ports": [8080]}))
+        .await;
+    let waiting = pool_settles_at(&app, 1).await;
+    let id = boot(&app, "ported").await;
+    assert!(!waiting.contains(&container_of(&app, &id).await));
+    assert_eq!(pooled(&app).await, waiting, "the pool was left alone");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_pool_a_session_gets_its_own_labelled_sandbox_and_its_environment() {
+    let app = spawn_app().await;
+    app.create_agent("plain", greeting_agent()).await;
+    let id = boot(&app, "plain").await;
+    assert!(pooled(&app).await.is_empty());
+    let c = container_of(&app, &id).await;
+    assert_eq!(containers(&app).await, [(c, false, true)]);
+    assert_eq!(
+        app.exec(&id, "echo \"$GREETING/$SECOND\"").await.1,
+        "hello from the manifest/two\n"
+    );
+}
+
+#[tokio::test]
+async fn the_runs_shell_tool_sees_the_manifest_environment() {
+    let fake = FakeModel::start(Script::new([
+        Rule::when()
+            .last_tool_result_contains("exit code")
+            .reply_text("done"),
+        Rule::when()
+            .last_user_contains("greet")
+            .reply_tool_call("shell", json!({"command": "echo \"$GREETING\""})),
+    ]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    app.create_agent("greeter", greeting_agent()).await;
+    let id = boot(&app, "greeter").await;
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/messages")))
+        .json(&json!({"prompt": "greet", "max_turns": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let deadline = Instant::now() + BOOT;
+    let output = loop {
+        let evs: Vec<Value> = app
+            .http
+            .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(e) = evs.iter().find(|e| e["type"] == "agent.tool_result") {
+            break e["payload"]["output"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no tool result: {evs:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        output.contains("stdout:\nhello from the manifest\n"),
+        "{output}"
+    );
+}

@@ -1,0 +1,130 @@
+//! The `sandbox_pool` table: the warm pool's pre-started containers. A row exists from
+//! before its container is created until the transaction that hands the container to a
+//! session, which records it as the session's `container_id` in the same commit; so every
+//! pool container is owned by a row here or by a session, and the orphan sweep removes any
+//! owned by neither.
+
+use crate::error::Result;
+use sandbox_agents_domain::SessionId;
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
+
+/// Serialises [`reserve`] across server processes (a transaction-scoped advisory lock).
+const RESERVE_LOCK: i64 = 0x5341_504f_4f4c; // "SAPOOL"
+
+/// One pool container (or one being created, `container_id` still null).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct PoolRow {
+    pub name: String,
+    pub image: String,
+    pub container_id: Option<String>,
+    pub created_at: OffsetDateTime,
+}
+
+/// Reserves names for the containers `image`'s pool lacks to hold `target`: the rows are
+/// written before any container exists, counted with the ones being created, under a lock,
+/// so two processes refilling at once never overshoot. Returns the names to create.
+#[tracing::instrument(skip_all, fields(image = %image, target))]
+pub async fn reserve(
+    db: &crate::Db,
+    image: &str,
+    target: usize,
+    mut new_name: impl FnMut() -> String,
+) -> Result<Vec<String>> {
+    let mut tx = db.begin().await?;
+    sqlx::query("select pg_advisory_xact_lock($1)")
+        .bind(RESERVE_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    let (have,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool where image = $1")
+        .bind(image)
+        .fetch_one(&mut *tx)
+        .await?;
+    let missing = (target as i64 - have).max(0) as usize;
+    let names: Vec<String> = (0..missing).map(|_| new_name()).collect();
+    if !names.is_empty() {
+        sqlx::query("insert into sandbox_pool (name, image) select unnest($1::text[]), $2")
+            .bind(&names)
+            .bind(image)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(names)
+}
+
+/// The container reserved as `name` runs: it can be claimed. `false` when the reservation is
+/// gone (the sweep dropped it as stale, or the pool was shrunk): the caller removes the
+/// container.
+pub async fn mark_ready(db: impl PgExecutor<'_>, name: &str, container_id: &str) -> Result<bool> {
+    let done = sqlx::query(
+        "update sandbox_pool set container_id = $2 where name = $1 and container_id is null",
+    )
+    .bind(name)
+    .bind(container_id)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Drops rows; returns those it deleted (name, container id), whose containers the caller
+/// then removes. A row a claim took meanwhile is not among them: it belongs to a session.
+pub async fn forget(
+    db: impl PgExecutor<'_>,
+    names: &[String],
+) -> Result<Vec<(String, Option<String>)>> {
+    Ok(
+        sqlx::query_as(
+            "delete from sandbox_pool where name = any($1) returning name, container_id",
+        )
+        .bind(names)
+        .fetch_all(db)
+        .await?,
+    )
+}
+
+/// Every row, oldest first.
+pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<PoolRow>> {
+    Ok(
+        sqlx::query_as("select * from sandbox_pool order by created_at, name")
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// Hands the oldest ready container of `image` to `session`, which must be provisioning:
+/// the row is deleted and the session's `container_id` set in the caller's transaction, so
+/// the container always has exactly one owner. `skip locked` lets concurrent claims (from
+/// any process) each take a different row without waiting. `None` when the pool is empty or
+/// the session is no longer provisioning (the caller rolls back then).
+#[tracing::instrument(skip_all, fields(session.id = %session, image = %image))]
+pub async fn claim(
+    tx: &mut sqlx::PgConnection,
+    image: &str,
+    session: SessionId,
+) -> Result<Option<String>> {
+    let taken: Option<(String,)> = sqlx::query_as(
+        "delete from sandbox_pool
+         where name = (select name from sandbox_pool
+                       where image = $1 and container_id is not null
+                       order by created_at
+                       for update skip locked
+                       limit 1)
+         returning container_id",
+    )
+    .bind(image)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((container,)) = taken else {
+        return Ok(None);
+    };
+    let owned = sqlx::query(
+        "update sessions set container_id = $2, updated_at = now()
+         where id = $1 and status = 'provisioning'",
+    )
+    .bind(session.0)
+    .bind(&container)
+    .execute(&mut *tx)
+    .await?;
+    Ok((owned.rows_affected() == 1).then_some(container))
+}
