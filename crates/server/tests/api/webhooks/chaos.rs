@@ -106,10 +106,20 @@ async fn through_refusals_timeouts_and_recovery_every_event_arrives_at_least_onc
         "{log:#?}"
     );
     assert_eq!(log[0]["status_code"], Value::Null);
+    // Which deliveries were tried while the receiver hung depends on timing; some were.
+    let mut timed_out = 0;
+    for d in &rows {
+        let log = attempts(&app, id, d["id"].as_str().unwrap()).await;
+        assert_eq!(d["attempt"].as_u64().unwrap() as usize, log.len());
+        assert_eq!(log.last().unwrap()["status_code"], 204);
+        timed_out += log
+            .iter()
+            .filter(|a| a["error"].as_str().is_some_and(|e| e.contains("timed out")))
+            .count();
+    }
     assert!(
-        log.iter()
-            .any(|a| a["error"].as_str().is_some_and(|e| e.contains("timed out"))),
-        "{log:#?}"
+        timed_out >= 5,
+        "the hanging receiver shows as timeouts in the attempt log"
     );
     let last = log.last().unwrap();
     assert_eq!(
