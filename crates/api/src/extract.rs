@@ -161,3 +161,42 @@ pub fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         ))),
     }
 }
+
+/// The most rows one page of a list returns (`limit` ≤ this).
+pub const MAX_PAGE: i64 = 1000;
+
+/// A 422 for one query parameter, shaped like FastAPI's.
+pub fn query_error(field: &str, msg: &str, input: serde_json::Value) -> ApiError {
+    ApiError::Validation(vec![sandbox_agents_domain::FieldError {
+        kind: "value_error".into(),
+        loc: vec!["query".into(), field.into()],
+        msg: msg.into(),
+        input,
+    }])
+}
+
+/// `limit` (default `default`, 1..=[`MAX_PAGE`]) and `offset` (default 0, not negative) of a
+/// paged list, or the 422 that names the bad one.
+pub fn page_window(
+    limit: Option<i64>,
+    offset: Option<i64>,
+    default: i64,
+) -> Result<(i64, i64), ApiError> {
+    let limit = limit.unwrap_or(default);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(query_error(
+            "limit",
+            "limit is between 1 and 1000",
+            serde_json::Value::from(limit),
+        ));
+    }
+    let offset = offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(query_error(
+            "offset",
+            "offset is 0 or more",
+            serde_json::Value::from(offset),
+        ));
+    }
+    Ok((limit, offset))
+}

@@ -3,21 +3,18 @@
 
 use super::webhooks::{not_found, webhook_id};
 use crate::error::{ApiError, ApiResult, NotFoundExt};
-use crate::extract::ApiQuery;
+use crate::extract::{page_window, query_error, ApiQuery};
 use crate::project::Project;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use sandbox_agents_domain::webhook::{Delivery, DeliveryAttempt, DeliveryStatus, PingResult};
-use sandbox_agents_domain::{DeliveryId, FieldError};
+use sandbox_agents_domain::DeliveryId;
 use sandbox_agents_store::{deliveries, webhooks};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
-
-/// The most deliveries one page returns.
-pub const MAX_PAGE: i64 = 1000;
 
 #[derive(Deserialize, IntoParams)]
 pub struct ListQuery {
@@ -27,15 +24,6 @@ pub struct ListQuery {
     pub limit: Option<i64>,
     /// Rows to skip (default 0).
     pub offset: Option<i64>,
-}
-
-fn query_error(field: &str, msg: &str, input: Value) -> ApiError {
-    ApiError::Validation(vec![FieldError {
-        kind: "value_error".into(),
-        loc: vec!["query".into(), field.into()],
-        msg: msg.into(),
-        input,
-    }])
 }
 
 fn delivery_id(raw: &str) -> ApiResult<DeliveryId> {
@@ -69,22 +57,7 @@ pub async fn list(
             )
         })?),
     };
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(query_error(
-            "limit",
-            "limit is between 1 and 1000",
-            Value::from(limit),
-        ));
-    }
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(query_error(
-            "offset",
-            "offset is 0 or more",
-            Value::from(offset),
-        ));
-    }
+    let (limit, offset) = page_window(q.limit, q.offset, 50)?;
     let mut conn = st
         .db
         .acquire()

@@ -2,7 +2,7 @@
 //! that needs its container, arrives with the sandbox backend.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
-use crate::extract::{ApiJson, ApiQuery};
+use crate::extract::{page_window, query_error, ApiJson, ApiQuery};
 use crate::project::Project;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -10,14 +10,11 @@ use axum::http::HeaderMap;
 use axum::Json;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::session::{Session, SessionDetail, SessionPatch, SessionStatus};
-use sandbox_agents_domain::{FieldError, Patch, SessionId};
+use sandbox_agents_domain::{Patch, SessionId};
 use sandbox_agents_store::{agents, sessions};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
-
-/// The most sessions one page returns.
-pub const MAX_PAGE: i64 = 1000;
 
 /// Parses a session id from a path; anything that is not an id names no session.
 pub fn session_id(raw: &str) -> ApiResult<SessionId> {
@@ -40,15 +37,6 @@ pub struct ListQuery {
     pub offset: Option<i64>,
 }
 
-fn query_error(field: &str, msg: &str, input: Value) -> ApiError {
-    ApiError::Validation(vec![FieldError {
-        kind: "value_error".into(),
-        loc: vec!["query".into(), field.into()],
-        msg: msg.into(),
-        input,
-    }])
-}
-
 /// The project's sessions, newest first; `X-Total-Count` carries the number matching.
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions", params(ListQuery),
     responses((status = 200, body = Vec<Session>, headers(("X-Total-Count" = i64, description = "Rows matching the filter")))))]
@@ -68,22 +56,7 @@ pub async fn list(
             )
         })?),
     };
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(query_error(
-            "limit",
-            "limit is between 1 and 1000",
-            Value::from(limit),
-        ));
-    }
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(query_error(
-            "offset",
-            "offset is 0 or more",
-            Value::from(offset),
-        ));
-    }
+    let (limit, offset) = page_window(q.limit, q.offset, 100)?;
     let mut conn = st
         .db
         .acquire()
