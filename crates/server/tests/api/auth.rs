@@ -33,6 +33,19 @@ async fn call(
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// `POST /api/projects` with the operator token.
+async fn create_project(app: &TestApp, body: Value) -> (StatusCode, Value) {
+    call(
+        app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(body),
+    )
+    .await
+}
+
 async fn make_key(app: &TestApp, bearer: &str, project: Option<&str>, name: &str) -> Value {
     let (s, k) = call(
         app,
@@ -271,35 +284,23 @@ async fn the_shared_token_is_an_operator_and_keys_are_revoked_and_expire() {
 #[tokio::test]
 async fn projects_resolve_by_header_or_key_and_never_leak_across() {
     let app = spawn_app_with_token(TOKEN).await;
-    let (s, alpha) = call(
+    let (s, alpha) = create_project(
         &app,
-        Method::POST,
-        "/api/projects",
-        Some(TOKEN),
-        None,
-        Some(json!({"name": "Alpha Team", "slug": "", "description": "first"})),
+        json!({"name": "Alpha Team", "slug": "", "description": "first"}),
     )
     .await;
     assert_eq!(s, 201, "{alpha}");
     assert_eq!(alpha["slug"], "alpha-team");
     assert_eq!(alpha["role"], Value::Null);
-    let (_, beta) = call(
+    let (_, beta) = create_project(
         &app,
-        Method::POST,
-        "/api/projects",
-        Some(TOKEN),
-        None,
-        Some(json!({"name": "Alpha Team", "slug": "", "description": ""})),
+        json!({"name": "Alpha Team", "slug": "", "description": ""}),
     )
     .await;
     assert_eq!(beta["slug"], "alpha-team-2", "a derived slug gets a suffix");
-    let (s, _) = call(
+    let (s, _) = create_project(
         &app,
-        Method::POST,
-        "/api/projects",
-        Some(TOKEN),
-        None,
-        Some(json!({"name": "Dup", "slug": "alpha-team", "description": ""})),
+        json!({"name": "Dup", "slug": "alpha-team", "description": ""}),
     )
     .await;
     assert_eq!(s, 409);
@@ -475,13 +476,9 @@ async fn projects_resolve_by_header_or_key_and_never_leak_across() {
 #[tokio::test]
 async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
     let app = spawn_app_with_token(TOKEN).await;
-    let (_, p) = call(
+    let (_, p) = create_project(
         &app,
-        Method::POST,
-        "/api/projects",
-        Some(TOKEN),
-        None,
-        Some(json!({"name": "Busy", "slug": "busy", "description": ""})),
+        json!({"name": "Busy", "slug": "busy", "description": ""}),
     )
     .await;
     let agent = app.seed_agent("worker").await;

@@ -41,6 +41,15 @@ async fn pending(app: &TestApp, id: &str) -> Vec<Value> {
     r.json().await.unwrap()
 }
 
+/// A running session of a new agent made from `agent` (merged over a minimal body).
+async fn session_of(app: &TestApp, slug: &str, agent: Value) -> String {
+    app.create_agent(slug, agent).await;
+    let s = app.create_session(json!({"agent_id": slug})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    id
+}
+
 fn call_event(e: &Value) -> bool {
     e["type"] == "agent.client_tool_call"
 }
@@ -69,11 +78,7 @@ async fn an_ordinary_call_waits_for_its_answer_which_the_model_then_reads() {
             .reply_tool_call("lookup", json!({"id": "42"})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    app.create_agent("desk", json!({"client_tools": [lookup_tool()]}))
-        .await;
-    let s = app.create_session(json!({"agent_id": "desk"})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    let id = session_of(&app, "desk", json!({"client_tools": [lookup_tool()]})).await;
 
     let run = start_run(&app, &id, "who is 42?", Value::Null).await;
     let call = wait_for_event(&app, &id, call_event).await;
@@ -236,14 +241,12 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
     ]);
     let fake = FakeModel::start(script);
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    app.create_agent(
+    let id = session_of(
+        &app,
         "refunds",
         json!({"client_tools": [lookup_tool(), approve_tool()]}),
     )
     .await;
-    let s = app.create_session(json!({"agent_id": "refunds"})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
     let run = start_run(&app, &id, "refund customer 7", Value::Null).await;
 
     // Two calls in one step: the ordinary one is answered first (§9.14), then the run parks
@@ -370,11 +373,7 @@ async fn interrupting_a_parked_run_cancels_it_and_its_calls() {
             .reply_tool_call("approve", json!({})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    app.create_agent("asker", json!({"client_tools": [approve_tool()]}))
-        .await;
-    let s = app.create_session(json!({"agent_id": "asker"})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    let id = session_of(&app, "asker", json!({"client_tools": [approve_tool()]})).await;
     let run = start_run(&app, &id, "approve it", Value::Null).await;
     let pause = wait_for_event(&app, &id, is_pause).await;
     let call_id = pause["payload"]["call_ids"][0].as_str().unwrap().to_owned();
@@ -429,11 +428,7 @@ async fn an_answer_before_the_pause_is_kept_and_the_run_goes_on() {
             .tool_call("shell", json!({"command": "sleep 5; echo slept"})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    app.create_agent("eager", json!({"client_tools": [approve_tool()]}))
-        .await;
-    let s = app.create_session(json!({"agent_id": "eager"})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    let id = session_of(&app, "eager", json!({"client_tools": [approve_tool()]})).await;
     let run = start_run(&app, &id, "go", Value::Null).await;
     let call = wait_for_event(&app, &id, call_event).await;
     let call_id = call["payload"]["call_id"].as_str().unwrap();
@@ -466,14 +461,12 @@ async fn a_parked_session_may_sleep_and_the_answer_wakes_it_to_continue() {
             .reply_tool_call("approve", json!({})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    app.create_agent(
+    let id = session_of(
+        &app,
         "sleepy",
         json!({"client_tools": [approve_tool()], "idle_ttl_seconds": 60}),
     )
     .await;
-    let s = app.create_session(json!({"agent_id": "sleepy"})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
     app.exec(&id, "echo written before the nap > note.txt")
         .await;
     let run = start_run(&app, &id, "ask first", Value::Null).await;
