@@ -3,6 +3,7 @@
 //! background workers that release idle sandboxes and reconcile containers with sessions.
 
 pub mod blobs;
+pub mod credentials;
 pub mod error;
 pub mod manifest;
 pub mod runs;

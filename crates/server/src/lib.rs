@@ -70,11 +70,12 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         )?,
     };
     let master_key = config.master_key()?;
-    let webhooks = sandbox_agents_webhooks::Webhooks::new(config.webhook_settings()?, master_key)
-        .context("setting up webhook delivery")?;
+    let webhooks =
+        sandbox_agents_webhooks::Webhooks::new(config.webhook_settings()?, master_key.clone())
+            .context("setting up webhook delivery")?;
     let Database { db, embedded } = open_database(&config).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
-    let runtime = runtime(&config, &db, shutdown.clone()).await?;
+    let runtime = runtime(&config, &db, master_key, shutdown.clone()).await?;
     runtime.attach_hub(hub.clone());
     if let Err(e) = runtime.reconcile_on_start().await {
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
@@ -129,7 +130,12 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
 /// The session runtime: the sandbox backend, the blob store under the data directory, and
 /// the settings from the configuration. A backend that cannot be reached is logged and
 /// replaced by one that refuses every operation with the reason.
-async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyhow::Result<Runtime> {
+async fn runtime(
+    config: &Config,
+    db: &Db,
+    master_key: sandbox_agents_vault::MasterKey,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Runtime> {
     let deployment = sandbox_agents_store::deployment::id(db).await?;
     let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
         Ok(b) => Arc::new(b),
@@ -157,6 +163,7 @@ async fn runtime(config: &Config, db: &Db, shutdown: CancellationToken) -> anyho
             local_dir_roots: config.local_dir_roots.clone(),
         },
         warm_pool: config.warm_pool_size,
+        master_key,
     };
     Ok(Runtime::new(
         db.clone(),

@@ -212,6 +212,7 @@ pub async fn test_runtime_full(
         sweep_interval: Duration::from_secs(3600),
         manifest: ManifestPolicy::default(),
         warm_pool,
+        master_key: test_master_key(&deployment),
     };
     (
         Runtime::new(
@@ -224,6 +225,15 @@ pub async fn test_runtime_full(
         ),
         blobs_dir,
     )
+}
+
+/// The master key of a test deployment: derived from its id, so that every server a test
+/// starts on the same database (a restart, a second process) opens what another sealed, as the
+/// processes of a real deployment share `SANDBOX_AGENTS_MASTER_KEY`.
+pub fn test_master_key(deployment: &str) -> sandbox_agents_vault::MasterKey {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("test master key {deployment}").as_bytes());
+    sandbox_agents_vault::MasterKey::from_bytes(&digest).expect("32 bytes")
 }
 
 /// Logs to the test's output when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
@@ -407,7 +417,7 @@ async fn spawn_app_inner(
     let (runtime, blobs_dir) = test_runtime_full(&db, shutdown.clone(), models, warm_pool).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runtime.attach_hub(hub.clone());
-    let webhooks = Webhooks::new(webhook_settings, sandbox_agents_vault::MasterKey::random())
+    let webhooks = Webhooks::new(webhook_settings, runtime.settings().master_key.clone())
         .expect("webhook settings");
     let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
     let state = AppState {

@@ -40,6 +40,9 @@ pub struct RuntimeSettings {
     /// Every server process of a deployment should say the same: each one's sweep trims the
     /// pool to its own setting.
     pub warm_pool: usize,
+    /// Seals and opens the credentials the runtime stores (secret values, the environment a
+    /// sandbox was booted with, deploy keys). Every process of a deployment holds the same.
+    pub master_key: sandbox_agents_vault::MasterKey,
 }
 
 /// The session runtime; cheap to clone.
