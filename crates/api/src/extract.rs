@@ -14,6 +14,28 @@ use serde_json::Value;
 /// A JSON body. Unknown fields are ignored; every error becomes a 422 with a `loc`.
 pub struct ApiJson<T>(pub T);
 
+/// A JSON body that carries a write-only value (a secret): like [`ApiJson`], but a 422 never
+/// echoes any part of the body, neither as `input` nor inside the message.
+pub struct WriteOnlyJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for WriteOnlyJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiJson(value) = ApiJson::<Value>::from_request(req, state).await?;
+        serde_path_to_error::deserialize(&value)
+            .map(WriteOnlyJson)
+            .map_err(|e| {
+                let mut err = field_error("body", &value, &e);
+                err.input = Value::Null;
+                if err.kind == "type_error" {
+                    err.msg = "Input has the wrong type".into();
+                }
+                ApiError::Validation(vec![err])
+            })
+    }
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 

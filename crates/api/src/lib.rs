@@ -51,6 +51,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
+        (name = "secrets", description = "Values sandboxes get as environment variables; write-only"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
     )
 )]
@@ -111,6 +112,12 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(snapshots::restore))
         .routes(routes!(events::page))
         .routes(routes!(events::stream))
+        .routes(routes!(routes::secrets::list, routes::secrets::create))
+        .routes(routes!(
+            routes::secrets::get,
+            routes::secrets::update,
+            routes::secrets::delete
+        ))
         .routes(routes!(webhooks::event_types))
         .routes(routes!(webhooks::list, webhooks::create))
         .routes(routes!(webhooks::get, webhooks::update, webhooks::delete))

@@ -8,6 +8,7 @@ pub mod identity;
 pub mod ids;
 pub mod manifest;
 pub mod patch;
+pub mod secret;
 pub mod session;
 pub mod slug;
 pub mod tools;

@@ -119,7 +119,19 @@ pub struct SecretBinding {
     pub env: String,
 }
 
+/// Most bindings an agent, or a session, may have. Every sandbox command carries every bound
+/// value (each up to 32 KiB), and the kernel bounds a command's environment.
+pub const MAX_SECRET_BINDINGS: usize = 32;
+
 pub fn validate_secret_bindings(bindings: &[SecretBinding], loc: &str, v: &mut Violations) {
+    if bindings.len() > MAX_SECRET_BINDINGS {
+        v.push(
+            "too_long",
+            &[loc],
+            format!("at most {MAX_SECRET_BINDINGS} secret bindings"),
+            Value::from(bindings.len()),
+        );
+    }
     for (i, b) in bindings.iter().enumerate() {
         let idx = i.to_string();
         if b.secret.trim().is_empty() {

@@ -17,6 +17,7 @@ pub mod pool;
 pub mod projects;
 pub mod runs;
 pub mod sandbox_pool;
+pub mod secrets;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;

@@ -44,6 +44,9 @@ pub struct SessionRecord {
     pub port_map: Json<std::collections::BTreeMap<String, u16>>,
     /// The environment every command in the sandbox runs with (the manifest's, at boot).
     pub sandbox_env: Json<std::collections::BTreeMap<String, String>>,
+    /// The secret variables of the sandbox that is up, sealed with the session's id as
+    /// associated data (see the runtime's `credentials::secrets`); None when none is up.
+    pub sandbox_secrets: Option<Vec<u8>>,
 }
 
 impl SessionRecord {
@@ -276,12 +279,13 @@ pub async fn mark_running(
     workdir: &str,
     port_map: &std::collections::BTreeMap<String, u16>,
     env: &std::collections::BTreeMap<String, String>,
+    secrets: Option<&[u8]>,
 ) -> Result<Option<SessionRecord>> {
     Ok(sqlx::query_as(
         "update sessions
          set status = 'running', container_id = $2, workdir = $3, port_map = $4, error = null,
              stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now(),
-             sandbox_env = $5
+             sandbox_env = $5, sandbox_secrets = $6
          where id = $1 and status = 'provisioning'
          returning *",
     )
@@ -290,6 +294,7 @@ pub async fn mark_running(
     .bind(workdir)
     .bind(Json(port_map))
     .bind(Json(env))
+    .bind(secrets)
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -301,7 +306,7 @@ pub async fn mark_boot_failed(
     error: &str,
 ) -> Result<Option<SessionRecord>> {
     Ok(sqlx::query_as(
-        "update sessions set status = 'error', error = $2, container_id = null, port_map = '{}', updated_at = now()
+        "update sessions set status = 'error', error = $2, container_id = null, port_map = '{}', sandbox_secrets = null, updated_at = now()
          where id = $1 and status = 'provisioning'
          returning *",
     )
@@ -321,7 +326,7 @@ pub async fn mark_stopped(
 ) -> Result<Option<SessionRecord>> {
     Ok(sqlx::query_as(
         "update sessions
-         set status = 'stopped', stopped_reason = $2, container_id = null, port_map = '{}',
+         set status = 'stopped', stopped_reason = $2, container_id = null, port_map = '{}', sandbox_secrets = null,
              workspace_archive = coalesce($3, workspace_archive), activity = 'idle', updated_at = now()
          where id = $1 and status in ('running', 'provisioning')
          returning *",
@@ -440,7 +445,7 @@ pub async fn prepare_restore(
 ) -> Result<()> {
     sqlx::query(
         "update sessions
-         set status = 'provisioning', container_id = null, port_map = '{}', error = null, stopped_reason = null,
+         set status = 'provisioning', container_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
              boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()
          where id = $1",
     )

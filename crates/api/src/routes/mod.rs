@@ -11,6 +11,7 @@ pub mod models;
 pub mod ports;
 pub mod projects;
 pub mod runs;
+pub mod secrets;
 pub mod sessions;
 pub mod sign_in;
 pub mod snapshots;

@@ -2,17 +2,19 @@
 
 use super::lifecycle::not_found;
 use super::Runtime;
+use crate::credentials::secrets;
 use crate::error::{Result, RuntimeError};
 use sandbox_agents_domain::session::ExecResult;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_sandbox::{ExecRequest, SandboxError};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 
-/// The environment every command in a session's sandbox runs with: the manifest's
-/// `environment` as it was when the sandbox booted. It is passed with each exec rather than
-/// baked into the container, so a sandbox taken from the warm pool (created before the
-/// session existed) and one created for the session behave the same, and the variables never
-/// appear in the container's configuration (or a snapshot's).
+/// The plain environment of a session's sandbox: the manifest's `environment` as it was when
+/// the sandbox booted. It is passed with each exec rather than baked into the container, so a
+/// sandbox taken from the warm pool (created before the session existed) and one created for
+/// the session behave the same, and the variables never appear in the container's
+/// configuration (or a snapshot's). The server's own file scripts run with this; commands run
+/// for the caller or the agent also get the secrets (see [`Runtime::command_env`]).
 pub(crate) fn sandbox_env(s: &SessionRecord) -> Vec<(String, String)> {
     s.sandbox_env
         .0
@@ -43,6 +45,20 @@ fn text(bytes: &[u8], truncated: bool, what: &str) -> String {
 }
 
 impl Runtime {
+    /// What a command run for the caller or the agent gets: [`sandbox_env`] plus the secret
+    /// variables resolved at boot (a secret wins over a manifest variable of the same name).
+    pub(crate) fn command_env(&self, s: &SessionRecord) -> Result<Vec<(String, String)>> {
+        let mut env: std::collections::BTreeMap<String, String> = s.sandbox_env.0.clone();
+        if let Some(sealed) = &s.sandbox_secrets {
+            env.extend(secrets::open_env(
+                &self.inner.settings.master_key,
+                s.session_id(),
+                sealed,
+            )?);
+        }
+        Ok(env.into_iter().collect())
+    }
+
     /// The session, which must have a running sandbox; 409 otherwise.
     pub(crate) async fn running(
         &self,
@@ -89,7 +105,7 @@ impl Runtime {
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), command],
             workdir: None,
-            env: sandbox_env(&session),
+            env: self.command_env(&session)?,
             timeout: Duration::from_secs_f64(secs),
             max_output: MAX_OUTPUT_BYTES,
             stdin: None,

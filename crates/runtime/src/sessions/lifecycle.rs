@@ -4,6 +4,7 @@
 
 pub(crate) use super::not_found;
 use super::{Runtime, SessionLock};
+use crate::credentials::secrets;
 use crate::error::{Result, RuntimeError};
 use crate::manifest::build_archive;
 use bytes::Bytes;
@@ -161,6 +162,13 @@ impl Runtime {
             boot_snapshot_id: snapshot.map(|s| s.id),
         };
         let mut tx = st.db.begin().await?;
+        secrets::check_bound(
+            &mut tx,
+            project,
+            &agent.spec.secret_bindings,
+            &body.secret_bindings,
+        )
+        .await?;
         let row = sessions::insert(&mut *tx, &new).await?;
         if let Some(prompt) = &body.prompt {
             sandbox_agents_store::runs::set_first_prompt(&mut tx, new.id, prompt).await?;
@@ -218,7 +226,8 @@ impl Runtime {
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
-            Ok((sandbox, env)) => {
+            Ok((sandbox, env, secrets)) => {
+                let sealed = secrets::seal_env(&st.settings.master_key, id, &secrets.env)?;
                 let ports: BTreeMap<String, u16> = sandbox
                     .ports
                     .iter()
@@ -232,10 +241,17 @@ impl Runtime {
                     &sandbox.workdir,
                     &ports,
                     &env,
+                    sealed.as_deref(),
                 )
                 .await?
                 {
                     Some(_) => {
+                        sandbox_agents_store::secrets::mark_used(
+                            &mut *tx,
+                            ProjectId(s.project_id),
+                            &secrets.ids,
+                        )
+                        .await?;
                         events::append(
                             &mut tx,
                             id,
@@ -291,8 +307,13 @@ impl Runtime {
     }
 
     /// Takes a sandbox from the warm pool or creates one, and fills its workspace; removes it
-    /// again if that fails. Returns it with the environment its commands are to run with.
-    async fn boot_sandbox(&self, s: &SessionRecord) -> Result<(Sandbox, BTreeMap<String, String>)> {
+    /// again if that fails. Returns it with the environment its commands are to run with: the
+    /// manifest's, and the secret variables (resolved first, so a missing secret costs no
+    /// sandbox).
+    async fn boot_sandbox(
+        &self,
+        s: &SessionRecord,
+    ) -> Result<(Sandbox, BTreeMap<String, String>, secrets::Resolved)> {
         let st = &self.inner;
         let agent = agents::get(
             &st.db,
@@ -304,6 +325,13 @@ impl Runtime {
             Some(m) => agent.spec.manifest.merged_with(&m.0),
             None => agent.spec.manifest.clone(),
         };
+        let resolved = self
+            .resolve_secrets(
+                ProjectId(s.project_id),
+                &agent.spec.secret_bindings,
+                &s.secret_bindings,
+            )
+            .await?;
         let spec = SandboxSpec {
             session: s.id.to_string(),
             image: s
@@ -358,7 +386,7 @@ impl Runtime {
             let _ = st.backend.remove(&sandbox.id).await;
             return Err(e);
         }
-        Ok((sandbox, env))
+        Ok((sandbox, env, resolved))
     }
 
     pub(crate) async fn read_blob(&self, key: &str) -> Result<Bytes> {

@@ -44,8 +44,8 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         return Unscoped;
     }
     match (method, path) {
-        ("GET", "/api/agents" | "/api/sessions" | "/api/webhooks") => List,
-        ("POST", "/api/agents") => CreateOwn,
+        ("GET", "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets") => List,
+        ("POST", "/api/agents" | "/api/secrets") => CreateOwn,
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),
         ("POST", "/api/webhooks") => CreateFromA(
             json!({"name": "w", "url": "https://example.com/hook", "agent_id": a.agent}),
@@ -53,6 +53,7 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         ("PATCH", "/api/agents/{ref}") => Scoped(json!({"version": 1, "name": "stolen"})),
         ("PATCH", "/api/sessions/{session_id}") => Scoped(json!({"title": "stolen"})),
         ("PATCH", "/api/webhooks/{webhook_id}") => Scoped(json!({"name": "stolen"})),
+        ("PUT", "/api/secrets/{secret_id}") => Scoped(json!({"value": "stolen"})),
         ("POST", "/api/sessions/{session_id}/exec") => Scoped(json!({"command": "true"})),
         ("POST", "/api/sessions/{session_id}/messages") => {
             Scoped(json!({"prompt": "hi", "max_turns": null}))
@@ -70,6 +71,7 @@ struct Ids {
     session: String,
     snapshot: String,
     webhook: Option<String>,
+    secret: String,
 }
 
 impl Ids {
@@ -83,6 +85,7 @@ impl Ids {
                     .as_deref()
                     .unwrap_or("00000000-0000-7000-8000-00000000dead"),
             )
+            .replace("{secret_id}", &self.secret)
             .replace("{delivery_id}", "00000000-0000-7000-8000-00000000beef")
             .replace("{port}", "8080")
             // Routes with a required query (files) get it; the others ignore it.
@@ -106,6 +109,7 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
             "session_id in (select id from sessions where project_id = $1::uuid)",
         ),
         ("api_keys", "project_id = $1::uuid"),
+        ("secrets", "project_id = $1::uuid"),
     ] {
         let rows: Vec<(String,)> = sqlx::query_as(&format!(
             "select t::text from {table} t where {filter} order by 1"
@@ -230,13 +234,28 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     )
     .await;
     let webhook = (s == 201).then(|| hook["id"].as_str().unwrap().to_owned());
+    let (s, secret) = call(
+        &app,
+        "POST",
+        "/api/secrets",
+        &key_a,
+        &json!({"name": "A_SECRET", "value": "a-secret-value"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{secret}");
     let ids = Ids {
         agent: agent_id.clone(),
         session: sid.to_string(),
         snapshot: snapshot.to_string(),
         webhook,
+        secret: secret["id"].as_str().unwrap().to_owned(),
     };
-    let a_ids = [ids.agent.clone(), ids.session.clone(), ids.snapshot.clone()];
+    let a_ids = [
+        ids.agent.clone(),
+        ids.session.clone(),
+        ids.snapshot.clone(),
+        ids.secret.clone(),
+    ];
     let before = fingerprint(&app, &project_a).await;
 
     let doc: Value = serde_json::to_value(sandbox_agents_api::openapi()).unwrap();
@@ -294,6 +313,29 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         before,
         "project A changed"
     );
+    // Secrets are bound by name, and a name resolves only in the caller's project: B neither
+    // reads A's secret by name nor gets a session bound to it.
+    let (s, _) = call(&app, "GET", "/api/secrets/A_SECRET", &key_b, &Value::Null).await;
+    assert_eq!(s, 404);
+    let (s, b) = call(
+        &app,
+        "POST",
+        "/api/agents",
+        &key_b,
+        &json!({"slug": "thief", "name": "T",
+                "secret_bindings": [{"secret": "A_SECRET", "env": "STOLEN"}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(
+        &app,
+        "POST",
+        "/api/sessions",
+        &key_b,
+        &json!({"agent_id": "thief"}),
+    )
+    .await;
+    assert_eq!(s, 422, "a session bound to another project's secret: {b}");
     // A's own key still sees everything of A.
     let (s, _) = call(
         &app,

@@ -15,6 +15,7 @@ mod ports;
 mod process;
 mod runs;
 mod sandboxes;
+mod secrets;
 mod sessions;
 mod streaming;
 mod webhooks;

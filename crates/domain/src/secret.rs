@@ -1,0 +1,184 @@
+//! Secrets as the wire shows them (API.md §2.7, §3.5, §8.4) and the rules for their inputs.
+//! A value is write-only: it is in the create and update bodies and in no response, and a
+//! body's `Debug` never prints it.
+
+use crate::manifest::is_env_name;
+use crate::tools::SecretBinding;
+use crate::validation::Violations;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// Longest secret name.
+pub const MAX_NAME: usize = 128;
+/// Largest value: an environment variable, and every sandbox command carries all of them.
+pub const MAX_VALUE_BYTES: usize = 32 * 1024;
+/// Longest description.
+pub const MAX_DESCRIPTION: usize = 2000;
+
+/// `Secret`. There is no value field.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Secret {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub created_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub updated_at: Option<OffsetDateTime>,
+    /// When a boot last resolved the secret into a sandbox's environment.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_used_at: Option<OffsetDateTime>,
+}
+
+/// A secret's value: write-only, never printed.
+#[derive(Clone, Deserialize, ToSchema)]
+#[schema(value_type = String)]
+#[serde(transparent)]
+pub struct SecretValue(pub String);
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretValue(***)")
+    }
+}
+
+/// `POST /api/secrets`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SecretCreate {
+    /// Unique in the project; an identifier (letters, digits, `_`; not starting with a digit).
+    pub name: String,
+    /// Write-only.
+    pub value: SecretValue,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// `PUT /api/secrets/{secret_id}`: a partial update despite the verb. Absent fields are
+/// unchanged; null is refused. A `value` rotates the secret: sessions get it at their next boot.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SecretUpdate {
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub value: Option<SecretValue>,
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub description: Option<String>,
+}
+
+/// A secret name: an identifier of at most [`MAX_NAME`] characters.
+pub fn check_name(v: &mut Violations, name: &str) {
+    if !is_env_name(name) || name.len() > MAX_NAME {
+        v.push(
+            "value_error",
+            &["name"],
+            format!(
+                "a secret name is an identifier of 1 to {MAX_NAME} characters: letters, digits \
+                 and '_', not starting with a digit"
+            ),
+            Value::from(name),
+        );
+    }
+}
+
+/// A value: not empty, at most [`MAX_VALUE_BYTES`], no NUL (an environment variable cannot
+/// hold one). The value itself is never echoed in the error.
+pub fn check_value(v: &mut Violations, value: &SecretValue) {
+    let msg = if value.0.is_empty() {
+        Some("the value must not be empty".to_owned())
+    } else if value.0.len() > MAX_VALUE_BYTES {
+        Some(format!("the value must be at most {MAX_VALUE_BYTES} bytes"))
+    } else if value.0.contains('\0') {
+        Some("the value must not contain NUL characters".to_owned())
+    } else {
+        None
+    };
+    if let Some(msg) = msg {
+        v.push("value_error", &["value"], msg, Value::Null);
+    }
+}
+
+pub fn check_description(v: &mut Violations, description: &str) {
+    if description.chars().count() > MAX_DESCRIPTION {
+        v.push(
+            "value_error",
+            &["description"],
+            format!("the description must be at most {MAX_DESCRIPTION} characters"),
+            Value::Null,
+        );
+    }
+}
+
+impl SecretCreate {
+    pub fn validate(&self, v: &mut Violations) {
+        check_name(v, &self.name);
+        check_value(v, &self.value);
+        check_description(v, &self.description);
+    }
+}
+
+impl SecretUpdate {
+    pub fn validate(&self, v: &mut Violations) {
+        if let Some(value) = &self.value {
+            check_value(v, value);
+        }
+        if let Some(d) = &self.description {
+            check_description(v, d);
+        }
+    }
+}
+
+/// The bindings a session's sandbox gets (API.md §9 item 9): the agent's plus the session's,
+/// the session's winning per environment variable. Ordered by variable name.
+pub fn effective_bindings(
+    agent: &[SecretBinding],
+    session: &[SecretBinding],
+) -> Vec<SecretBinding> {
+    let mut by_env = std::collections::BTreeMap::new();
+    for b in agent.iter().chain(session) {
+        by_env.insert(b.env.clone(), b.clone());
+    }
+    by_env.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(secret: &str, env: &str) -> SecretBinding {
+        SecretBinding {
+            secret: secret.into(),
+            env: env.into(),
+        }
+    }
+
+    #[test]
+    fn the_session_wins_per_variable() {
+        let got = effective_bindings(&[b("a", "X"), b("b", "Y")], &[b("c", "Y"), b("d", "Z")]);
+        assert_eq!(got, vec![b("a", "X"), b("c", "Y"), b("d", "Z")]);
+    }
+
+    #[test]
+    fn values_are_never_printed_or_echoed() {
+        let body: SecretCreate = serde_json::from_str(r#"{"name":"K","value":"hunter2"}"#).unwrap();
+        assert!(!format!("{body:?}").contains("hunter2"));
+        let mut v = Violations::new();
+        check_value(&mut v, &SecretValue("x\0y".into()));
+        let errors = v.into_result().unwrap_err();
+        assert_eq!(errors[0].input, Value::Null);
+    }
+
+    #[test]
+    fn names_are_identifiers() {
+        for ok in ["OPENAI_API_KEY", "_x", "a1"] {
+            let mut v = Violations::new();
+            check_name(&mut v, ok);
+            assert!(v.into_result().is_ok(), "{ok}");
+        }
+        for bad in ["", "1a", "has-dash", "sp ace", &"x".repeat(MAX_NAME + 1)] {
+            let mut v = Violations::new();
+            check_name(&mut v, bad);
+            assert!(v.into_result().is_err(), "{bad}");
+        }
+    }
+}
