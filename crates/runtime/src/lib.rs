@@ -5,7 +5,9 @@
 pub mod blobs;
 pub mod credentials;
 pub mod error;
+mod garbage;
 pub mod manifest;
+mod projects;
 pub mod runs;
 pub mod sessions;
 

@@ -149,7 +149,7 @@ pub async fn update(
 
 /// Deletes a project and, by cascade, everything in it, unless one of its sessions still has
 /// a sandbox (409). Locks the project's sessions so none boots meanwhile.
-pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<()> {
+pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<u64> {
     let busy: Vec<(Uuid,)> = sqlx::query_as(
         "select id from sessions where project_id = $1
            and (status not in ('stopped', 'error') or container_id is not null)
@@ -164,6 +164,7 @@ pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<()> {
             busy.len()
         )));
     }
+    let queued = crate::garbage::queue_project(&mut *tx, id).await?;
     let r = sqlx::query("delete from projects where id = $1")
         .bind(id.0)
         .execute(&mut *tx)
@@ -171,5 +172,5 @@ pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<()> {
     if r.rows_affected() == 0 {
         return Err(Error::NotFound);
     }
-    Ok(())
+    Ok(queued)
 }

@@ -236,6 +236,7 @@ pub async fn count_for_agent(
 /// in the same transaction, so they end once it commits.
 #[tracing::instrument(skip_all, fields(session.id = %id))]
 pub async fn delete(tx: &mut sqlx::PgConnection, project: ProjectId, id: SessionId) -> Result<()> {
+    crate::garbage::queue_session(&mut *tx, project, id).await?;
     let r = sqlx::query("delete from sessions where project_id = $1 and id = $2")
         .bind(project.0)
         .bind(id.0)

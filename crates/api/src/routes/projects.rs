@@ -148,16 +148,7 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
-    let mut tx = st
-        .db
-        .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
-    projects::delete(&mut tx, project.project_id()).await?;
-    tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
-    tracing::info!(project.id = %project.id, "project deleted");
+    st.runtime.delete_project(project.project_id()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

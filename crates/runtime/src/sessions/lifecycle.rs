@@ -538,8 +538,8 @@ impl Runtime {
         Ok(row)
     }
 
-    /// Destroys the container, the session, its log and its workspace archive. Snapshots stay
-    /// (a fork may use them).
+    /// Destroys the container, the session, its log and its workspace archive (queued as
+    /// garbage in the deleting transaction). Snapshots stay (a fork may use them).
     #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub async fn delete(&self, project: ProjectId, id: SessionId) -> Result<()> {
         let st = &self.inner;
@@ -556,8 +556,9 @@ impl Runtime {
                 .await
                 .map_err(|e| not_found(e, id))?;
             tx.commit().await?;
-            if let Some(key) = &s.workspace_archive {
-                let _ = st.blobs.delete(key).await;
+            // The workspace archive was queued as garbage by the delete.
+            if s.workspace_archive.is_some() {
+                self.spawn_collect();
             }
             tracing::info!("session deleted");
             Ok(())

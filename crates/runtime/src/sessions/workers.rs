@@ -128,7 +128,8 @@ impl Runtime {
         Ok(expired.len())
     }
 
-    /// The periodic worker: idle release and orphan sweep until shutdown.
+    /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
+    /// garbage collection.
     pub fn spawn_workers(&self) {
         let rt = self.clone();
         tokio::spawn(async move {
@@ -146,6 +147,9 @@ impl Runtime {
                 }
                 if let Err(e) = rt.recover_runs().await {
                     tracing::warn!(error = %e, "run recovery failed");
+                }
+                if let Err(e) = rt.collect_garbage().await {
+                    tracing::warn!(error = %e, "garbage collection failed");
                 }
             }
         });

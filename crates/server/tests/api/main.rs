@@ -13,6 +13,7 @@ mod openapi;
 mod pool;
 mod ports;
 mod process;
+mod project_delete;
 mod runs;
 mod sandboxes;
 mod secrets;

@@ -1,0 +1,88 @@
+//! The `garbage` queue: blobs and images no row refers to any more, queued in the transaction
+//! that dropped the last reference (see the migration's invariants) and removed afterwards by
+//! the runtime.
+
+use crate::error::Result;
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sqlx::PgExecutor;
+
+/// One thing to remove.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Garbage {
+    pub id: i64,
+    /// `blob` (a blob-store key) or `image` (a sandbox image made by a snapshot).
+    pub kind: String,
+    pub r#ref: String,
+}
+
+/// Queues the workspace archive of a session that is about to be deleted. Call it in the
+/// deleting transaction, before the delete.
+pub async fn queue_session(
+    db: impl PgExecutor<'_>,
+    project: ProjectId,
+    id: SessionId,
+) -> Result<()> {
+    sqlx::query(
+        "insert into garbage (kind, ref)
+         select 'blob', workspace_archive from sessions
+          where project_id = $1 and id = $2 and workspace_archive is not null",
+    )
+    .bind(project.0)
+    .bind(id.0)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Queues everything a project's rows point at outside the database: its sessions' workspace
+/// archives and its snapshots' archives and images. Call it in the transaction that deletes
+/// the project, before the delete.
+pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Result<u64> {
+    let r = sqlx::query(
+        "insert into garbage (kind, ref)
+         select 'blob', workspace_archive from sessions
+          where project_id = $1 and workspace_archive is not null
+         union all
+         select 'blob', archive from snapshots where project_id = $1
+         union all
+         select distinct 'image', image from snapshots where project_id = $1 and image is not null",
+    )
+    .bind(project.0)
+    .execute(db)
+    .await?;
+    Ok(r.rows_affected())
+}
+
+/// Claims up to `limit` due rows for `tx`'s lifetime; other processes skip them.
+pub async fn claim(tx: &mut sqlx::PgConnection, limit: i64) -> Result<Vec<Garbage>> {
+    Ok(sqlx::query_as(
+        "select id, kind, ref from garbage where due_at <= now()
+         order by id limit $1 for update skip locked",
+    )
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
+/// The thing is gone.
+pub async fn done(tx: &mut sqlx::PgConnection, id: i64) -> Result<()> {
+    sqlx::query("delete from garbage where id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Removing it failed: try again later, backing off up to an hour.
+pub async fn failed(tx: &mut sqlx::PgConnection, id: i64, error: &str) -> Result<()> {
+    sqlx::query(
+        "update garbage set attempts = attempts + 1, last_error = $2,
+                due_at = now() + least(interval '1 hour', interval '10 seconds' * power(2, attempts))
+         where id = $1",
+    )
+    .bind(id)
+    .bind(error)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
