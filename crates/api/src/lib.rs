@@ -77,7 +77,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::projects::remove_member))
         .routes(routes!(routes::users::list, routes::users::create))
         .routes(routes!(routes::users::recovery))
-        .routes(routes!(routes::users::delete))
+        .routes(routes!(routes::users::update, routes::users::delete))
         .routes(routes!(routes::sign_in::login))
         .routes(routes!(routes::sign_in::logout))
         .routes(routes!(routes::sign_in::recover))

@@ -196,6 +196,9 @@ pub struct User {
     /// `active` or `inactive`.
     pub state: String,
     pub verified: bool,
+    /// May manage people, keys and projects deployment-wide, like the shared token. An
+    /// addition to the client's `User` (which keeps unknown fields).
+    pub operator: bool,
     #[serde(with = "time::serde::rfc3339::option")]
     pub created_at: Option<OffsetDateTime>,
 }
@@ -226,6 +229,21 @@ pub struct UserCreate {
     /// Null: no password; the answer carries a recovery link instead.
     #[serde(default)]
     pub password: Option<String>,
+    /// An operator (an addition; the client never sends it). The first person made while the
+    /// deployment is open is one whatever this says, so that closing it never locks everyone
+    /// out.
+    #[serde(default)]
+    pub operator: bool,
+}
+
+/// `PATCH /api/users/{identity_id}` (an addition to the client's routes): absent fields are
+/// unchanged; null is refused.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UserPatch {
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub operator: Option<bool>,
 }
 
 /// Passwords are at least this long.

@@ -36,14 +36,16 @@ pub async fn insert(
     email: &str,
     name: &str,
     password_hash: Option<&str>,
+    operator: bool,
 ) -> Result<PersonRecord> {
     sqlx::query_as(&format!(
-        "insert into people (id, email, name, password_hash) values ($1, $2, $3, $4) returning {COLUMNS}"
+        "insert into people (id, email, name, password_hash, operator) values ($1, $2, $3, $4, $5) returning {COLUMNS}"
     ))
     .bind(id)
     .bind(email)
     .bind(name)
     .bind(password_hash)
+    .bind(operator)
     .fetch_one(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -107,6 +109,38 @@ pub async fn set_name(db: impl PgExecutor<'_>, id: Uuid, name: &str) -> Result<P
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
+}
+
+pub async fn set_operator(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    operator: bool,
+) -> Result<PersonRecord> {
+    sqlx::query_as(&format!(
+        "update people set operator = $2, updated_at = now() where id = $1 returning {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(operator)
+    .fetch_optional(db)
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// 409 when `id` is the only operator person. Locks every operator row until the transaction
+/// ends, so two people demoting each other at once cannot both succeed.
+pub async fn ensure_another_operator(tx: &mut sqlx::PgConnection, id: Uuid) -> Result<()> {
+    let operators: Vec<(Uuid,)> =
+        sqlx::query_as("select id from people where operator order by id for update")
+            .fetch_all(&mut *tx)
+            .await?;
+    if operators.iter().all(|(o,)| *o == id) && operators.iter().any(|(o,)| *o == id) {
+        return Err(Error::Conflict(
+            "this is the only operator and no shared token is configured: make someone else an \
+             operator first"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, id: Uuid) -> Result<()> {

@@ -3,14 +3,14 @@
 //! set anyone's password.
 
 use crate::auth::{require_operator, Principal};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiJson;
 use crate::people::{hash_password, issue_recovery};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use sandbox_agents_domain::identity::{Recovery, User, UserCreate, UserCreated};
+use sandbox_agents_domain::identity::{Recovery, User, UserCreate, UserCreated, UserPatch};
 use sandbox_agents_domain::Violations;
 use sandbox_agents_store::people::{self, PersonRecord};
 use uuid::Uuid;
@@ -22,6 +22,7 @@ pub(crate) fn wire(p: &PersonRecord) -> User {
         name: p.name.clone(),
         state: p.state.clone(),
         verified: p.verified,
+        operator: p.operator,
         created_at: Some(p.created_at),
     }
 }
@@ -68,6 +69,7 @@ pub async fn create(
         body.email.trim(),
         body.name.trim(),
         hash.as_deref(),
+        body.operator || matches!(p, Principal::Open),
     )
     .await?;
     st.settings.auth.credential_created();
@@ -122,11 +124,62 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
-    people::delete(&st.db, id).await.map_err(|e| match e {
-        sandbox_agents_store::Error::NotFound => {
-            ApiError::NotFound(format!("user '{raw}' not found"))
-        }
-        other => other.into(),
-    })?;
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    if !st.settings.auth.token_configured() {
+        people::ensure_another_operator(&mut tx, id).await?;
+    }
+    people::delete(&mut *tx, id)
+        .await
+        .or_not_found(|| format!("user '{raw}' not found"))?;
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Renames a person or makes them an operator, or not (operators; an addition to the client's
+/// routes). Without a shared token the last operator cannot stop being one (409).
+#[utoipa::path(patch, path = "/api/users/{identity_id}", tag = "users", request_body = UserPatch,
+    params(("identity_id" = String, Path)),
+    responses((status = 200, body = User), (status = 403, description = "Not an operator"),
+              (status = 404, description = "No such user"),
+              (status = 409, description = "The only operator would be demoted")))]
+#[tracing::instrument(skip_all, fields(person.id = %raw))]
+pub async fn update(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(raw): Path<String>,
+    ApiJson(body): ApiJson<UserPatch>,
+) -> ApiResult<Json<User>> {
+    require_operator(&p, &st.settings.auth)?;
+    let id = person_id(&raw)?;
+    let not_found = || format!("user '{raw}' not found");
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    let mut person = people::get(&mut *tx, id).await.or_not_found(not_found)?;
+    if let Some(name) = &body.name {
+        person = people::set_name(&mut *tx, id, name.trim())
+            .await
+            .or_not_found(not_found)?;
+    }
+    if let Some(operator) = body.operator {
+        if !operator && !st.settings.auth.token_configured() {
+            people::ensure_another_operator(&mut tx, id).await?;
+        }
+        person = people::set_operator(&mut *tx, id, operator)
+            .await
+            .or_not_found(not_found)?;
+        tracing::info!(operator, "operator flag changed");
+    }
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    Ok(Json(wire(&person)))
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "operator-token-for-tests-0123456789";
 
 /// A request with an optional bearer credential and `X-Project`.
-async fn call(
+pub(crate) async fn call(
     app: &TestApp,
     method: Method,
     path: &str,
@@ -589,7 +589,7 @@ async fn a_credential_over_its_rate_gets_429_and_nothing_is_done() {
 }
 
 /// The session token from a `Set-Cookie` answer.
-fn session_from(r: &reqwest::Response) -> String {
+pub(crate) fn session_from(r: &reqwest::Response) -> String {
     let c = r.headers()["set-cookie"].to_str().unwrap();
     assert!(c.contains("HttpOnly") && c.contains("SameSite=Lax"), "{c}");
     c.split(';')
@@ -600,7 +600,7 @@ fn session_from(r: &reqwest::Response) -> String {
         .to_owned()
 }
 
-async fn as_person(
+pub(crate) async fn as_person(
     app: &TestApp,
     method: Method,
     path: &str,

@@ -10,6 +10,7 @@ mod files;
 mod isolation;
 mod models;
 mod openapi;
+mod operators;
 mod pool;
 mod ports;
 mod process;
