@@ -5,6 +5,7 @@ pub mod auth;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod pages;
 pub mod people;
 pub mod preview;
@@ -145,6 +146,7 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(limits::layer))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         .layer(
             TraceLayer::new_for_http()

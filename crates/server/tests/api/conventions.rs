@@ -158,3 +158,57 @@ async fn oversized_bodies_are_refused_with_413() {
     assert_eq!(r.status(), 413);
     assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
 }
+
+#[tokio::test]
+async fn each_route_takes_bodies_up_to_its_own_limit() {
+    use sandbox_agents_api::limits::SMALL_BODY_LIMIT;
+    let app = spawn_app().await;
+    let padding = "x".repeat(SMALL_BODY_LIMIT);
+    // A small-body route refuses what an agent definition may carry, declared or streamed.
+    let body = serde_json::json!({"name": "N", "value": "v", "description": padding});
+    let r = app
+        .http
+        .post(app.url("/api/secrets"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let detail = r.json::<Value>().await.unwrap()["detail"].clone();
+    assert!(detail.as_str().unwrap().contains("at most"), "{detail}");
+    let bytes = serde_json::to_vec(&body).unwrap();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        bytes.chunks(8192).map(|c| Ok(c.to_vec())).collect();
+    let r = app
+        .http
+        .post(app.url("/api/secrets"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        413,
+        "a body without a declared length is cut too"
+    );
+    let listed: Value = app
+        .http
+        .get(app.url("/api/secrets"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed, serde_json::json!([]), "nothing was created");
+    // The same size is fine where manifests go.
+    let r = app
+        .http
+        .post(app.url("/api/agents"))
+        .json(&serde_json::json!({"slug": "roomy", "name": "roomy", "instructions": padding}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+}
