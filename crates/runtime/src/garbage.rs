@@ -34,7 +34,7 @@ impl Runtime {
                 };
                 match outcome {
                     Ok(()) => {
-                        garbage::done(&mut tx, g.id).await?;
+                        garbage::done(&mut *tx, g.id).await?;
                         removed += 1;
                     }
                     Err(e) => {

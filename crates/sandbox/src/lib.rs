@@ -173,6 +173,27 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// Extracts a tar archive into `dir` (absolute, inside the sandbox), as the sandbox user.
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()>;
 
+    /// Extracts an archive the control plane built itself (an upload's framing) or that
+    /// [`SandboxBackend::get_archive`] of one of this deployment's sandboxes produced (a stopped
+    /// workspace, a snapshot), streamed, as it is: its entries already belong to the sandbox
+    /// user, so nothing is rewritten and nothing is held in memory whatever its size. Never
+    /// pass it an archive from outside; that is what [`SandboxBackend::put_archive`] checks and
+    /// rewrites.
+    async fn put_archive_stream(
+        &self,
+        id: &str,
+        dir: &str,
+        tar: BoxStream<'static, std::io::Result<Bytes>>,
+    ) -> Result<()> {
+        use futures::TryStreamExt;
+        let chunks: Vec<Bytes> = tar
+            .try_collect()
+            .await
+            .map_err(|e| SandboxError::Backend(format!("reading the archive: {e}")))?;
+        self.put_archive(id, dir, Bytes::from(chunks.concat()))
+            .await
+    }
+
     /// A tar archive of `path` (absolute), streamed.
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>>;
 

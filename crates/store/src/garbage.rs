@@ -53,6 +53,26 @@ pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Resul
     Ok(r.rows_affected())
 }
 
+/// Queues a thing that is in use now and is garbage if its user has not removed the row
+/// within `after` (a spooled upload: a crash mid-way leaves it to the sweep). Returns the row.
+pub async fn queue_unless_done(
+    db: impl PgExecutor<'_>,
+    kind: &str,
+    r#ref: &str,
+    after: std::time::Duration,
+) -> Result<i64> {
+    let (id,): (i64,) = sqlx::query_as(
+        "insert into garbage (kind, ref, due_at)
+         values ($1, $2, now() + make_interval(secs => $3)) returning id",
+    )
+    .bind(kind)
+    .bind(r#ref)
+    .bind(after.as_secs_f64())
+    .fetch_one(db)
+    .await?;
+    Ok(id)
+}
+
 /// Claims up to `limit` due rows for `tx`'s lifetime; other processes skip them.
 pub async fn claim(tx: &mut sqlx::PgConnection, limit: i64) -> Result<Vec<Garbage>> {
     Ok(sqlx::query_as(
@@ -65,10 +85,10 @@ pub async fn claim(tx: &mut sqlx::PgConnection, limit: i64) -> Result<Vec<Garbag
 }
 
 /// The thing is gone.
-pub async fn done(tx: &mut sqlx::PgConnection, id: i64) -> Result<()> {
+pub async fn done(db: impl PgExecutor<'_>, id: i64) -> Result<()> {
     sqlx::query("delete from garbage where id = $1")
         .bind(id)
-        .execute(&mut *tx)
+        .execute(db)
         .await?;
     Ok(())
 }

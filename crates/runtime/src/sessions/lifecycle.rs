@@ -8,7 +8,7 @@ use crate::credentials::secrets;
 use crate::error::{Result, RuntimeError};
 use crate::manifest::build_archive;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::SessionCreate;
@@ -363,12 +363,12 @@ impl Runtime {
         let filled: Result<()> = async {
             if let Some(key) = &s.workspace_archive {
                 // The archive a stop made: entries are `workspace/...`, so it goes to `/`.
-                let tar = self.read_blob(key).await?;
-                st.backend.put_archive(&sandbox.id, "/", tar).await?;
+                let tar = self.blob_stream(key).await?;
+                st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
             } else if let Some(snap) = s.boot_snapshot_id {
                 let snap = snapshots::get(&st.db, ProjectId(s.project_id), snap).await?;
-                let tar = self.read_blob(&snap.archive).await?;
-                st.backend.put_archive(&sandbox.id, "/", tar).await?;
+                let tar = self.blob_stream(&snap.archive).await?;
+                st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
             } else if !manifest.entries.is_empty() {
                 let policy = st.settings.manifest.clone();
                 let tar = tokio::task::spawn_blocking(move || build_archive(&manifest, &policy))
@@ -389,18 +389,14 @@ impl Runtime {
         Ok((sandbox, env, resolved))
     }
 
-    pub(crate) async fn read_blob(&self, key: &str) -> Result<Bytes> {
-        let stream = self
-            .inner
+    /// A blob, streamed: archives go from the blob store into a sandbox without being held in
+    /// memory.
+    pub(crate) async fn blob_stream(&self, key: &str) -> Result<crate::blobs::ByteStream> {
+        self.inner
             .blobs
             .get(key)
             .await
-            .map_err(|e| anyhow::anyhow!("reading {key}: {e}"))?;
-        let chunks: Vec<Bytes> = stream
-            .try_collect()
-            .await
-            .map_err(|e| anyhow::anyhow!("reading {key}: {e}"))?;
-        Ok(Bytes::from(chunks.concat()))
+            .map_err(|e| anyhow::anyhow!("reading {key}: {e}").into())
     }
 
     /// Archives the workspace of a running sandbox to the blob store; returns the key.

@@ -8,7 +8,7 @@
 use super::{error, SANDBOX_GID, SANDBOX_UID};
 use crate::{Result, SandboxError};
 use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
-use bollard::{body_full, Docker};
+use bollard::{body_full, body_try_stream, Docker};
 use bytes::Bytes;
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
@@ -33,6 +33,30 @@ pub(crate) async fn put_archive(docker: &Docker, id: &str, dir: &str, tar: Bytes
     };
     docker
         .upload_to_container(id, Some(options), body_full(tar.into()))
+        .await
+        .map_err(|e| error::archive(id, dir, e))
+}
+
+/// Streams an archive the control plane built or this deployment's sandboxes produced into
+/// `dir`, unchanged (see `SandboxBackend::put_archive_stream`).
+pub(crate) async fn put_archive_stream(
+    docker: &Docker,
+    id: &str,
+    dir: &str,
+    tar: BoxStream<'static, std::io::Result<Bytes>>,
+) -> Result<()> {
+    if !dir.starts_with('/') {
+        return Err(SandboxError::Backend(format!(
+            "put_archive_stream: '{dir}' is not absolute"
+        )));
+    }
+    let options = UploadToContainerOptions {
+        path: dir.to_owned(),
+        no_overwrite_dir_non_dir: Some("true".to_owned()),
+        copy_uidgid: None,
+    };
+    docker
+        .upload_to_container(id, Some(options), body_try_stream(tar))
         .await
         .map_err(|e| error::archive(id, dir, e))
 }

@@ -281,6 +281,16 @@ impl SandboxBackend for DockerBackend {
         archive::put_archive(&self.docker, id, dir, tar).await
     }
 
+    #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir))]
+    async fn put_archive_stream(
+        &self,
+        id: &str,
+        dir: &str,
+        tar: BoxStream<'static, std::io::Result<Bytes>>,
+    ) -> Result<()> {
+        archive::put_archive_stream(&self.docker, id, dir, tar).await
+    }
+
     #[tracing::instrument(skip_all, fields(container.id = %id, path = %path))]
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
         archive::get_archive(&self.docker, id, path).await

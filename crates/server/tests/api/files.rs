@@ -516,6 +516,21 @@ async fn uploads_larger_than_100_mib_get_413() {
     let r = upload(&app, &id, Some("max.bin"), "max.bin", max).await;
     assert_eq!(r.status(), 201);
     assert_eq!(r.json::<Value>().await.unwrap()["size"], 100 * 1024 * 1024);
+    let (_, out, _) = app
+        .exec(&id, "stat -c %s max.bin; tr -d '\\001' < max.bin | wc -c")
+        .await;
+    assert_eq!(out, "104857600\n0\n", "every byte arrived as sent");
+
+    // Uploads are spooled through the blob store: nothing of them stays there, nor queued.
+    let spools: Vec<_> = std::fs::read_dir(app.blobs_dir.join("tmp"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(spools.is_empty(), "spooled uploads left: {spools:?}");
+    let (queued,): (i64,) = sqlx::query_as("select count(*) from garbage")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
 
     delete_session(&app, &id).await;
 }
