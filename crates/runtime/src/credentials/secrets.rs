@@ -119,9 +119,46 @@ pub(crate) async fn check_bound(
     Ok(())
 }
 
+/// Secret values shorter than this are not masked: they would hide ordinary text.
+pub const MIN_MASKED_LEN: usize = 4;
+
+/// `text` with every secret value replaced by `***` (longest values first, so one that
+/// contains another is hidden whole).
+pub(crate) fn mask(text: String, values: &[String]) -> String {
+    let mut values: Vec<&String> = values
+        .iter()
+        .filter(|v| v.len() >= MIN_MASKED_LEN)
+        .collect();
+    if values.is_empty() {
+        return text;
+    }
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    let mut out = text;
+    for v in values {
+        if out.contains(v.as_str()) {
+            out = out.replace(v.as_str(), "***");
+        }
+    }
+    out
+}
+
 impl Runtime {
     fn key(&self) -> &MasterKey {
         &self.inner.settings.master_key
+    }
+
+    /// The secret values of the session's sandbox as it is now, for [`mask`]; empty when it
+    /// has none (or they cannot be opened: then commands fail loudly anyway).
+    pub(crate) async fn secret_values(&self, project: ProjectId, id: SessionId) -> Vec<String> {
+        match sandbox_agents_store::sessions::get(&self.inner.db, project, id).await {
+            Ok(s) => match &s.sandbox_secrets {
+                Some(sealed) => open_env(self.key(), id, sealed)
+                    .map(|env| env.into_values().collect())
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            },
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Resolves bindings into variables for a boot. A binding whose secret is gone fails the
@@ -255,6 +292,20 @@ mod tests {
         assert_eq!(open_env(&key, a, &sealed).unwrap(), env);
         assert!(open_env(&key, SessionId::new(), &sealed).is_err());
         assert!(seal_env(&key, a, &BTreeMap::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn masking_hides_every_value_whole() {
+        let values = vec![
+            "abc".to_owned(),
+            "s3cr3t".to_owned(),
+            "s3cr3t-longer".to_owned(),
+        ];
+        assert_eq!(
+            mask("x s3cr3t-longer y s3cr3t z abc".into(), &values),
+            "x *** y *** z abc"
+        );
+        assert_eq!(mask("nothing".into(), &[]), "nothing");
     }
 
     #[test]

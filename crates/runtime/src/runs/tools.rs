@@ -140,8 +140,11 @@ fn parse<'a, T: Deserialize<'a>>(tool: &str, arguments: &'a str) -> Result<T, St
 }
 
 impl Runtime {
-    /// Runs one tool call and returns what the model reads back. `tool` must be one of
-    /// [`specs`] for the agent; anything else is answered with an error text.
+    /// Runs one tool call and returns what the model reads back (and the event log records).
+    /// `tool` must be one of [`specs`] for the agent; anything else is answered with an error
+    /// text. Secret values the sandbox was given are masked (`***`): agents use secrets
+    /// through their environment and need not see them, and this way a command that prints
+    /// one sends it neither to the model provider nor to the log and its webhooks.
     pub(crate) async fn run_tool(
         &self,
         project: ProjectId,
@@ -161,7 +164,11 @@ impl Runtime {
             "list_files" => self.list_tool(project, id, arguments).await,
             other => Err(format!("error: there is no tool named '{other}'")),
         };
-        capped(out.unwrap_or_else(|e| e))
+        let secrets = self.secret_values(project, id).await;
+        capped(crate::credentials::secrets::mask(
+            out.unwrap_or_else(|e| e),
+            &secrets,
+        ))
     }
 
     async fn shell_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {

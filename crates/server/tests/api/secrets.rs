@@ -54,6 +54,8 @@ async fn database_text(app: &TestApp) -> String {
         "sessions",
         "agents",
         "events",
+        "runs",
+        "tool_calls",
         "webhook_deliveries",
     ] {
         let rows: Vec<(String,)> = sqlx::query_as(&format!("select t::text from {table} t"))
@@ -402,4 +404,48 @@ async fn bad_secret_bodies_are_refused_without_echoing_the_value() {
     )
     .unwrap();
     assert_eq!(listed.len(), 1, "nothing else was created: {listed:?}");
+}
+
+#[tokio::test]
+async fn a_secret_a_command_prints_reaches_neither_the_model_nor_the_log() {
+    use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+    let value = "printed-secret-Qw93";
+    let fake = FakeModel::start(Script::new([
+        Rule::when()
+            .last_tool_result_contains("exit code: 0")
+            .reply_text("done"),
+        Rule::when().last_user_contains("print").reply_tool_call(
+            "shell",
+            json!({"command": "echo \"token=$TOKEN\"; echo \"$TOKEN\" > t.txt"}),
+        ),
+    ]));
+    let app = sandbox_agents_testkit::spawn_app_with_model_proxy(&fake.root_url()).await;
+    create_secret(&app, "PRINTED", value).await;
+    app.create_agent(
+        "printer",
+        json!({"secret_bindings": [{"secret": "PRINTED", "env": "TOKEN"}]}),
+    )
+    .await;
+    let id = start_session(&app, "printer", json!([])).await;
+    let run = super::runs::start_run(&app, &id, "print the token", Value::Null).await;
+    let evs = super::runs::wait_for_run(&app, &id, &run).await;
+    let result = evs
+        .iter()
+        .find(|e| e["type"] == "agent.tool_result")
+        .expect("a tool result");
+    assert_eq!(
+        result["payload"]["output"].as_str().unwrap(),
+        "exit code: 0\nstdout:\ntoken=***\n\n"
+    );
+    // The command itself had the value, and the model's next request did not.
+    assert_eq!(app.exec(&id, "cat t.txt").await.1, format!("{value}\n"));
+    let requests = fake.chat_requests();
+    assert!(requests.len() >= 2);
+    for r in requests {
+        assert!(
+            !r.body.to_string().contains(value),
+            "the model saw the secret"
+        );
+    }
+    assert!(!database_text(&app).await.contains(value));
 }
