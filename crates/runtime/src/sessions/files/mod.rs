@@ -32,14 +32,14 @@ use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_sandbox::path::WorkspacePath;
 use sandbox_agents_sandbox::{SandboxError, WORKDIR};
 use sandbox_agents_store::sessions::{self, SessionRecord};
-use sandbox_agents_store::{events, garbage, snapshots};
+use sandbox_agents_store::{events, snapshots};
 use scripts::{script_failed, DELETE_SCRIPT, LIST_SCRIPT, READ_SCRIPT, UPLOAD_SCRIPT};
 use serde_json::json;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 use stream::{blocking_reader, stream_from_blocking};
-use upload::{plain_name, upload_head, upload_tail};
+use upload::plain_name;
 
 /// The largest file one upload may carry.
 pub const MAX_UPLOAD_BYTES: u64 = 100 * 1024 * 1024;
@@ -390,68 +390,6 @@ impl Runtime {
         })
     }
 
-    /// Spools an upload to the blob store (its size goes in the tar header before its bytes),
-    /// then streams it into the sandbox inside the framing of `upload::upload_head`: memory
-    /// stays bounded whatever the size. The spool is queued as garbage for an hour first, so a
-    /// crash mid-way leaves nothing behind for longer; it is removed at once otherwise.
-    async fn stream_upload<S>(
-        &self,
-        container: &str,
-        existing: &str,
-        entry: &str,
-        data: S,
-    ) -> Result<u64>
-    where
-        S: Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static,
-    {
-        let st = &self.inner;
-        let spool = format!("tmp/upload-{}", uuid::Uuid::now_v7().simple());
-        let row =
-            garbage::queue_unless_done(&st.db, "blob", &spool, Duration::from_secs(3600)).await?;
-        let result = async {
-            let mut seen: u64 = 0;
-            let limited = data.map(move |chunk| {
-                let chunk = chunk?;
-                seen += chunk.len() as u64;
-                if seen > MAX_UPLOAD_BYTES {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::FileTooLarge,
-                        "over the limit",
-                    ));
-                }
-                Ok(chunk)
-            });
-            let size = st.blobs.put(&spool, limited.boxed()).await.map_err(|e| {
-                RuntimeError::BadRequest(if e.kind() == std::io::ErrorKind::FileTooLarge {
-                    format!(
-                        "the file is larger than {} MiB",
-                        MAX_UPLOAD_BYTES / (1024 * 1024)
-                    )
-                } else {
-                    format!("the upload could not be read: {e}")
-                })
-            })?;
-            let head =
-                upload_head(entry, size).map_err(|e| RuntimeError::BadRequest(e.to_string()))?;
-            let body = futures::stream::once(async move { Ok(Bytes::from(head)) })
-                .chain(self.blob_stream(&spool).await?)
-                .chain(futures::stream::once(async move {
-                    Ok(Bytes::from(upload_tail(size)))
-                }))
-                .boxed();
-            st.backend
-                .put_archive_stream(container, existing, body)
-                .await
-                .map_err(gone)?;
-            Ok(size)
-        }
-        .await;
-        if st.blobs.delete(&spool).await.is_ok() {
-            garbage::done(&st.db, row).await?;
-        }
-        result
-    }
-
     /// `DELETE /files`: removes a file or link (never what a link points at), or a directory
     /// when `recursive`. The workspace root cannot be deleted.
     #[tracing::instrument(skip_all, fields(session.id = %id))]
@@ -492,7 +430,7 @@ impl Runtime {
 }
 
 /// A sandbox that vanished under a running session (a concurrent stop) is a conflict.
-fn gone(e: SandboxError) -> RuntimeError {
+pub(super) fn gone(e: SandboxError) -> RuntimeError {
     match e {
         SandboxError::NotFound(_) => RuntimeError::Conflict(
             "session is not running any more (its sandbox is gone); start it first".into(),

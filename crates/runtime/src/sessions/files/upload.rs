@@ -3,8 +3,15 @@
 //! a directory entry for each parent, so none is created by the Engine as root), the bytes as
 //! they stream, then padding and the end-of-archive blocks.
 
+use super::{gone, MAX_UPLOAD_BYTES};
+use crate::error::{Result, RuntimeError};
+use crate::sessions::Runtime;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use sandbox_agents_sandbox::docker::{SANDBOX_GID, SANDBOX_UID};
+use sandbox_agents_store::garbage;
 use std::path::{Component, Path};
+use std::time::Duration;
 use tar::EntryType;
 
 const BLOCK: u64 = 512;
@@ -65,6 +72,70 @@ pub(super) fn upload_head(entry: &str, size: u64) -> std::io::Result<Vec<u8>> {
 pub(super) fn upload_tail(size: u64) -> Vec<u8> {
     let pad = (BLOCK - size % BLOCK) % BLOCK;
     vec![0u8; (pad + 2 * BLOCK) as usize]
+}
+
+impl Runtime {
+    /// Spools an upload to the blob store (its size goes in the tar header before its bytes),
+    /// then streams it into the sandbox inside the framing of `upload::upload_head`: memory
+    /// stays bounded whatever the size. The spool is queued as garbage for an hour first, so a
+    /// crash mid-way leaves nothing behind for longer; it is removed at once otherwise.
+    pub(super) async fn stream_upload<S>(
+        &self,
+        container: &str,
+        existing: &str,
+        entry: &str,
+        data: S,
+    ) -> Result<u64>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static,
+    {
+        let st = &self.inner;
+        let spool = format!("tmp/upload-{}", uuid::Uuid::now_v7().simple());
+        let row =
+            garbage::queue_unless_done(&st.db, "blob", &spool, Duration::from_secs(3600)).await?;
+        let result = async {
+            let mut seen: u64 = 0;
+            let limited = data.map(move |chunk| {
+                let chunk = chunk?;
+                seen += chunk.len() as u64;
+                if seen > MAX_UPLOAD_BYTES {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::FileTooLarge,
+                        "over the limit",
+                    ));
+                }
+                Ok(chunk)
+            });
+            let size = st.blobs.put(&spool, limited.boxed()).await.map_err(|e| {
+                RuntimeError::BadRequest(if e.kind() == std::io::ErrorKind::FileTooLarge {
+                    format!(
+                        "the file is larger than {} MiB",
+                        MAX_UPLOAD_BYTES / (1024 * 1024)
+                    )
+                } else {
+                    format!("the upload could not be read: {e}")
+                })
+            })?;
+            let head =
+                upload_head(entry, size).map_err(|e| RuntimeError::BadRequest(e.to_string()))?;
+            let body = futures::stream::once(async move { Ok(Bytes::from(head)) })
+                .chain(self.blob_stream(&spool).await?)
+                .chain(futures::stream::once(async move {
+                    Ok(Bytes::from(upload_tail(size)))
+                }))
+                .boxed();
+            st.backend
+                .put_archive_stream(container, existing, body)
+                .await
+                .map_err(gone)?;
+            Ok(size)
+        }
+        .await;
+        if st.blobs.delete(&spool).await.is_ok() {
+            garbage::done(&st.db, row).await?;
+        }
+        result
+    }
 }
 
 /// Is `name` usable as a file name on its own?
