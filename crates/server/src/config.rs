@@ -198,10 +198,11 @@ pub struct Config {
         global = true
     )]
     pub rate_limit_burst: u32,
-    /// The master key that seals stored secrets (webhook signing secrets): 32 bytes as 64 hex
-    /// digits or standard base64. Every process of a deployment needs the same one. Default:
-    /// <data-dir>/master.key, 32 random bytes created on first start with mode 0600. Losing
-    /// the key makes stored secrets unreadable (rotate each webhook's secret then).
+    /// The master key that seals stored secrets (secret values, webhook signing secrets, the
+    /// variables of running sandboxes): 32 bytes as 64 hex digits or standard base64. Every
+    /// process of a deployment needs the same one. Default: <data-dir>/master.key, 32 random
+    /// bytes created on first start with mode 0600. Losing the key makes stored secrets
+    /// unreadable.
     #[arg(
         long,
         env = "SANDBOX_AGENTS_MASTER_KEY",
@@ -209,6 +210,18 @@ pub struct Config {
         global = true
     )]
     pub master_key: Option<String>,
+
+    /// Master keys being rotated away from, comma-separated, in the same form as the master
+    /// key. What they sealed still opens, and at start every stored value is sealed again
+    /// under the current key; once the log says none is left, remove them.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_PREVIOUS_MASTER_KEYS",
+        hide_env_values = true,
+        value_delimiter = ',',
+        global = true
+    )]
+    pub previous_master_keys: Vec<String>,
 
     /// Deliver webhooks to loopback, private and link-local addresses too. Off by default:
     /// a subscription could otherwise reach services inside the deployment's network. Checked
@@ -310,6 +323,7 @@ impl fmt::Debug for Config {
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("master_key", &self.master_key.as_ref().map(|_| "***"))
+            .field("previous_master_keys", &self.previous_master_keys.len())
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_max_attempts", &self.webhook_max_attempts)
             .field(
@@ -360,8 +374,28 @@ impl Config {
         })
     }
 
-    /// `--master-key`, or the key file under the data directory (created on first start).
+    /// `--master-key`, or the key file under the data directory (created on first start),
+    /// with `--previous-master-keys`.
     pub fn master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
+        use anyhow::Context;
+        let previous = self
+            .previous_master_keys
+            .iter()
+            .filter(|k| !k.trim().is_empty())
+            .enumerate()
+            .map(|(i, k)| {
+                sandbox_agents_vault::MasterKey::parse(k).with_context(|| {
+                    format!(
+                        "SANDBOX_AGENTS_PREVIOUS_MASTER_KEYS: key {} is not usable",
+                        i + 1
+                    )
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(self.current_master_key()?.with_previous(previous))
+    }
+
+    fn current_master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
         use anyhow::Context;
         match &self.master_key {
             Some(k) => sandbox_agents_vault::MasterKey::parse(k)

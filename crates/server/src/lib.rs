@@ -70,6 +70,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         )?,
     };
     let master_key = config.master_key()?;
+    let master_key_rotating = master_key.has_previous();
     let webhooks =
         sandbox_agents_webhooks::Webhooks::new(config.webhook_settings()?, master_key.clone())
             .context("setting up webhook delivery")?;
@@ -81,6 +82,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
     }
     runtime.spawn_workers();
+    if master_key_rotating {
+        reseal_in_background(runtime.clone(), webhooks.clone(), db.clone());
+    }
     let dispatcher = sandbox_agents_webhooks::Dispatcher::new(db.clone(), webhooks.clone())
         .spawn(shutdown.clone());
     runtime.start_pool();
@@ -125,6 +129,40 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A master key rotation in progress: moves every stored value to the current key and says
+/// when the previous keys are no longer needed. Idempotent; every start does it again while
+/// previous keys are configured.
+fn reseal_in_background(runtime: Runtime, webhooks: sandbox_agents_webhooks::Webhooks, db: Db) {
+    tokio::spawn(async move {
+        let mut passes = match runtime.reseal_secrets().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "resealing secrets under the new master key failed; the next start retries");
+                return;
+            }
+        };
+        match webhooks.reseal_secrets(&db).await {
+            Ok(r) => passes.push((
+                sandbox_agents_store::sealed::SealedColumn::WebhookSecrets,
+                r,
+            )),
+            Err(e) => {
+                tracing::error!(error = %e, "resealing webhook secrets under the new master key failed; the next start retries");
+                return;
+            }
+        }
+        let unreadable: usize = passes.iter().map(|(_, r)| r.unreadable).sum();
+        for (column, r) in &passes {
+            tracing::info!(column = ?column, moved = r.moved, unreadable = r.unreadable, "resealed under the current master key");
+        }
+        if unreadable == 0 {
+            tracing::info!("every stored value uses the current master key: SANDBOX_AGENTS_PREVIOUS_MASTER_KEYS can be removed");
+        } else {
+            tracing::warn!(unreadable, "some stored values open with no configured key; they stay unreadable until set again");
+        }
+    });
 }
 
 /// The session runtime: the sandbox backend, the blob store under the data directory, and

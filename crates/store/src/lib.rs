@@ -18,6 +18,7 @@ pub mod pool;
 pub mod projects;
 pub mod runs;
 pub mod sandbox_pool;
+pub mod sealed;
 pub mod secrets;
 pub mod sessions;
 pub mod snapshots;

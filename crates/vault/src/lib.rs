@@ -10,6 +10,11 @@
 //! base64) or from `<data-dir>/master.key`, 32 random bytes written with mode 0600 on first
 //! start. Every process of a deployment needs the same key; losing it makes every sealed
 //! value unreadable.
+//!
+//! Rotation: a key may carry previous keys ([`MasterKey::with_previous`]). Sealing always uses
+//! the current key; opening tries the current one, then the previous ones, and
+//! [`MasterKey::reseal`] moves a value sealed under a previous key to the current one, so
+//! that once every stored value was resealed the previous keys can be dropped.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -33,9 +38,9 @@ pub enum VaultError {
     Random(String),
 }
 
-/// The master key. Cloning is cheap; `Debug` never shows the key.
+/// The master key, with the keys it replaced. Cloning is cheap; `Debug` never shows a key.
 #[derive(Clone)]
-pub struct MasterKey(std::sync::Arc<Aes256Gcm>);
+pub struct MasterKey(std::sync::Arc<Aes256Gcm>, std::sync::Arc<Vec<Aes256Gcm>>);
 
 impl fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -55,7 +60,18 @@ impl MasterKey {
         }
         let cipher = Aes256Gcm::new_from_slice(bytes)
             .map_err(|_| VaultError::BadKey("rejected by the cipher".into()))?;
-        Ok(Self(std::sync::Arc::new(cipher)))
+        Ok(Self(std::sync::Arc::new(cipher), Default::default()))
+    }
+
+    /// This key, still able to open what `previous` keys sealed (a rotation in progress).
+    pub fn with_previous(self, previous: Vec<MasterKey>) -> Self {
+        let old = previous.into_iter().map(|k| (*k.0).clone()).collect();
+        Self(self.0, std::sync::Arc::new(old))
+    }
+
+    /// Whether previous keys are configured (so stored values may need [`MasterKey::reseal`]).
+    pub fn has_previous(&self) -> bool {
+        !self.1.is_empty()
     }
 
     /// Parses the `SANDBOX_AGENTS_MASTER_KEY` form: 64 hex digits, or standard base64 of 32
@@ -132,15 +148,40 @@ impl MasterKey {
         Ok(out)
     }
 
-    /// Opens what [`MasterKey::seal`] sealed for the same `aad`.
+    /// Opens what [`MasterKey::seal`] sealed for the same `aad`, under this key or a
+    /// previous one.
     pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>, VaultError> {
+        self.open_with(sealed, aad).map(|(plain, _)| plain)
+    }
+
+    /// The plaintext, and whether the current key sealed it.
+    fn open_with(&self, sealed: &[u8], aad: &[u8]) -> Result<(Vec<u8>, bool), VaultError> {
         if sealed.len() < 1 + NONCE_LEN || sealed[0] != VERSION {
             return Err(VaultError::Open);
         }
         let (nonce, body) = sealed[1..].split_at(NONCE_LEN);
-        self.0
-            .decrypt(Nonce::from_slice(nonce), Payload { msg: body, aad })
-            .map_err(|_| VaultError::Open)
+        let attempt = |cipher: &Aes256Gcm| {
+            cipher
+                .decrypt(Nonce::from_slice(nonce), Payload { msg: body, aad })
+                .ok()
+        };
+        if let Some(plain) = attempt(&self.0) {
+            return Ok((plain, true));
+        }
+        self.1
+            .iter()
+            .find_map(attempt)
+            .map(|plain| (plain, false))
+            .ok_or(VaultError::Open)
+    }
+
+    /// A value sealed under a previous key, sealed again under the current one; `None` when
+    /// the current key sealed it already.
+    pub fn reseal(&self, sealed: &[u8], aad: &[u8]) -> Result<Option<Vec<u8>>, VaultError> {
+        match self.open_with(sealed, aad)? {
+            (_, true) => Ok(None),
+            (plain, false) => self.seal(&plain, aad).map(Some),
+        }
     }
 }
 
@@ -160,6 +201,27 @@ mod tests {
         *damaged.last_mut().unwrap() ^= 1;
         assert!(key.open(&damaged, b"owner-1").is_err());
         assert_ne!(key.seal(b"whsec_abc", b"owner-1").unwrap(), sealed);
+    }
+
+    #[test]
+    fn a_rotated_key_opens_and_reseals_what_the_previous_one_sealed() {
+        let old = MasterKey::random();
+        let sealed = old.seal(b"value", b"owner").unwrap();
+        let new = MasterKey::random().with_previous(vec![old.clone()]);
+        assert!(new.has_previous() && !old.has_previous());
+        assert_eq!(new.open(&sealed, b"owner").unwrap(), b"value");
+        let resealed = new
+            .reseal(&sealed, b"owner")
+            .unwrap()
+            .expect("moved to the new key");
+        assert!(
+            old.open(&resealed, b"owner").is_err(),
+            "the old key no longer opens it"
+        );
+        assert_eq!(new.reseal(&resealed, b"owner").unwrap(), None);
+        assert!(new.reseal(&sealed, b"someone else").is_err());
+        let alone = MasterKey(new.0.clone(), Default::default());
+        assert_eq!(alone.open(&resealed, b"owner").unwrap(), b"value");
     }
 
     #[test]

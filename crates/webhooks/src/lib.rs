@@ -103,6 +103,18 @@ impl Webhooks {
         String::from_utf8(bytes).map_err(|_| SecretUnreadable)
     }
 
+    /// Moves every signing secret sealed under a previous master key to the current one.
+    pub async fn reseal_secrets(
+        &self,
+        db: &sandbox_agents_store::Db,
+    ) -> sandbox_agents_store::Result<sandbox_agents_store::sealed::Resealed> {
+        use sandbox_agents_store::sealed::{reseal, SealedColumn};
+        reseal(db, SealedColumn::WebhookSecrets, |id, sealed| {
+            self.key.reseal(sealed, id.as_bytes())
+        })
+        .await
+    }
+
     pub fn sender(&self) -> &Sender {
         &self.sender
     }

@@ -15,6 +15,7 @@ use crate::sessions::Runtime;
 use sandbox_agents_domain::secret::{effective_bindings, SecretCreate, SecretUpdate};
 use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
+use sandbox_agents_store::sealed::{reseal, Resealed, SealedColumn};
 use sandbox_agents_store::secrets::{self, SecretRecord, SecretRef};
 use sandbox_agents_vault::MasterKey;
 use serde_json::Value;
@@ -201,6 +202,25 @@ impl Runtime {
             }
         }
         Ok(resolved)
+    }
+
+    /// Moves secret values and sandbox variables sealed under a previous master key to the
+    /// current one.
+    pub async fn reseal_secrets(&self) -> Result<Vec<(SealedColumn, Resealed)>> {
+        let db = &self.inner.db;
+        let key = self.key();
+        let values = reseal(db, SealedColumn::SecretValues, |id, s| {
+            key.reseal(s, &value_aad(id))
+        })
+        .await?;
+        let sandboxes = reseal(db, SealedColumn::SandboxSecrets, |id, s| {
+            key.reseal(s, &env_aad(SessionId(id)))
+        })
+        .await?;
+        Ok(vec![
+            (SealedColumn::SecretValues, values),
+            (SealedColumn::SandboxSecrets, sandboxes),
+        ])
     }
 
     /// Stores a new secret, sealed.

@@ -8,6 +8,7 @@ mod event_log;
 mod fanout;
 mod files;
 mod isolation;
+mod key_rotation;
 mod models;
 mod openapi;
 mod operators;
