@@ -9,6 +9,7 @@ pub mod deployment;
 pub mod embedded;
 pub mod error;
 pub mod events;
+pub mod git_keys;
 pub mod hub;
 pub mod liveness;
 pub mod memberships;
