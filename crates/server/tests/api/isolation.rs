@@ -44,8 +44,8 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         return Unscoped;
     }
     match (method, path) {
-        ("GET", "/api/agents" | "/api/sessions" | "/api/webhooks") => List,
-        ("POST", "/api/agents") => CreateOwn,
+        ("GET", "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/git-keys") => List,
+        ("POST", "/api/agents" | "/api/git-keys") => CreateOwn,
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),
         ("POST", "/api/webhooks") => CreateFromA(
             json!({"name": "w", "url": "https://example.com/hook", "agent_id": a.agent}),
@@ -61,6 +61,9 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
             Scoped(json!({"call_id": "c1", "output": "x"}))
         }
         ("POST", "/api/sessions/{session_id}/snapshots") => Scoped(json!({"label": "x"})),
+        ("POST", "/api/git-keys/{key_id}/test") => {
+            Scoped(json!({"repo": "o/r", "host": "github.com"}))
+        }
         _ => Scoped(Value::Null),
     }
 }
@@ -70,6 +73,7 @@ struct Ids {
     session: String,
     snapshot: String,
     webhook: Option<String>,
+    git_key: String,
 }
 
 impl Ids {
@@ -83,6 +87,8 @@ impl Ids {
                     .as_deref()
                     .unwrap_or("00000000-0000-7000-8000-00000000dead"),
             )
+            // Only git keys are project-scoped among the `{key_id}` routes (API keys are not).
+            .replace("{key_id}", &self.git_key)
             .replace("{delivery_id}", "00000000-0000-7000-8000-00000000beef")
             .replace("{port}", "8080")
             // Routes with a required query (files) get it; the others ignore it.
@@ -106,6 +112,7 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
             "session_id in (select id from sessions where project_id = $1::uuid)",
         ),
         ("api_keys", "project_id = $1::uuid"),
+        ("git_keys", "project_id = $1::uuid"),
     ] {
         let rows: Vec<(String,)> = sqlx::query_as(&format!(
             "select t::text from {table} t where {filter} order by 1"
@@ -230,13 +237,21 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     )
     .await;
     let webhook = (s == 201).then(|| hook["id"].as_str().unwrap().to_owned());
+    let (s, git_key) = call(&app, "POST", "/api/git-keys", &key_a, &json!({"name": "a"})).await;
+    assert_eq!(s, 201, "{git_key}");
     let ids = Ids {
         agent: agent_id.clone(),
         session: sid.to_string(),
         snapshot: snapshot.to_string(),
         webhook,
+        git_key: git_key["id"].as_str().unwrap().to_owned(),
     };
-    let a_ids = [ids.agent.clone(), ids.session.clone(), ids.snapshot.clone()];
+    let a_ids = [
+        ids.agent.clone(),
+        ids.session.clone(),
+        ids.snapshot.clone(),
+        ids.git_key.clone(),
+    ];
     let before = fingerprint(&app, &project_a).await;
 
     let doc: Value = serde_json::to_value(sandbox_agents_api::openapi()).unwrap();
