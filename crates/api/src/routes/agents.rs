@@ -150,12 +150,17 @@ pub async fn update(
         return Err(agents::stale(patch.version, current.version).into());
     }
     let expected = patch.version;
+    // Only a patch that sets skills_source can add a reference: an unrelated edit leaves a
+    // stored one as it is (already visible to deletes), whatever its age.
+    let sets_skills = matches!(patch.skills_source, sandbox_agents_domain::Patch::Value(_));
     let mut spec = current.spec.clone();
     patch
         .apply(&current.slug, &mut spec)
         .map_err(ApiError::Validation)?;
     check_subagents(&st, project, &current.slug, &spec).await?;
-    super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
+    if sets_skills {
+        super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
+    }
     let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
     tx.commit()
         .await

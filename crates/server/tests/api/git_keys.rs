@@ -3,6 +3,7 @@
 //! tested with `git ls-remote` (the end-to-end run against a real sshd is in `sshd.rs`).
 
 mod races;
+mod references;
 mod sshd;
 
 use sandbox_agents_testkit::{spawn_app, TestApp};
@@ -39,7 +40,7 @@ pub async fn list_keys(app: &TestApp) -> Vec<Value> {
     r.json().await.unwrap()
 }
 
-async fn delete_key(app: &TestApp, id: &str) -> (u16, Value) {
+pub async fn delete_key(app: &TestApp, id: &str) -> (u16, Value) {
     let r = app
         .http
         .delete(app.url(&format!("/api/git-keys/{id}")))
@@ -175,142 +176,6 @@ async fn names_are_unique_in_a_project_and_never_blank() {
             );
         }
     }
-    app.stop().await;
-}
-
-pub fn git_source(key: &str) -> Value {
-    json!({"kind": "git_repo", "repo": "o/r", "ref": "main", "host": "github.com",
-           "subpath": null, "ssh_key_id": key})
-}
-
-#[tokio::test]
-async fn a_key_an_agent_uses_cannot_be_deleted_until_the_agent_lets_go() {
-    let app = spawn_app().await;
-    let key = create_key(&app, "skills").await;
-    let id = key["id"].as_str().unwrap();
-    // Any spelling of the id is stored in its canonical form, the one deletes look for.
-    let agent = app
-        .create_agent(
-            "uses-key",
-            json!({"skills_source": git_source(&id.to_uppercase())}),
-        )
-        .await;
-    assert_eq!(agent["skills_source"]["ssh_key_id"], id);
-
-    let (status, body) = delete_key(&app, id).await;
-    assert_eq!(status, 409, "{body}");
-    assert!(
-        body["detail"].as_str().unwrap().contains("uses-key"),
-        "the detail names the agent: {body}"
-    );
-    // Archived agents still hold it.
-    let r = app
-        .http
-        .post(app.url("/api/agents/uses-key/archive"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(delete_key(&app, id).await.0, 409);
-
-    let r = app
-        .http
-        .patch(app.url("/api/agents/uses-key"))
-        .json(&json!({"version": agent["version"], "skills_source": null}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    assert_eq!(delete_key(&app, id).await.0, 204);
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn agents_cannot_name_a_key_their_project_does_not_have() {
-    let app = spawn_app().await;
-    let r = app
-        .http
-        .post(app.url("/api/projects"))
-        .json(&json!({"name": "Other", "slug": "other", "description": ""}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    // Two projects now: every request names one.
-    let other_key: Value = app
-        .http
-        .post(app.url("/api/git-keys"))
-        .header("x-project", "other")
-        .json(&json!({"name": "theirs"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let ours: Value = app
-        .http
-        .post(app.url("/api/git-keys"))
-        .header("x-project", "default")
-        .json(&json!({"name": "ours"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let write = |method: reqwest::Method, path: &str, body: Value| {
-        app.http
-            .request(method, app.url(path))
-            .header("x-project", "default")
-            .json(&body)
-            .send()
-    };
-    for bad in [
-        other_key["id"].as_str().unwrap().to_owned(),
-        uuid::Uuid::now_v7().to_string(),
-        "not-an-id".to_owned(),
-    ] {
-        let r = write(
-            reqwest::Method::POST,
-            "/api/agents",
-            json!({"slug": "a", "name": "a", "skills_source": git_source(&bad)}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(r.status(), 422, "{bad}");
-        let body: Value = r.json().await.unwrap();
-        assert_eq!(
-            body["detail"][0]["loc"],
-            json!(["body", "skills_source", "ssh_key_id"]),
-            "{body}"
-        );
-    }
-    let r = write(
-        reqwest::Method::POST,
-        "/api/agents",
-        json!({"slug": "a", "name": "a"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 201);
-    let bad = other_key["id"].as_str().unwrap();
-    let r = write(
-        reqwest::Method::PATCH,
-        "/api/agents/a",
-        json!({"version": 1, "skills_source": git_source(bad)}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 422);
-    let r = write(
-        reqwest::Method::PATCH,
-        "/api/agents/a",
-        json!({"version": 1, "skills_source": git_source(ours["id"].as_str().unwrap())}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     app.stop().await;
 }
 

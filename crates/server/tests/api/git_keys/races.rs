@@ -3,7 +3,8 @@
 //! own transaction, waits (bounded) until PostgreSQL shows the other side waiting on that
 //! lock, then commits, so the interleaving is the one named and not left to timing.
 
-use super::{create_key, git_source};
+use super::create_key;
+use super::references::git_source;
 use sandbox_agents_domain::agent::AgentCreate;
 use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_domain::Slug;
