@@ -5,7 +5,8 @@ COPY . .
 RUN cargo build --release --locked -p sandbox-agents-server
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+# git and the OpenSSH client: deploy keys are used from the control plane (git ls-remote, clones).
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates git openssh-client \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --create-home --home-dir /var/lib/sandbox-agents sandbox-agents
 COPY --from=build /src/target/release/sandbox-agents /usr/local/bin/sandbox-agents

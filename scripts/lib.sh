@@ -30,6 +30,18 @@ ensure_postgres_binaries() {
   apt_install postgresql
 }
 
+# git and the OpenSSH client: the server tests deploy keys with `git ls-remote` over ssh. The
+# OpenSSH server too: the integration tests run a private sshd for the end-to-end key test.
+ensure_git_tools() {
+  local missing=()
+  command -v git >/dev/null 2>&1 || missing+=(git)
+  command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  apt_install "${missing[@]}"
+}
+
 ensure_rust() {
   command -v cargo >/dev/null 2>&1 && return
   echo "cargo is not installed: install Rust with rustup (https://rustup.rs) and run this again." >&2

@@ -58,6 +58,7 @@ _SERVER_ENV_DROP = (
     "SANDBOX_AGENTS_SANDBOX_PIDS",
     "SANDBOX_AGENTS_IDLE_TTL_SECONDS",
     "SANDBOX_AGENTS_LOCAL_DIR_ROOTS",
+    "SANDBOX_AGENTS_GIT_KNOWN_HOSTS",
     "SANDBOX_AGENTS_PUBLIC_URL",
     "SANDBOX_AGENTS_PREVIEW_KEY",
     # Models: the tests point the server at their own fake model (see `fakemodel.py`).

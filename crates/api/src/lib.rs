@@ -49,6 +49,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "projects", description = "Projects: the unit of tenancy"),
         (name = "api-keys", description = "Credentials for services"),
         (name = "users", description = "People who sign in to the web UI"),
+        (name = "git-keys", description = "Deploy keys the control plane clones with"),
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
@@ -89,6 +90,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::api_keys::list, routes::api_keys::create))
         .routes(routes!(routes::api_keys::revoke))
         .routes(routes!(routes::api_keys::delete))
+        .routes(routes!(routes::git_keys::list, routes::git_keys::create))
+        .routes(routes!(routes::git_keys::test))
+        .routes(routes!(routes::git_keys::delete))
         .routes(routes!(agents::list, agents::create))
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))

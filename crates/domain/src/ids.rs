@@ -54,6 +54,10 @@ id_type!(
     AgentId
 );
 id_type!(
+    /// A git deploy key of a project.
+    GitKeyId
+);
+id_type!(
     /// A session: one conversation and the sandbox it owns.
     SessionId
 );

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod event;
+pub mod git_key;
 pub mod identity;
 pub mod ids;
 pub mod manifest;

@@ -153,6 +153,12 @@ pub struct Config {
     )]
     pub local_dir_roots: Vec<std::path::PathBuf>,
 
+    /// The known_hosts file git uses over ssh with deploy keys (key tests, clones): a host's
+    /// key is accepted the first time and must match after. Default: <data-dir>/known_hosts.
+    /// No whitespace, quotes or '%' (ssh would split or expand them).
+    #[arg(long, env = "SANDBOX_AGENTS_GIT_KNOWN_HOSTS", global = true)]
+    pub git_known_hosts: Option<PathBuf>,
+
     /// The URL browsers reach this server at; port preview URLs start with it. Default:
     /// http://<bind> (http://127.0.0.1:<port> when bound to all interfaces). A host of its own
     /// for previews (pointing at this server) keeps sandbox pages off the API's origin.
@@ -319,6 +325,7 @@ impl fmt::Debug for Config {
             .field("image", &self.image)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("warm_pool_size", &self.warm_pool_size)
+            .field("git_known_hosts", &self.git_known_hosts)
             .field("public_url", &self.public_url())
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
@@ -412,6 +419,25 @@ impl Config {
         }
     }
 
+    /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
+    pub fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
+        let path = self
+            .git_known_hosts
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("known_hosts"));
+        let text = path.to_string_lossy();
+        if text.is_empty()
+            || text
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || "'\"\\%".contains(c))
+        {
+            anyhow::bail!(
+                "SANDBOX_AGENTS_GIT_KNOWN_HOSTS ({text}) must be a path without whitespace, quotes, backslashes or '%'"
+            );
+        }
+        Ok(std::path::absolute(&path)?)
+    }
+
     /// `--public-url` without a trailing slash, or one derived from `--bind`.
     pub fn public_url(&self) -> String {
         match &self.public_url {
@@ -474,5 +500,20 @@ mod tests {
         let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
         assert_eq!(cli.command, Some(Command::Migrate));
         assert_eq!(cli.config.data_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn the_git_known_hosts_file_defaults_to_the_data_dir_and_refuses_what_ssh_would_split() {
+        let cli = Cli::try_parse_from(["sandbox-agents", "--data-dir", "/srv/sa"]).unwrap();
+        assert_eq!(
+            cli.config.git_known_hosts().unwrap(),
+            PathBuf::from("/srv/sa/known_hosts")
+        );
+        let rel = Cli::try_parse_from(["sandbox-agents", "--git-known-hosts", "kh"]).unwrap();
+        assert!(rel.config.git_known_hosts().unwrap().is_absolute());
+        for bad in ["/a b/kh", "/a/%d/kh", "/a/'kh"] {
+            let cli = Cli::try_parse_from(["sandbox-agents", "--git-known-hosts", bad]).unwrap();
+            assert!(cli.config.git_known_hosts().is_err(), "{bad}");
+        }
     }
 }

@@ -200,6 +200,7 @@ async fn runtime(
         manifest: ManifestPolicy {
             local_dir_roots: config.local_dir_roots.clone(),
         },
+        git_known_hosts: config.git_known_hosts()?,
         warm_pool: config.warm_pool_size,
         master_key,
     };

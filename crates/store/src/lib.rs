@@ -10,6 +10,7 @@ pub mod embedded;
 pub mod error;
 pub mod events;
 pub mod garbage;
+pub mod git_keys;
 pub mod hub;
 pub mod liveness;
 pub mod memberships;

@@ -16,6 +16,8 @@ pub enum SealedColumn {
     SecretValues,
     /// `sessions.sandbox_secrets`: the variables of a sandbox that is up.
     SandboxSecrets,
+    /// `git_keys.private_key_sealed`: deploy keys' private halves.
+    GitKeys,
 }
 
 impl SealedColumn {
@@ -24,6 +26,7 @@ impl SealedColumn {
             SealedColumn::WebhookSecrets => ("webhooks", "id", "secret_sealed"),
             SealedColumn::SecretValues => ("secrets", "id", "value_sealed"),
             SealedColumn::SandboxSecrets => ("sessions", "id", "sandbox_secrets"),
+            SealedColumn::GitKeys => ("git_keys", "id", "private_key_sealed"),
         }
     }
 }

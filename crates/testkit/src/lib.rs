@@ -211,6 +211,7 @@ pub async fn test_runtime_full(
         idle_ttl: Duration::from_secs(1800),
         sweep_interval: Duration::from_secs(3600),
         manifest: ManifestPolicy::default(),
+        git_known_hosts: blobs_dir.with_extension("known_hosts"),
         warm_pool,
         master_key: test_master_key(&deployment),
     };

@@ -94,9 +94,18 @@ pub async fn create(
     Project(project): Project,
     ApiJson(body): ApiJson<AgentCreate>,
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
-    let (slug, spec) = body.into_spec().map_err(ApiError::Validation)?;
+    let (slug, mut spec) = body.into_spec().map_err(ApiError::Validation)?;
     check_subagents(&st, project, &slug, &spec).await?;
-    let agent = agents::insert(&st.db, project, &slug, &spec).await?;
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
+    let agent = agents::insert(&mut *tx, project, &slug, &spec).await?;
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
     tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
@@ -141,11 +150,17 @@ pub async fn update(
         return Err(agents::stale(patch.version, current.version).into());
     }
     let expected = patch.version;
+    // Only a patch that sets skills_source can add a reference: an unrelated edit leaves a
+    // stored one as it is (already visible to deletes), whatever its age.
+    let sets_skills = matches!(patch.skills_source, sandbox_agents_domain::Patch::Value(_));
     let mut spec = current.spec.clone();
     patch
         .apply(&current.slug, &mut spec)
         .map_err(ApiError::Validation)?;
     check_subagents(&st, project, &current.slug, &spec).await?;
+    if sets_skills {
+        super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
+    }
     let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
     tx.commit()
         .await

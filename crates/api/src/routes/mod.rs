@@ -5,6 +5,7 @@ pub mod api_keys;
 pub mod deliveries;
 pub mod events;
 pub mod files;
+pub mod git_keys;
 pub mod identity;
 pub mod lifecycle;
 pub mod models;

@@ -3,4 +3,6 @@
 //! Every stored value is sealed under the deployment's master key with its owner's id as
 //! associated data; nothing here returns or logs a plaintext except to the code that uses it.
 
+pub mod git_keys;
+pub mod git_probe;
 pub mod secrets;

@@ -204,8 +204,8 @@ impl Runtime {
         Ok(resolved)
     }
 
-    /// Moves secret values and sandbox variables sealed under a previous master key to the
-    /// current one.
+    /// Moves secret values, sandbox variables and deploy keys sealed under a previous master
+    /// key to the current one.
     pub async fn reseal_secrets(&self) -> Result<Vec<(SealedColumn, Resealed)>> {
         let db = &self.inner.db;
         let key = self.key();
@@ -217,9 +217,15 @@ impl Runtime {
             key.reseal(s, &env_aad(SessionId(id)))
         })
         .await?;
+        // Deploy keys are sealed with their id as associated data (see `git_keys`).
+        let git_keys = reseal(db, SealedColumn::GitKeys, |id, s| {
+            key.reseal(s, id.as_bytes())
+        })
+        .await?;
         Ok(vec![
             (SealedColumn::SecretValues, values),
             (SealedColumn::SandboxSecrets, sandboxes),
+            (SealedColumn::GitKeys, git_keys),
         ])
     }
 

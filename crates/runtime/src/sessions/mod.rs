@@ -36,6 +36,9 @@ pub struct RuntimeSettings {
     /// How often the idle reaper and the orphan sweep look.
     pub sweep_interval: Duration,
     pub manifest: ManifestPolicy,
+    /// The deployment's known_hosts for git over ssh (deploy key tests, clones): host keys
+    /// are accepted on first use and checked on every later one.
+    pub git_known_hosts: std::path::PathBuf,
     /// How many started sandboxes of the default image wait for sessions (0: no pool).
     /// Every server process of a deployment should say the same: each one's sweep trims the
     /// pool to its own setting.

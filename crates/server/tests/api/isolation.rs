@@ -44,8 +44,11 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         return Unscoped;
     }
     match (method, path) {
-        ("GET", "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets") => List,
-        ("POST", "/api/agents" | "/api/secrets") => CreateOwn,
+        (
+            "GET",
+            "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys",
+        ) => List,
+        ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys") => CreateOwn,
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),
         ("POST", "/api/webhooks") => CreateFromA(
             json!({"name": "w", "url": "https://example.com/hook", "agent_id": a.agent}),
@@ -62,6 +65,9 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
             Scoped(json!({"call_id": "c1", "output": "x"}))
         }
         ("POST", "/api/sessions/{session_id}/snapshots") => Scoped(json!({"label": "x"})),
+        ("POST", "/api/git-keys/{key_id}/test") => {
+            Scoped(json!({"repo": "o/r", "host": "github.com"}))
+        }
         _ => Scoped(Value::Null),
     }
 }
@@ -72,6 +78,7 @@ struct Ids {
     snapshot: String,
     webhook: Option<String>,
     secret: String,
+    git_key: String,
 }
 
 impl Ids {
@@ -86,6 +93,8 @@ impl Ids {
                     .unwrap_or("00000000-0000-7000-8000-00000000dead"),
             )
             .replace("{secret_id}", &self.secret)
+            // Only git keys are project-scoped among the `{key_id}` routes (API keys are not).
+            .replace("{key_id}", &self.git_key)
             .replace("{delivery_id}", "00000000-0000-7000-8000-00000000beef")
             .replace("{port}", "8080")
             // Routes with a required query (files) get it; the others ignore it.
@@ -110,6 +119,7 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
         ),
         ("api_keys", "project_id = $1::uuid"),
         ("secrets", "project_id = $1::uuid"),
+        ("git_keys", "project_id = $1::uuid"),
     ] {
         let rows: Vec<(String,)> = sqlx::query_as(&format!(
             "select t::text from {table} t where {filter} order by 1"
@@ -243,18 +253,22 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     )
     .await;
     assert_eq!(s, 201, "{secret}");
+    let (s, git_key) = call(&app, "POST", "/api/git-keys", &key_a, &json!({"name": "a"})).await;
+    assert_eq!(s, 201, "{git_key}");
     let ids = Ids {
         agent: agent_id.clone(),
         session: sid.to_string(),
         snapshot: snapshot.to_string(),
         webhook,
         secret: secret["id"].as_str().unwrap().to_owned(),
+        git_key: git_key["id"].as_str().unwrap().to_owned(),
     };
     let a_ids = [
         ids.agent.clone(),
         ids.session.clone(),
         ids.snapshot.clone(),
         ids.secret.clone(),
+        ids.git_key.clone(),
     ];
     let before = fingerprint(&app, &project_a).await;
 

@@ -26,12 +26,13 @@ async fn all_open_with(db: &sandbox_agents_store::Db, key: &str) -> bool {
     let key = sandbox_agents_vault::MasterKey::parse(key).unwrap();
     let rows: Vec<(uuid::Uuid, Vec<u8>, String)> = sqlx::query_as(
         "select id, value_sealed, 'secret' from secrets
-         union all select id, secret_sealed, 'webhook' from webhooks",
+         union all select id, secret_sealed, 'webhook' from webhooks
+         union all select id, private_key_sealed, 'git key' from git_keys",
     )
     .fetch_all(db)
     .await
     .unwrap();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     rows.iter().all(|(id, sealed, kind)| {
         let aad = match kind.as_str() {
             "secret" => [b"secret:".as_slice(), id.as_bytes()].concat(),
@@ -68,6 +69,8 @@ async fn a_rotation_moves_every_stored_value_to_the_new_key() {
     )
     .await;
     assert_eq!(s, 201);
+    let (s, key) = post(&first.base, "/api/git-keys", json!({"name": "deploy"})).await;
+    assert_eq!(s, 201, "{key}");
     let (s, hook) = post(
         &first.base,
         "/api/webhooks",
@@ -105,6 +108,16 @@ async fn a_rotation_moves_every_stored_value_to_the_new_key() {
     let got = receiver.received();
     let last = got.last().expect("the ping arrived");
     assert!(verify(&secret, last), "signed with the original secret");
+    // And the deploy key opens (a closed port: git's failure, not a sealed key's).
+    let key_id = key["id"].as_str().unwrap();
+    let (s, tested) = post(
+        &third.base,
+        &format!("/api/git-keys/{key_id}/test"),
+        json!({"repo": "o/r", "host": "127.0.0.1:1"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{tested}");
+    assert_eq!(tested["ok"], false);
     third.terminate().await;
     let _ = std::fs::remove_dir_all(&data_dir);
 }

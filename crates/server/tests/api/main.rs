@@ -7,6 +7,7 @@ mod conventions;
 mod event_log;
 mod fanout;
 mod files;
+mod git_keys;
 mod isolation;
 mod key_rotation;
 mod models;

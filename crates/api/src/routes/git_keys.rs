@@ -1,0 +1,164 @@
+//! `/api/git-keys`: deploy keys (API.md §2.7, §3.5, §8.5). The server generates each pair;
+//! responses carry the public half only. Also the check agent writes use so that every
+//! `skills_source.ssh_key_id` names a key of the project ([`hold_referenced_key`]).
+
+use crate::error::{ApiError, ApiResult, NotFoundExt};
+use crate::extract::ApiJson;
+use crate::project::Project;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sandbox_agents_domain::agent::AgentSpec;
+use sandbox_agents_domain::git_key::{
+    check_name, GitKey, GitKeyCreate, GitKeyTest, GitKeyTestRequest, GitRemote,
+};
+use sandbox_agents_domain::ids::GitKeyId;
+use sandbox_agents_domain::tools::SkillsSource;
+use sandbox_agents_domain::{ProjectId, Violations};
+use sandbox_agents_store::git_keys;
+use serde_json::Value;
+
+/// Parses a key id from a path; anything that is not an id names no key.
+fn key_id(raw: &str) -> ApiResult<GitKeyId> {
+    GitKeyId::parse(raw).ok_or_else(|| ApiError::NotFound(not_found(raw)()))
+}
+
+fn not_found(raw: &str) -> impl FnOnce() -> String + '_ {
+    move || format!("git key '{raw}' not found in this project")
+}
+
+/// The project's keys, oldest first.
+#[utoipa::path(get, path = "/api/git-keys", tag = "git-keys",
+    responses((status = 200, body = Vec<GitKey>)))]
+#[tracing::instrument(skip_all)]
+pub async fn list(
+    State(st): State<AppState>,
+    Project(project): Project,
+) -> ApiResult<Json<Vec<GitKey>>> {
+    let all = git_keys::list(&st.db, project).await?;
+    Ok(Json(all.iter().map(|k| k.to_wire()).collect()))
+}
+
+/// Generates an ed25519 key pair. Register the returned `public_key` with the git host; the
+/// private half never leaves the server. A name taken in the project is a 409.
+#[utoipa::path(post, path = "/api/git-keys", tag = "git-keys", request_body = GitKeyCreate,
+    responses((status = 201, body = GitKey), (status = 409, description = "The name is taken"),
+              (status = 422, description = "The body is invalid")))]
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiJson(body): ApiJson<GitKeyCreate>,
+) -> ApiResult<(StatusCode, Json<GitKey>)> {
+    let mut errors = Violations::new();
+    check_name(&mut errors, &body.name);
+    errors.into_result().map_err(ApiError::Validation)?;
+    let key = st.runtime.create_git_key(project, body.name.trim()).await?;
+    Ok((StatusCode::CREATED, Json(key.to_wire())))
+}
+
+/// Tries to read a repository with the key (`git ls-remote`, from the control plane, within
+/// 100 s). Failure is a 200 with `ok: false` and git's or ssh's words in `detail`; success
+/// sets `last_used_at`. `host` is `[user@]hostname[:port]` (user `git` by default).
+#[utoipa::path(post, path = "/api/git-keys/{key_id}/test", tag = "git-keys",
+    request_body = GitKeyTestRequest, params(("key_id" = String, Path)),
+    responses((status = 200, body = GitKeyTest), (status = 404, description = "No such key"),
+              (status = 422, description = "The repo or host is not acceptable")))]
+#[tracing::instrument(skip_all, fields(git_key.id = %raw))]
+pub async fn test(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+    ApiJson(body): ApiJson<GitKeyTestRequest>,
+) -> ApiResult<Json<GitKeyTest>> {
+    let id = key_id(&raw)?;
+    // A key that does not exist is a 404 before the body is judged.
+    git_keys::get(&st.db, project, id)
+        .await
+        .or_not_found(not_found(&raw))?;
+    let mut errors = Violations::new();
+    let remote = GitRemote::parse(&mut errors, &body.repo, &body.host);
+    errors.into_result().map_err(ApiError::Validation)?;
+    let remote = remote.expect("a remote without violations");
+    let outcome = st
+        .runtime
+        .test_git_key(project, id, &remote)
+        .await
+        .map_err(|e| match e {
+            sandbox_agents_runtime::RuntimeError::Store(sandbox_agents_store::Error::NotFound) => {
+                ApiError::NotFound(not_found(&raw)())
+            }
+            other => other.into(),
+        })?;
+    Ok(Json(outcome))
+}
+
+/// Deletes a key, refused with 409 while an agent's `skills_source` uses it.
+#[utoipa::path(delete, path = "/api/git-keys/{key_id}", tag = "git-keys",
+    params(("key_id" = String, Path)),
+    responses((status = 204), (status = 404, description = "No such key"),
+              (status = 409, description = "An agent still uses the key")))]
+#[tracing::instrument(skip_all, fields(git_key.id = %raw))]
+pub async fn delete(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(raw): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = key_id(&raw)?;
+    let mut tx = st
+        .db
+        .begin()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    git_keys::delete_unreferenced(&mut tx, project, id)
+        .await
+        .or_not_found(not_found(&raw))?;
+    tx.commit()
+        .await
+        .map_err(sandbox_agents_store::Error::from)?;
+    tracing::info!(git_key.id = %id, "git key deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// For agent writes, inside their transaction: a `skills_source.ssh_key_id` must name a key
+/// of the project (422 otherwise). The key is locked `for share` until the transaction ends,
+/// so a concurrent delete either sees this agent or happens first (and then this is a 422).
+/// The id is stored in canonical form, which is what deletes look for.
+pub async fn hold_referenced_key(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    spec: &mut AgentSpec,
+) -> ApiResult<()> {
+    let Some(SkillsSource::GitRepo {
+        ssh_key_id: Some(raw),
+        ..
+    }) = spec.skills_source.as_mut()
+    else {
+        return Ok(());
+    };
+    let held = match GitKeyId::parse(raw) {
+        Some(id) => match git_keys::hold(tx, project, id).await {
+            Ok(()) => Some(id),
+            Err(sandbox_agents_store::Error::NotFound) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    match held {
+        Some(id) => {
+            *raw = id.to_string();
+            Ok(())
+        }
+        None => {
+            let mut errors = Violations::new();
+            errors.push(
+                "value_error",
+                &["skills_source", "ssh_key_id"],
+                format!("there is no git key '{raw}' in this project; create one with POST /api/git-keys"),
+                Value::from(raw.as_str()),
+            );
+            errors.into_result().map_err(ApiError::Validation)
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The end-to-end test: a key the server generated reads a repository from a real OpenSSH
+//! server (a private `sshd` on 127.0.0.1 with its own host key, trusting only that key).
+//! Needs /usr/sbin/sshd (openssh-server) and git; `scripts/test` installs them. Without them
+//! the test fails, saying so: it must not pass by skipping.
+
+use super::{create_key, list_keys, test_key};
+use sandbox_agents_testkit::spawn_app;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// A private sshd, stopped and cleaned up on drop.
+struct Sshd {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Sshd {
+    /// Starts sshd on a free port of 127.0.0.1, letting in `root` with `authorized_key` only,
+    /// and waits (bounded) until it accepts connections.
+    fn start(authorized_key: &str) -> Sshd {
+        assert!(
+            Path::new(SSHD).exists(),
+            "{SSHD} is not installed: the end-to-end deploy key test needs the OpenSSH server \
+             (apt-get install openssh-server, or run scripts/test, which installs it)"
+        );
+        let dir = std::env::temp_dir().join(format!("sa-sshd-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let host_key = dir.join("host_key");
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&host_key));
+        std::fs::write(dir.join("authorized_keys"), format!("{authorized_key}\n")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\n\
+                 AuthorizedKeysFile {ak}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                 PermitRootLogin prohibit-password\n",
+                hk = host_key.display(),
+                pid = dir.join("sshd.pid").display(),
+                ak = dir.join("authorized_keys").display(),
+            ),
+        )
+        .unwrap();
+        // sshd refuses to start without its privilege separation directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
+        let child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {SSHD}: {e}"));
+        let mut sshd = Sshd { child, dir, port };
+        sshd.wait_until_listening(Duration::from_secs(15));
+        sshd
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
+    }
+
+    fn wait_until_listening(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("sshd exited ({status}) before listening:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sshd did not listen on 127.0.0.1:{} within {within:?}:\n{}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A bare repository with one commit on `main`, in a temp dir removed on drop.
+struct Repo(PathBuf);
+
+impl Repo {
+    fn new() -> Repo {
+        let dir = std::env::temp_dir().join(format!("sa-repo-{}", uuid::Uuid::new_v4().simple()));
+        let (bare, work) = (dir.join("skills.git"), dir.join("work"));
+        run(Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare));
+        run(Command::new("git").args(["init", "-q"]).arg(&work));
+        std::fs::write(work.join("SKILL.md"), "# a skill\n").unwrap();
+        let git = |args: &[&str]| {
+            let mut c = Command::new("git");
+            c.arg("-C")
+                .arg(&work)
+                .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+                .args(args);
+            c
+        };
+        run(&mut git(&["add", "SKILL.md"]));
+        run(&mut git(&["commit", "-q", "-m", "first"]));
+        run(git(&["push", "-q"]).arg(&bare).arg("HEAD:refs/heads/main"));
+        Repo(dir)
+    }
+
+    fn bare(&self) -> String {
+        self.0.join("skills.git").display().to_string()
+    }
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn a_generated_key_reads_a_repository_from_a_real_sshd_and_another_key_does_not() {
+    let app = spawn_app().await;
+    let key = create_key(&app, "e2e").await;
+    let stranger = create_key(&app, "not-registered").await;
+    let sshd = Sshd::start(key["public_key"].as_str().unwrap());
+    let repo = Repo::new();
+    let body = json!({"repo": repo.bare(), "host": format!("root@127.0.0.1:{}", sshd.port)});
+
+    let (status, t) = test_key(&app, key["id"].as_str().unwrap(), body.clone()).await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(t["ok"], true, "{t}\nsshd log:\n{}", sshd.log());
+    let url = format!("ssh://root@127.0.0.1:{}{}", sshd.port, repo.bare());
+    assert!(t["detail"].as_str().unwrap().contains(&url), "{t}");
+    let listed = list_keys(&app).await;
+    assert!(listed[0]["last_used_at"].is_string(), "{listed:?}");
+
+    // The host key is now known; a key the host does not trust is refused, with ssh's words.
+    let (status, t) = test_key(&app, stranger["id"].as_str().unwrap(), body).await;
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(t["ok"], false, "{t}");
+    assert!(
+        t["detail"].as_str().unwrap().contains("Permission denied"),
+        "{t}"
+    );
+    assert!(list_keys(&app).await[1]["last_used_at"].is_null());
+    drop(sshd);
+    app.stop().await;
+}
