@@ -5,142 +5,31 @@
 //! when set (the test script sets it), otherwise an embedded cluster under
 //! `target/test-pg` that the first test process starts and later ones adopt.
 
+mod app;
+mod database;
 pub mod receiver;
 pub mod sse;
 
+pub use database::{database_url, fresh_database, fresh_named_database};
+
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
-use sandbox_agents_domain::agent::{AgentCreate, AgentRecord};
-use sandbox_agents_domain::event::NewEvent;
-use sandbox_agents_domain::{AgentId, SessionId};
 use sandbox_agents_runtime::blobs::LocalBlobStore;
 use sandbox_agents_runtime::manifest::ManifestPolicy;
 use sandbox_agents_runtime::{Runtime, RuntimeSettings};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
-use sandbox_agents_store::embedded::EmbeddedPostgres;
-use sandbox_agents_store::projects::DEFAULT_PROJECT;
-use sandbox_agents_store::{agents, events, sessions, Db, EventHub};
+use sandbox_agents_store::{Db, EventHub};
 use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings, Webhooks};
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection};
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub const DEFAULT_MODEL: &str = "test-default-model";
 /// Test servers ping after this much silence, so heartbeats can be observed quickly.
 pub const HEARTBEAT: Duration = Duration::from_millis(300);
-
-/// The shared cluster: options for its maintenance database, and a URL for it that
-/// [`database_url`] rewrites to name another database.
-struct Cluster {
-    admin: PgConnectOptions,
-    url: String,
-}
-
-static CLUSTER: OnceCell<Cluster> = OnceCell::const_new();
-
-async fn cluster() -> &'static Cluster {
-    CLUSTER
-        .get_or_init(|| async {
-            if let Ok(url) = std::env::var("SANDBOX_AGENTS_TEST_DATABASE_URL") {
-                let admin = PgConnectOptions::from_str(&url)
-                    .expect("SANDBOX_AGENTS_TEST_DATABASE_URL is a valid URL");
-                return Cluster { admin, url };
-            }
-            let pg = start_shared_embedded().await;
-            let admin = pg.connect_options_for("postgres");
-            let url = pg.database_url().replace("/sandbox_agents?", "/postgres?");
-            // The cluster outlives this process on purpose: other test processes adopt it.
-            std::mem::forget(pg);
-            Cluster { admin, url }
-        })
-        .await
-}
-
-/// A URL for database `name` in the shared cluster, e.g. for a server started as a process.
-pub async fn database_url(name: &str) -> String {
-    let url = &cluster().await.url;
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url.as_str(), None), |(b, q)| (b, Some(q)));
-    let (server, _) = base.rsplit_once('/').expect("a database URL has a path");
-    match query {
-        Some(q) => format!("{server}/{name}?{q}"),
-        None => format!("{server}/{name}"),
-    }
-}
-
-fn workspace_target() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
-}
-
-/// Starts (or adopts) the shared test cluster, serialised across processes by a lock
-/// directory (mkdir is atomic).
-async fn start_shared_embedded() -> EmbeddedPostgres {
-    let target = workspace_target();
-    std::fs::create_dir_all(&target).expect("creating target/");
-    let lock = target.join("test-pg.lock");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        match std::fs::create_dir(&lock) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let stale = std::fs::metadata(&lock)
-                    .and_then(|m| m.modified())
-                    .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(120))
-                    .unwrap_or(false);
-                if stale {
-                    let _ = std::fs::remove_dir(&lock);
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for {}",
-                    lock.display()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("cannot create {}: {e}", lock.display()),
-        }
-    }
-    let started = EmbeddedPostgres::start(&target.join("test-pg")).await;
-    let _ = std::fs::remove_dir(&lock);
-    started.expect("starting the shared test PostgreSQL cluster")
-}
-
-/// A new, migrated database of its own for one test.
-pub async fn fresh_database() -> (Db, PgConnectOptions) {
-    let (db, options, _) = fresh_named_database().await;
-    (db, options)
-}
-
-/// The same, with the database's name (for [`database_url`]).
-pub async fn fresh_named_database() -> (Db, PgConnectOptions, String) {
-    let admin = &cluster().await.admin;
-    let name = format!("test_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = admin
-        .connect()
-        .await
-        .expect("connecting to the test cluster");
-    // Identifiers cannot be bound as parameters; the name is generated above.
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("creating a test database");
-    conn.close().await.ok();
-    let options = admin.clone().database(&name);
-    let db = sandbox_agents_store::connect(options.clone(), 20)
-        .await
-        .expect("connecting to the test database");
-    sandbox_agents_store::migrate(&db)
-        .await
-        .expect("migrating the test database");
-    (db, options, name)
-}
 
 /// A running server owned by a test.
 pub struct TestApp {
@@ -494,193 +383,5 @@ impl Drop for TestApp {
             });
         })
         .join();
-    }
-}
-
-impl TestApp {
-    /// Runs the webhook dispatcher's loop until the server stops, as the binary does.
-    pub fn start_dispatcher(&self) {
-        self.dispatcher.spawn(self.shutdown.clone());
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
-    }
-
-    /// Stops the server and waits for it, failing if graceful shutdown hangs. The warm
-    /// pool's refill worker is waited for too, so no sandbox it is creating appears after
-    /// the drop has removed this deployment's containers.
-    pub async fn stop(mut self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(60), self.runtime.stop_pool())
-            .await
-            .expect("the warm pool's worker stopped in time");
-        let server = std::mem::replace(&mut self.server, tokio::spawn(async { Ok(()) }));
-        tokio::time::timeout(Duration::from_secs(10), server)
-            .await
-            .expect("the server shut down in time")
-            .expect("the server task did not panic")
-            .expect("the server returned cleanly");
-    }
-
-    /// An agent in the default project, straight into the store.
-    pub async fn seed_agent(&self, slug: &str) -> AgentRecord {
-        let body: AgentCreate =
-            serde_json::from_value(serde_json::json!({ "slug": slug, "name": slug }))
-                .expect("agent body");
-        let (slug, spec) = body.into_spec().expect("a valid agent");
-        agents::insert(&self.db, DEFAULT_PROJECT, &slug, &spec)
-            .await
-            .expect("seeding an agent")
-    }
-
-    /// A session row (no container: these tests are about the log).
-    pub async fn seed_session(&self, agent: AgentId) -> SessionId {
-        let id = SessionId::new();
-        sessions::insert(
-            &self.db,
-            &sessions::NewSession {
-                id,
-                project: DEFAULT_PROJECT,
-                agent,
-                title: String::new(),
-                backend: "docker".into(),
-                exposed_ports: Vec::new(),
-                model: None,
-                instructions: None,
-                manifest: None,
-                metadata: Default::default(),
-                image: None,
-                secret_bindings: Vec::new(),
-                boot_snapshot_id: None,
-            },
-        )
-        .await
-        .expect("seeding a session");
-        id
-    }
-
-    /// Appends `n` `agent.message` events numbered from `from`, in one transaction.
-    pub async fn append_messages(&self, session: SessionId, from: usize, n: usize) -> Vec<i64> {
-        let batch: Vec<NewEvent> = (from..from + n)
-            .map(|i| {
-                NewEvent::new(
-                    sandbox_agents_domain::event::EventType::AgentMessage,
-                    None,
-                    serde_json::json!({ "text": format!("message {i}") }),
-                )
-            })
-            .collect();
-        events::append_now(&self.db, session, &batch)
-            .await
-            .expect("appending")
-            .into_iter()
-            .map(|e| e.seq)
-            .collect()
-    }
-}
-
-impl TestApp {
-    /// Creates an agent through the API (`body` is merged over a minimal one).
-    pub async fn create_agent(&self, slug: &str, extra: serde_json::Value) -> serde_json::Value {
-        let mut body = serde_json::json!({"slug": slug, "name": slug});
-        for (k, v) in extra.as_object().expect("an object") {
-            body[k] = v.clone();
-        }
-        let r = self
-            .http
-            .post(self.url("/api/agents"))
-            .json(&body)
-            .send()
-            .await
-            .expect("POST /api/agents");
-        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
-        r.json().await.expect("an Agent")
-    }
-
-    /// `POST /api/sessions`, asserting the 202.
-    pub async fn create_session(&self, body: serde_json::Value) -> serde_json::Value {
-        let r = self
-            .http
-            .post(self.url("/api/sessions"))
-            .json(&body)
-            .send()
-            .await
-            .expect("POST /api/sessions");
-        assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
-        r.json().await.expect("a Session")
-    }
-
-    /// `GET /api/sessions/{id}` as JSON.
-    pub async fn session(&self, id: &str) -> serde_json::Value {
-        self.http
-            .get(self.url(&format!("/api/sessions/{id}")))
-            .send()
-            .await
-            .expect("GET session")
-            .json()
-            .await
-            .expect("JSON")
-    }
-
-    /// Polls the session until its status is `status` (or `error`, which fails the test
-    /// unless asked for), within `within`.
-    pub async fn wait_for_status(
-        &self,
-        id: &str,
-        status: &str,
-        within: Duration,
-    ) -> serde_json::Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let s = self.session(id).await;
-            if s["status"] == status {
-                return s;
-            }
-            assert!(
-                s["status"] != "error" || status == "error",
-                "the session failed: {}",
-                s["error"]
-            );
-            assert!(
-                Instant::now() < deadline,
-                "session {id} did not reach {status} in {within:?}: {s}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// `POST .../exec`, returning (exit_code, stdout, stderr).
-    pub async fn exec(&self, id: &str, command: &str) -> (i64, String, String) {
-        let r = self
-            .http
-            .post(self.url(&format!("/api/sessions/{id}/exec")))
-            .json(&serde_json::json!({"command": command, "timeout": 30}))
-            .send()
-            .await
-            .expect("POST exec");
-        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
-        let v: serde_json::Value = r.json().await.expect("ExecResult");
-        (
-            v["exit_code"].as_i64().expect("exit_code"),
-            v["stdout"].as_str().unwrap_or_default().to_owned(),
-            v["stderr"].as_str().unwrap_or_default().to_owned(),
-        )
-    }
-
-    /// The event types of a session's log, in order.
-    pub async fn event_types(&self, id: &str) -> Vec<String> {
-        let page: Vec<serde_json::Value> = self
-            .http
-            .get(self.url(&format!("/api/sessions/{id}/events?limit=1000")))
-            .send()
-            .await
-            .expect("GET events")
-            .json()
-            .await
-            .expect("events");
-        page.iter()
-            .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
-            .collect()
     }
 }
