@@ -87,6 +87,18 @@ pub(crate) async fn get_archive(
     Ok(stream::once(async move { Ok(first) }).chain(rest).boxed())
 }
 
+/// The directories above a relative `path`, outermost first (`a`, `a/b` for `a/b/c`): the
+/// entries an archive needs before `path` so that the Engine creates none of them as root.
+pub fn parent_dirs(path: &Path) -> Vec<&Path> {
+    let mut parents: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    parents.reverse();
+    parents
+}
+
 /// The archive rewritten as described in the module docs.
 pub fn owned_by_sandbox_user(tar: &[u8]) -> Result<Vec<u8>> {
     let bad = |what: String| SandboxError::Backend(format!("put_archive: {what}"));
@@ -122,13 +134,7 @@ pub fn owned_by_sandbox_user(tar: &[u8]) -> Result<Vec<u8>> {
             continue;
         }
         // Parents first, so that none is created by the Engine as root.
-        let mut parents: Vec<&Path> = path
-            .ancestors()
-            .skip(1)
-            .filter(|p| !p.as_os_str().is_empty())
-            .collect();
-        parents.reverse();
-        for parent in parents {
+        for parent in parent_dirs(&path) {
             if dirs.insert(parent.to_owned()) {
                 let mut h = header(EntryType::Directory, 0o755, now);
                 out.append_data(&mut h, parent, std::io::empty())

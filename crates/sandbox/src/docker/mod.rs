@@ -4,7 +4,7 @@
 //! session, running as uid/gid 1000 with every capability dropped, `no-new-privileges`, the
 //! spec's pids/memory/CPU limits, no host mounts, and its ports published on 127.0.0.1 only.
 
-mod archive;
+pub mod archive;
 mod create;
 mod error;
 mod exec;

@@ -46,6 +46,21 @@ async fn start_session(app: &TestApp, agent: &str, bindings: Value) -> String {
     id
 }
 
+/// Stops and starts a session, and waits until it runs again (a new boot).
+async fn reboot(app: &TestApp, id: &str) {
+    for action in ["stop", "start"] {
+        let (status, body) = call(
+            app,
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/{action}"),
+            None,
+        )
+        .await;
+        assert!(status == 200 || status == 202, "{action}: {status} {body}");
+    }
+    app.wait_for_status(id, "running", BOOT).await;
+}
+
 /// Everything the database holds, as text, to look for a plaintext in.
 async fn database_text(app: &TestApp) -> String {
     let mut all = String::new();
@@ -214,17 +229,7 @@ async fn a_rotation_reaches_the_next_boot_and_not_the_running_sandbox() {
     assert_ne!(rotated["updated_at"], s["updated_at"]);
     assert_eq!(app.exec(&id, "printf %s \"$R\"").await.1, "first-value");
 
-    for action in ["stop", "start"] {
-        let (status, body) = call(
-            &app,
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/{action}"),
-            None,
-        )
-        .await;
-        assert!(status == 200 || status == 202, "{action}: {status} {body}");
-    }
-    app.wait_for_status(&id, "running", BOOT).await;
+    reboot(&app, &id).await;
     assert_eq!(app.exec(&id, "printf %s \"$R\"").await.1, "second-value");
 
     // A description-only update keeps the value.
@@ -236,16 +241,7 @@ async fn a_rotation_reaches_the_next_boot_and_not_the_running_sandbox() {
     )
     .await;
     assert_eq!(status, 200);
-    for action in ["stop", "start"] {
-        call(
-            &app,
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/{action}"),
-            None,
-        )
-        .await;
-    }
-    app.wait_for_status(&id, "running", BOOT).await;
+    reboot(&app, &id).await;
     assert_eq!(app.exec(&id, "printf %s \"$R\"").await.1, "second-value");
 }
 

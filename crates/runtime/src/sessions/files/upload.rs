@@ -8,6 +8,7 @@ use crate::error::{Result, RuntimeError};
 use crate::sessions::Runtime;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use sandbox_agents_sandbox::docker::archive::parent_dirs;
 use sandbox_agents_sandbox::docker::{SANDBOX_GID, SANDBOX_UID};
 use sandbox_agents_store::garbage;
 use std::path::{Component, Path};
@@ -43,13 +44,7 @@ pub(super) fn upload_head(entry: &str, size: u64) -> std::io::Result<Vec<u8>> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut b = tar::Builder::new(Vec::new());
-    let mut parents: Vec<&Path> = path
-        .ancestors()
-        .skip(1)
-        .filter(|p| !p.as_os_str().is_empty())
-        .collect();
-    parents.reverse();
-    for dir in parents {
+    for dir in parent_dirs(path) {
         b.append_data(
             &mut header(EntryType::Directory, 0o755, 0, now),
             dir,
