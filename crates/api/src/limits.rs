@@ -16,6 +16,8 @@ pub const MANIFEST_BODY_LIMIT: usize = crate::JSON_BODY_LIMIT;
 pub const TOOL_RESULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// Prompts and commands.
 pub const PROMPT_BODY_LIMIT: usize = 1024 * 1024;
+/// Secrets: a value of up to 32 KiB, which JSON escaping can grow up to six times.
+pub const SECRET_BODY_LIMIT: usize = 256 * 1024;
 /// Everything else: a handful of fields.
 pub const SMALL_BODY_LIMIT: usize = 64 * 1024;
 
@@ -33,6 +35,7 @@ pub fn body_limit(method: &Method, path: &str) -> Option<usize> {
         ["sessions", _, "files"] => return None,
         ["sessions", _, "tool-results"] => TOOL_RESULT_BODY_LIMIT,
         ["sessions", _, "messages" | "exec"] => PROMPT_BODY_LIMIT,
+        ["secrets", ..] => SECRET_BODY_LIMIT,
         _ => SMALL_BODY_LIMIT,
     })
 }
@@ -87,7 +90,8 @@ mod tests {
             body_limit(&post, "/api/sessions/s/tool-results"),
             Some(TOOL_RESULT_BODY_LIMIT)
         );
-        assert_eq!(body_limit(&post, "/api/secrets"), Some(SMALL_BODY_LIMIT));
+        assert_eq!(body_limit(&post, "/api/secrets"), Some(SECRET_BODY_LIMIT));
+        assert_eq!(body_limit(&post, "/api/webhooks"), Some(SMALL_BODY_LIMIT));
         assert_eq!(
             body_limit(&Method::PATCH, "/api/sessions/s"),
             Some(SMALL_BODY_LIMIT)

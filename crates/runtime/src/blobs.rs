@@ -22,6 +22,12 @@ pub trait BlobStore: Send + Sync + 'static {
     async fn delete(&self, key: &str) -> std::io::Result<()>;
 }
 
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Blobs as files under a root directory.
 pub struct LocalBlobStore {
     root: PathBuf,
@@ -57,8 +63,13 @@ impl BlobStore for LocalBlobStore {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(Path::new("/")).to_owned();
         tokio::fs::create_dir_all(&dir).await?;
-        // Write beside, fsync, then rename: a crash leaves the old blob or the new one.
-        let tmp = dir.join(format!(".{}.{}", uuid::Uuid::new_v4().simple(), "partial"));
+        // Write beside, fsync, then rename: a crash leaves the old blob or the new one. The
+        // partial file is named after the key, so `delete` finds what a crash left of it.
+        let tmp = dir.join(format!(
+            ".{}.{}.partial",
+            file_name(&path),
+            uuid::Uuid::new_v4().simple()
+        ));
         let mut file = tokio::fs::File::create(&tmp).await?;
         let mut size = 0u64;
         let written: std::io::Result<()> = async {
@@ -83,8 +94,21 @@ impl BlobStore for LocalBlobStore {
         Ok(tokio_util::io::ReaderStream::with_capacity(file, 64 * 1024).boxed())
     }
 
+    /// Removes the blob and whatever an interrupted `put` of it left beside it.
     async fn delete(&self, key: &str) -> std::io::Result<()> {
-        match tokio::fs::remove_file(self.path(key)?).await {
+        let path = self.path(key)?;
+        let partial = format!(".{}.", file_name(&path));
+        if let Some(dir) = path.parent() {
+            if let Ok(mut entries) = tokio::fs::read_dir(dir).await {
+                while let Ok(Some(e)) = entries.next_entry().await {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with(&partial) && name.ends_with(".partial") {
+                        let _ = tokio::fs::remove_file(e.path()).await;
+                    }
+                }
+            }
+        }
+        match tokio::fs::remove_file(&path).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
@@ -128,6 +152,14 @@ mod tests {
         for bad in ["../x", "/etc/passwd", "a//b", ""] {
             assert!(store.get(bad).await.is_err(), "{bad}");
         }
+        // What an interrupted put left goes with the blob's delete; other blobs' do not.
+        let left = root.join("tmp/.upload-1.0123.partial");
+        let other = root.join("tmp/.upload-10.4567.partial");
+        std::fs::create_dir_all(left.parent().unwrap()).unwrap();
+        std::fs::write(&left, b"half").unwrap();
+        std::fs::write(&other, b"half").unwrap();
+        store.delete("tmp/upload-1").await.unwrap();
+        assert!(!left.exists() && other.exists());
         std::fs::remove_dir_all(root).unwrap();
     }
 }

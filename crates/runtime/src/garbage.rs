@@ -39,6 +39,8 @@ impl Runtime {
                     }
                     Err(e) => {
                         tracing::warn!(kind = %g.kind, r#ref = %g.r#ref, error = %e, "could not remove garbage; will retry");
+                        // Recording the failure pushes the row's due time back, so one thing
+                        // that cannot be removed never holds up the rest of the queue.
                         garbage::failed(&mut tx, g.id, &e).await?;
                         failures += 1;
                     }

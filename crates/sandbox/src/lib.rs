@@ -105,8 +105,9 @@ pub struct ListedSandbox {
     pub running: bool,
 }
 
-/// A command to run.
-#[derive(Clone, Debug)]
+/// A command to run. `Debug` shows the environment's names, never its values (secrets are
+/// among them).
+#[derive(Clone)]
 pub struct ExecRequest {
     /// argv; use `["sh", "-c", script]` for shell syntax.
     pub argv: Vec<String>,
@@ -119,6 +120,20 @@ pub struct ExecRequest {
     pub max_output: usize,
     /// Bytes written to the command's stdin, then stdin is closed.
     pub stdin: Option<Bytes>,
+}
+
+impl std::fmt::Debug for ExecRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ExecRequest")
+            .field("argv", &self.argv)
+            .field("workdir", &self.workdir)
+            .field("env", &env)
+            .field("timeout", &self.timeout)
+            .field("max_output", &self.max_output)
+            .field("stdin", &self.stdin.as_ref().map(|b| b.len()))
+            .finish()
+    }
 }
 
 /// What a command did.

@@ -93,11 +93,12 @@ pub async fn done(db: impl PgExecutor<'_>, id: i64) -> Result<()> {
     Ok(())
 }
 
-/// Removing it failed: try again later, backing off up to an hour.
+/// Removing it failed: try again later, backing off from 10 s to an hour. The exponent is
+/// capped so that the delay stays representable however often a removal fails.
 pub async fn failed(tx: &mut sqlx::PgConnection, id: i64, error: &str) -> Result<()> {
     sqlx::query(
         "update garbage set attempts = attempts + 1, last_error = $2,
-                due_at = now() + least(interval '1 hour', interval '10 seconds' * power(2, attempts))
+                due_at = now() + make_interval(secs => least(3600, 10 * power(2, least(attempts, 12))))
          where id = $1",
     )
     .bind(id)

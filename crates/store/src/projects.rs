@@ -148,16 +148,21 @@ pub async fn update(
 }
 
 /// Deletes a project and, by cascade, everything in it, unless one of its sessions still has
-/// a sandbox (409). Locks the project's sessions so none boots meanwhile.
+/// a sandbox (409). Every session row of the project is locked first, idle ones included, so
+/// none starts booting (and reading an archive queued below) between the check and the delete.
 pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<u64> {
-    let busy: Vec<(Uuid,)> = sqlx::query_as(
-        "select id from sessions where project_id = $1
-           and (status not in ('stopped', 'error') or container_id is not null)
-         for update",
+    let sessions: Vec<(Uuid, bool)> = sqlx::query_as(
+        "select id, (status not in ('stopped', 'error') or container_id is not null) from sessions
+         where project_id = $1 for update",
     )
     .bind(id.0)
     .fetch_all(&mut *tx)
     .await?;
+    let busy: Vec<Uuid> = sessions
+        .iter()
+        .filter(|(_, b)| *b)
+        .map(|(s, _)| *s)
+        .collect();
     if !busy.is_empty() {
         return Err(Error::Conflict(format!(
             "{} session(s) of this project still have a sandbox; stop or delete them first",

@@ -36,19 +36,19 @@ impl SecretRecord {
     }
 }
 
-/// How a path names a secret: its id, or its name (names are identifiers, so they never look
-/// like ids).
+/// How a path names a secret: its id or its name. A name can look like an id (32 hex digits
+/// are an identifier too), so both are tried, the id first.
 #[derive(Clone, Debug)]
-pub enum SecretRef {
-    Id(Uuid),
-    Name(String),
+pub struct SecretRef {
+    id: Option<Uuid>,
+    name: String,
 }
 
 impl SecretRef {
     pub fn parse(raw: &str) -> Self {
-        match Uuid::try_parse(raw) {
-            Ok(id) => SecretRef::Id(id),
-            Err(_) => SecretRef::Name(raw.to_owned()),
+        SecretRef {
+            id: Uuid::try_parse(raw).ok(),
+            name: raw.to_owned(),
         }
     }
 }
@@ -102,18 +102,14 @@ pub async fn get(
     project: ProjectId,
     r: &SecretRef,
 ) -> Result<SecretRecord> {
-    // Names are identifiers and never parse as ids, so one query answers both.
-    let (id, name) = match r {
-        SecretRef::Id(id) => (Some(*id), None),
-        SecretRef::Name(name) => (None, Some(name.as_str())),
-    };
     sqlx::query_as(&format!(
         "select {COLUMNS} from secrets
-         where project_id = $1 and (id = $2 or name = $3)"
+         where project_id = $1 and (id = $2 or name = $3)
+         order by (id = $2) is true desc limit 1"
     ))
     .bind(project.0)
-    .bind(id)
-    .bind(name)
+    .bind(r.id)
+    .bind(r.name.as_str())
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)

@@ -33,13 +33,20 @@ fn generate(master: &MasterKey, id: GitKeyId, comment: &str) -> anyhow::Result<G
     Ok(Generated {
         public_key: public.to_openssh()?,
         fingerprint: public.fingerprint(HashAlg::Sha256).to_string(),
-        private_key_sealed: master.seal(pem.as_bytes(), id.0.as_bytes())?,
+        private_key_sealed: master.seal(pem.as_bytes(), &aad(id.0))?,
     })
+}
+
+/// The associated data a deploy key's private half is sealed with: its id, with a prefix of
+/// its own so that no other kind of sealed value (a webhook secret is sealed with its bare id)
+/// can be taken for it.
+pub(crate) fn aad(id: uuid::Uuid) -> Vec<u8> {
+    [b"git-key:".as_slice(), id.as_bytes()].concat()
 }
 
 /// Opens the private half sealed for `id`; the plaintext is wiped when dropped.
 fn open(master: &MasterKey, id: GitKeyId, sealed: &[u8]) -> anyhow::Result<Zeroizing<String>> {
-    let bytes = Zeroizing::new(master.open(sealed, id.0.as_bytes())?);
+    let bytes = Zeroizing::new(master.open(sealed, &aad(id.0))?);
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| anyhow::anyhow!("the sealed private key is not text"))?;
     Ok(Zeroizing::new(text.to_owned()))

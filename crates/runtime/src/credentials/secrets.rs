@@ -120,6 +120,10 @@ pub(crate) async fn check_bound(
     Ok(())
 }
 
+/// Most bytes of secret values one sandbox may be given: every command carries all of them,
+/// and the kernel refuses a command whose environment is too large (E2BIG).
+pub const MAX_SANDBOX_SECRET_BYTES: usize = 1024 * 1024;
+
 /// Secret values shorter than this are not masked: they would hide ordinary text.
 pub const MIN_MASKED_LEN: usize = 4;
 
@@ -201,6 +205,12 @@ impl Runtime {
                 resolved.ids.push(s.id);
             }
         }
+        let total: usize = resolved.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if total > MAX_SANDBOX_SECRET_BYTES {
+            return Err(RuntimeError::BadRequest(format!(
+                "the bound secrets total {total} bytes; a sandbox takes at most {MAX_SANDBOX_SECRET_BYTES}"
+            )));
+        }
         Ok(resolved)
     }
 
@@ -217,9 +227,8 @@ impl Runtime {
             key.reseal(s, &env_aad(SessionId(id)))
         })
         .await?;
-        // Deploy keys are sealed with their id as associated data (see `git_keys`).
         let git_keys = reseal(db, SealedColumn::GitKeys, |id, s| {
-            key.reseal(s, id.as_bytes())
+            key.reseal(s, &super::git_keys::aad(id))
         })
         .await?;
         Ok(vec![

@@ -156,6 +156,9 @@ impl Runtime {
         if !allowed.iter().any(|t| t.name == tool) {
             return format!("error: there is no tool named '{tool}'");
         }
+        // The values in force when the tool starts and when it ends: a stop or a restart
+        // after a rotation in between must not unmask what the command saw.
+        let mut secrets = self.secret_values(project, id).await;
         let out = match tool {
             "shell" => self.shell_tool(project, id, arguments).await,
             "read_file" => self.read_tool(project, id, arguments).await,
@@ -164,7 +167,7 @@ impl Runtime {
             "list_files" => self.list_tool(project, id, arguments).await,
             other => Err(format!("error: there is no tool named '{other}'")),
         };
-        let secrets = self.secret_values(project, id).await;
+        secrets.extend(self.secret_values(project, id).await);
         capped(crate::credentials::secrets::mask(
             out.unwrap_or_else(|e| e),
             &secrets,

@@ -165,10 +165,10 @@ async fn each_route_takes_bodies_up_to_its_own_limit() {
     let app = spawn_app().await;
     let padding = "x".repeat(SMALL_BODY_LIMIT);
     // A small-body route refuses what an agent definition may carry, declared or streamed.
-    let body = serde_json::json!({"name": "N", "value": "v", "description": padding});
+    let body = serde_json::json!({"name": "N", "url": "https://example.com/h", "pad": padding});
     let r = app
         .http
-        .post(app.url("/api/secrets"))
+        .post(app.url("/api/webhooks"))
         .json(&body)
         .send()
         .await
@@ -181,7 +181,7 @@ async fn each_route_takes_bodies_up_to_its_own_limit() {
         bytes.chunks(8192).map(|c| Ok(c.to_vec())).collect();
     let r = app
         .http
-        .post(app.url("/api/secrets"))
+        .post(app.url("/api/webhooks"))
         .header("content-type", "application/json")
         .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
         .send()
@@ -194,7 +194,7 @@ async fn each_route_takes_bodies_up_to_its_own_limit() {
     );
     let listed: Value = app
         .http
-        .get(app.url("/api/secrets"))
+        .get(app.url("/api/webhooks"))
         .send()
         .await
         .unwrap()

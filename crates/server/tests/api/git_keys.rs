@@ -68,7 +68,7 @@ async fn private_pem(app: &TestApp, id: &str) -> String {
         .runtime
         .settings()
         .master_key
-        .open(&sealed, id.as_bytes())
+        .open(&sealed, &[b"git-key:".as_slice(), id.as_bytes()].concat())
         .expect("the key is sealed for its id");
     String::from_utf8(pem).unwrap()
 }

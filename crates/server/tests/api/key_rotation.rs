@@ -36,6 +36,7 @@ async fn all_open_with(db: &sandbox_agents_store::Db, key: &str) -> bool {
     rows.iter().all(|(id, sealed, kind)| {
         let aad = match kind.as_str() {
             "secret" => [b"secret:".as_slice(), id.as_bytes()].concat(),
+            "git key" => [b"git-key:".as_slice(), id.as_bytes()].concat(),
             _ => id.as_bytes().to_vec(),
         };
         key.open(sealed, &aad).is_ok()

@@ -162,3 +162,28 @@ async fn queued_garbage_outlives_the_process_that_queued_it() {
     assert!(!blob.exists());
     wait_garbage_empty(&app).await;
 }
+
+#[tokio::test]
+async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() {
+    let app = spawn_app().await;
+    // A blob key the store refuses (it would leave the root), failing forever, and one that
+    // is fine behind it.
+    sqlx::query("insert into garbage (kind, ref, attempts) values ('blob', '../outside', 100), ('blob', 'sessions/z/fine.tar', 0)")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(app.runtime.collect_garbage().await.unwrap(), 1);
+    let rows: Vec<(String, i32, bool)> = sqlx::query_as(
+        "select ref, attempts, due_at between now() + interval '59 minutes' and now() + interval '61 minutes' from garbage",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![("../outside".to_owned(), 101, true)],
+        "backed off by the hour cap"
+    );
+    // Not due now: another pass has nothing to do and does not fail.
+    assert_eq!(app.runtime.collect_garbage().await.unwrap(), 0);
+}

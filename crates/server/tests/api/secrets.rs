@@ -400,6 +400,19 @@ async fn bad_secret_bodies_are_refused_without_echoing_the_value() {
     )
     .unwrap();
     assert_eq!(listed.len(), 1, "nothing else was created: {listed:?}");
+
+    // A name may look like an id without hyphens: it is found by name all the same.
+    let hexlike = "DEADBEEFDEADBEEFDEADBEEFDEADBEEF";
+    create_secret(&app, hexlike, "hex-named").await;
+    let (status, body) = call(
+        &app,
+        reqwest::Method::GET,
+        &format!("/api/secrets/{hexlike}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(hexlike));
 }
 
 #[tokio::test]

@@ -126,8 +126,12 @@ impl Runtime {
             Ok(size)
         }
         .await;
+        // The file is in the sandbox (or the upload failed) either way: a cleanup that fails
+        // here is left to the queued row, not reported as the upload's failure.
         if st.blobs.delete(&spool).await.is_ok() {
-            garbage::done(&st.db, row).await?;
+            if let Err(e) = garbage::done(&st.db, row).await {
+                tracing::warn!(error = %e, "the spooled upload is removed; its queue row stays until the sweep");
+            }
         }
         result
     }
