@@ -34,6 +34,37 @@ pub async fn queue_session(
     Ok(())
 }
 
+/// Queues the session's workspace archive if `replacement` takes its place (a stop that made
+/// a new one; `None` for a restore that drops it). Call it in the transaction that changes
+/// the row, before the change.
+pub async fn queue_replaced_archive(
+    db: impl PgExecutor<'_>,
+    id: SessionId,
+    replacement: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "insert into garbage (kind, ref)
+         select 'blob', workspace_archive from sessions
+          where id = $1 and workspace_archive is not null
+            and workspace_archive is distinct from $2",
+    )
+    .bind(id.0)
+    .bind(replacement)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Makes rows queued with [`queue_unless_done`] due now: what they name was not used after
+/// all.
+pub async fn due_now(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<()> {
+    sqlx::query("update garbage set due_at = now() where id = any($1)")
+        .bind(ids)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
 /// Queues everything a project's rows point at outside the database: its sessions' workspace
 /// archives and its snapshots' archives and images. Call it in the transaction that deletes
 /// the project, before the delete.

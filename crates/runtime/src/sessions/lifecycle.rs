@@ -16,7 +16,7 @@ use sandbox_agents_domain::tools::validate_secret_bindings;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
 use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::sessions::{self, NewSession, SessionRecord};
-use sandbox_agents_store::{agents, events, snapshots};
+use sandbox_agents_store::{agents, events, garbage, snapshots};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -487,8 +487,8 @@ impl Runtime {
                 .await?
                 .ok_or_else(|| RuntimeError::NotFound(format!("session '{id}' not found")));
         };
-        if let (Some(old), Some(_)) = (&s.workspace_archive, &archive) {
-            let _ = st.blobs.delete(old).await;
+        if let (Some(_), Some(_)) = (&s.workspace_archive, &archive) {
+            self.spawn_collect();
         }
         tracing::info!("session stopped");
         Ok(row)
@@ -504,6 +504,10 @@ impl Runtime {
         archive: Option<&str>,
     ) -> Result<Option<SessionRecord>> {
         let mut tx = self.inner.db.begin().await?;
+        if archive.is_some() {
+            // The previous archive goes with this transaction (the caller collects it).
+            garbage::queue_replaced_archive(&mut *tx, id, archive).await?;
+        }
         let Some(row) = sessions::mark_stopped(&mut tx, id, reason.as_str(), archive).await? else {
             return Ok(None);
         };

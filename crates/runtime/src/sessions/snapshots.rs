@@ -7,8 +7,12 @@ use super::lifecycle::not_found;
 use super::{Runtime, SessionLock};
 use crate::error::{Result, RuntimeError};
 use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_store::garbage;
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_store::snapshots::{self, NewSnapshot, SnapshotRecord};
+
+/// How long what a snapshot in progress wrote stays out of the garbage collector's way.
+const PENDING: std::time::Duration = std::time::Duration::from_secs(3600);
 
 fn snapshot_key(id: uuid::Uuid) -> String {
     format!("snapshots/{}.tar", id.simple())
@@ -27,19 +31,55 @@ impl Runtime {
         let st = &self.inner;
         let lock = SessionLock::acquire(&st.db, id).await?;
         let result = async {
-            let s = sessions::get(&st.db, project, id).await.map_err(|e| not_found(e, id))?;
+            let s = sessions::get(&st.db, project, id)
+                .await
+                .map_err(|e| not_found(e, id))?;
             let snap = uuid::Uuid::now_v7();
             let key = snapshot_key(snap);
+            // What this snapshot writes outside the database is queued as garbage for an hour
+            // first and unqueued with the snapshot's row, so a failure or a crash half-way
+            // leaves nothing behind.
+            let mut queued = vec![garbage::queue_unless_done(&st.db, "blob", &key, PENDING).await?];
+            let made = self
+                .write_snapshot(project, id, &s, snap, &key, label, &mut queued)
+                .await;
+            if made.is_err() {
+                garbage::due_now(&st.db, &queued).await?;
+                self.spawn_collect();
+            }
+            made
+        }
+        .await;
+        lock.release().await;
+        result
+    }
+
+    /// The snapshot's archive, image and row (see [`Runtime::create_snapshot`]); `queued`
+    /// gets the garbage row of anything written.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_snapshot(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        s: &SessionRecord,
+        snap: uuid::Uuid,
+        key: &str,
+        label: &str,
+        queued: &mut Vec<i64>,
+    ) -> Result<SnapshotRecord> {
+        let st = &self.inner;
+        {
             let (size, image) = match (s.status.as_str(), &s.container_id, &s.workspace_archive) {
                 ("running", Some(container), _) => {
                     let stream = st.backend.get_archive(container, sandbox_agents_sandbox::WORKDIR).await?;
-                    let size = self.put_stream(&key, stream).await?;
+                    let size = self.put_stream(key, stream).await?;
                     let image = st.backend.snapshot_image(container, &snap.simple().to_string()).await?;
+                    queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
                     (size, Some(image))
                 }
                 ("stopped", _, Some(archive)) => {
                     let data = st.blobs.get(archive).await.map_err(|e| anyhow::anyhow!("reading the workspace archive: {e}"))?;
-                    let size = st.blobs.put(&key, data).await.map_err(|e| anyhow::anyhow!("writing the snapshot: {e}"))?;
+                    let size = st.blobs.put(key, data).await.map_err(|e| anyhow::anyhow!("writing the snapshot: {e}"))?;
                     (size, None)
                 }
                 _ => {
@@ -49,25 +89,27 @@ impl Runtime {
                     )))
                 }
             };
+            let mut tx = st.db.begin().await?;
             let row = snapshots::insert(
-                &st.db,
+                &mut *tx,
                 &NewSnapshot {
                     id: snap,
                     project,
                     session: id,
                     label,
-                    archive: &key,
+                    archive: key,
                     size_bytes: size as i64,
                     image: image.as_deref(),
                 },
             )
             .await?;
+            for g in queued.iter() {
+                garbage::done(&mut *tx, *g).await?;
+            }
+            tx.commit().await?;
             tracing::info!(snapshot.id = %snap, bytes = size, "snapshot taken");
             Ok(row)
         }
-        .await;
-        lock.release().await;
-        result
     }
 
     async fn put_stream(
@@ -133,9 +175,12 @@ impl Runtime {
             if let Some(container) = &s.container_id {
                 st.backend.remove(container).await?;
             }
-            sessions::prepare_restore(&st.db, id, snap.id, snap.image.as_deref()).await?;
-            if let Some(old) = &s.workspace_archive {
-                let _ = st.blobs.delete(old).await;
+            let mut tx = st.db.begin().await?;
+            garbage::queue_replaced_archive(&mut *tx, id, None).await?;
+            sessions::prepare_restore(&mut *tx, id, snap.id, snap.image.as_deref()).await?;
+            tx.commit().await?;
+            if s.workspace_archive.is_some() {
+                self.spawn_collect();
             }
             self.boot_locked(id).await?;
             Ok(sessions::get(&st.db, project, id).await?)

@@ -187,3 +187,48 @@ async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() 
     // Not due now: another pass has nothing to do and does not fail.
     assert_eq!(app.runtime.collect_garbage().await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn a_replaced_workspace_archive_and_a_refused_snapshot_leave_nothing() {
+    let app = spawn_app().await;
+    app.create_agent("a", json!({})).await;
+    let s = app.create_session(json!({"agent_id": "a"})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", BOOT).await;
+    for action in ["stop", "start", "stop"] {
+        let r = app
+            .http
+            .post(app.url(&format!("/api/sessions/{id}/{action}")))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{action}");
+        if action == "start" {
+            app.wait_for_status(&id, "running", BOOT).await;
+        }
+    }
+    // A snapshot of a session that failed to boot is refused, and its queued key goes.
+    app.create_agent("broken", json!({"image": "sandbox-agents-no-such-image:1"}))
+        .await;
+    let b = app.create_session(json!({"agent_id": "broken"})).await;
+    let bid = b["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&bid, "error", BOOT).await;
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{bid}/snapshots")))
+        .json(&json!({"label": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    wait_garbage_empty(&app).await;
+    let archives: Vec<_> = blob_files(&app)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&format!("sessions/{id}/")))
+        .collect();
+    assert_eq!(
+        archives.len(),
+        1,
+        "only the latest archive stays: {archives:?}"
+    );
+}
