@@ -90,26 +90,32 @@ impl Runtime {
             garbage::queue_unless_done(&st.db, "blob", &spool, Duration::from_secs(3600)).await?;
         let result = async {
             let mut seen: u64 = 0;
+            // What goes wrong on the caller's side is marked, so that it is a 400 and the
+            // server's own trouble (a full disk) a 500.
             let limited = data.map(move |chunk| {
-                let chunk = chunk?;
+                let chunk = chunk.map_err(|e| std::io::Error::other(CallerSide(e.to_string())))?;
                 seen += chunk.len() as u64;
                 if seen > MAX_UPLOAD_BYTES {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::FileTooLarge,
-                        "over the limit",
-                    ));
+                    return Err(std::io::Error::other(CallerSide(format!(
+                        "the file is larger than {} MiB",
+                        MAX_UPLOAD_BYTES / (1024 * 1024)
+                    ))));
                 }
                 Ok(chunk)
             });
             let size = st.blobs.put(&spool, limited.boxed()).await.map_err(|e| {
-                RuntimeError::BadRequest(if e.kind() == std::io::ErrorKind::FileTooLarge {
-                    format!(
-                        "the file is larger than {} MiB",
-                        MAX_UPLOAD_BYTES / (1024 * 1024)
-                    )
-                } else {
-                    format!("the upload could not be read: {e}")
-                })
+                match e
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<CallerSide>())
+                {
+                    Some(CallerSide(msg)) if msg.starts_with("the file is larger") => {
+                        RuntimeError::BadRequest(msg.clone())
+                    }
+                    Some(CallerSide(msg)) => {
+                        RuntimeError::BadRequest(format!("the upload could not be read: {msg}"))
+                    }
+                    None => RuntimeError::Internal(anyhow::anyhow!("spooling the upload: {e}")),
+                }
             })?;
             let head =
                 upload_head(entry, size).map_err(|e| RuntimeError::BadRequest(e.to_string()))?;
@@ -136,6 +142,18 @@ impl Runtime {
         result
     }
 }
+
+/// An upload error the caller caused (a broken body, a file over the limit).
+#[derive(Debug)]
+struct CallerSide(String);
+
+impl std::fmt::Display for CallerSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CallerSide {}
 
 /// Is `name` usable as a file name on its own?
 pub(super) fn plain_name(name: &str) -> bool {
