@@ -588,6 +588,16 @@ async fn a_credential_over_its_rate_gets_429_and_nothing_is_done() {
     );
 }
 
+/// `POST /api/auth/login`, as the sign-in page does.
+pub(crate) async fn login(app: &TestApp, email: &str, password: &str) -> reqwest::Response {
+    app.http
+        .post(app.url("/api/auth/login"))
+        .json(&json!({"email": email, "password": password}))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The session token from a `Set-Cookie` answer.
 pub(crate) fn session_from(r: &reqwest::Response) -> String {
     let c = r.headers()["set-cookie"].to_str().unwrap();
@@ -649,18 +659,10 @@ async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_project
     assert_eq!(s, 409, "emails are unique whatever their case");
 
     // No password yet: signing in fails like any wrong password.
-    let login = json!({"email": "ada@example.com", "password": "whatever-it-is"});
     assert_eq!(
-        call(
-            &app,
-            Method::POST,
-            "/api/auth/login",
-            None,
-            None,
-            Some(login)
-        )
-        .await
-        .0,
+        login(&app, "ada@example.com", "whatever-it-is")
+            .await
+            .status(),
         401
     );
     // The recovery code sets a password once, and signs in.
@@ -852,13 +854,7 @@ async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_project
         401
     );
     // And the password signs in again.
-    let r = app
-        .http
-        .post(app.url("/api/auth/login"))
-        .json(&json!({"email": "ada@example.com", "password": "a long enough password"}))
-        .send()
-        .await
-        .unwrap();
+    let r = login(&app, "ada@example.com", "a long enough password").await;
     assert_eq!(r.status(), 204);
     // An operator can delete the account; its sessions go with it.
     let s2 = session_from(&r);
@@ -894,13 +890,7 @@ async fn guessing_passwords_is_slowed_per_account() {
     .await;
     let mut statuses = Vec::new();
     for i in 0..11 {
-        let r = app
-            .http
-            .post(app.url("/api/auth/login"))
-            .json(&json!({"email": "grace@example.com", "password": format!("guess {i}")}))
-            .send()
-            .await
-            .unwrap();
+        let r = login(&app, "grace@example.com", &format!("guess {i}")).await;
         if r.status() == 429 {
             assert!(r.headers().contains_key("retry-after"));
         }
@@ -909,12 +899,6 @@ async fn guessing_passwords_is_slowed_per_account() {
     assert_eq!(statuses[..10], [401; 10]);
     assert_eq!(statuses[10], 429);
     // Even the right password waits now: nothing is checked while limited.
-    let r = app
-        .http
-        .post(app.url("/api/auth/login"))
-        .json(&json!({"email": "grace@example.com", "password": "the real password"}))
-        .send()
-        .await
-        .unwrap();
+    let r = login(&app, "grace@example.com", "the real password").await;
     assert_eq!(r.status(), 429);
 }

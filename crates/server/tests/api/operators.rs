@@ -1,7 +1,7 @@
 //! Operator people: the first person made while the deployment is open is one, operators make
 //! others operators, and without a shared token the last one cannot be demoted or deleted.
 
-use super::auth::{as_person, call, session_from};
+use super::auth::{as_person, call, login, session_from};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_testkit::{spawn_app, TestApp};
 use serde_json::{json, Value};
@@ -14,13 +14,7 @@ async fn person(app: &TestApp, by: Option<&str>, email: &str, operator: bool) ->
         None => call(app, Method::POST, "/api/users", None, None, Some(body)).await,
     };
     assert_eq!(s, StatusCode::CREATED, "{user}");
-    let r = app
-        .http
-        .post(app.url("/api/auth/login"))
-        .json(&json!({"email": email, "password": "a long enough password"}))
-        .send()
-        .await
-        .unwrap();
+    let r = login(app, email, "a long enough password").await;
     assert_eq!(r.status(), 204);
     (user["id"].as_str().unwrap().to_owned(), session_from(&r))
 }
