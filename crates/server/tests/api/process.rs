@@ -7,6 +7,21 @@ use std::time::{Duration, Instant};
 pub struct ServerProcess {
     child: tokio::process::Child,
     pub base: String,
+    /// This process's own data directory (unless the caller named one), removed on drop.
+    data_dir: std::path::PathBuf,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// A key every process on the database at `url` shares, as the processes of one deployment
+/// share theirs: derived from the URL and `what`.
+fn shared_key(url: &str, what: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(format!("test {what} key {url}").as_bytes()))
 }
 
 impl ServerProcess {
@@ -17,10 +32,18 @@ impl ServerProcess {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
+        // Never the default ./data: key files must not land in the source tree. The caller's
+        // environment (its own data directory or keys) wins.
+        let data_dir =
+            std::env::temp_dir().join(format!("sa-proc-{}", uuid::Uuid::new_v4().simple()));
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")
+            .env("SANDBOX_AGENTS_DATA_DIR", &data_dir)
+            .env("SANDBOX_AGENTS_PREVIEW_BIND", "127.0.0.1:0")
+            .env("SANDBOX_AGENTS_MASTER_KEY", shared_key(url, "master"))
+            .env("SANDBOX_AGENTS_PREVIEW_KEY", shared_key(url, "preview"))
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .kill_on_drop(true)
@@ -43,7 +66,11 @@ impl ServerProcess {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        ServerProcess { child, base }
+        ServerProcess {
+            child,
+            base,
+            data_dir,
+        }
     }
 
     /// SIGTERM, and the process must exit cleanly.
