@@ -50,7 +50,7 @@ _SERVER_ENV_DROP = (
     "SANDBOX_AGENTS_DB_MAX_CONNECTIONS",
     "SANDBOX_AGENTS_LOG_FORMAT",
     # The sandbox settings: the tests expect the defaults (Docker, the default image, previews
-    # under the bind address, a preview key of the data directory's own).
+    # on a listener of their own, a preview key of the data directory's own).
     "SANDBOX_AGENTS_BACKEND",
     "SANDBOX_AGENTS_IMAGE",
     "SANDBOX_AGENTS_SANDBOX_CPUS",
@@ -61,6 +61,10 @@ _SERVER_ENV_DROP = (
     "SANDBOX_AGENTS_GIT_KNOWN_HOSTS",
     "SANDBOX_AGENTS_PUBLIC_URL",
     "SANDBOX_AGENTS_PREVIEW_KEY",
+    "SANDBOX_AGENTS_PREVIEW_BIND",
+    "SANDBOX_AGENTS_PREVIEW_PUBLIC_URL",
+    "SANDBOX_AGENTS_PREVIEW_DOMAIN",
+    "SANDBOX_AGENTS_ALLOWED_HOSTS",
     # Models: the tests point the server at their own fake model (see `fakemodel.py`).
     "LITELLM_PROXY_API_BASE",
     "LITELLM_PROXY_API_KEY",
@@ -160,7 +164,12 @@ class ServerProcess:
                 )
                 log.flush()
                 self.proc = subprocess.Popen(
-                    [str(binary), "serve", "--bind", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir)],
+                    # Previews get a port of the OS's choosing: the default (the API port + 1)
+                    # may be another test server's.
+                    [
+                        str(binary), "serve", "--bind", f"127.0.0.1:{self.port}",
+                        "--preview-bind", "127.0.0.1:0", "--data-dir", str(self.data_dir),
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,

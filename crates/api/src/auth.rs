@@ -247,6 +247,21 @@ impl Auth {
         Ok(exist)
     }
 
+    /// Whether an `Authorization` value carries a credential of this server: an API key
+    /// (valid or not: its prefix says it is ours) or the shared token. The preview proxy
+    /// never forwards those to sandbox code.
+    pub fn is_our_credential(&self, authorization: &str) -> bool {
+        let Some((scheme, rest)) = authorization.trim().split_once(' ') else {
+            return false;
+        };
+        let token = rest.trim();
+        scheme.eq_ignore_ascii_case("bearer")
+            && (token.starts_with(KEY_PREFIX)
+                || self
+                    .token_hash
+                    .is_some_and(|expected| bool::from(sha256(token).ct_eq(&expected))))
+    }
+
     /// The principal behind `authorization` (the header's value, if any) or, without one, a
     /// browser session cookie.
     pub async fn authenticate(

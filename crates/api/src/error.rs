@@ -26,6 +26,9 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 421: the request names a host this server does not answer for.
+    #[error("{0}")]
+    MisdirectedRequest(String),
     /// An upstream (the model proxy) failed or is not there.
     #[error("{0}")]
     BadGateway(String),
@@ -56,6 +59,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod guard;
 pub mod limits;
 pub mod pages;
 pub mod people;
@@ -15,6 +16,7 @@ pub mod sse;
 pub mod state;
 
 use axum::extract::DefaultBodyLimit;
+use std::future::IntoFuture;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
@@ -143,7 +145,7 @@ pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
     api.merge(docs::routes(doc))
-        .merge(preview::routes())
+        .merge(preview::moved())
         .merge(pages::routes())
         .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
         .method_not_allowed_fallback(|| async {
@@ -170,17 +172,36 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::respo
     ApiError::Internal(anyhow::anyhow!("a handler panicked")).into_response()
 }
 
-/// Serves `router(state)` on `listener` until `state.shutdown` is cancelled, then stops
-/// accepting, lets in-flight requests finish (streams end at once: they watch the same token)
-/// and returns. This is the seam tests use to own a server's lifetime.
-pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+/// The sockets a server answers on: the API (with its docs and pages), and the previews'
+/// origin of their own (None: previews are not served by this process).
+pub struct Listeners {
+    pub api: tokio::net::TcpListener,
+    pub preview: Option<tokio::net::TcpListener>,
+}
+
+/// Serves `router(state)` on the API listener and the preview proxy on the preview listener
+/// until `state.shutdown` is cancelled, then stops accepting, lets in-flight requests finish
+/// (streams end at once: they watch the same token) and returns. This is the seam tests use
+/// to own a server's lifetime.
+pub async fn serve(listeners: Listeners, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    let app = router(state).layer(tower_http::catch_panic::CatchPanicLayer::custom(
-        panic_response,
-    ));
+    let catch = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     // Connection info lets the preview proxy say who the client is (X-Forwarded-For).
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let api = router(state.clone())
+        .layer(catch())
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let api = axum::serve(listeners.api, api).with_graceful_shutdown({
+        let s = shutdown.clone();
+        async move { s.cancelled().await }
+    });
+    let Some(preview_listener) = listeners.preview else {
+        return api.await;
+    };
+    let preview = preview::router(state)
+        .layer(catch())
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let preview = axum::serve(preview_listener, preview)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await });
+    let (a, p) = tokio::join!(api.into_future(), preview.into_future());
+    a.and(p)
 }

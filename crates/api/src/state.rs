@@ -19,11 +19,15 @@ pub struct ApiSettings {
     pub heartbeat: std::time::Duration,
     /// The LiteLLM proxy whose catalogue `GET /api/models` shows; None when not configured.
     pub model_proxy: Option<crate::routes::models::Catalogue>,
-    /// Where browsers reach this server, without a trailing slash: port preview URLs are
-    /// `{public_url}/preview/{token}/`.
+    /// Where browsers reach the API and its pages, without a trailing slash (links in `Me`,
+    /// recovery links, whether cookies are `Secure`).
     pub public_url: String,
-    /// Signs port preview tokens; every process of a deployment holds the same one.
-    pub preview_key: crate::preview::PreviewKey,
+    /// The hosts and origins the API's listener answers for.
+    pub hosts: Arc<crate::guard::HostPolicy>,
+    /// Where previews are served (their own origin) and what signs their URLs.
+    pub preview: crate::preview::PreviewSettings,
+    /// The hosts the preview listener answers for.
+    pub preview_hosts: crate::guard::HostPolicy,
     /// Checks credentials (the shared token, API keys) or reports open mode.
     pub auth: Arc<crate::auth::Auth>,
 }

@@ -159,11 +159,40 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_GIT_KNOWN_HOSTS", global = true)]
     pub git_known_hosts: Option<PathBuf>,
 
-    /// The URL browsers reach this server at; port preview URLs start with it. Default:
-    /// http://<bind> (http://127.0.0.1:<port> when bound to all interfaces). A host of its own
-    /// for previews (pointing at this server) keeps sandbox pages off the API's origin.
+    /// The URL browsers reach the API and the web UI at (links in /api/me, recovery links,
+    /// Secure cookies behind https, the origin allowed to change state). Default:
+    /// http://<bind> (http://127.0.0.1:<port> when bound to all interfaces).
     #[arg(long, env = "SANDBOX_AGENTS_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
+
+    /// Address of the listener that serves port previews, an origin of its own so that pages
+    /// sandboxes serve are never same-origin with the API. Default: the API's address with
+    /// its port + 1.
+    #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_BIND", global = true)]
+    pub preview_bind: Option<SocketAddr>,
+
+    /// The URL browsers reach the preview listener at; path preview URLs are
+    /// <preview-public-url>/preview/<token>/. Default: http://<preview-bind>.
+    #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_PUBLIC_URL", global = true)]
+    pub preview_public_url: Option<String>,
+
+    /// A wildcard domain pointing at the preview listener (DNS and certificate for
+    /// *.<domain>): preview URLs become https://<port>-<session>-<mac>.<domain>/, one origin
+    /// per session and port. An origin (http://preview.localhost:8001) keeps its scheme and
+    /// port.
+    #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_DOMAIN", global = true)]
+    pub preview_domain: Option<String>,
+
+    /// Host names (besides IP addresses, localhost and the public URLs' hosts) this server
+    /// answers for, comma-separated; `.example.com` allows the domain and its subdomains, `*`
+    /// turns the check off. Requests naming any other Host get 421 (DNS rebinding).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub allowed_hosts: Vec<String>,
 
     /// Secret that signs port preview URLs (at least 32 characters); every process of a
     /// deployment needs the same one. Default: <data-dir>/preview.key, created on first start.
@@ -327,6 +356,10 @@ impl fmt::Debug for Config {
             .field("warm_pool_size", &self.warm_pool_size)
             .field("git_known_hosts", &self.git_known_hosts)
             .field("public_url", &self.public_url())
+            .field("preview_bind", &self.preview_bind)
+            .field("preview_public_url", &self.preview_public_url)
+            .field("preview_domain", &self.preview_domain)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("master_key", &self.master_key.as_ref().map(|_| "***"))
@@ -440,13 +473,47 @@ impl Config {
 
     /// `--public-url` without a trailing slash, or one derived from `--bind`.
     pub fn public_url(&self) -> String {
+        self.public_url_at(self.bind)
+    }
+
+    /// `--public-url`, or one derived from the address the API listener got (`bound`, whose
+    /// port is the real one when `--bind` asked for port 0).
+    pub fn public_url_at(&self, bound: SocketAddr) -> String {
         match &self.public_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
-            None if self.bind.ip().is_unspecified() => {
-                format!("http://127.0.0.1:{}", self.bind.port())
-            }
-            None => format!("http://{}", self.bind),
+            None => url_of(bound),
         }
+    }
+
+    /// `--preview-bind`, or the API's address with the next port (port 0 stays 0).
+    pub fn preview_bind(&self) -> anyhow::Result<SocketAddr> {
+        if let Some(b) = self.preview_bind {
+            return Ok(b);
+        }
+        let port = match self.bind.port() {
+            0 => 0,
+            p => p.checked_add(1).ok_or_else(|| {
+                anyhow::anyhow!("--bind uses port 65535, so previews need --preview-bind")
+            })?,
+        };
+        Ok(SocketAddr::new(self.bind.ip(), port))
+    }
+
+    /// `--preview-public-url`, or one derived from the address the preview listener got.
+    pub fn preview_public_url_at(&self, bound: SocketAddr) -> String {
+        match &self.preview_public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => url_of(bound),
+        }
+    }
+}
+
+/// `http://<addr>`, with 127.0.0.1 (or ::1) for an address of all interfaces.
+fn url_of(addr: SocketAddr) -> String {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => format!("http://127.0.0.1:{}", addr.port()),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => format!("http://[::1]:{}", addr.port()),
+        _ => format!("http://{addr}"),
     }
 }
 
@@ -492,6 +559,11 @@ mod tests {
         assert_eq!(cli.command, None);
         assert_eq!(cli.config.bind.to_string(), "127.0.0.1:8000");
         assert_eq!(cli.config.public_url(), "http://127.0.0.1:8000");
+        assert_eq!(cli.config.preview_bind().unwrap().to_string(), "127.0.0.1:8001");
+        let all = Cli::try_parse_from(["sandbox-agents", "--bind", "0.0.0.0:9000"]).unwrap();
+        let preview = all.config.preview_bind().unwrap();
+        assert_eq!(preview.to_string(), "0.0.0.0:9001");
+        assert_eq!(all.config.preview_public_url_at(preview), "http://127.0.0.1:9001");
         assert!(!cli.config.webhook_allow_private);
         let w = cli.config.webhook_settings().unwrap();
         assert_eq!(w.retry.max_attempts, 8);

@@ -6,7 +6,8 @@ pub mod telemetry;
 
 use anyhow::Context;
 use config::Config;
-use sandbox_agents_api::preview::PreviewKey;
+use sandbox_agents_api::guard::HostPolicy;
+use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_runtime::blobs::LocalBlobStore;
 use sandbox_agents_runtime::manifest::ManifestPolicy;
@@ -63,12 +64,17 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
-    let preview_key = match &config.preview_key {
-        Some(k) => PreviewKey::new(k.as_bytes()).map_err(anyhow::Error::msg)?,
-        None => PreviewKey::load_or_create(&config.data_dir.join("preview.key")).context(
-            "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
-        )?,
-    };
+    let preview_bind = config.preview_bind()?;
+    let preview_listener = tokio::net::TcpListener::bind(preview_bind)
+        .await
+        .with_context(|| {
+            format!("cannot listen for previews on {preview_bind} (choose another with --preview-bind)")
+        })?;
+    let web = web_settings(
+        &config,
+        listener.local_addr()?,
+        preview_listener.local_addr()?,
+    )?;
     let master_key = config.master_key()?;
     let master_key_rotating = master_key.has_previous();
     let webhooks =
@@ -100,8 +106,10 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             }],
             heartbeat: sandbox_agents_api::routes::events::HEARTBEAT,
             model_proxy: model_proxy(),
-            public_url: config.public_url(),
-            preview_key,
+            public_url: web.public_url,
+            hosts: Arc::new(web.hosts),
+            preview: web.preview,
+            preview_hosts: web.preview_hosts,
             auth: Arc::new(
                 sandbox_agents_api::auth::Auth::new(config.token.as_deref()).with_rate_limit(Some(
                     sandbox_agents_api::auth::RateLimit {
@@ -114,8 +122,12 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         webhooks,
         shutdown: shutdown.clone(),
     };
-    tracing::info!(addr = %listener.local_addr()?, "listening");
-    let served = sandbox_agents_api::serve(listener, state).await;
+    tracing::info!(addr = %listener.local_addr()?, previews = %preview_listener.local_addr()?, "listening");
+    let listeners = sandbox_agents_api::Listeners {
+        api: listener,
+        preview: Some(preview_listener),
+    };
+    let served = sandbox_agents_api::serve(listeners, state).await;
     shutdown.cancel();
     runtime.drain(std::time::Duration::from_secs(10)).await;
     // Sends in flight get their timeout; whatever is cut short goes again after restart.
@@ -129,6 +141,53 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What browsers see of the server: its public URLs, the hosts each listener answers for,
+/// and how preview URLs are made.
+struct WebSettings {
+    public_url: String,
+    hosts: HostPolicy,
+    preview: PreviewSettings,
+    preview_hosts: HostPolicy,
+}
+
+fn web_settings(
+    config: &Config,
+    api: std::net::SocketAddr,
+    preview: std::net::SocketAddr,
+) -> anyhow::Result<WebSettings> {
+    let key = match &config.preview_key {
+        Some(k) => PreviewKey::new(k.as_bytes()).map_err(anyhow::Error::msg)?,
+        None => PreviewKey::load_or_create(&config.data_dir.join("preview.key")).context(
+            "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
+        )?,
+    };
+    let domain = config
+        .preview_domain
+        .as_deref()
+        .map(PreviewDomain::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let public_url = config.public_url_at(api);
+    let preview_public_url = config.preview_public_url_at(preview);
+    let hosts = HostPolicy::new(api, &[&public_url], &config.allowed_hosts)
+        .map_err(|e| anyhow::anyhow!("--public-url or --allowed-hosts: {e}"))?;
+    let mut preview_hosts = HostPolicy::new(preview, &[&preview_public_url], &config.allowed_hosts)
+        .map_err(|e| anyhow::anyhow!("--preview-public-url: {e}"))?;
+    if let Some(d) = &domain {
+        preview_hosts = preview_hosts.with_subdomains_of(&d.domain);
+    }
+    Ok(WebSettings {
+        public_url,
+        hosts,
+        preview: PreviewSettings {
+            key,
+            public_url: preview_public_url,
+            domain,
+        },
+        preview_hosts,
+    })
 }
 
 /// A master key rotation in progress: moves every stored value to the current key and says

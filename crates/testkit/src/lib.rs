@@ -12,6 +12,8 @@ pub mod sse;
 
 pub use database::{database_url, fresh_database, fresh_named_database};
 
+use sandbox_agents_api::guard::HostPolicy;
+use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_runtime::blobs::LocalBlobStore;
 use sandbox_agents_runtime::manifest::ManifestPolicy;
@@ -34,6 +36,8 @@ pub const HEARTBEAT: Duration = Duration::from_millis(300);
 /// A running server owned by a test.
 pub struct TestApp {
     pub base: String,
+    /// The preview listener's origin (`http://127.0.0.1:<port>`).
+    pub preview_base: String,
     pub http: reqwest::Client,
     pub db: Db,
     pub db_options: PgConnectOptions,
@@ -215,10 +219,11 @@ pub fn test_webhook_settings() -> WebhookSettings {
 
 /// A server on a fresh database whose webhooks use `settings`.
 pub async fn spawn_app_with_webhooks(settings: WebhookSettings) -> TestApp {
-    init_tracing();
-    let (db, options) = fresh_database().await;
-    let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(db, options, None, Default::default(), open, settings, 0).await
+    spawn_app_with_options(AppOptions {
+        webhooks: settings,
+        ..Default::default()
+    })
+    .await
 }
 
 /// A server with a warm pool of `size` sandboxes, on a fresh database; its refill worker is
@@ -236,17 +241,11 @@ pub async fn spawn_app_pooled(size: usize) -> TestApp {
 /// `runtime.start_pool()` as a server would, or `runtime.fill_pool()` to fill in step.
 pub async fn spawn_app_on_pooled(db: Db, db_options: PgConnectOptions, size: usize) -> TestApp {
     init_tracing();
-    let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(
-        db,
-        db_options,
-        None,
-        Default::default(),
-        open,
-        test_webhook_settings(),
-        size,
-    )
-    .await
+    let opts = AppOptions {
+        warm_pool: size,
+        ..Default::default()
+    };
+    spawn_app_inner(db, db_options, opts).await
 }
 
 /// A server whose `GET /api/models` and runs use the given clients.
@@ -256,17 +255,12 @@ pub async fn spawn_app_full(
     model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
-    let open = sandbox_agents_api::auth::Auth::new(None);
-    spawn_app_inner(
-        db,
-        db_options,
+    let opts = AppOptions {
         model_proxy,
         models,
-        open,
-        test_webhook_settings(),
-        0,
-    )
-    .await
+        ..Default::default()
+    };
+    spawn_app_inner(db, db_options, opts).await
 }
 
 /// A server on a fresh database whose shared token is `token` (not open mode).
@@ -276,33 +270,64 @@ pub async fn spawn_app_with_token(token: &str) -> TestApp {
 
 /// A server on a fresh database that checks credentials with `auth`.
 pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestApp {
-    init_tracing();
-    let (db, options) = fresh_database().await;
-    spawn_app_inner(
-        db,
-        options,
-        None,
-        Default::default(),
+    spawn_app_with_options(AppOptions {
         auth,
-        test_webhook_settings(),
-        0,
-    )
+        ..Default::default()
+    })
     .await
 }
 
-async fn spawn_app_inner(
-    db: Db,
-    db_options: PgConnectOptions,
-    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
-    models: sandbox_agents_runtime::runs::ModelClients,
-    auth: sandbox_agents_api::auth::Auth,
-    webhook_settings: WebhookSettings,
-    warm_pool: usize,
-) -> TestApp {
+/// How a test server differs from the default one (open mode, no model proxy, the test
+/// webhook settings, no warm pool, path previews).
+pub struct AppOptions {
+    pub model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    pub models: sandbox_agents_runtime::runs::ModelClients,
+    pub auth: sandbox_agents_api::auth::Auth,
+    pub webhooks: WebhookSettings,
+    pub warm_pool: usize,
+    /// Previews under a wildcard domain instead of `/preview/{token}/`.
+    pub preview_domain: Option<PreviewDomain>,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        AppOptions {
+            model_proxy: None,
+            models: Default::default(),
+            auth: sandbox_agents_api::auth::Auth::new(None),
+            webhooks: test_webhook_settings(),
+            warm_pool: 0,
+            preview_domain: None,
+        }
+    }
+}
+
+/// A server on a fresh database, set up by `opts`.
+pub async fn spawn_app_with_options(opts: AppOptions) -> TestApp {
+    init_tracing();
+    let (db, options) = fresh_database().await;
+    spawn_app_inner(db, options, opts).await
+}
+
+async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions) -> TestApp {
+    let AppOptions {
+        model_proxy,
+        models,
+        auth,
+        webhooks: webhook_settings,
+        warm_pool,
+        preview_domain,
+    } = opts;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding port 0");
-    let base = format!("http://{}", listener.local_addr().expect("local addr"));
+    let preview_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding port 0");
+    let api_addr = listener.local_addr().expect("local addr");
+    let preview_addr = preview_listener.local_addr().expect("local addr");
+    let base = format!("http://{api_addr}");
+    let preview_base = format!("http://{preview_addr}");
     let shutdown = CancellationToken::new();
     let (runtime, blobs_dir) = test_runtime_full(&db, shutdown.clone(), models, warm_pool).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
@@ -324,14 +349,30 @@ async fn spawn_app_inner(
             heartbeat: HEARTBEAT,
             model_proxy,
             public_url: base.clone(),
-            preview_key: sandbox_agents_api::preview::PreviewKey::random(),
+            hosts: Arc::new(HostPolicy::new(api_addr, &[&base], &[]).expect("a host policy")),
+            preview_hosts: match &preview_domain {
+                Some(d) => HostPolicy::new(preview_addr, &[&preview_base], &[])
+                    .expect("a host policy")
+                    .with_subdomains_of(&d.domain),
+                None => HostPolicy::new(preview_addr, &[&preview_base], &[]).expect("a host policy"),
+            },
+            preview: PreviewSettings {
+                key: PreviewKey::random(),
+                public_url: preview_base.clone(),
+                domain: preview_domain,
+            },
             auth: Arc::new(auth),
         }),
         shutdown: shutdown.clone(),
     };
-    let server = tokio::spawn(sandbox_agents_api::serve(listener, state));
+    let listeners = sandbox_agents_api::Listeners {
+        api: listener,
+        preview: Some(preview_listener),
+    };
+    let server = tokio::spawn(sandbox_agents_api::serve(listeners, state));
     TestApp {
         base,
+        preview_base,
         http: reqwest::Client::new(),
         db,
         db_options,

@@ -40,6 +40,6 @@ pub async fn get(
     }
     Ok(Json(PortPreview {
         port,
-        url: preview::url(&st.settings, id, port),
+        url: preview::url(&st.settings.preview, id, port),
     }))
 }

@@ -15,6 +15,7 @@ mod openapi;
 mod operators;
 mod pool;
 mod ports;
+mod preview_origin;
 mod process;
 mod project_delete;
 mod runs;

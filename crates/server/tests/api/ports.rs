@@ -130,7 +130,7 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
         .await
         .unwrap();
     let url = preview_url(&app, &a, 8080).await;
-    assert!(url.starts_with(&format!("{}/preview/", app.base)), "{url}");
+    assert!(url.starts_with(&format!("{}/preview/", app.preview_base)), "{url}");
     assert!(url.ends_with('/'), "{url}");
     assert_eq!(
         detail(app.http.get(&url).send().await.unwrap()).await,
@@ -165,7 +165,7 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let prefix = url.strip_prefix(&app.base).unwrap().trim_end_matches('/');
+    let prefix = url.strip_prefix(&app.preview_base).unwrap().trim_end_matches('/');
     let r = no_redirects
         .get(format!("{url}sub?x=1"))
         .send()
@@ -202,7 +202,7 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
     ] {
         let r = app
             .http
-            .get(app.url(&format!("/preview/{token}/")))
+            .get(format!("{}/preview/{token}/", app.preview_base))
             .send()
             .await
             .unwrap();
@@ -252,8 +252,8 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
     // WebSockets: the handshake and frames go through the proxy.
     assert_eq!(app.exec(&a, &write_and_run("ws.py", WS_PY)).await.0, 0);
     let ws = preview_url(&app, &a, 8082).await;
-    let path = format!("{}ws", ws.strip_prefix(&app.base).unwrap());
-    let addr = app.base.strip_prefix("http://").unwrap().to_owned();
+    let path = format!("{}ws", ws.strip_prefix(&app.preview_base).unwrap());
+    let addr = app.preview_base.strip_prefix("http://").unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(20);
     let (mut sock, head) = loop {
         let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();

@@ -1,0 +1,245 @@
+//! Guards in front of every route against requests a browser was tricked into sending: DNS
+//! rebinding (a hostile name that resolves to this server), cross-site requests (a page on
+//! another origin, a sandbox's preview included, posting to the API), and the headers every
+//! page of ours carries.
+//!
+//! Invariants:
+//! * **The `Host` names this server.** IP literals cannot be rebound, so any is accepted;
+//!   names must be loopback names (`localhost`, `*.localhost`, which browsers resolve to
+//!   loopback themselves), the public URLs' hosts, or listed in `--allowed-hosts`. Anything
+//!   else is a 421 before any handler, credential check or database query runs.
+//! * **State changes come from our own pages or from non-browsers.** A request other than
+//!   GET, HEAD or OPTIONS that carries an `Origin` must name this server's own origin (the
+//!   public URL's, the loopback names' or the allowed hosts' at the server's port, or exactly
+//!   the origin the request was sent to), and a `Sec-Fetch-Site` of `cross-site` or
+//!   `same-site` is refused whatever the `Origin`: previews on another port of the same host
+//!   are same-site. Clients such as the published one send neither header.
+//! * There is no CORS allowance, so the custom header the auth layer asks of cookie sessions
+//!   cannot be sent by another origin without a preflight that fails.
+
+use crate::error::ApiError;
+use axum::extract::Request;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::net::{IpAddr, SocketAddr};
+
+/// The hosts and origins a listener answers for.
+#[derive(Clone, Debug, Default)]
+pub struct HostPolicy {
+    /// Exact host names, lowercase, without a port.
+    names: Vec<String>,
+    /// Domains whose subdomains are accepted too (`.example.com` in `--allowed-hosts`, and the
+    /// preview domain).
+    suffixes: Vec<String>,
+    /// `*` in `--allowed-hosts`: the check is off (a proxy in front validates hosts).
+    any: bool,
+    /// Origins whose pages may change state, normalised (see [`Origin`]).
+    origins: Vec<Origin>,
+}
+
+impl HostPolicy {
+    /// The policy of a listener bound to `bind`, reached at `public_urls`, with `extra` hosts
+    /// from `--allowed-hosts` (`name`, `.domain` for it and its subdomains, or `*`).
+    pub fn new(bind: SocketAddr, public_urls: &[&str], extra: &[String]) -> Result<Self, String> {
+        let mut p = HostPolicy {
+            names: vec!["localhost".into()],
+            suffixes: vec![".localhost".into()],
+            ..Default::default()
+        };
+        for raw in extra {
+            let h = raw.trim().to_ascii_lowercase();
+            match h.as_str() {
+                "" => {}
+                "*" => p.any = true,
+                _ if h.contains(['/', ':', ' ']) && h.parse::<IpAddr>().is_err() => {
+                    return Err(format!(
+                        "--allowed-hosts: '{raw}' is not a host name (no scheme, port or path)"
+                    ))
+                }
+                _ if h.starts_with('.') => p.suffixes.push(h),
+                _ => p.names.push(h),
+            }
+        }
+        for url in public_urls {
+            let o = Origin::parse(url)
+                .ok_or_else(|| format!("'{url}' is not an http(s) URL with a host"))?;
+            p.names.push(o.host.clone());
+            p.origins.push(o);
+        }
+        let port = bind.port();
+        let mut local: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
+        if !bind.ip().is_unspecified() {
+            local.push(match bind.ip() {
+                IpAddr::V4(v4) => v4.to_string(),
+                IpAddr::V6(v6) => format!("[{v6}]"),
+            });
+        }
+        local.extend(p.names.iter().cloned());
+        for host in local {
+            for scheme in ["http", "https"] {
+                p.origins.push(Origin {
+                    scheme: scheme.into(),
+                    host: host.clone(),
+                    port,
+                });
+            }
+        }
+        Ok(p)
+    }
+
+    /// Also accepts every subdomain of `domain` (the preview domain).
+    pub fn with_subdomains_of(mut self, domain: &str) -> Self {
+        self.suffixes
+            .push(format!(".{}", domain.trim_start_matches('.').to_ascii_lowercase()));
+        self
+    }
+
+    /// Whether `host` (a `Host` header: name or address, optional port) is answered for.
+    pub fn allows_host(&self, host: &str) -> bool {
+        if self.any {
+            return true;
+        }
+        let Some((name, _)) = split_host(host) else {
+            return false;
+        };
+        if name.starts_with('[') || name.parse::<IpAddr>().is_ok() {
+            return true;
+        }
+        self.names.iter().any(|n| *n == name)
+            || self.suffixes.iter().any(|s| name.ends_with(s.as_str()))
+    }
+
+    /// Whether a page of `origin` may change state through a request sent to `host`.
+    #[allow(dead_code)] // the cross-site check comes next
+    fn allows_origin(&self, origin: &str, host: &str) -> bool {
+        let Some(o) = Origin::parse(origin).filter(|_| origin.matches('/').count() == 2) else {
+            return false;
+        };
+        if self.origins.contains(&o) {
+            return true;
+        }
+        // The origin the browser sent this very request to: a page of ours behind a name or
+        // proxy the policy was not told about, with the Host check already passed.
+        split_host(host).is_some_and(|(name, port)| {
+            name == o.host && port.unwrap_or_else(|| default_port(&o.scheme)) == o.port
+        })
+    }
+}
+
+/// `scheme://host:port`, lowercase, with the scheme's default port made explicit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+impl Origin {
+    /// The origin of an http(s) URL (anything after the authority is ignored).
+    fn parse(url: &str) -> Option<Origin> {
+        let (scheme, rest) = url.split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return None;
+        }
+        let authority = rest.split(['/', '?', '#']).next()?;
+        if authority.contains('@') {
+            return None;
+        }
+        let (host, port) = split_host(authority)?;
+        Some(Origin {
+            port: port.unwrap_or_else(|| default_port(&scheme)),
+            scheme,
+            host,
+        })
+    }
+}
+
+fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" {
+        443
+    } else {
+        80
+    }
+}
+
+/// A `Host`-style authority as (lowercase host, port). IPv6 addresses keep their brackets.
+fn split_host(authority: &str) -> Option<(String, Option<u16>)> {
+    let a: axum::http::uri::Authority = authority.trim().parse().ok()?;
+    let host = a.host().to_ascii_lowercase();
+    if host.is_empty() {
+        return None;
+    }
+    Some((host, a.port_u16()))
+}
+
+/// The host a request was sent to: `Host`, or the URI's authority (HTTP/2).
+fn request_host(req: &Request) -> Option<String> {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
+}
+
+/// 400 without a host, 421 for one this listener does not answer for.
+pub fn check_host(policy: &HostPolicy, req: &Request) -> Result<(), Response> {
+    let Some(host) = request_host(req) else {
+        return Err(ApiError::BadRequest("the request names no Host".into()).into_response());
+    };
+    if policy.allows_host(&host) {
+        return Ok(());
+    }
+    tracing::info!(host = %host, "refused a request for a host this server does not answer for");
+    Err(ApiError::MisdirectedRequest(format!(
+        "this server does not answer for the host '{}'; if it is this server's name, add it to \
+         --allowed-hosts (SANDBOX_AGENTS_ALLOWED_HOSTS) or --public-url",
+        host.chars().take(200).collect::<String>()
+    ))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> HostPolicy {
+        HostPolicy::new(
+            "127.0.0.1:8000".parse().unwrap(),
+            &["https://agents.example.com"],
+            &["ops.internal".into(), ".corp.example".into()],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn hosts_are_addresses_loopback_names_public_hosts_and_listed_ones() {
+        let p = policy();
+        for ok in [
+            "127.0.0.1:8000",
+            "10.1.2.3",
+            "[::1]:8000",
+            "localhost:8000",
+            "LOCALHOST",
+            "ui.localhost:8000",
+            "agents.example.com",
+            "ops.internal:8000",
+            "a.corp.example",
+        ] {
+            assert!(p.allows_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "agents.example.com.evil.example",
+            "localhost.evil.example",
+            "corp.example.evil",
+            "",
+            "a b",
+        ] {
+            assert!(!p.allows_host(bad), "{bad}");
+        }
+        let any = HostPolicy::new("0.0.0.0:1".parse().unwrap(), &[], &["*".into()]).unwrap();
+        assert!(any.allows_host("whatever.example"));
+        assert!(HostPolicy::new("0.0.0.0:1".parse().unwrap(), &[], &["http://x".into()]).is_err());
+    }
+}
