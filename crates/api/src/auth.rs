@@ -344,6 +344,9 @@ impl Auth {
     }
 }
 
+/// The header that cookie-authenticated changes must carry (any value).
+pub const CSRF_HEADER: &str = "x-requested-with";
+
 /// Routes anyone may call.
 fn is_public(path: &str) -> bool {
     matches!(
@@ -378,6 +381,19 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
         if !public {
             return ApiError::Unauthorized((*reason).into()).into_response();
         }
+    }
+    // A browser sends the session cookie with requests other sites make it send; a custom
+    // header it sends only for pages of this origin (anything else needs a CORS preflight,
+    // which this server never grants). People are authenticated by the cookie alone.
+    if matches!(principal, Principal::Person { .. })
+        && crate::guard::changes_state(req.method())
+        && !req.headers().contains_key(CSRF_HEADER)
+    {
+        return ApiError::Forbidden(format!(
+            "a change made with a browser session must carry the {CSRF_HEADER} header \
+             (the web UI sends it; pages of other sites cannot)"
+        ))
+        .into_response();
     }
     if path != "/api/health" {
         let who = match &principal {

@@ -26,6 +26,10 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 415: a body in a format the endpoint does not take (JSON bodies need
+    /// `Content-Type: application/json`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// 421: the request names a host this server does not answer for.
     #[error("{0}")]
     MisdirectedRequest(String),
@@ -59,6 +63,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,

@@ -40,6 +40,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json_type = is_json_content_type(req.headers());
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge(format!(
@@ -61,6 +62,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 input: Value::Null,
             }]));
         }
+        // A page of another origin can send `text/plain` (or a form type) without a CORS
+        // preflight, never `application/json`: refusing other types keeps such pages out.
+        if !json_type {
+            return Err(ApiError::UnsupportedMediaType(
+                "this endpoint takes a JSON body: send it with Content-Type: application/json"
+                    .into(),
+            ));
+        }
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             ApiError::Validation(vec![FieldError {
                 kind: "json_invalid".into(),
@@ -71,6 +80,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         })?;
         from_value("body", value).map(ApiJson)
     }
+}
+
+/// `application/json` or `application/<anything>+json`, parameters allowed.
+fn is_json_content_type(h: &axum::http::HeaderMap) -> bool {
+    let Some(v) = h
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
 }
 
 /// Deserializes `value`, turning the first error into a FastAPI-style field error under `root`.

@@ -18,10 +18,22 @@
 //!   cannot be sent by another origin without a preflight that fails.
 
 use crate::error::ApiError;
-use axum::extract::Request;
-use axum::http::header;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// The policy of HTML pages: scripts only from our own files (no inline script, no eval),
+/// nothing framed, nothing framing us. Inline styles stay allowed: the reference page's
+/// renderer injects its styles at run time.
+pub const HTML_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; \
+object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Everything that is not HTML (JSON, event streams, scripts) is never a document.
+const NON_HTML_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// The hosts and origins a listener answers for.
 #[derive(Clone, Debug, Default)]
@@ -110,7 +122,6 @@ impl HostPolicy {
     }
 
     /// Whether a page of `origin` may change state through a request sent to `host`.
-    #[allow(dead_code)] // the cross-site check comes next
     fn allows_origin(&self, origin: &str, host: &str) -> bool {
         let Some(o) = Origin::parse(origin).filter(|_| origin.matches('/').count() == 2) else {
             return false;
@@ -199,6 +210,78 @@ pub fn check_host(policy: &HostPolicy, req: &Request) -> Result<(), Response> {
     .into_response())
 }
 
+/// Whether the method may change state.
+pub fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// 403 for a state-changing request a page of another origin (or site) sent.
+fn check_cross_site(policy: &HostPolicy, req: &Request) -> Result<(), Response> {
+    if !changes_state(req.method()) {
+        return Ok(());
+    }
+    let h = req.headers();
+    let refuse = |why: String| {
+        tracing::info!(reason = %why, "refused a cross-site request");
+        Err(ApiError::Forbidden(why).into_response())
+    };
+    if let Some(origin) = h.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let host = request_host(req).unwrap_or_default();
+        if !policy.allows_origin(origin, &host) {
+            return refuse(format!(
+                "cross-site request refused: a page of origin '{}' may not change this server's \
+                 state (only this server's own pages and clients that send no Origin may)",
+                origin.chars().take(200).collect::<String>()
+            ));
+        }
+    }
+    if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site") {
+            return refuse(format!(
+                "cross-site request refused: the browser says this request comes from another \
+                 site or origin (Sec-Fetch-Site: {site})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The API listener's guard: host, cross-site checks, then the security headers on whatever
+/// the route answered.
+pub async fn layer(State(policy): State<Arc<HostPolicy>>, req: Request, next: Next) -> Response {
+    if let Err(r) = check_host(&policy, &req).and_then(|()| check_cross_site(&policy, &req)) {
+        return with_security_headers(r);
+    }
+    with_security_headers(next.run(req).await)
+}
+
+/// `nosniff`, no referrer, and a content security policy (the strict one for HTML pages).
+pub fn with_security_headers(mut resp: Response) -> Response {
+    let html = is_html(resp.headers());
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(if html { HTML_CSP } else { NON_HTML_CSP }),
+    );
+    resp
+}
+
+fn is_html(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/html"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +324,31 @@ mod tests {
         let any = HostPolicy::new("0.0.0.0:1".parse().unwrap(), &[], &["*".into()]).unwrap();
         assert!(any.allows_host("whatever.example"));
         assert!(HostPolicy::new("0.0.0.0:1".parse().unwrap(), &[], &["http://x".into()]).is_err());
+    }
+
+    #[test]
+    fn origins_are_our_own_or_the_one_the_request_went_to() {
+        let p = policy();
+        for (origin, host) in [
+            ("http://127.0.0.1:8000", "127.0.0.1:8000"),
+            ("http://localhost:8000", "127.0.0.1:8000"),
+            ("https://agents.example.com", "127.0.0.1:8000"),
+            ("https://agents.example.com:443", "127.0.0.1:8000"),
+            ("http://192.168.1.4:8000", "192.168.1.4:8000"),
+            ("https://a.corp.example", "a.corp.example"),
+        ] {
+            assert!(p.allows_origin(origin, host), "{origin} -> {host}");
+        }
+        for (origin, host) in [
+            ("http://127.0.0.1:8001", "127.0.0.1:8000"),
+            ("http://evil.example", "127.0.0.1:8000"),
+            ("http://192.168.1.4:8000", "127.0.0.1:8000"),
+            ("null", "127.0.0.1:8000"),
+            ("http://agents.example.com", "127.0.0.1:8000"),
+            ("https://agents.example.com/x", "127.0.0.1:8000"),
+            ("", "127.0.0.1:8000"),
+        ] {
+            assert!(!p.allows_origin(origin, host), "{origin} -> {host}");
+        }
     }
 }

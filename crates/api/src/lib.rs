@@ -154,6 +154,12 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .layer(axum::middleware::from_fn(limits::layer))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
+        // Outside the auth layer: a rebound or cross-site request is refused before any
+        // credential is looked at.
+        .layer(axum::middleware::from_fn_with_state(
+            state.settings.hosts.clone(),
+            guard::layer,
+        ))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {

@@ -1,8 +1,11 @@
 //! The server's own account pages, which `Me` points at: `/login`, `/logout`, `/recovery`
-//! (`?code=` from a recovery link) and `/settings`. Plain HTML forms that call the JSON API
-//! (`/api/auth/*`, `/api/me/profile`) from the same origin, with no third-party assets.
+//! (`?code=` from a recovery link) and `/settings`. Plain HTML forms that one script of ours
+//! (`/assets/account.js`, no inline script, so the pages' CSP forbids any) posts as JSON to
+//! the API (`/api/auth/*`, `/api/me/profile`) from the same origin, with the header that
+//! cookie sessions need for changes. No third-party assets.
 
-use axum::response::Html;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::Router;
 
@@ -11,29 +14,48 @@ const STYLE: &str =
 label{display:block;margin:.8rem 0 .2rem}input{width:100%;padding:.4rem;box-sizing:border-box}\
 button{margin-top:1rem;padding:.5rem 1rem}#msg{margin-top:1rem;color:#a00}";
 
+/// Fills the form from the query, then sends its fields as JSON to the form's `data-action`
+/// with `data-method`, and goes to `data-next` on success.
+const SCRIPT: &str = r#"const q = new URLSearchParams(location.search);
+for (const [k, v] of q) { const i = document.querySelector(`[name="${k}"]`); if (i) i.value = v; }
+const f = document.getElementById('f');
+f.onsubmit = async (e) => {
+  e.preventDefault();
+  const body = Object.fromEntries(new FormData(f));
+  const r = await fetch(f.dataset.action, {method: f.dataset.method, credentials: 'same-origin',
+    headers: {'content-type': 'application/json', 'x-requested-with': 'sandbox-agents'},
+    body: JSON.stringify(body)});
+  if (r.ok) { location.href = f.dataset.next; return; }
+  const d = await r.json().catch(() => ({}));
+  document.getElementById('msg').textContent = typeof d.detail === 'string' ? d.detail : (d.detail || []).map(x => x.msg).join('; ') || r.statusText;
+};
+"#;
+
 /// A page with a form whose fields are posted as JSON to `action`, then goes to `next`.
 fn page(title: &str, fields: &str, action: &str, method: &str, next: &str) -> Html<String> {
     Html(format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>{title} · Sandbox Agents</title>
 <meta name="viewport" content="width=device-width,initial-scale=1"><style>{STYLE}</style></head>
-<body><h1>{title}</h1><form id="f">{fields}<button>{title}</button></form><p id="msg"></p>
-<script>
-const q = new URLSearchParams(location.search);
-for (const [k, v] of q) {{ const i = document.querySelector(`[name="${{k}}"]`); if (i) i.value = v; }}
-document.getElementById('f').onsubmit = async (e) => {{
-  e.preventDefault();
-  const body = Object.fromEntries(new FormData(e.target));
-  const r = await fetch('{action}', {{method: '{method}', headers: {{'content-type': 'application/json'}}, body: JSON.stringify(body), credentials: 'same-origin'}});
-  if (r.ok) {{ location.href = '{next}'; return; }}
-  const d = await r.json().catch(() => ({{}}));
-  document.getElementById('msg').textContent = typeof d.detail === 'string' ? d.detail : (d.detail || []).map(x => x.msg).join('; ') || r.statusText;
-}};
-</script></body></html>"#
+<body><h1>{title}</h1><form id="f" data-action="{action}" data-method="{method}" data-next="{next}">{fields}<button>{title}</button></form><p id="msg"></p>
+<script src="/assets/account.js"></script></body></html>"#
     ))
 }
 
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
+        .route(
+            "/assets/account.js",
+            get(|| async {
+                (
+                    [
+                        (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                        (header::CACHE_CONTROL, "no-cache"),
+                    ],
+                    SCRIPT,
+                )
+                    .into_response()
+            }),
+        )
         .route(
             "/login",
             get(|| async {

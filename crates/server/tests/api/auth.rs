@@ -620,7 +620,9 @@ pub(crate) async fn as_person(
     let mut r = app
         .http
         .request(method, app.url(path))
-        .header("cookie", format!("sa_session={session}"));
+        .header("cookie", format!("sa_session={session}"))
+        // What the web UI sends with a cookie session: changes need it.
+        .header("x-requested-with", "sandbox-agents");
     if let Some(b) = body {
         r = r.json(&b);
     }
@@ -839,6 +841,7 @@ async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_project
         .http
         .post(app.url("/api/auth/logout"))
         .header("cookie", format!("sa_session={session}"))
+        .header("x-requested-with", "sandbox-agents")
         .send()
         .await
         .unwrap();

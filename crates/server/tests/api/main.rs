@@ -24,4 +24,5 @@ mod secrets;
 mod sessions;
 mod streaming;
 mod webhooks;
+mod web_security;
 mod webhooks_crash;
