@@ -79,8 +79,9 @@ impl IntoResponse for ApiError {
         let body = match &self {
             ApiError::Validation(errors) => json!({ "detail": errors }),
             ApiError::Internal(e) => {
-                tracing::error!(error = format!("{e:#}"), "request failed");
-                json!({ "detail": "Internal Server Error: the server log has the cause." })
+                let reference = sandbox_agents_runtime::error::new_reference();
+                tracing::error!(reference = %reference, error = format!("{e:#}"), "request failed");
+                json!({ "detail": format!("Internal Server Error (reference {reference}): the server log has the cause.") })
             }
             other => json!({ "detail": other.to_string() }),
         };

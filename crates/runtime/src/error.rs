@@ -22,6 +22,47 @@ pub enum RuntimeError {
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
 
+/// A fresh reference for a failure's log line: 12 hex digits, unique enough to find one line.
+pub fn new_reference() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// What a user is told of a failure whose cause is ours (the database, the sandbox backend,
+/// a bug): `internal error (reference <id>)`. The cause goes to the log under that reference,
+/// so an operator can find it and no user sees hosts, queries or backend messages.
+pub fn internal_reference(cause: &(dyn std::error::Error + 'static)) -> String {
+    let reference = new_reference();
+    let mut chain = cause.to_string();
+    let mut source = cause.source();
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    tracing::error!(reference = %reference, error = %chain, "internal error");
+    format!("internal error (reference {reference})")
+}
+
+impl RuntimeError {
+    /// The words a user may read: this error's own for what the caller can act on, a
+    /// reference for causes that are ours ([`internal_reference`]).
+    pub fn user_message(&self) -> String {
+        match self {
+            RuntimeError::NotFound(m) | RuntimeError::Conflict(m) | RuntimeError::BadRequest(m) => {
+                m.clone()
+            }
+            RuntimeError::Validation(errors) => errors
+                .iter()
+                .map(|e| e.msg.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            RuntimeError::Store(_) | RuntimeError::Sandbox(_) | RuntimeError::Internal(_) => {
+                internal_reference(self)
+            }
+        }
+    }
+}
+
 impl RuntimeError {
     pub fn field(loc: &[&str], msg: impl Into<String>, input: serde_json::Value) -> Self {
         let mut full = vec![serde_json::Value::from("body")];

@@ -30,12 +30,13 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    pub(crate) fn of(run: &RunRecord) -> Result<Option<Progress>, String> {
+    /// The saved progress; an error when it does not parse (a bug, or a downgrade).
+    pub(crate) fn of(run: &RunRecord) -> Result<Option<Progress>, Box<dyn std::error::Error + Send + Sync>> {
         run.progress
             .as_ref()
             .map(|p| serde_json::from_value(p.0.clone()))
             .transpose()
-            .map_err(|e| format!("internal error: the saved turn does not parse: {e}"))
+            .map_err(|e| format!("the saved turn of run {} does not parse: {e}", run.id).into())
     }
 }
 

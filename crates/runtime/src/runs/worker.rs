@@ -46,9 +46,11 @@ pub(crate) enum Stop {
     Parked,
 }
 
+/// A failure inside the loop fails the run; what the run's `error` and its terminal event
+/// say is [`crate::RuntimeError::user_message`]: never a database or backend message.
 impl From<crate::RuntimeError> for Stop {
     fn from(e: crate::RuntimeError) -> Self {
-        Stop::Outcome(Outcome::Failed(format!("internal error: {e}")))
+        Stop::Outcome(Outcome::Failed(e.user_message()))
     }
 }
 
@@ -200,7 +202,9 @@ impl Runtime {
         messages.push(Message::user(record.prompt.clone()));
         let max = i64::from(record.max_turns);
         // A parked run continues where it stopped: its turn so far, then the answers.
-        if let Some(p) = Progress::of(&record).map_err(|e| Stop::Outcome(Outcome::Failed(e)))? {
+        if let Some(p) = Progress::of(&record)
+            .map_err(|e| Stop::Outcome(Outcome::Failed(crate::error::internal_reference(&*e))))?
+        {
             turn.steps = record.turns;
             turn.usage = p.usage;
             turn.earlier_active = p.active_seconds;

@@ -8,6 +8,7 @@ mod event_log;
 mod fanout;
 mod files;
 mod git_keys;
+mod internal_errors;
 mod isolation;
 mod key_rotation;
 mod models;
