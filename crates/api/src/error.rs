@@ -122,6 +122,14 @@ impl From<sandbox_agents_store::Error> for ApiError {
     }
 }
 
+/// A database error outside the store's functions (beginning or committing a transaction):
+/// `?` works on it as on the store's own errors.
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        sandbox_agents_store::Error::from(e).into()
+    }
+}
+
 impl From<sandbox_agents_runtime::RuntimeError> for ApiError {
     fn from(e: sandbox_agents_runtime::RuntimeError) -> Self {
         use sandbox_agents_runtime::RuntimeError as R;

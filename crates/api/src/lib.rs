@@ -2,6 +2,7 @@
 //! [`openapi`] is the document generated from the same routes.
 
 pub mod auth;
+pub mod credentials;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -9,6 +10,7 @@ pub mod guard;
 pub mod limits;
 pub mod pages;
 pub mod people;
+pub mod principal;
 pub mod preview;
 pub mod project;
 pub mod routes;

@@ -1,14 +1,12 @@
-//! People's credentials: argon2id password hashes, single-use recovery secrets and browser
-//! session cookies (`sa_session`, HttpOnly, SameSite=Lax; Secure behind https). Secrets are
-//! random, shown once, and stored as SHA-256 hashes.
+//! People's credentials over HTTP: browser session cookies (`sa_session`, HttpOnly,
+//! SameSite=Lax; Secure behind https), opening sessions and issuing single-use recovery
+//! secrets. Minting and hashing are `sandbox_agents_vault::tokens`'; secrets are random, shown
+//! once, and stored as SHA-256 hashes.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
 use axum::http::{header, HeaderMap, HeaderValue};
-use sandbox_agents_store::{memberships, people};
-use sha2::{Digest, Sha256};
+use sandbox_agents_store::people;
+use sandbox_agents_vault::tokens;
 use time::{Duration, OffsetDateTime};
 
 /// The browser session cookie.
@@ -18,47 +16,33 @@ pub const SESSION_TTL: Duration = Duration::days(7);
 /// How long a recovery secret works.
 pub const RECOVERY_TTL: Duration = Duration::hours(24);
 
-/// A random secret: 32 bytes, hex.
-pub fn new_secret() -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("no randomness: {e}")))?;
-    Ok(hex::encode(bytes))
+fn vault_error(e: sandbox_agents_vault::VaultError) -> ApiError {
+    ApiError::Internal(e.into())
 }
 
+/// A random secret (a session token, a recovery code), shown once.
+pub fn new_secret() -> Result<String, ApiError> {
+    tokens::new_secret().map_err(vault_error)
+}
+
+/// The stored form of a session token or recovery code.
 pub fn secret_hash(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
+    tokens::digest(secret)
 }
 
 /// An argon2id PHC string for `password` (on a blocking thread: it is slow on purpose).
 pub async fn hash_password(password: String) -> Result<String, ApiError> {
-    tokio::task::spawn_blocking(move || {
-        let mut salt = [0u8; 16];
-        getrandom::getrandom(&mut salt).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        let salt = SaltString::encode_b64(&salt).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map(|h| h.to_string())
-            .map_err(|e| anyhow::anyhow!("hashing a password: {e}"))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.into()))?
-    .map_err(ApiError::Internal)
+    tokio::task::spawn_blocking(move || tokens::hash_password(&password))
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .map_err(vault_error)
 }
 
-/// Whether `password` matches `hash` (false for a malformed hash).
+/// Whether `password` matches `hash` (false for a malformed hash), off the async threads.
 pub async fn verify_password(password: String, hash: String) -> bool {
-    tokio::task::spawn_blocking(move || {
-        PasswordHash::new(&hash)
-            .map(|h| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &h)
-                    .is_ok()
-            })
-            .unwrap_or(false)
-    })
-    .await
-    .unwrap_or(false)
+    tokio::task::spawn_blocking(move || tokens::verify_password(&password, &hash))
+        .await
+        .unwrap_or(false)
 }
 
 /// The session cookie's value, if the request carries one.
@@ -117,23 +101,6 @@ pub async fn issue_recovery(
     )
     .await?;
     Ok(code)
-}
-
-/// The person behind a session cookie, with their memberships.
-pub async fn person_of_session(
-    db: &sandbox_agents_store::Db,
-    token: &str,
-) -> Result<Option<Principal>, ApiError> {
-    let Some(p) = people::by_session(db, &secret_hash(token)).await? else {
-        return Ok(None);
-    };
-    let projects = memberships::of_person(db, p.id).await?;
-    Ok(Some(Principal::Person {
-        id: p.id,
-        email: p.email,
-        operator: p.operator,
-        projects,
-    }))
 }
 
 #[cfg(test)]

@@ -18,18 +18,18 @@ pub struct ApiSettings {
     /// is 60 s). Tests shorten it.
     pub heartbeat: std::time::Duration,
     /// The LiteLLM proxy whose catalogue `GET /api/models` shows; None when not configured.
-    pub model_proxy: Option<crate::routes::models::Catalogue>,
+    pub model_proxy: Option<sandbox_agents_model::Catalogue>,
     /// Where browsers reach the API and its pages, without a trailing slash (links in `Me`,
     /// recovery links, whether cookies are `Secure`).
     pub public_url: String,
     /// The hosts and origins the API's listener answers for.
     pub hosts: Arc<crate::guard::HostPolicy>,
     /// Where previews are served (their own origin) and what signs their URLs.
-    pub preview: crate::preview::PreviewSettings,
+    pub preview: crate::preview::links::PreviewSettings,
     /// The hosts the preview listener answers for.
     pub preview_hosts: crate::guard::HostPolicy,
     /// Checks credentials (the shared token, API keys) or reports open mode.
-    pub auth: Arc<crate::auth::Auth>,
+    pub auth: Arc<crate::credentials::Auth>,
 }
 
 /// `BackendInfo`.

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod catalogue;
 mod client;
 mod config;
 mod error;
@@ -33,6 +34,7 @@ mod sse;
 mod types;
 mod wire;
 
+pub use catalogue::Catalogue;
 pub use client::ModelClient;
 pub use config::{ModelConfig, Transport, OPENAI_DEFAULT_BASE};
 pub use error::ModelError;

@@ -296,11 +296,11 @@ fn model_clients() -> sandbox_agents_runtime::runs::ModelClients {
 }
 
 /// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one.
-fn model_proxy() -> Option<sandbox_agents_api::routes::models::Catalogue> {
+fn model_proxy() -> Option<sandbox_agents_model::Catalogue> {
     use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
     let transport = Transport::proxy_from_env().ok()?;
     match ModelClient::new(ModelConfig::new(transport)) {
-        Ok(client) => Some(sandbox_agents_api::routes::models::Catalogue::new(client)),
+        Ok(client) => Some(sandbox_agents_model::Catalogue::new(client)),
         Err(e) => {
             tracing::error!(error = %e, "the LiteLLM proxy settings are not usable");
             None

@@ -24,3 +24,8 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
 pub async fn migrate(db: &Db) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(db).await
 }
+
+/// One round trip to the database: the health check's question.
+pub async fn ping(db: &Db) -> Result<(), sqlx::Error> {
+    sqlx::query("select 1").execute(db).await.map(|_| ())
+}

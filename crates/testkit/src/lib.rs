@@ -183,7 +183,7 @@ pub async fn spawn_app_with_model_proxy_on(
     spawn_app_full(
         db,
         options,
-        Some(sandbox_agents_api::routes::models::Catalogue::new(client)),
+        Some(sandbox_agents_model::Catalogue::new(client)),
         models,
     )
     .await
@@ -192,7 +192,7 @@ pub async fn spawn_app_with_model_proxy_on(
 async fn spawn_app_with(
     db: Db,
     db_options: PgConnectOptions,
-    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    model_proxy: Option<sandbox_agents_model::Catalogue>,
 ) -> TestApp {
     spawn_app_full(db, db_options, model_proxy, Default::default()).await
 }
@@ -252,7 +252,7 @@ pub async fn spawn_app_on_pooled(db: Db, db_options: PgConnectOptions, size: usi
 pub async fn spawn_app_full(
     db: Db,
     db_options: PgConnectOptions,
-    model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    model_proxy: Option<sandbox_agents_model::Catalogue>,
     models: sandbox_agents_runtime::runs::ModelClients,
 ) -> TestApp {
     let opts = AppOptions {
@@ -280,7 +280,7 @@ pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestAp
 /// How a test server differs from the default one (open mode, no model proxy, the test
 /// webhook settings, no warm pool, path previews).
 pub struct AppOptions {
-    pub model_proxy: Option<sandbox_agents_api::routes::models::Catalogue>,
+    pub model_proxy: Option<sandbox_agents_model::Catalogue>,
     pub models: sandbox_agents_runtime::runs::ModelClients,
     pub auth: sandbox_agents_api::auth::Auth,
     pub webhooks: WebhookSettings,

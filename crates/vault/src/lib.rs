@@ -1,5 +1,7 @@
 //! The deployment's master key, and sealing of the secrets the server must store but never
-//! show again (webhook signing secrets now, user secrets later).
+//! show again (secret values, webhook signing secrets, deploy keys, sandbox variables); the
+//! key files every process reads ([`key_file`]); and, in [`tokens`], minting and hashing of
+//! the credentials the server hands out (API keys, session and recovery secrets, passwords).
 //!
 //! A sealed value is `version (1 byte) || nonce (12 bytes) || AES-256-GCM ciphertext and tag`.
 //! The nonce is random for every seal, so sealing the same plaintext twice gives different
@@ -15,6 +17,8 @@
 //! the current key; opening tries the current one, then the previous ones, and
 //! [`MasterKey::reseal`] moves a value sealed under a previous key to the current one, so
 //! that once every stored value was resealed the previous keys can be dropped.
+
+pub mod tokens;
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -36,6 +40,8 @@ pub enum VaultError {
     Io(#[from] std::io::Error),
     #[error("the operating system's random source failed: {0}")]
     Random(String),
+    #[error("hashing a password failed: {0}")]
+    Password(String),
 }
 
 /// The master key, with the keys it replaced. Cloning is cheap; `Debug` never shows a key.

@@ -10,7 +10,7 @@
 //!   `ory_…` are dropped, so a preview cannot plant a session for the API on a shared host.
 //! * Hop-by-hop headers are never forwarded; only WebSocket upgrades are.
 
-use crate::auth::Auth;
+use crate::credentials::Auth;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 
 /// Cookie name prefixes that belong to the control plane.

@@ -99,13 +99,11 @@ pub async fn create(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
     let agent = agents::insert(&mut *tx, project, &slug, &spec).await?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
@@ -141,8 +139,7 @@ pub async fn update(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let current = agents::get(&mut *tx, project, &AgentRef::parse(&r))
         .await
         .or_not_found(not_found(&r))?;
@@ -163,8 +160,7 @@ pub async fn update(
     }
     let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
     Ok(Json(wire(&st, &updated)))
 }
@@ -224,8 +220,7 @@ pub async fn delete(
     let mut conn = st
         .db
         .acquire()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let agent = agents::get(&mut *conn, project, &AgentRef::parse(&r))
         .await
         .or_not_found(not_found(&r))?;

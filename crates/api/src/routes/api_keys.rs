@@ -2,7 +2,8 @@
 //! action. A key made while a project resolves is bound to it; otherwise it is unbound and
 //! reaches every project. Operators see the resolved project's keys and the unbound ones.
 
-use crate::auth::{key_hash, new_key, require_operator, Principal};
+use crate::auth::{require_operator, Principal};
+use sandbox_agents_vault::tokens;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::project::MaybeProject;
@@ -77,8 +78,8 @@ pub async fn create(
         } => Some(*b),
         _ => project,
     };
-    let (key, prefix) = new_key()?;
-    let hash = key_hash(&key);
+    let (key, prefix) = tokens::new_api_key().map_err(|e| crate::ApiError::Internal(e.into()))?;
+    let hash = tokens::digest(&key);
     let created_by = p.subject().unwrap_or_default();
     let record = api_keys::insert(
         &st.db,

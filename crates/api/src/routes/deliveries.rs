@@ -61,8 +61,7 @@ pub async fn list(
     let mut conn = st
         .db
         .acquire()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     webhooks::get(&mut *conn, project, id)
         .await
         .or_not_found(not_found(&raw))?;

@@ -109,14 +109,12 @@ pub async fn delete(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     git_keys::delete_unreferenced(&mut tx, project, id)
         .await
         .or_not_found(not_found(&raw))?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     tracing::info!(git_key.id = %id, "git key deleted");
     Ok(StatusCode::NO_CONTENT)
 }

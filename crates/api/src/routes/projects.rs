@@ -64,8 +64,7 @@ pub async fn create(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let created = projects::insert(
         &mut *tx,
         ProjectId::new(),
@@ -81,8 +80,7 @@ pub async fn create(
         None
     };
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     tracing::info!(project.id = %created.id, slug = %created.slug, "project created");
     Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
@@ -237,8 +235,7 @@ pub async fn remove_member(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     memberships::remove(&mut tx, project.project_id(), id)
         .await
         .map_err(|e| match e {
@@ -248,7 +245,6 @@ pub async fn remove_member(
             other => other.into(),
         })?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -60,8 +60,7 @@ pub async fn list(
     let mut conn = st
         .db
         .acquire()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let agent = match q.agent_id.as_deref() {
         None => None,
         Some(r) => match agents::get(&mut *conn, project, &AgentRef::parse(r)).await {

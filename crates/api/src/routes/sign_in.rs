@@ -102,12 +102,10 @@ pub async fn recover(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let person = people::recover(&mut tx, &secret_hash(body.code.trim()), &hash).await?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let Some(person) = person else {
         return Err(ApiError::BadRequest(
             "the recovery code is unknown, used or expired; ask an operator for a new one".into(),

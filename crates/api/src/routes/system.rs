@@ -22,7 +22,7 @@ pub struct Health {
     responses((status = 200, body = Health), (status = 503, description = "The database is unreachable")))]
 #[tracing::instrument(skip_all)]
 pub async fn health(State(st): State<AppState>) -> ApiResult<Json<Health>> {
-    sqlx::query("select 1").execute(&st.db).await.map_err(|e| {
+    sandbox_agents_store::ping(&st.db).await.map_err(|e| {
         tracing::warn!(error = %e, "health check: the database does not answer");
         ApiError::Unavailable("the database is unreachable".into())
     })?;

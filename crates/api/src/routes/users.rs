@@ -127,8 +127,7 @@ pub async fn delete(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     if !st.settings.auth.token_configured() {
         people::ensure_another_operator(&mut tx, id).await?;
     }
@@ -136,8 +135,7 @@ pub async fn delete(
         .await
         .or_not_found(|| format!("user '{raw}' not found"))?;
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -161,8 +159,7 @@ pub async fn update(
     let mut tx = st
         .db
         .begin()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     let mut person = people::get(&mut *tx, id).await.or_not_found(not_found)?;
     if let Some(name) = &body.name {
         person = people::set_name(&mut *tx, id, name.trim())
@@ -179,7 +176,6 @@ pub async fn update(
         tracing::info!(operator, "operator flag changed");
     }
     tx.commit()
-        .await
-        .map_err(sandbox_agents_store::Error::from)?;
+        .await?;
     Ok(Json(wire(&person)))
 }

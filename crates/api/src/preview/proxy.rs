@@ -1,0 +1,308 @@
+//! The proxy itself: addressing a request (by host under the preview domain, or by path),
+//! checking the session, forwarding, and WebSocket tunnels.
+
+use super::headers;
+use super::links::PreviewSettings;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode, Uri, Version};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::any;
+use axum::{Json, Router};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_store::sessions::{self, SessionRecord};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// A proxied session's `last_used_at` is written at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(5);
+/// How often an open WebSocket tunnel counts as use.
+const TUNNEL_TOUCH_EVERY: Duration = Duration::from_secs(30);
+
+/// The 409 for a session whose sandbox is not up, worded as the runtime words it.
+pub fn not_running(s: &SessionRecord) -> ApiError {
+    let state = match s.stopped_reason.as_deref() {
+        Some(r) if s.status == "stopped" => format!("stopped, {r}"),
+        _ => s.status.clone(),
+    };
+    ApiError::Conflict(format!(
+        "session is not running (it is {state}); start it first"
+    ))
+}
+
+/// What every proxied request shares: the upstream client and the touch throttle.
+struct Proxy {
+    client: Client<HttpConnector, Body>,
+    touched: Mutex<HashMap<Uuid, Instant>>,
+}
+
+impl Proxy {
+    /// Whether `last_used_at` is due a write; remembers that it is being written.
+    fn touch_due(&self, id: Uuid) -> bool {
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if touched.len() > 4096 {
+            touched.retain(|_, t| now.duration_since(*t) < TOUCH_EVERY);
+        }
+        match touched.get(&id) {
+            Some(t) if now.duration_since(*t) < TOUCH_EVERY => false,
+            _ => {
+                touched.insert(id, now);
+                true
+            }
+        }
+    }
+}
+
+/// The preview listener's service: every request is a preview, addressed by host (under the
+/// preview domain) or by path (`/preview/{token}/…`).
+pub fn router(state: AppState) -> Router {
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(Duration::from_secs(5)));
+    http.set_nodelay(true);
+    let proxy = Arc::new(Proxy {
+        client: Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(http),
+        touched: Mutex::default(),
+    });
+    let handler = move |State(st): State<AppState>, req: Request| {
+        let proxy = proxy.clone();
+        async move {
+            if let Err(r) = crate::guard::check_host(&st.settings.preview_hosts, &req) {
+                return r;
+            }
+            match address(&st.settings.preview, &req) {
+                Address::Signed(target) => forward(&st, &proxy, target, req)
+                    .await
+                    .unwrap_or_else(|e| e),
+                Address::AddSlash(to) => Redirect::permanent(&to).into_response(),
+                Address::Invalid => invalid_link(),
+            }
+        }
+    };
+    Router::new().fallback(handler).with_state(state)
+}
+
+/// `/preview/…` on the API's own listener: previews are not served there.
+pub fn moved() -> Router<AppState> {
+    let answer = || async {
+        ApiError::NotFound(
+            "previews are served from an origin of their own, not the API's; ask \
+             GET /api/sessions/{id}/ports/{port} for the URL"
+                .into(),
+        )
+    };
+    Router::new()
+        .route("/preview/{token}", any(answer))
+        .route("/preview/{token}/", any(answer))
+        .route("/preview/{token}/{*rest}", any(answer))
+}
+
+/// A signed preview: which session and port, the prefix the browser sees before the
+/// sandbox's own paths, and that rest of the path (raw, starting with `/`).
+struct Target {
+    id: SessionId,
+    port: u16,
+    prefix: String,
+    rest: String,
+}
+
+enum Address {
+    Signed(Target),
+    /// `/preview/{token}` without the slash: relative links need it.
+    AddSlash(String),
+    Invalid,
+}
+
+fn address(settings: &PreviewSettings, req: &Request) -> Address {
+    let uri = req.uri();
+    if let Some(domain) = &settings.domain {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| uri.authority().map(|a| a.as_str()));
+        if let Some(label) = host.and_then(|h| domain.label_of(h)) {
+            return match settings.key.verify_label(&label.to_ascii_lowercase()) {
+                Some((id, port)) => Address::Signed(Target {
+                    id,
+                    port,
+                    prefix: String::new(),
+                    rest: uri.path().to_owned(),
+                }),
+                None => Address::Invalid,
+            };
+        }
+    }
+    let Some(path) = uri.path().strip_prefix("/preview/") else {
+        return Address::Invalid;
+    };
+    let (token, rest) = path.split_at(path.find('/').unwrap_or(path.len()));
+    let Some((id, port)) = settings.key.verify(token) else {
+        return Address::Invalid;
+    };
+    if rest.is_empty() {
+        let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        return Address::AddSlash(format!("/preview/{token}/{query}"));
+    }
+    Address::Signed(Target {
+        id,
+        port,
+        prefix: format!("/preview/{token}"),
+        rest: rest.to_owned(),
+    })
+}
+
+fn invalid_link() -> Response {
+    ApiError::NotFound("this preview link is not valid; ask for a new one with GET /api/sessions/{id}/ports/{port}".into())
+        .into_response()
+}
+
+fn bad_gateway(detail: String) -> Response {
+    (
+        StatusCode::BAD_GATEWAY,
+        Json(serde_json::json!({ "detail": detail })),
+    )
+        .into_response()
+}
+
+/// Checks the session, then forwards the request and streams the answer back.
+#[tracing::instrument(skip_all, fields(session.id = %t.id, port = t.port))]
+async fn forward(
+    st: &AppState,
+    proxy: &Proxy,
+    t: Target,
+    mut req: Request,
+) -> Result<Response, Response> {
+    let Target {
+        id,
+        port,
+        prefix,
+        rest,
+    } = t;
+    let s = sessions::get_for_worker(&st.db, id)
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("session '{}' not found", id.0)).into_response()
+        })?;
+    if !s.exposed_ports.contains(&i32::from(port)) {
+        return Err(ApiError::NotFound(format!("port {port} is not exposed")).into_response());
+    }
+    if s.status != "running" {
+        return Err(not_running(&s).into_response());
+    }
+    let not_listening = || {
+        bad_gateway(format!(
+            "nothing is listening on port {port} in the sandbox"
+        ))
+    };
+    let host_port = *s
+        .port_map
+        .0
+        .get(&port.to_string())
+        .ok_or_else(not_listening)?;
+    if proxy.touch_due(id.0) {
+        if let Err(e) = sessions::touch(&st.db, id).await {
+            tracing::warn!(error = %e, "could not record the preview's use of the session");
+        }
+    }
+
+    let upgrade = headers::wants_websocket(req.headers()).then(|| hyper::upgrade::on(&mut req));
+    let (mut parts, body) = req.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let preview = &st.settings.preview;
+    let proto = match &preview.domain {
+        Some(d) => d.scheme.as_str(),
+        None => preview.public_url.split("://").next().unwrap_or("http"),
+    };
+    let target = match parts.uri.query() {
+        Some(q) => format!("http://127.0.0.1:{host_port}{rest}?{q}"),
+        None => format!("http://127.0.0.1:{host_port}{rest}"),
+    };
+    let fwd = headers::Forwarded {
+        port,
+        prefix: &prefix,
+        peer,
+        proto,
+    };
+    let upstream_headers = headers::upstream(
+        &parts.headers,
+        &parts.uri,
+        upgrade.is_some(),
+        &st.settings.auth,
+        &fwd,
+    );
+    parts.uri = Uri::try_from(target).map_err(|_| {
+        ApiError::BadRequest("the preview path is not a valid URL path".into()).into_response()
+    })?;
+    parts.headers = upstream_headers;
+    parts.version = Version::HTTP_11;
+    parts.extensions = Default::default();
+    // Docker's loopback proxy accepts the connection and then closes it when nothing listens
+    // in the container, so a refused connect and a close before any answer look alike.
+    let mut resp = proxy
+        .client
+        .request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, connect = e.is_connect(), "the upstream gave no answer");
+            not_listening()
+        })?;
+
+    if let (StatusCode::SWITCHING_PROTOCOLS, Some(downstream)) = (resp.status(), upgrade) {
+        let upstream = hyper::upgrade::on(&mut resp);
+        let (st, id) = (st.clone(), id);
+        tokio::spawn(async move {
+            match tokio::try_join!(downstream, upstream) {
+                Ok((down, up)) => tunnel(&st, id, TokioIo::new(down), TokioIo::new(up)).await,
+                Err(e) => tracing::debug!(error = %e, "a preview WebSocket upgrade failed"),
+            }
+        });
+        return Ok(resp.map(|_| Body::empty()));
+    }
+    headers::downstream(resp.headers_mut(), port, &prefix);
+    Ok(resp.map(Body::new))
+}
+
+/// Copies both ways until either side closes or the server shuts down, counting the open
+/// tunnel as use of the session.
+async fn tunnel(
+    st: &AppState,
+    id: SessionId,
+    mut down: TokioIo<hyper::upgrade::Upgraded>,
+    mut up: TokioIo<hyper::upgrade::Upgraded>,
+) {
+    let copy = tokio::io::copy_bidirectional(&mut down, &mut up);
+    tokio::pin!(copy);
+    let mut tick = tokio::time::interval(TUNNEL_TOUCH_EVERY);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            r = &mut copy => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "a preview WebSocket ended with an error");
+                }
+                return;
+            }
+            _ = tick.tick() => {
+                let _ = sessions::touch(&st.db, id).await;
+            }
+            () = st.shutdown.cancelled() => return,
+        }
+    }
+}
+
