@@ -27,6 +27,9 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Stop every session of the deployment (archiving workspaces as a stop does) and remove
+    /// its warm pool, so nothing is left running; refused while a server process is up.
+    Teardown,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

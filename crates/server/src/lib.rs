@@ -3,6 +3,9 @@
 
 pub mod config;
 pub mod telemetry;
+mod teardown;
+
+pub use teardown::teardown;
 
 use anyhow::Context;
 use config::Config;
@@ -28,8 +31,13 @@ pub struct Database {
     pub embedded: Option<EmbeddedPostgres>,
 }
 
+/// What a serving process calls itself on its database connections: others (teardown) can
+/// tell that a server is running.
+pub const APPLICATION_NAME: &str = "sandbox-agents";
+
 /// Connects to `DATABASE_URL`, or starts the embedded cluster; then applies migrations.
-pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
+/// `application_name` names this process's connections.
+pub async fn open_database(config: &Config, application_name: &str) -> anyhow::Result<Database> {
     let (options, embedded) = match &config.database_url {
         Some(url) => (
             PgConnectOptions::from_str(url)
@@ -43,6 +51,7 @@ pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
             (pg.connect_options(), Some(pg))
         }
     };
+    let options = options.application_name(application_name);
     let db = match sandbox_agents_store::connect(options, config.db_max_connections).await {
         Ok(db) => db,
         Err(e) => {
@@ -80,7 +89,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let webhooks =
         sandbox_agents_webhooks::Webhooks::new(config.webhook_settings()?, master_key.clone())
             .context("setting up webhook delivery")?;
-    let Database { db, embedded } = open_database(&config).await?;
+    let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     let runtime = runtime(&config, &db, master_key, shutdown.clone()).await?;
     runtime.attach_hub(hub.clone());
@@ -227,7 +236,7 @@ fn reseal_in_background(runtime: Runtime, webhooks: sandbox_agents_webhooks::Web
 /// The session runtime: the sandbox backend, the blob store under the data directory, and
 /// the settings from the configuration. A backend that cannot be reached is logged and
 /// replaced by one that refuses every operation with the reason.
-async fn runtime(
+pub(crate) async fn runtime(
     config: &Config,
     db: &Db,
     master_key: sandbox_agents_vault::MasterKey,
@@ -310,7 +319,7 @@ fn model_proxy() -> Option<sandbox_agents_model::Catalogue> {
 
 /// Applies migrations and exits.
 pub async fn migrate(config: Config) -> anyhow::Result<()> {
-    let Database { db, embedded } = open_database(&config).await?;
+    let Database { db, embedded } = open_database(&config, "sandbox-agents-migrate").await?;
     db.close().await;
     if let Some(pg) = embedded {
         pg.stop().await?;

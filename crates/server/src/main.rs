@@ -1,6 +1,6 @@
 use clap::Parser;
 use sandbox_agents_server::config::{Cli, Command};
-use sandbox_agents_server::{migrate, serve, shutdown_signal, telemetry};
+use sandbox_agents_server::{migrate, serve, shutdown_signal, teardown, telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -19,6 +19,7 @@ async fn main() -> std::process::ExitCode {
             serve(cli.config, shutdown).await
         }
         Command::Migrate => migrate(cli.config).await,
+        Command::Teardown => teardown(cli.config).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -28,4 +28,4 @@ pub mod webhooks;
 
 pub use error::{Error, Result};
 pub use hub::{EventHub, LiveEvent, Subscription};
-pub use pool::{connect, migrate, ping, Db};
+pub use pool::{connect, migrate, ping, servers_connected, Db};

@@ -24,6 +24,7 @@ mod sandboxes;
 mod secrets;
 mod sessions;
 mod streaming;
+mod teardown;
 mod webhooks;
 mod web_security;
 mod webhooks_crash;

@@ -24,6 +24,27 @@ fn shared_key(url: &str, what: &str) -> String {
     hex::encode(sha2::Sha256::digest(format!("test {what} key {url}").as_bytes()))
 }
 
+/// Runs `sandbox-agents <args>` on the database at `url` with the keys its servers share, to
+/// the end; returns its exit status and what it logged.
+pub async fn run_command(url: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let data_dir = std::env::temp_dir().join(format!("sa-cmd-{}", uuid::Uuid::new_v4().simple()));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env("SANDBOX_AGENTS_DATA_DIR", &data_dir)
+        .env("SANDBOX_AGENTS_MASTER_KEY", shared_key(url, "master"))
+        .env("SANDBOX_AGENTS_PREVIEW_KEY", shared_key(url, "preview"))
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("running the server binary");
+    let _ = std::fs::remove_dir_all(&data_dir);
+    let log = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), log)
+}
+
 impl ServerProcess {
     /// Starts the binary with extra environment variables and waits until it is healthy
     /// (its event listener included).

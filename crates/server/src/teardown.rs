@@ -1,0 +1,73 @@
+//! `sandbox-agents teardown`: leaves nothing of a deployment running. A deployment's
+//! containers outlive its server processes by design (running sessions are adopted and the
+//! warm pool is kept across restarts), so a user who is done needs a way to stop them all.
+//!
+//! It refuses while a server process of the deployment is connected (the server's refill
+//! worker would start the pool again, and its runs would race the stops), then stops every
+//! session whose sandbox is up or booting as a stop does (the run in flight is cancelled, the
+//! workspace archived to the blob store, the container removed, `session.status_stopped`
+//! written), and finally sweeps with the pool disabled, which removes every pooled sandbox
+//! and any container no session owns. Workspaces, snapshots and the database stay: `serve`
+//! starts from them again.
+
+use crate::config::Config;
+use crate::{open_database, runtime, Database};
+use anyhow::Context;
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_runtime::sessions::StopReason;
+use sandbox_agents_store::{sessions, EventHub};
+use tokio_util::sync::CancellationToken;
+
+/// What this process calls itself on its database connections.
+pub const APPLICATION_NAME: &str = "sandbox-agents-teardown";
+
+/// Stops every session of the deployment and removes its pool; see the module's doc.
+pub async fn teardown(config: Config) -> anyhow::Result<()> {
+    let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
+    let shutdown = CancellationToken::new();
+    let result = async {
+        let servers = sandbox_agents_store::servers_connected(&db).await?;
+        anyhow::ensure!(
+            servers == 0,
+            "a sandbox-agents server is still using this deployment's database ({servers} \
+             connection(s)): stop every server process first, then run teardown again"
+        );
+        let hub = EventHub::start(db.clone(), shutdown.clone());
+        // No pool: the sweep below then removes every pooled sandbox.
+        let mut config = config.clone();
+        config.warm_pool_size = 0;
+        let runtime = runtime(&config, &db, config.master_key()?, shutdown.clone()).await?;
+        runtime.attach_hub(hub);
+        let active = sessions::active(&db).await?;
+        let (mut stopped, mut failed) = (0usize, 0usize);
+        for s in &active {
+            match runtime.stop(None, SessionId(s.id), StopReason::Requested).await {
+                Ok(_) => stopped += 1,
+                Err(e) => {
+                    failed += 1;
+                    tracing::error!(session.id = %s.id, error = %e, "could not stop a session");
+                }
+            }
+        }
+        runtime
+            .sweep_orphans()
+            .await
+            .context("removing the warm pool and containers no session owns")?;
+        let left = runtime.backend().list().await.map(|l| l.len()).unwrap_or(0);
+        tracing::info!(stopped, failed, containers_left = left, "teardown finished");
+        anyhow::ensure!(
+            failed == 0 && left == 0,
+            "teardown left {left} container(s) and {failed} session(s) it could not stop; see the log above"
+        );
+        Ok(())
+    }
+    .await;
+    shutdown.cancel();
+    db.close().await;
+    if let Some(pg) = embedded {
+        pg.stop()
+            .await
+            .context("stopping the embedded PostgreSQL")?;
+    }
+    result
+}

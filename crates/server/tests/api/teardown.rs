@@ -1,0 +1,124 @@
+//! `sandbox-agents teardown`: every session of the deployment stopped as a stop does, the warm
+//! pool gone, no container left; refused while a server is up; the next server starts from
+//! the archived workspaces.
+
+use crate::process::{run_command, ServerProcess};
+use sandbox_agents_sandbox::docker::DockerBackend;
+use sandbox_agents_sandbox::SandboxBackend;
+use sandbox_agents_testkit::{database_url, fresh_named_database};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(base: &str, path: &str) -> Value {
+    reqwest::get(format!("{base}{path}")).await.unwrap().json().await.unwrap()
+}
+
+async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ok().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container() {
+    let (db, _options, name) = fresh_named_database().await;
+    let url = database_url(&name).await;
+    // One data directory for every process, as one deployment's processes share their blob
+    // store: teardown archives the workspace there, and the next server restores it.
+    let data_dir = std::env::temp_dir().join(format!("sa-teardown-{}", uuid::Uuid::new_v4().simple()));
+    let data = data_dir.to_str().unwrap().to_owned();
+    let env = [("SANDBOX_AGENTS_WARM_POOL_SIZE", "1"), ("SANDBOX_AGENTS_DATA_DIR", data.as_str())];
+    let server = ServerProcess::start(&url, &env).await;
+    let (s, _) = post(&server.base, "/api/agents", json!({"slug": "keep", "name": "keep"})).await;
+    assert_eq!(s, 201);
+    let (s, session) = post(&server.base, "/api/sessions", json!({"agent_id": "keep"})).await;
+    assert_eq!(s, 202, "{session}");
+    let id = session["id"].as_str().unwrap().to_owned();
+    wait_for("the session to run", async || {
+        get(&server.base, &format!("/api/sessions/{id}")).await["status"] == "running"
+    })
+    .await;
+    let (s, out) = post(
+        &server.base,
+        &format!("/api/sessions/{id}/exec"),
+        json!({"command": "echo kept > /workspace/note.txt", "timeout": 30}),
+    )
+    .await;
+    assert_eq!((s, out["exit_code"].as_i64()), (200, Some(0)), "{out}");
+    let deployment = sandbox_agents_store::deployment::id(&db).await.unwrap();
+    let docker = DockerBackend::connect(&deployment).await.unwrap();
+    // The session's sandbox and a pooled one.
+    wait_for("the pool to fill", async || docker.list().await.unwrap().len() == 2).await;
+
+    // Refused while the server is up, and nothing changes.
+    let (ok, log) = run_command(&url, &["teardown"], &env).await;
+    assert!(!ok, "{log}");
+    assert!(log.contains("stop every server process first"), "{log}");
+    assert_eq!(docker.list().await.unwrap().len(), 2);
+
+    // A stopped server leaves both behind, by design; teardown removes them.
+    server.terminate().await;
+    assert_eq!(docker.list().await.unwrap().len(), 2);
+    let (ok, log) = run_command(&url, &["teardown"], &env).await;
+    assert!(ok, "{log}");
+    assert!(docker.list().await.unwrap().is_empty(), "{log}");
+    let (status, reason): (String, Option<String>) =
+        sqlx::query_as("select status, stopped_reason from sessions where id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    assert_eq!((status.as_str(), reason.as_deref()), ("stopped", Some("requested")));
+    let (pooled,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(pooled, 0);
+    // Idempotent.
+    let (ok, log) = run_command(&url, &["teardown"], &env).await;
+    assert!(ok, "{log}");
+
+    // The next server starts the session from its archived workspace.
+    let server = ServerProcess::start(
+        &url,
+        &[("SANDBOX_AGENTS_WARM_POOL_SIZE", "0"), ("SANDBOX_AGENTS_DATA_DIR", data.as_str())],
+    )
+    .await;
+    let (s, _) = post(&server.base, &format!("/api/sessions/{id}/start"), json!({})).await;
+    assert!(s == 200 || s == 202, "{s}");
+    wait_for("the session to run again", async || {
+        let s = get(&server.base, &format!("/api/sessions/{id}")).await;
+        assert_ne!(s["status"], "error", "{s}");
+        s["status"] == "running"
+    })
+    .await;
+    let (_, out) = post(
+        &server.base,
+        &format!("/api/sessions/{id}/exec"),
+        json!({"command": "cat /workspace/note.txt", "timeout": 30}),
+    )
+    .await;
+    assert_eq!(out["stdout"], "kept\n", "{out}");
+    let _ = reqwest::Client::new()
+        .delete(format!("{}/api/sessions/{id}", server.base))
+        .send()
+        .await;
+    server.terminate().await;
+    for c in docker.list().await.unwrap() {
+        let _ = docker.remove(&c.id).await;
+    }
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
