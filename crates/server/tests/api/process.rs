@@ -63,6 +63,9 @@ impl ServerProcess {
             .env("RUST_LOG", "warn")
             .env("SANDBOX_AGENTS_DATA_DIR", &data_dir)
             .env("SANDBOX_AGENTS_PREVIEW_BIND", "127.0.0.1:0")
+            // A warm pool outlives its server by design; a test that wants one asks for it
+            // and removes it.
+            .env("SANDBOX_AGENTS_WARM_POOL_SIZE", "0")
             .env("SANDBOX_AGENTS_MASTER_KEY", shared_key(url, "master"))
             .env("SANDBOX_AGENTS_PREVIEW_KEY", shared_key(url, "preview"))
             .envs(env.iter().copied())
