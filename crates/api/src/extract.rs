@@ -90,7 +90,12 @@ fn is_json_content_type(h: &axum::http::HeaderMap) -> bool {
     else {
         return false;
     };
-    let essence = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = v
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     essence == "application/json"
         || essence
             .strip_prefix("application/")

@@ -28,7 +28,8 @@ use std::sync::Arc;
 /// The policy of HTML pages: scripts only from our own files (no inline script, no eval),
 /// nothing framed, nothing framing us. Inline styles stay allowed: the reference page's
 /// renderer injects its styles at run time.
-pub const HTML_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+pub const HTML_CSP: &str =
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
 img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; \
 object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
@@ -101,8 +102,10 @@ impl HostPolicy {
 
     /// Also accepts every subdomain of `domain` (the preview domain).
     pub fn with_subdomains_of(mut self, domain: &str) -> Self {
-        self.suffixes
-            .push(format!(".{}", domain.trim_start_matches('.').to_ascii_lowercase()));
+        self.suffixes.push(format!(
+            ".{}",
+            domain.trim_start_matches('.').to_ascii_lowercase()
+        ));
         self
     }
 

@@ -6,7 +6,7 @@ use sandbox_agents_domain::event::NewEvent;
 use sandbox_agents_domain::{AgentId, SessionId};
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agents, events, sessions};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 impl TestApp {
     /// Runs the webhook dispatcher's loop until the server stops, as the binary does.
     pub fn start_dispatcher(&self) {
@@ -141,23 +141,33 @@ impl TestApp {
         status: &str,
         within: Duration,
     ) -> serde_json::Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let s = self.session(id).await;
-            if s["status"] == status {
-                return s;
-            }
-            assert!(
-                s["status"] != "error" || status == "error",
-                "the session failed: {}",
-                s["error"]
-            );
-            assert!(
-                Instant::now() < deadline,
-                "session {id} did not reach {status} in {within:?}: {s}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::eventually(
+            &format!("session {id} to be {status}"),
+            within,
+            async || {
+                let s = self.session(id).await;
+                assert!(
+                    s["status"] != "error" || status == "error",
+                    "the session failed: {}",
+                    s["error"]
+                );
+                (s["status"] == status).then_some(s)
+            },
+        )
+        .await
+    }
+
+    /// A new agent `slug` (`agent` merged over a minimal body) and a session of it, once it
+    /// runs; returns the session's id.
+    pub async fn running_session(&self, slug: &str, agent: serde_json::Value) -> String {
+        self.create_agent(slug, agent).await;
+        let s = self
+            .create_session(serde_json::json!({"agent_id": slug, "title": "t"}))
+            .await;
+        assert_eq!(s["status"], "provisioning", "{s}");
+        let id = s["id"].as_str().expect("an id").to_owned();
+        self.wait_for_status(&id, "running", crate::BOOT).await;
+        id
     }
 
     /// `POST .../exec`, returning (exit_code, stdout, stderr).

@@ -30,6 +30,31 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub const DEFAULT_MODEL: &str = "test-default-model";
+/// How long a test waits for a sandbox to boot.
+pub const BOOT: Duration = Duration::from_secs(60);
+
+/// Polls `check` until it gives a value, and returns it; fails the test naming `what` when
+/// `within` passes first. The one way tests wait for a condition they cannot be told of:
+/// first after 10 ms, then backing off to every 100 ms.
+pub async fn eventually<T>(
+    what: &str,
+    within: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
 /// Test servers ping after this much silence, so heartbeats can be observed quickly.
 pub const HEARTBEAT: Duration = Duration::from_millis(300);
 
@@ -354,7 +379,9 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
                 Some(d) => HostPolicy::new(preview_addr, &[&preview_base], &[])
                     .expect("a host policy")
                     .with_subdomains_of(&d.domain),
-                None => HostPolicy::new(preview_addr, &[&preview_base], &[]).expect("a host policy"),
+                None => {
+                    HostPolicy::new(preview_addr, &[&preview_base], &[]).expect("a host policy")
+                }
             },
             preview: PreviewSettings {
                 key: PreviewKey::random(),

@@ -193,16 +193,32 @@ mod tests {
         let up = upstream(&h, &Uri::from_static("/"), false, &auth, &fwd);
         assert_eq!(up[header::COOKIE], "theme=dark");
         assert!(!up.contains_key(header::AUTHORIZATION));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer ak_x"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer ak_x"),
+        );
         assert!(!upstream(&h, &Uri::from_static("/"), false, &auth, &fwd)
             .contains_key(header::AUTHORIZATION));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcg=="));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic dXNlcg=="),
+        );
         let up = upstream(&h, &Uri::from_static("/"), false, &auth, &fwd);
-        assert_eq!(up[header::AUTHORIZATION], "Basic dXNlcg==", "the app's own stays");
+        assert_eq!(
+            up[header::AUTHORIZATION],
+            "Basic dXNlcg==",
+            "the app's own stays"
+        );
 
         let mut down = HeaderMap::new();
-        down.append(header::SET_COOKIE, HeaderValue::from_static("sa_session=planted; Path=/"));
-        down.append(header::SET_COOKIE, HeaderValue::from_static("app=1; Path=/"));
+        down.append(
+            header::SET_COOKIE,
+            HeaderValue::from_static("sa_session=planted; Path=/"),
+        );
+        down.append(
+            header::SET_COOKIE,
+            HeaderValue::from_static("app=1; Path=/"),
+        );
         downstream(&mut down, 8080, "/preview/x");
         let set: Vec<_> = down.get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(set, ["app=1; Path=/"]);

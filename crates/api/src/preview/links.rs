@@ -27,7 +27,9 @@ pub struct PreviewDomain {
 
 impl PreviewDomain {
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let bad = || format!("--preview-domain '{raw}' is not a domain (like preview.example.com) or an origin (like https://preview.example.com:8443)");
+        let bad = || {
+            format!("--preview-domain '{raw}' is not a domain (like preview.example.com) or an origin (like https://preview.example.com:8443)")
+        };
         let (scheme, rest) = match raw.trim().split_once("://") {
             Some((s, r)) if s == "http" || s == "https" => (s.to_owned(), r),
             Some(_) => return Err(bad()),
@@ -40,7 +42,9 @@ impl PreviewDomain {
         let a: axum::http::uri::Authority = rest.parse().map_err(|_| bad())?;
         let domain = a.host().trim_start_matches('.').to_ascii_lowercase();
         let labels_ok = domain.split('.').all(|l| {
-            !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         });
         if !labels_ok || domain.parse::<std::net::IpAddr>().is_ok() {
             return Err(bad());
@@ -63,8 +67,10 @@ impl PreviewDomain {
             return None;
         }
         let (label, rest) = name.split_at(cut);
-        (rest.starts_with('.') && rest[1..].eq_ignore_ascii_case(&self.domain) && !label.contains('.'))
-            .then_some(label)
+        (rest.starts_with('.')
+            && rest[1..].eq_ignore_ascii_case(&self.domain)
+            && !label.contains('.'))
+        .then_some(label)
     }
 }
 

@@ -305,4 +305,3 @@ async fn tunnel(
         }
     }
 }
-

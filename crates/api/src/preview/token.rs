@@ -140,10 +140,15 @@ mod tests {
         let s = SessionId(Uuid::new_v4());
         let label = key.host_label(s, 65535);
         assert!(label.len() <= 63, "{label}");
-        assert_eq!(key.verify_label(&label).map(|(a, p)| (a.0, p)), Some((s.0, 65535)));
+        assert_eq!(
+            key.verify_label(&label).map(|(a, p)| (a.0, p)),
+            Some((s.0, 65535))
+        );
         let other = key.host_label(SessionId(Uuid::new_v4()), 65535);
         let (_, tag) = other.rsplit_once('-').unwrap();
-        assert!(key.verify_label(&format!("65535-{}-{tag}", s.0.simple())).is_none());
+        assert!(key
+            .verify_label(&format!("65535-{}-{tag}", s.0.simple()))
+            .is_none());
         assert!(key.verify_label(&label.replace("65535", "8080")).is_none());
         assert!(key.verify_label(&label.to_uppercase()).is_none());
         assert!(PreviewKey::random().verify_label(&label).is_none());

@@ -2,7 +2,7 @@
 //! calls that park the run in the database, answers from another server process, interrupts
 //! of parked runs, and the 404s for calls nothing waits on.
 
-use crate::runs::{events, running_session, send, start_run, types, wait_for_run, TURN};
+use crate::runs::{events, send, start_run, test_agent, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{spawn_app_with_model_proxy, spawn_app_with_model_proxy_on, TestApp};
 use serde_json::{json, Value};
@@ -161,7 +161,7 @@ async fn an_unanswered_ordinary_call_times_out_and_a_late_answer_is_404() {
             .reply_tool_call("ping_page", json!({})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "quiet").await;
+    let id = app.running_session("quiet", test_agent()).await;
     let body = json!({"prompt": "ask the page", "max_turns": null,
                       "client_tools": [{"name": "ping_page", "timeout_seconds": 1}]});
     let r = send(&app, &id, body).await;
@@ -196,7 +196,7 @@ async fn an_unanswered_ordinary_call_times_out_and_a_late_answer_is_404() {
 async fn a_turn_tool_may_not_shadow_a_builtin_and_bad_declarations_are_422() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "strict").await;
+    let id = app.running_session("strict", test_agent()).await;
     for tools in [
         json!([{"name": "shell"}]),
         json!([{"name": "a", "deferrable": true, "timeout_seconds": 5}]),

@@ -10,19 +10,6 @@ use std::time::Duration;
 
 const BOOT: Duration = Duration::from_secs(60);
 
-async fn running_session(app: &TestApp, slug: &str) -> String {
-    app.create_agent(slug, json!({})).await;
-    let s = app
-        .create_session(
-            json!({"agent_id": slug, "title": "t", "model": null, "instructions": null,
-            "manifest": null, "from_snapshot_id": null, "environment_id": null, "prompt": null}),
-        )
-        .await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", BOOT).await;
-    id
-}
-
 fn files_url(app: &TestApp, id: &str) -> String {
     app.url(&format!("/api/sessions/{id}/files"))
 }
@@ -143,7 +130,7 @@ fn paths(entries: &[Value]) -> Vec<&str> {
 #[tokio::test]
 async fn files_are_uploaded_listed_read_and_deleted() {
     let app = spawn_app().await;
-    let id = running_session(&app, "filer").await;
+    let id = app.running_session("filer", json!({})).await;
 
     // Upload to the default place, then to a path whose parents do not exist yet.
     let r = upload(&app, &id, None, "hello.txt", b"hello\n".to_vec()).await;
@@ -296,7 +283,7 @@ async fn files_are_uploaded_listed_read_and_deleted() {
 #[tokio::test]
 async fn paths_cannot_leave_the_workspace_lexically_or_through_links() {
     let app = spawn_app().await;
-    let id = running_session(&app, "jailed").await;
+    let id = app.running_session("jailed", json!({})).await;
     let (code, _, err) = app
         .exec(
             &id,
@@ -385,7 +372,7 @@ async fn paths_cannot_leave_the_workspace_lexically_or_through_links() {
 #[tokio::test]
 async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting() {
     let app = spawn_app().await;
-    let id = running_session(&app, "archived").await;
+    let id = app.running_session("archived", json!({})).await;
     let long = format!("docs/{}.md", "n".repeat(150));
     let r = upload(&app, &id, Some("docs/a.txt"), "a.txt", b"alpha\n".to_vec()).await;
     assert_eq!(r.status(), 201);
@@ -478,7 +465,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
 #[tokio::test]
 async fn uploads_larger_than_100_mib_get_413() {
     let app = spawn_app().await;
-    let id = running_session(&app, "bulky").await;
+    let id = app.running_session("bulky", json!({})).await;
     let big = vec![7u8; 101 * 1024 * 1024];
 
     // With a Content-Length: refused before the body is read.

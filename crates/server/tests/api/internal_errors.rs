@@ -60,6 +60,9 @@ async fn a_database_error_inside_a_run_reaches_the_user_as_a_reference_only() {
     assert_eq!(error.as_deref(), Some(said.as_str()));
     let log = serde_json::to_string(&events(&app, &id).await).unwrap();
     for secret in ["boom", "db.internal", "s3cr3t", "5432"] {
-        assert!(!log.contains(secret), "the event log shows the cause ({secret}): {log}");
+        assert!(
+            !log.contains(secret),
+            "the event log shows the cause ({secret}): {log}"
+        );
     }
 }

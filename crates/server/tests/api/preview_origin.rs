@@ -4,12 +4,11 @@
 use crate::auth::{call, session_from};
 use reqwest::Method;
 use sandbox_agents_api::preview::PreviewDomain;
-use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
+use sandbox_agents_testkit::{eventually, spawn_app_with_options, AppOptions, TestApp, BOOT};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TOKEN: &str = "preview-origin-token-0123456789abcdef";
-const BOOT: Duration = Duration::from_secs(60);
 
 /// Answers every request with the headers it received, as JSON, and tries to plant a cookie
 /// in the control plane's namespace next to one of its own.
@@ -52,16 +51,23 @@ async fn running_echo(app: &TestApp) -> String {
     .await;
     assert_eq!(s, 202, "{session}");
     let id = session["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + BOOT;
-    loop {
-        let (_, s) = call(app, Method::GET, &format!("/api/sessions/{id}"), Some(TOKEN), None, None).await;
-        if s["status"] == "running" {
-            break;
-        }
-        assert!(Instant::now() < deadline && s["status"] != "error", "{s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let cmd = format!("cat > /tmp/h.py <<'EOF'\n{HEADERS_PY}EOF\nnohup python3 /tmp/h.py >/dev/null 2>&1 &");
+    eventually("the echo session to run", BOOT, async || {
+        let (_, s) = call(
+            app,
+            Method::GET,
+            &format!("/api/sessions/{id}"),
+            Some(TOKEN),
+            None,
+            None,
+        )
+        .await;
+        assert_ne!(s["status"], "error", "{s}");
+        (s["status"] == "running").then_some(())
+    })
+    .await;
+    let cmd = format!(
+        "cat > /tmp/h.py <<'EOF'\n{HEADERS_PY}EOF\nnohup python3 /tmp/h.py >/dev/null 2>&1 &"
+    );
     let (s, out) = call(
         app,
         Method::POST,
@@ -71,12 +77,24 @@ async fn running_echo(app: &TestApp) -> String {
         Some(json!({"command": cmd, "timeout": 30})),
     )
     .await;
-    assert_eq!((s.as_u16(), out["exit_code"].as_i64()), (200, Some(0)), "{out}");
+    assert_eq!(
+        (s.as_u16(), out["exit_code"].as_i64()),
+        (200, Some(0)),
+        "{out}"
+    );
     id
 }
 
 async fn preview_url(app: &TestApp, id: &str) -> String {
-    let (s, p) = call(app, Method::GET, &format!("/api/sessions/{id}/ports/8090"), Some(TOKEN), None, None).await;
+    let (s, p) = call(
+        app,
+        Method::GET,
+        &format!("/api/sessions/{id}/ports/8090"),
+        Some(TOKEN),
+        None,
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{p}");
     p["url"].as_str().unwrap().to_owned()
 }
@@ -101,7 +119,15 @@ async fn our_credentials(app: &TestApp) -> (String, String) {
         .await
         .unwrap();
     assert_eq!(r.status(), 204);
-    let (s, key) = call(app, Method::POST, "/api/api-keys", Some(TOKEN), None, Some(json!({"name": "k"}))).await;
+    let (s, key) = call(
+        app,
+        Method::POST,
+        "/api/api-keys",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "k"})),
+    )
+    .await;
     assert_eq!(s, 201, "{key}");
     (session_from(&r), key["key"].as_str().unwrap().to_owned())
 }
@@ -113,35 +139,45 @@ async fn seen(
     url: &str,
     headers: &[(&str, String)],
 ) -> (Value, Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut req = client.get(url);
-        for (k, v) in headers {
-            req = req.header(*k, v);
-        }
-        let r = req.send().await.unwrap();
-        if r.status() == 200 {
+    eventually(
+        &format!("{url} to answer"),
+        Duration::from_secs(20),
+        async || {
+            let mut req = client.get(url);
+            for (k, v) in headers {
+                req = req.header(*k, v);
+            }
+            let r = req.send().await.unwrap();
+            if r.status() != 200 {
+                return None;
+            }
             let cookies = r
                 .headers()
                 .get_all("set-cookie")
                 .iter()
                 .map(|v| v.to_str().unwrap().to_owned())
                 .collect();
-            return (r.json().await.unwrap(), cookies);
-        }
-        assert!(Instant::now() < deadline, "{url} never answered: {}", r.status());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            Some((r.json().await.unwrap(), cookies))
+        },
+    )
+    .await
 }
 
 fn assert_nothing_of_ours(seen: &Value, cookies: &[String], secrets: &[&str]) {
     let text = seen.to_string();
     for s in secrets {
-        assert!(!text.contains(s), "the sandbox saw one of our credentials: {text}");
+        assert!(
+            !text.contains(s),
+            "the sandbox saw one of our credentials: {text}"
+        );
     }
     assert!(seen.get("authorization").is_none(), "{seen}");
     assert_eq!(seen["cookie"], "theme=dark", "{seen}");
-    assert_eq!(cookies, ["app_pref=1; Path=/"], "no cookie of ours is planted");
+    assert_eq!(
+        cookies,
+        ["app_pref=1; Path=/"],
+        "no cookie of ours is planted"
+    );
 }
 
 #[tokio::test]
@@ -154,16 +190,26 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
     let (cookie, key) = our_credentials(&app).await;
     let id = running_echo(&app).await;
     let url = preview_url(&app, &id).await;
-    assert!(url.starts_with(&format!("{}/preview/", app.preview_base)), "{url}");
+    assert!(
+        url.starts_with(&format!("{}/preview/", app.preview_base)),
+        "{url}"
+    );
     assert_ne!(app.preview_base, app.base);
 
-    for auth in [format!("Bearer {TOKEN}"), format!("Bearer {key}"), "Bearer ak_made_up".into()] {
+    for auth in [
+        format!("Bearer {TOKEN}"),
+        format!("Bearer {key}"),
+        "Bearer ak_made_up".into(),
+    ] {
         let (s, cookies) = seen(
             &app.http,
             &url,
             &[
                 ("authorization", auth),
-                ("cookie", format!("sa_session={cookie}; theme=dark; ory_kratos_session=k")),
+                (
+                    "cookie",
+                    format!("sa_session={cookie}; theme=dark; ory_kratos_session=k"),
+                ),
             ],
         )
         .await;
@@ -216,8 +262,16 @@ async fn a_preview_domain_gives_each_session_and_port_an_origin_of_its_own() {
     assert!(host.split('.').next().unwrap().len() <= 63, "{url}");
 
     // Resolve the preview's name to the preview listener, as wildcard DNS would.
-    let addr: std::net::SocketAddr = app.preview_base.strip_prefix("http://").unwrap().parse().unwrap();
-    let client = reqwest::Client::builder().resolve(&host, addr).build().unwrap();
+    let addr: std::net::SocketAddr = app
+        .preview_base
+        .strip_prefix("http://")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .resolve(&host, addr)
+        .build()
+        .unwrap();
     let (s, cookies) = seen(
         &client,
         &format!("{url}deep/path?q=1"),
@@ -233,8 +287,15 @@ async fn a_preview_domain_gives_each_session_and_port_an_origin_of_its_own() {
 
     // Another port's or session's label is not this one's: the MAC binds both.
     let tampered = host.replacen("8090-", "8091-", 1);
-    let client = reqwest::Client::builder().resolve(&tampered, addr).build().unwrap();
-    let r = client.get(format!("http://{tampered}/")).send().await.unwrap();
+    let client = reqwest::Client::builder()
+        .resolve(&tampered, addr)
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("http://{tampered}/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     // Names outside the preview domain are refused.
     let r = app

@@ -21,7 +21,9 @@ impl Drop for ServerProcess {
 /// share theirs: derived from the URL and `what`.
 fn shared_key(url: &str, what: &str) -> String {
     use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(format!("test {what} key {url}").as_bytes()))
+    hex::encode(sha2::Sha256::digest(
+        format!("test {what} key {url}").as_bytes(),
+    ))
 }
 
 /// Runs `sandbox-agents <args>` on the database at `url` with the keys its servers share, to
@@ -41,7 +43,8 @@ pub async fn run_command(url: &str, args: &[&str], env: &[(&str, &str)]) -> (boo
         .await
         .expect("running the server binary");
     let _ = std::fs::remove_dir_all(&data_dir);
-    let log = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), log)
 }
 

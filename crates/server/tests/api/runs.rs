@@ -4,19 +4,15 @@ use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
 use serde_json::{json, Value};
+
+/// What the runs tests' agents are: instructions, nothing else.
+pub(crate) fn test_agent() -> Value {
+    json!({"instructions": "You are a test agent."})
+}
 use std::time::{Duration, Instant};
 
 pub(crate) const BOOT: Duration = Duration::from_secs(60);
 pub(crate) const TURN: Duration = Duration::from_secs(60);
-
-pub(crate) async fn running_session(app: &TestApp, slug: &str) -> String {
-    app.create_agent(slug, json!({"instructions": "You are a test agent."}))
-        .await;
-    let s = app.create_session(json!({"agent_id": slug})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", BOOT).await;
-    id
-}
 
 pub(crate) async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
     app.http
@@ -90,7 +86,7 @@ async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_c
             .reply_tool_call("shell", json!({"command": "echo hi > out.txt"})),
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "runner").await;
+    let id = app.running_session("runner", test_agent()).await;
     let cursor = events(&app, &id).await.last().unwrap()["seq"]
         .as_i64()
         .unwrap();
@@ -202,7 +198,7 @@ async fn a_busy_session_refuses_a_message_and_interrupt_writes_the_cancelled_end
         .reply_text("too slow")
         .delay_ms(20_000)]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "slow").await;
+    let id = app.running_session("slow", test_agent()).await;
     let run = start_run(&app, &id, "take your time", Value::Null).await;
     assert_eq!(app.session(&id).await["activity"], "busy");
 
@@ -253,7 +249,7 @@ async fn max_turns_and_model_errors_fail_the_run_with_its_id() {
         Rule::always().reply_tool_call("shell", json!({"command": "true"}))
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "looper").await;
+    let id = app.running_session("looper", test_agent()).await;
 
     let run = start_run(&app, &id, "loop", json!(2)).await;
     let evs = wait_for_run(&app, &id, &run).await;
@@ -441,7 +437,7 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
     assert_eq!(r.headers()["x-total-count"], "0", "nothing was created");
 
     // An agent edited after its session was created: the next message is refused.
-    let id = running_session(&app, "plain").await;
+    let id = app.running_session("plain", test_agent()).await;
     let r = app
         .http
         .patch(app.url("/api/agents/plain"))
@@ -466,7 +462,7 @@ async fn an_interrupt_kills_the_tool_process_the_run_started() {
             json!({"command": "setsid sleep 600 & sleep 600", "timeout": 600}),
         )]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    let id = running_session(&app, "sleeper").await;
+    let id = app.running_session("sleeper", test_agent()).await;
     let run = start_run(&app, &id, "wait a long time", Value::Null).await;
     // The tool is running once both sleeps are up.
     let deadline = Instant::now() + TURN;

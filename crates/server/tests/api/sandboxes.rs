@@ -7,32 +7,18 @@ use std::time::Duration;
 
 const BOOT: Duration = Duration::from_secs(60);
 
-async fn running_session(app: &TestApp, slug: &str, agent: Value) -> String {
-    app.create_agent(slug, agent).await;
-    let s = app
-        .create_session(
-            json!({"agent_id": slug, "title": "t", "model": null, "instructions": null,
-        "manifest": null, "from_snapshot_id": null, "environment_id": null, "prompt": null}),
-        )
-        .await;
-    assert_eq!(s["status"], "provisioning");
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", BOOT).await;
-    id
-}
-
 #[tokio::test]
 async fn a_session_boots_with_its_manifest_and_runs_commands_as_the_sandbox_user() {
     let app = spawn_app().await;
-    let id = running_session(
-        &app,
-        "booter",
-        json!({"manifest": {"entries": {
+    let id = app
+        .running_session(
+            "booter",
+            json!({"manifest": {"entries": {
         "brief.md": {"kind": "file", "content": "# Northwind\n"},
         "docs/deep/note.txt": {"kind": "file", "content": "deep"},
         "output": {"kind": "dir"}}, "environment": {"GREETING": "hello"}}}),
-    )
-    .await;
+        )
+        .await;
     let s = app.session(&id).await;
     assert!(s["container_id"].is_string());
     assert_eq!(s["workdir"], "/workspace");
@@ -69,7 +55,7 @@ async fn a_session_boots_with_its_manifest_and_runs_commands_as_the_sandbox_user
 #[tokio::test]
 async fn an_exec_timeout_kills_the_command_not_the_sandbox() {
     let app = spawn_app().await;
-    let id = running_session(&app, "sleeper", json!({})).await;
+    let id = app.running_session("sleeper", json!({})).await;
     let r: Value = app
         .http
         .post(app.url(&format!("/api/sessions/{id}/exec")))
@@ -108,7 +94,7 @@ async fn an_exec_timeout_kills_the_command_not_the_sandbox() {
 #[tokio::test]
 async fn stop_archives_the_workspace_and_start_restores_it_byte_for_byte() {
     let app = spawn_app().await;
-    let id = running_session(&app, "sleepy", json!({})).await;
+    let id = app.running_session("sleepy", json!({})).await;
     let (_, sum, _) = app.exec(&id, "head -c 300000 /dev/urandom > data.bin && mkdir -p a/b && echo x > a/b/c && sha256sum data.bin a/b/c").await;
     let r = app
         .http
@@ -202,7 +188,7 @@ async fn a_failed_boot_records_the_error_with_no_run_id() {
 #[tokio::test]
 async fn deleting_a_session_removes_its_container_and_a_second_delete_is_a_404() {
     let app = spawn_app().await;
-    let id = running_session(&app, "doomed", json!({})).await;
+    let id = app.running_session("doomed", json!({})).await;
     let container = app.session(&id).await["container_id"]
         .as_str()
         .unwrap()
@@ -241,7 +227,9 @@ async fn deleting_a_session_removes_its_container_and_a_second_delete_is_a_404()
 #[tokio::test]
 async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
     let app = spawn_app().await;
-    let id = running_session(&app, "idler", json!({"idle_ttl_seconds": 60})).await;
+    let id = app
+        .running_session("idler", json!({"idle_ttl_seconds": 60}))
+        .await;
     app.exec(&id, "echo kept > kept.txt").await;
     assert_eq!(
         app.runtime.release_idle().await.unwrap(),
@@ -278,7 +266,9 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
 #[tokio::test]
 async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_running() {
     let app = spawn_app().await;
-    let id = running_session(&app, "busy", json!({"idle_ttl_seconds": 60})).await;
+    let id = app
+        .running_session("busy", json!({"idle_ttl_seconds": 60}))
+        .await;
     // The reaper's query saw it expired, then an exec (here: the boot) moved its clock.
     let sid = sandbox_agents_domain::SessionId::parse(&id).unwrap();
     let s = app
@@ -302,7 +292,9 @@ async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_runni
 #[tokio::test]
 async fn an_agent_with_ttl_0_is_never_released() {
     let app = spawn_app().await;
-    let id = running_session(&app, "forever", json!({"idle_ttl_seconds": 0})).await;
+    let id = app
+        .running_session("forever", json!({"idle_ttl_seconds": 0}))
+        .await;
     sqlx::query(
         "update sessions set last_used_at = now() - interval '30 days' where id = $1::uuid",
     )
@@ -321,7 +313,7 @@ async fn an_agent_with_ttl_0_is_never_released() {
 #[tokio::test]
 async fn restart_marks_lost_sandboxes_stopped_and_removes_orphans() {
     let app = spawn_app().await;
-    let lost = running_session(&app, "lost", json!({})).await;
+    let lost = app.running_session("lost", json!({})).await;
     let kept = app.create_session(json!({"agent_id": "lost"})).await["id"]
         .as_str()
         .unwrap()
@@ -452,7 +444,7 @@ impl BackendHelpers for TestApp {
 #[tokio::test]
 async fn snapshots_restore_in_place_and_fork_with_installed_files() {
     let app = spawn_app().await;
-    let id = running_session(&app, "snapper", json!({})).await;
+    let id = app.running_session("snapper", json!({})).await;
     app.exec(
         &id,
         "echo v1 > notes.txt && echo pkg > /home/sandbox/installed",
@@ -556,7 +548,7 @@ async fn snapshots_restore_in_place_and_fork_with_installed_files() {
 #[tokio::test]
 async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
     let app = spawn_app().await;
-    let id = running_session(&app, "timer", json!({})).await;
+    let id = app.running_session("timer", json!({})).await;
     app.exec(&id, "sleep 1").await;
     let d = app.session(&id).await;
     let secs = d["sandbox_seconds"].as_f64().unwrap();
@@ -579,7 +571,7 @@ async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
 #[tokio::test]
 async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
     let app = spawn_app().await;
-    let id = running_session(&app, "exited", json!({})).await;
+    let id = app.running_session("exited", json!({})).await;
     app.exec(&id, "echo survived > state.txt").await;
     let container = app.session(&id).await["container_id"]
         .as_str()

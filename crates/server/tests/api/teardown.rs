@@ -5,9 +5,8 @@
 use crate::process::{run_command, ServerProcess};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
-use sandbox_agents_testkit::{database_url, fresh_named_database};
+use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, BOOT};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
@@ -21,15 +20,12 @@ async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
 }
 
 async fn get(base: &str, path: &str) -> Value {
-    reqwest::get(format!("{base}{path}")).await.unwrap().json().await.unwrap()
-}
-
-async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ok().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    reqwest::get(format!("{base}{path}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,17 +34,27 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
     let url = database_url(&name).await;
     // One data directory for every process, as one deployment's processes share their blob
     // store: teardown archives the workspace there, and the next server restores it.
-    let data_dir = std::env::temp_dir().join(format!("sa-teardown-{}", uuid::Uuid::new_v4().simple()));
+    let data_dir =
+        std::env::temp_dir().join(format!("sa-teardown-{}", uuid::Uuid::new_v4().simple()));
     let data = data_dir.to_str().unwrap().to_owned();
-    let env = [("SANDBOX_AGENTS_WARM_POOL_SIZE", "1"), ("SANDBOX_AGENTS_DATA_DIR", data.as_str())];
+    let env = [
+        ("SANDBOX_AGENTS_WARM_POOL_SIZE", "1"),
+        ("SANDBOX_AGENTS_DATA_DIR", data.as_str()),
+    ];
     let server = ServerProcess::start(&url, &env).await;
-    let (s, _) = post(&server.base, "/api/agents", json!({"slug": "keep", "name": "keep"})).await;
+    let (s, _) = post(
+        &server.base,
+        "/api/agents",
+        json!({"slug": "keep", "name": "keep"}),
+    )
+    .await;
     assert_eq!(s, 201);
     let (s, session) = post(&server.base, "/api/sessions", json!({"agent_id": "keep"})).await;
     assert_eq!(s, 202, "{session}");
     let id = session["id"].as_str().unwrap().to_owned();
-    wait_for("the session to run", async || {
-        get(&server.base, &format!("/api/sessions/{id}")).await["status"] == "running"
+    eventually("the session to run", BOOT, async || {
+        (get(&server.base, &format!("/api/sessions/{id}")).await["status"] == "running")
+            .then_some(())
     })
     .await;
     let (s, out) = post(
@@ -61,7 +67,10 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
     let deployment = sandbox_agents_store::deployment::id(&db).await.unwrap();
     let docker = DockerBackend::connect(&deployment).await.unwrap();
     // The session's sandbox and a pooled one.
-    wait_for("the pool to fill", async || docker.list().await.unwrap().len() == 2).await;
+    eventually("the pool to fill", BOOT, async || {
+        (docker.list().await.unwrap().len() == 2).then_some(())
+    })
+    .await;
 
     // Refused while the server is up, and nothing changes.
     let (ok, log) = run_command(&url, &["teardown"], &env).await;
@@ -81,7 +90,10 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
             .fetch_one(&db)
             .await
             .unwrap();
-    assert_eq!((status.as_str(), reason.as_deref()), ("stopped", Some("requested")));
+    assert_eq!(
+        (status.as_str(), reason.as_deref()),
+        ("stopped", Some("requested"))
+    );
     let (pooled,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool")
         .fetch_one(&db)
         .await
@@ -94,15 +106,23 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
     // The next server starts the session from its archived workspace.
     let server = ServerProcess::start(
         &url,
-        &[("SANDBOX_AGENTS_WARM_POOL_SIZE", "0"), ("SANDBOX_AGENTS_DATA_DIR", data.as_str())],
+        &[
+            ("SANDBOX_AGENTS_WARM_POOL_SIZE", "0"),
+            ("SANDBOX_AGENTS_DATA_DIR", data.as_str()),
+        ],
     )
     .await;
-    let (s, _) = post(&server.base, &format!("/api/sessions/{id}/start"), json!({})).await;
+    let (s, _) = post(
+        &server.base,
+        &format!("/api/sessions/{id}/start"),
+        json!({}),
+    )
+    .await;
     assert!(s == 200 || s == 202, "{s}");
-    wait_for("the session to run again", async || {
+    eventually("the session to run again", BOOT, async || {
         let s = get(&server.base, &format!("/api/sessions/{id}")).await;
         assert_ne!(s["status"], "error", "{s}");
-        s["status"] == "running"
+        (s["status"] == "running").then_some(())
     })
     .await;
     let (_, out) = post(

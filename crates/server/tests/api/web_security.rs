@@ -26,7 +26,11 @@ const AGENT: &str = r#"{"slug": "planted", "name": "Planted by a web page"}"#;
 #[tokio::test]
 async fn a_rebound_host_name_reads_nothing_and_changes_nothing() {
     let app = spawn_app().await;
-    for host in ["evil.example", "evil.example:8000", "localhost.evil.example"] {
+    for host in [
+        "evil.example",
+        "evil.example:8000",
+        "localhost.evil.example",
+    ] {
         let r = app
             .http
             .get(app.url("/api/agents"))
@@ -51,7 +55,11 @@ async fn a_rebound_host_name_reads_nothing_and_changes_nothing() {
     assert_eq!(agent_count(&app).await, 0);
     // The names this server is reached by still work.
     let port = app.base.rsplit(':').next().unwrap();
-    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), "ui.localhost".into()] {
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "ui.localhost".into(),
+    ] {
         let r = app
             .http
             .get(app.url("/api/agents"))
@@ -109,7 +117,11 @@ async fn pages_of_other_origins_cannot_change_state_in_open_mode() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "no type at all");
+    assert_eq!(
+        r.status(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "no type at all"
+    );
     // A page of a sandbox's preview is same-site with the API (same host, other port).
     for (origin, site) in [
         (app.preview_base.as_str(), Some("same-site")),
@@ -223,7 +235,10 @@ async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
     };
     let (status, text) = detail(patch(false).await.unwrap()).await;
     assert_eq!(status, 403);
-    assert!(text.contains("X-Requested-With") || text.contains("x-requested-with"), "{text}");
+    assert!(
+        text.contains("X-Requested-With") || text.contains("x-requested-with"),
+        "{text}"
+    );
     let profile = |app: &TestApp| {
         app.http
             .get(app.url("/api/me/profile"))
@@ -231,7 +246,10 @@ async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
             .send()
     };
     let p: Value = profile(&app).await.unwrap().json().await.unwrap();
-    assert_eq!(p["name"], "Grace", "a read needs no header, and nothing changed");
+    assert_eq!(
+        p["name"], "Grace",
+        "a read needs no header, and nothing changed"
+    );
     assert_eq!(patch(true).await.unwrap().status(), 200);
     let p: Value = profile(&app).await.unwrap().json().await.unwrap();
     assert_eq!(p["name"], "Changed");
@@ -271,15 +289,24 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
             .map(str::trim)
             .find(|d| d.starts_with("script-src"))
             .unwrap_or_else(|| panic!("{path}: no script-src in {csp}"));
-        assert!(!script_src.contains("unsafe-inline") && !script_src.contains("unsafe-eval"), "{csp}");
+        assert!(
+            !script_src.contains("unsafe-inline") && !script_src.contains("unsafe-eval"),
+            "{csp}"
+        );
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
         let body = r.text().await.unwrap();
         // Every <script> names its source: the policy would block an inline one.
         for tag in body.split("<script").skip(1) {
             let open = tag.split('>').next().unwrap();
-            assert!(open.contains("src="), "{path} has an inline script: <script{open}>");
-            assert!(tag[open.len() + 1..].starts_with("</script>"), "{path}: inline code");
+            assert!(
+                open.contains("src="),
+                "{path} has an inline script: <script{open}>"
+            );
+            assert!(
+                tag[open.len() + 1..].starts_with("</script>"),
+                "{path}: inline code"
+            );
         }
     }
     let js = app
