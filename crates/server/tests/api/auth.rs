@@ -598,6 +598,35 @@ pub(crate) async fn login(app: &TestApp, email: &str, password: &str) -> reqwest
         .unwrap()
 }
 
+/// A person made by the operator `token` (an operator when `operator`), who set a password
+/// with their recovery code and so is signed in; returns their session cookie's value.
+pub(crate) async fn signed_in_person(
+    app: &TestApp,
+    token: &str,
+    email: &str,
+    operator: bool,
+) -> String {
+    let (s, user) = call(
+        app,
+        Method::POST,
+        "/api/users",
+        Some(token),
+        None,
+        Some(json!({"email": email, "name": email, "password": null, "operator": operator})),
+    )
+    .await;
+    assert_eq!(s, 201, "{user}");
+    let r = app
+        .http
+        .post(app.url("/api/auth/recovery"))
+        .json(&json!({"code": user["recovery_code"], "password": "a long enough password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    session_from(&r)
+}
+
 /// The session token from a `Set-Cookie` answer.
 pub(crate) fn session_from(r: &reqwest::Response) -> String {
     let c = r.headers()["set-cookie"].to_str().unwrap();

@@ -1,7 +1,7 @@
 //! Previews on an origin of their own, and none of the control plane's credentials crossing
 //! into the sandbox: a server inside a real sandbox reports every header it receives.
 
-use crate::auth::{call, session_from};
+use crate::auth::{call, signed_in_person};
 use reqwest::Method;
 use sandbox_agents_api::preview::PreviewDomain;
 use sandbox_agents_testkit::{eventually, spawn_app_with_options, AppOptions, TestApp, BOOT};
@@ -101,24 +101,7 @@ async fn preview_url(app: &TestApp, id: &str) -> String {
 
 /// A real browser session cookie and a real API key of this deployment.
 async fn our_credentials(app: &TestApp) -> (String, String) {
-    let (s, user) = call(
-        app,
-        Method::POST,
-        "/api/users",
-        Some(TOKEN),
-        None,
-        Some(json!({"email": "op@example.com", "name": "Op", "password": null, "operator": true})),
-    )
-    .await;
-    assert_eq!(s, 201, "{user}");
-    let r = app
-        .http
-        .post(app.url("/api/auth/recovery"))
-        .json(&json!({"code": user["recovery_code"], "password": "a long enough password"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    let cookie = signed_in_person(app, TOKEN, "op@example.com", true).await;
     let (s, key) = call(
         app,
         Method::POST,
@@ -129,7 +112,7 @@ async fn our_credentials(app: &TestApp) -> (String, String) {
     )
     .await;
     assert_eq!(s, 201, "{key}");
-    (session_from(&r), key["key"].as_str().unwrap().to_owned())
+    (cookie, key["key"].as_str().unwrap().to_owned())
 }
 
 /// GETs `url` with `client` until the sandbox's server answers; returns what it saw and the

@@ -2,7 +2,7 @@
 //! cross-site state changes (simple requests that need no preflight), cookie sessions without
 //! the CSRF header, and the security headers on every page of ours.
 
-use crate::auth::{call, session_from};
+use crate::auth::{call, signed_in_person};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_testkit::{spawn_app, spawn_app_with_token, TestApp};
 use serde_json::{json, Value};
@@ -203,25 +203,10 @@ async fn pages_of_other_origins_cannot_change_state_in_open_mode() {
 #[tokio::test]
 async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
     let app = spawn_app_with_token(TOKEN).await;
-    let (s, user) = call(
-        &app,
-        Method::POST,
-        "/api/users",
-        Some(TOKEN),
-        None,
-        Some(json!({"email": "grace@example.com", "name": "Grace", "password": null})),
-    )
-    .await;
-    assert_eq!(s, 201, "{user}");
-    let r = app
-        .http
-        .post(app.url("/api/auth/recovery"))
-        .json(&json!({"code": user["recovery_code"], "password": "a long enough password"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-    let cookie = format!("sa_session={}", session_from(&r));
+    let cookie = format!(
+        "sa_session={}",
+        signed_in_person(&app, TOKEN, "grace@example.com", false).await
+    );
     let patch = |csrf: bool| {
         let mut r = app
             .http
@@ -247,7 +232,7 @@ async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
     };
     let p: Value = profile(&app).await.unwrap().json().await.unwrap();
     assert_eq!(
-        p["name"], "Grace",
+        p["name"], "grace@example.com",
         "a read needs no header, and nothing changed"
     );
     assert_eq!(patch(true).await.unwrap().status(), 200);
