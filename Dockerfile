@@ -12,6 +12,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
 COPY --from=build /src/target/release/sandbox-agents /usr/local/bin/sandbox-agents
 USER sandbox-agents
 ENV SANDBOX_AGENTS_BIND=0.0.0.0:8000 SANDBOX_AGENTS_DATA_DIR=/var/lib/sandbox-agents
-EXPOSE 8000
+# The API and UI, and the port previews' own origin.
+EXPOSE 8000 8001
 ENTRYPOINT ["sandbox-agents"]
 CMD ["serve"]
