@@ -1,0 +1,271 @@
+//! What the flags resolve to: the settings each part of the server is built from (webhooks,
+//! the master key, the known-hosts file, public URLs, the preview listener), and a `Debug`
+//! that never shows a secret.
+
+use super::Config;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Debug without secrets: the database URL's password is redacted.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field("data_dir", &self.data_dir)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(redact_url),
+            )
+            .field("default_model", &self.default_model)
+            .field("db_max_connections", &self.db_max_connections)
+            .field("log_format", &self.log_format)
+            .field("backend", &self.backend)
+            .field("image", &self.image)
+            .field("idle_ttl_seconds", &self.idle_ttl_seconds)
+            .field("warm_pool_size", &self.warm_pool_size)
+            .field("git_known_hosts", &self.git_known_hosts)
+            .field("public_url", &self.public_url())
+            .field("preview_bind", &self.preview_bind)
+            .field("preview_public_url", &self.preview_public_url)
+            .field("preview_domain", &self.preview_domain)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("master_key", &self.master_key.as_ref().map(|_| "***"))
+            .field("previous_master_keys", &self.previous_master_keys.len())
+            .field("webhook_allow_private", &self.webhook_allow_private)
+            .field("webhook_max_attempts", &self.webhook_max_attempts)
+            .field(
+                "webhook_retry_base_seconds",
+                &self.webhook_retry_base_seconds,
+            )
+            .field("webhook_retry_max_seconds", &self.webhook_retry_max_seconds)
+            .field("webhook_deactivate_after", &self.webhook_deactivate_after)
+            .field("webhook_concurrency", &self.webhook_concurrency)
+            .field(
+                "webhook_per_subscription_concurrency",
+                &self.webhook_per_subscription_concurrency,
+            )
+            .field("webhook_timeout_seconds", &self.webhook_timeout_seconds)
+            .field("webhook_retention_days", &self.webhook_retention_days)
+            .finish()
+    }
+}
+
+impl Config {
+    /// The webhook settings from the `--webhook-*` flags.
+    pub fn webhook_settings(&self) -> anyhow::Result<sandbox_agents_webhooks::WebhookSettings> {
+        let secs = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(std::time::Duration::from_secs_f64(v))
+            } else {
+                Err(anyhow::anyhow!(
+                    "--{name} must be a positive number of seconds"
+                ))
+            }
+        };
+        Ok(sandbox_agents_webhooks::WebhookSettings {
+            allow_private: self.webhook_allow_private,
+            retry: sandbox_agents_webhooks::RetryPolicy {
+                max_attempts: self.webhook_max_attempts,
+                base: secs(
+                    "webhook-retry-base-seconds",
+                    self.webhook_retry_base_seconds,
+                )?,
+                max: secs("webhook-retry-max-seconds", self.webhook_retry_max_seconds)?,
+            },
+            deactivate_after: self.webhook_deactivate_after,
+            concurrency: self.webhook_concurrency as usize,
+            per_subscription: self.webhook_per_subscription_concurrency as usize,
+            timeout: secs("webhook-timeout-seconds", self.webhook_timeout_seconds)?,
+            poll: std::time::Duration::from_secs(1),
+            retention_days: self.webhook_retention_days,
+        })
+    }
+
+    /// `--master-key`, or the key file under the data directory (created on first start),
+    /// with `--previous-master-keys`.
+    pub fn master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
+        use anyhow::Context;
+        let previous = self
+            .previous_master_keys
+            .iter()
+            .filter(|k| !k.trim().is_empty())
+            .enumerate()
+            .map(|(i, k)| {
+                sandbox_agents_vault::MasterKey::parse(k).with_context(|| {
+                    format!(
+                        "SANDBOX_AGENTS_PREVIOUS_MASTER_KEYS: key {} is not usable",
+                        i + 1
+                    )
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(self.current_master_key()?.with_previous(previous))
+    }
+
+    fn current_master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
+        use anyhow::Context;
+        match &self.master_key {
+            Some(k) => sandbox_agents_vault::MasterKey::parse(k)
+                .context("SANDBOX_AGENTS_MASTER_KEY is not usable"),
+            None => {
+                let path = self.data_dir.join("master.key");
+                sandbox_agents_vault::MasterKey::load_or_create(&path).with_context(|| {
+                    format!(
+                        "reading or creating the master key {} (set SANDBOX_AGENTS_MASTER_KEY instead)",
+                        path.display()
+                    )
+                })
+            }
+        }
+    }
+
+    /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
+    pub fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
+        let path = self
+            .git_known_hosts
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("known_hosts"));
+        let text = path.to_string_lossy();
+        if text.is_empty()
+            || text
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || "'\"\\%".contains(c))
+        {
+            anyhow::bail!(
+                "SANDBOX_AGENTS_GIT_KNOWN_HOSTS ({text}) must be a path without whitespace, quotes, backslashes or '%'"
+            );
+        }
+        Ok(std::path::absolute(&path)?)
+    }
+
+    /// `--public-url` without a trailing slash, or one derived from `--bind`.
+    pub fn public_url(&self) -> String {
+        self.public_url_at(self.bind)
+    }
+
+    /// `--public-url`, or one derived from the address the API listener got (`bound`, whose
+    /// port is the real one when `--bind` asked for port 0).
+    pub fn public_url_at(&self, bound: SocketAddr) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => url_of(bound),
+        }
+    }
+
+    /// `--preview-bind`, or the API's address with the next port (port 0 stays 0).
+    pub fn preview_bind(&self) -> anyhow::Result<SocketAddr> {
+        if let Some(b) = self.preview_bind {
+            return Ok(b);
+        }
+        let port = match self.bind.port() {
+            0 => 0,
+            p => p.checked_add(1).ok_or_else(|| {
+                anyhow::anyhow!("--bind uses port 65535, so previews need --preview-bind")
+            })?,
+        };
+        Ok(SocketAddr::new(self.bind.ip(), port))
+    }
+
+    /// `--preview-public-url`, or one derived from the address the preview listener got.
+    pub fn preview_public_url_at(&self, bound: SocketAddr) -> String {
+        match &self.preview_public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => url_of(bound),
+        }
+    }
+}
+
+/// `http://<addr>`, with 127.0.0.1 (or ::1) for an address of all interfaces.
+fn url_of(addr: SocketAddr) -> String {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            format!("http://127.0.0.1:{}", addr.port())
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => format!("http://[::1]:{}", addr.port()),
+        _ => format!("http://{addr}"),
+    }
+}
+
+/// `postgres://user:secret@host/db` -> `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact_url("postgres:///db?host=/run"),
+            "postgres:///db?host=/run"
+        );
+    }
+
+    #[test]
+    fn no_subcommand_means_serve_with_the_documented_defaults() {
+        let cli = Cli::try_parse_from(["sandbox-agents"]).unwrap();
+        assert_eq!(cli.command, None);
+        assert_eq!(cli.config.bind.to_string(), "127.0.0.1:8000");
+        assert_eq!(cli.config.public_url(), "http://127.0.0.1:8000");
+        assert_eq!(
+            cli.config.preview_bind().unwrap().to_string(),
+            "127.0.0.1:8001"
+        );
+        let all = Cli::try_parse_from(["sandbox-agents", "--bind", "0.0.0.0:9000"]).unwrap();
+        let preview = all.config.preview_bind().unwrap();
+        assert_eq!(preview.to_string(), "0.0.0.0:9001");
+        assert_eq!(
+            all.config.preview_public_url_at(preview),
+            "http://127.0.0.1:9001"
+        );
+        assert!(!cli.config.webhook_allow_private);
+        let w = cli.config.webhook_settings().unwrap();
+        assert_eq!(w.retry.max_attempts, 8);
+        assert_eq!(w.concurrency, 32);
+        assert_eq!(cli.config.warm_pool_size, 2);
+        let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
+        assert_eq!(cli.command, Some(Command::Migrate));
+        assert_eq!(cli.config.data_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn the_git_known_hosts_file_defaults_to_the_data_dir_and_refuses_what_ssh_would_split() {
+        let cli = Cli::try_parse_from(["sandbox-agents", "--data-dir", "/srv/sa"]).unwrap();
+        assert_eq!(
+            cli.config.git_known_hosts().unwrap(),
+            PathBuf::from("/srv/sa/known_hosts")
+        );
+        let rel = Cli::try_parse_from(["sandbox-agents", "--git-known-hosts", "kh"]).unwrap();
+        assert!(rel.config.git_known_hosts().unwrap().is_absolute());
+        for bad in ["/a b/kh", "/a/%d/kh", "/a/'kh"] {
+            let cli = Cli::try_parse_from(["sandbox-agents", "--git-known-hosts", bad]).unwrap();
+            assert!(cli.config.git_known_hosts().is_err(), "{bad}");
+        }
+    }
+}
