@@ -15,7 +15,7 @@
 //!   never consulted here, and never forwarded when they are ours ([`headers`]). This is why
 //!   the session is read by id in any project.
 //! * **Upstreams are only ever `127.0.0.1:<host port>`**, the host port read from the
-//!   session's `port_map` (which the runtime wrote when Docker published the port), never
+//!   session's `port_map` (which the lifecycle wrote when Docker published the port), never
 //!   from the request.
 //! * **On every request the port must be in `exposed_ports` and the session running**: a
 //!   token outlives a stop, the check does not.
@@ -132,7 +132,7 @@ pub fn url(settings: &PreviewSettings, session: SessionId, port: u16) -> String 
     }
 }
 
-/// The 409 for a session whose sandbox is not up, worded as the runtime words it.
+/// The 409 for a session whose sandbox is not up, worded as the sessions service words it.
 pub fn not_running(s: &SessionRecord) -> ApiError {
     let state = match s.stopped_reason.as_deref() {
         Some(r) if s.status == "stopped" => format!("stopped, {r}"),
