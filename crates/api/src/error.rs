@@ -79,7 +79,7 @@ impl IntoResponse for ApiError {
         let body = match &self {
             ApiError::Validation(errors) => json!({ "detail": errors }),
             ApiError::Internal(e) => {
-                let reference = sandbox_agents_runtime::error::new_reference();
+                let reference = sandbox_agents_errors::new_reference();
                 tracing::error!(reference = %reference, error = format!("{e:#}"), "request failed");
                 json!({ "detail": format!("Internal Server Error (reference {reference}): the server log has the cause.") })
             }
@@ -130,9 +130,9 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-impl From<sandbox_agents_runtime::RuntimeError> for ApiError {
-    fn from(e: sandbox_agents_runtime::RuntimeError) -> Self {
-        use sandbox_agents_runtime::RuntimeError as R;
+impl From<sandbox_agents_errors::ServiceError> for ApiError {
+    fn from(e: sandbox_agents_errors::ServiceError) -> Self {
+        use sandbox_agents_errors::ServiceError as R;
         use sandbox_agents_sandbox::SandboxError as S;
         match e {
             R::NotFound(m) => ApiError::NotFound(m),

@@ -1,6 +1,8 @@
 //! What every handler can reach.
 
-use sandbox_agents_runtime::Runtime;
+use sandbox_agents_agent::Runs;
+use sandbox_agents_credentials::Credentials;
+use sandbox_agents_sessions::Sessions;
 use sandbox_agents_store::{Db, EventHub};
 use serde::Serialize;
 use std::sync::Arc;
@@ -45,7 +47,11 @@ pub struct AppState {
     pub hub: EventHub,
     pub settings: Arc<ApiSettings>,
     /// Sessions' sandboxes: boot, stop, exec, files.
-    pub runtime: Runtime,
+    pub sessions: Sessions,
+    /// Runs: messages, interrupts, client tool calls.
+    pub runs: Runs,
+    /// Secrets and git deploy keys.
+    pub credentials: Credentials,
     /// Sealing webhook secrets, checking their URLs, and test pings.
     pub webhooks: sandbox_agents_webhooks::Webhooks,
     /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.

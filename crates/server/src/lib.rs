@@ -9,17 +9,18 @@ pub use teardown::teardown;
 
 use anyhow::Context;
 use config::Config;
+use sandbox_agents_agent::{ModelClients, Runs};
 use sandbox_agents_api::guard::HostPolicy;
 use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
-use sandbox_agents_runtime::blobs::LocalBlobStore;
-use sandbox_agents_runtime::manifest::ManifestPolicy;
-use sandbox_agents_runtime::{Runtime, RuntimeSettings};
+use sandbox_agents_credentials::Credentials;
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
+use sandbox_agents_sessions::{SessionSettings, Sessions};
 use sandbox_agents_store::embedded::EmbeddedPostgres;
 use sandbox_agents_store::{Db, EventHub};
+use sandbox_agents_workspace::{LocalBlobStore, ManifestPolicy};
 use sqlx::postgres::PgConnectOptions;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -91,22 +92,25 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             .context("setting up webhook delivery")?;
     let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
-    let runtime = runtime(&config, &db, master_key, shutdown.clone()).await?;
-    runtime.attach_hub(hub.clone());
-    if let Err(e) = runtime.reconcile_on_start().await {
+    let (sessions, runs, credentials) =
+        services(&config, &db, master_key, shutdown.clone()).await?;
+    runs.attach_hub(hub.clone());
+    if let Err(e) = sessions.reconcile_on_start().await {
         tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
     }
-    runtime.spawn_workers();
+    sessions.spawn_workers();
     if master_key_rotating {
-        reseal_in_background(runtime.clone(), webhooks.clone(), db.clone());
+        reseal_in_background(credentials.clone(), webhooks.clone(), db.clone());
     }
     let dispatcher = sandbox_agents_webhooks::Dispatcher::new(db.clone(), webhooks.clone())
         .spawn(shutdown.clone());
-    runtime.start_pool();
+    sessions.start_pool();
     let state = AppState {
         db: db.clone(),
         hub,
-        runtime: runtime.clone(),
+        sessions: sessions.clone(),
+        runs,
+        credentials,
         settings: Arc::new(ApiSettings {
             default_model: config.default_model.clone(),
             backends: vec![BackendInfo {
@@ -138,7 +142,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     };
     let served = sandbox_agents_api::serve(listeners, state).await;
     shutdown.cancel();
-    runtime.drain(std::time::Duration::from_secs(10)).await;
+    sessions.drain(std::time::Duration::from_secs(10)).await;
     // Sends in flight get their timeout; whatever is cut short goes again after restart.
     let _ = dispatcher.await;
     db.close().await;
@@ -202,9 +206,13 @@ fn web_settings(
 /// A master key rotation in progress: moves every stored value to the current key and says
 /// when the previous keys are no longer needed. Idempotent; every start does it again while
 /// previous keys are configured.
-fn reseal_in_background(runtime: Runtime, webhooks: sandbox_agents_webhooks::Webhooks, db: Db) {
+fn reseal_in_background(
+    credentials: Credentials,
+    webhooks: sandbox_agents_webhooks::Webhooks,
+    db: Db,
+) {
     tokio::spawn(async move {
-        let mut passes = match runtime.reseal_secrets().await {
+        let mut passes = match credentials.reseal_secrets().await {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(error = %e, "resealing secrets under the new master key failed; the next start retries");
@@ -233,15 +241,16 @@ fn reseal_in_background(runtime: Runtime, webhooks: sandbox_agents_webhooks::Web
     });
 }
 
-/// The session runtime: the sandbox backend, the blob store under the data directory, and
-/// the settings from the configuration. A backend that cannot be reached is logged and
-/// replaced by one that refuses every operation with the reason.
-pub(crate) async fn runtime(
+/// The services: the sandbox lifecycle (the sandbox backend, the blob store under the data
+/// directory, and the settings from the configuration), the run loop registered with it, and
+/// the credentials both use. A backend that cannot be reached is logged and replaced by one
+/// that refuses every operation with the reason.
+pub(crate) async fn services(
     config: &Config,
     db: &Db,
     master_key: sandbox_agents_vault::MasterKey,
     shutdown: CancellationToken,
-) -> anyhow::Result<Runtime> {
+) -> anyhow::Result<(Sessions, Runs, Credentials)> {
     let deployment = sandbox_agents_store::deployment::id(db).await?;
     let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
         Ok(b) => Arc::new(b),
@@ -255,7 +264,8 @@ pub(crate) async fn runtime(
     };
     let blobs =
         LocalBlobStore::new(config.data_dir.join("blobs")).context("creating the blob store")?;
-    let settings = RuntimeSettings {
+    let credentials = Credentials::new(db.clone(), master_key, config.git_known_hosts()?);
+    let settings = SessionSettings {
         default_image: config.image.clone(),
         default_model: config.default_model.clone(),
         limits: Limits {
@@ -268,25 +278,26 @@ pub(crate) async fn runtime(
         manifest: ManifestPolicy {
             local_dir_roots: config.local_dir_roots.clone(),
         },
-        git_known_hosts: config.git_known_hosts()?,
         warm_pool: config.warm_pool_size,
-        master_key,
     };
-    Ok(Runtime::new(
+    let sessions = Sessions::new(
         db.clone(),
         backend,
         Arc::new(blobs),
         settings,
-        model_clients(),
+        credentials.clone(),
         shutdown,
-    ))
+    );
+    let runs = Runs::new(sessions.clone(), model_clients());
+    sessions.register_runs(runs.hooks());
+    Ok((sessions, runs, credentials))
 }
 
 /// The model clients runs use: the LiteLLM proxy (`LITELLM_PROXY_API_BASE`,
 /// `LITELLM_PROXY_API_KEY`) for the `proxy`/`litellm` transports, OpenAI (`OPENAI_API_KEY`,
 /// `OPENAI_BASE_URL`) for `openai`. A transport left unconfigured fails its runs with a
 /// clear error.
-fn model_clients() -> sandbox_agents_runtime::runs::ModelClients {
+fn model_clients() -> ModelClients {
     use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
     let build = |name: &str, t: Result<Transport, sandbox_agents_model::ModelError>| {
         let client = t.and_then(|t| ModelClient::new(ModelConfig::new(t)));
@@ -298,7 +309,7 @@ fn model_clients() -> sandbox_agents_runtime::runs::ModelClients {
             }
         }
     };
-    sandbox_agents_runtime::runs::ModelClients {
+    ModelClients {
         proxy: build("proxy", Transport::proxy_from_env()),
         openai: build("openai", Transport::openai_from_env()),
     }

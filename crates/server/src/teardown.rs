@@ -11,10 +11,10 @@
 //! starts from them again.
 
 use crate::config::Config;
-use crate::{open_database, runtime, Database};
+use crate::{open_database, services, Database};
 use anyhow::Context;
 use sandbox_agents_domain::SessionId;
-use sandbox_agents_runtime::sessions::StopReason;
+use sandbox_agents_sessions::StopReason;
 use sandbox_agents_store::{sessions, EventHub};
 use tokio_util::sync::CancellationToken;
 
@@ -36,12 +36,14 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
         // No pool: the sweep below then removes every pooled sandbox.
         let mut config = config.clone();
         config.warm_pool_size = 0;
-        let runtime = runtime(&config, &db, config.master_key()?, shutdown.clone()).await?;
-        runtime.attach_hub(hub);
+        // The run loop is registered with the lifecycle, so a stop cancels a run in flight.
+        let (sessions, runs, _credentials) =
+            services(&config, &db, config.master_key()?, shutdown.clone()).await?;
+        runs.attach_hub(hub);
         let active = sessions::active(&db).await?;
         let (mut stopped, mut failed) = (0usize, 0usize);
         for s in &active {
-            match runtime.stop(None, SessionId(s.id), StopReason::Requested).await {
+            match sessions.stop(None, SessionId(s.id), StopReason::Requested).await {
                 Ok(_) => stopped += 1,
                 Err(e) => {
                     failed += 1;
@@ -49,11 +51,11 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
                 }
             }
         }
-        runtime
+        sessions
             .sweep_orphans()
             .await
             .context("removing the warm pool and containers no session owns")?;
-        let left = runtime.backend().list().await.map(|l| l.len()).unwrap_or(0);
+        let left = sessions.backend().list().await.map(|l| l.len()).unwrap_or(0);
         tracing::info!(stopped, failed, containers_left = left, "teardown finished");
         anyhow::ensure!(
             failed == 0 && left == 0,

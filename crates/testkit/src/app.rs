@@ -22,7 +22,7 @@ impl TestApp {
     /// the drop has removed this deployment's containers.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(60), self.runtime.stop_pool())
+        tokio::time::timeout(Duration::from_secs(60), self.sessions.stop_pool())
             .await
             .expect("the warm pool's worker stopped in time");
         let server = std::mem::replace(&mut self.server, tokio::spawn(async { Ok(()) }));

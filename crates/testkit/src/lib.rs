@@ -12,17 +12,18 @@ pub mod sse;
 
 pub use database::{database_url, fresh_database, fresh_named_database};
 
+use sandbox_agents_agent::{ModelClients, Runs};
 use sandbox_agents_api::guard::HostPolicy;
 use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
-use sandbox_agents_runtime::blobs::LocalBlobStore;
-use sandbox_agents_runtime::manifest::ManifestPolicy;
-use sandbox_agents_runtime::{Runtime, RuntimeSettings};
+use sandbox_agents_credentials::Credentials;
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
+use sandbox_agents_sessions::{SessionSettings, Sessions};
 use sandbox_agents_store::{Db, EventHub};
 use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings, Webhooks};
+use sandbox_agents_workspace::{LocalBlobStore, ManifestPolicy};
 use sqlx::postgres::PgConnectOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,8 +69,10 @@ pub struct TestApp {
     pub db_options: PgConnectOptions,
     pub shutdown: CancellationToken,
     pub server: tokio::task::JoinHandle<std::io::Result<()>>,
-    /// The session runtime, for tests that drive its workers step by step.
-    pub runtime: Runtime,
+    /// The sandbox lifecycle, for tests that drive its workers step by step.
+    pub sessions: Sessions,
+    /// The run loop (registered with `sessions`; held here so it lives as long as the app).
+    pub runs: Runs,
     /// This server's blob store directory.
     pub blobs_dir: PathBuf,
     /// The webhook dispatcher, not running: drive it with `run_once`, or start its loop with
@@ -82,29 +85,16 @@ pub fn test_image() -> String {
     std::env::var("SANDBOX_AGENTS_IMAGE").unwrap_or_else(|_| "sandbox-agents-sandbox:1".into())
 }
 
-/// The runtime a test server uses: real Docker (or, when it is unreachable, a backend that
-/// says so on every call), blobs in a directory of its own, no periodic workers.
-pub async fn test_runtime(db: &Db, shutdown: CancellationToken) -> (Runtime, PathBuf) {
-    test_runtime_with_models(db, shutdown, Default::default()).await
-}
-
-/// [`test_runtime`] whose runs use `models`.
-pub async fn test_runtime_with_models(
+/// The services a test server uses: real Docker (or, when it is unreachable, a backend that
+/// says so on every call), blobs in a directory of its own, no periodic workers, runs that
+/// use `models`, and a warm pool of `warm_pool` sandboxes (0: none, which keeps boots
+/// deterministic; pool tests ask for one).
+pub async fn test_services(
     db: &Db,
     shutdown: CancellationToken,
-    models: sandbox_agents_runtime::runs::ModelClients,
-) -> (Runtime, PathBuf) {
-    test_runtime_full(db, shutdown, models, 0).await
-}
-
-/// [`test_runtime_with_models`] with a warm pool of `warm_pool` sandboxes (0: none, which
-/// keeps boots deterministic; pool tests ask for one).
-pub async fn test_runtime_full(
-    db: &Db,
-    shutdown: CancellationToken,
-    models: sandbox_agents_runtime::runs::ModelClients,
+    models: ModelClients,
     warm_pool: usize,
-) -> (Runtime, PathBuf) {
+) -> (Sessions, Runs, PathBuf) {
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .expect("reading the deployment id");
@@ -118,7 +108,12 @@ pub async fn test_runtime_full(
     let blobs_dir =
         std::env::temp_dir().join(format!("sa-test-blobs-{}", uuid::Uuid::new_v4().simple()));
     let blobs = LocalBlobStore::new(&blobs_dir).expect("creating a blob store");
-    let settings = RuntimeSettings {
+    let credentials = Credentials::new(
+        db.clone(),
+        test_master_key(&deployment),
+        blobs_dir.with_extension("known_hosts"),
+    );
+    let settings = SessionSettings {
         default_image: test_image(),
         default_model: DEFAULT_MODEL.into(),
         limits: Limits {
@@ -129,21 +124,19 @@ pub async fn test_runtime_full(
         idle_ttl: Duration::from_secs(1800),
         sweep_interval: Duration::from_secs(3600),
         manifest: ManifestPolicy::default(),
-        git_known_hosts: blobs_dir.with_extension("known_hosts"),
         warm_pool,
-        master_key: test_master_key(&deployment),
     };
-    (
-        Runtime::new(
-            db.clone(),
-            backend,
-            Arc::new(blobs),
-            settings,
-            models,
-            shutdown,
-        ),
-        blobs_dir,
-    )
+    let sessions = Sessions::new(
+        db.clone(),
+        backend,
+        Arc::new(blobs),
+        settings,
+        credentials,
+        shutdown,
+    );
+    let runs = Runs::new(sessions.clone(), models);
+    sessions.register_runs(runs.hooks());
+    (sessions, runs, blobs_dir)
 }
 
 /// The master key of a test deployment: derived from its id, so that every server a test
@@ -201,7 +194,7 @@ pub async fn spawn_app_with_model_proxy_on(
     let client =
         sandbox_agents_model::ModelClient::new(sandbox_agents_model::ModelConfig::new(transport))
             .expect("a model client");
-    let models = sandbox_agents_runtime::runs::ModelClients {
+    let models = ModelClients {
         proxy: Some(client.clone()),
         openai: None,
     };
@@ -252,18 +245,18 @@ pub async fn spawn_app_with_webhooks(settings: WebhookSettings) -> TestApp {
 }
 
 /// A server with a warm pool of `size` sandboxes, on a fresh database; its refill worker is
-/// started (the first fill runs in the background: poll, or call `runtime.fill_pool()`).
+/// started (the first fill runs in the background: poll, or call `sessions.fill_pool()`).
 pub async fn spawn_app_pooled(size: usize) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
     let app = spawn_app_on_pooled(db, options, size).await;
-    app.runtime.start_pool();
+    app.sessions.start_pool();
     app
 }
 
 /// A server with a warm pool of `size` on an existing database (a second process, or a
-/// restart). Its refill worker is not started: call `runtime.reconcile_on_start()` and
-/// `runtime.start_pool()` as a server would, or `runtime.fill_pool()` to fill in step.
+/// restart). Its refill worker is not started: call `sessions.reconcile_on_start()` and
+/// `sessions.start_pool()` as a server would, or `sessions.fill_pool()` to fill in step.
 pub async fn spawn_app_on_pooled(db: Db, db_options: PgConnectOptions, size: usize) -> TestApp {
     init_tracing();
     let opts = AppOptions {
@@ -278,7 +271,7 @@ pub async fn spawn_app_full(
     db: Db,
     db_options: PgConnectOptions,
     model_proxy: Option<sandbox_agents_model::Catalogue>,
-    models: sandbox_agents_runtime::runs::ModelClients,
+    models: ModelClients,
 ) -> TestApp {
     let opts = AppOptions {
         model_proxy,
@@ -306,7 +299,7 @@ pub async fn spawn_app_with_auth(auth: sandbox_agents_api::auth::Auth) -> TestAp
 /// webhook settings, no warm pool, path previews).
 pub struct AppOptions {
     pub model_proxy: Option<sandbox_agents_model::Catalogue>,
-    pub models: sandbox_agents_runtime::runs::ModelClients,
+    pub models: ModelClients,
     pub auth: sandbox_agents_api::auth::Auth,
     pub webhooks: WebhookSettings,
     pub warm_pool: usize,
@@ -354,15 +347,20 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     let base = format!("http://{api_addr}");
     let preview_base = format!("http://{preview_addr}");
     let shutdown = CancellationToken::new();
-    let (runtime, blobs_dir) = test_runtime_full(&db, shutdown.clone(), models, warm_pool).await;
+    let (sessions, runs, blobs_dir) = test_services(&db, shutdown.clone(), models, warm_pool).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
-    runtime.attach_hub(hub.clone());
-    let webhooks = Webhooks::new(webhook_settings, runtime.settings().master_key.clone())
-        .expect("webhook settings");
+    runs.attach_hub(hub.clone());
+    let webhooks = Webhooks::new(
+        webhook_settings,
+        sessions.credentials().master_key().clone(),
+    )
+    .expect("webhook settings");
     let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
     let state = AppState {
         webhooks,
-        runtime: runtime.clone(),
+        sessions: sessions.clone(),
+        runs: runs.clone(),
+        credentials: sessions.credentials().clone(),
         db: db.clone(),
         hub,
         settings: Arc::new(ApiSettings {
@@ -405,7 +403,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         db_options,
         shutdown,
         server,
-        runtime,
+        sessions,
+        runs,
         blobs_dir,
         dispatcher,
     }

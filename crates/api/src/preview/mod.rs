@@ -15,7 +15,7 @@
 //!   never consulted here, and never forwarded when they are ours ([`headers`]). This is why
 //!   the session is read by id in any project.
 //! * **Upstreams are only ever `127.0.0.1:<host port>`**, the host port read from the
-//!   session's `port_map` (which the runtime wrote when Docker published the port), never
+//!   session's `port_map` (which the lifecycle wrote when Docker published the port), never
 //!   from the request.
 //! * **On every request the port must be in `exposed_ports` and the session running**: a
 //!   token outlives a stop, the check does not.

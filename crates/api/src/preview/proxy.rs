@@ -28,7 +28,7 @@ const TOUCH_EVERY: Duration = Duration::from_secs(5);
 /// How often an open WebSocket tunnel counts as use.
 const TUNNEL_TOUCH_EVERY: Duration = Duration::from_secs(30);
 
-/// The 409 for a session whose sandbox is not up, worded as the runtime words it.
+/// The 409 for a session whose sandbox is not up, worded as the sessions service words it.
 pub fn not_running(s: &SessionRecord) -> ApiError {
     let state = match s.stopped_reason.as_deref() {
         Some(r) if s.status == "stopped" => format!("stopped, {r}"),

@@ -16,7 +16,7 @@ use axum::Json;
 use futures::StreamExt;
 use sandbox_agents_domain::session::{UploadResult, WorkspaceEntry};
 use sandbox_agents_domain::FieldError;
-use sandbox_agents_runtime::sessions::files::MAX_UPLOAD_BYTES;
+use sandbox_agents_sessions::files::MAX_UPLOAD_BYTES;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,7 +86,7 @@ pub async fn list(
 ) -> ApiResult<Json<Vec<WorkspaceEntry>>> {
     let path = q.path.as_deref().unwrap_or(".");
     let entries = st
-        .runtime
+        .sessions
         .list_files(project, session_id(&raw)?, path)
         .await?;
     Ok(Json(entries))
@@ -108,7 +108,7 @@ pub async fn content(
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> ApiResult<Response> {
     let file = st
-        .runtime
+        .sessions
         .read_file(project, session_id(&raw)?, &q.path)
         .await?;
     let mut headers = HeaderMap::new();
@@ -196,7 +196,7 @@ pub async fn upload(
         })
         .boxed();
     let result = st
-        .runtime
+        .sessions
         .upload_file(project, id, q.path.as_deref(), filename.as_deref(), data)
         .await;
     if over.load(Ordering::Relaxed) {
@@ -220,7 +220,7 @@ pub async fn delete(
     Path(raw): Path<String>,
     ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
-    st.runtime
+    st.sessions
         .delete_file(project, session_id(&raw)?, &q.path, q.recursive)
         .await?;
     Ok(StatusCode::NO_CONTENT)

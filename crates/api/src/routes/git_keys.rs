@@ -54,7 +54,7 @@ pub async fn create(
     let mut errors = Violations::new();
     check_name(&mut errors, &body.name);
     errors.into_result().map_err(ApiError::Validation)?;
-    let key = st.runtime.create_git_key(project, body.name.trim()).await?;
+    let key = st.credentials.create_git_key(project, body.name.trim()).await?;
     Ok((StatusCode::CREATED, Json(key.to_wire())))
 }
 
@@ -82,11 +82,11 @@ pub async fn test(
     errors.into_result().map_err(ApiError::Validation)?;
     let remote = remote.expect("a remote without violations");
     let outcome = st
-        .runtime
+        .credentials
         .test_git_key(project, id, &remote)
         .await
         .map_err(|e| match e {
-            sandbox_agents_runtime::RuntimeError::Store(sandbox_agents_store::Error::NotFound) => {
+            sandbox_agents_errors::ServiceError::Store(sandbox_agents_store::Error::NotFound) => {
                 ApiError::NotFound(not_found(&raw)())
             }
             other => other.into(),

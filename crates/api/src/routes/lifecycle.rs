@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
-use sandbox_agents_runtime::sessions::StopReason;
+use sandbox_agents_sessions::StopReason;
 
 /// Creates a session: 202 with `status: provisioning`; `session.status_running` (or
 /// `session.status_error`) follows in the log once the container is up (or failed).
@@ -23,7 +23,7 @@ pub async fn create(
     Project(project): Project,
     ApiJson(body): ApiJson<SessionCreate>,
 ) -> ApiResult<(StatusCode, Json<Session>)> {
-    let row = st.runtime.create(project, body).await?;
+    let row = st.sessions.create(project, body).await?;
     Ok((StatusCode::ACCEPTED, Json(row.to_wire())))
 }
 
@@ -38,7 +38,7 @@ pub async fn start(
     Project(project): Project,
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Session>> {
-    let row = st.runtime.start(project, session_id(&raw)?).await?;
+    let row = st.sessions.start(project, session_id(&raw)?).await?;
     Ok(Json(row.to_wire()))
 }
 
@@ -53,7 +53,7 @@ pub async fn stop(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Session>> {
     let row = st
-        .runtime
+        .sessions
         .stop(Some(project), session_id(&raw)?, StopReason::Requested)
         .await?;
     Ok(Json(row.to_wire()))
@@ -70,7 +70,7 @@ pub async fn interrupt(
     Project(project): Project,
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Session>> {
-    let row = st.runtime.interrupt(project, session_id(&raw)?).await?;
+    let row = st.runs.interrupt(project, session_id(&raw)?).await?;
     Ok(Json(row.to_wire()))
 }
 
@@ -83,7 +83,7 @@ pub async fn delete(
     Project(project): Project,
     Path(raw): Path<String>,
 ) -> ApiResult<StatusCode> {
-    st.runtime.delete(project, session_id(&raw)?).await?;
+    st.sessions.delete(project, session_id(&raw)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -101,7 +101,7 @@ pub async fn exec(
     ApiJson(body): ApiJson<ExecBody>,
 ) -> ApiResult<Json<ExecResult>> {
     let out = st
-        .runtime
+        .sessions
         .exec(project, session_id(&raw)?, body.command, body.timeout)
         .await?;
     Ok(Json(out))

@@ -146,7 +146,7 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
-    st.runtime.delete_project(project.project_id()).await?;
+    st.sessions.delete_project(project.project_id()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -30,7 +30,7 @@ pub async fn send_message(
     let id = session_id(&raw)?;
     let tools = body.client_tools.unwrap_or_default();
     let run = st
-        .runtime
+        .runs
         .send_message(project, id, body.prompt, body.max_turns, &tools)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(run.to_wire())))
@@ -51,7 +51,7 @@ pub async fn submit_tool_result(
     ApiJson(body): ApiJson<ToolResultCreate>,
 ) -> ApiResult<StatusCode> {
     let id = session_id(&raw)?;
-    st.runtime
+    st.runs
         .submit_tool_result(project, id, &body.call_id, &body.output, body.is_error)
         .await?;
     Ok(StatusCode::NO_CONTENT)
@@ -69,5 +69,5 @@ pub async fn tool_calls(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Vec<ClientToolCall>>> {
     let id = session_id(&raw)?;
-    Ok(Json(st.runtime.pending_tool_calls(project, id).await?))
+    Ok(Json(st.runs.pending_tool_calls(project, id).await?))
 }

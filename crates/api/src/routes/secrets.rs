@@ -17,9 +17,9 @@ fn not_found(raw: &str) -> impl FnOnce() -> String + '_ {
 }
 
 /// A runtime error whose store `NotFound` names the secret.
-fn named(raw: &str, e: sandbox_agents_runtime::RuntimeError) -> crate::ApiError {
+fn named(raw: &str, e: sandbox_agents_errors::ServiceError) -> crate::ApiError {
     match e {
-        sandbox_agents_runtime::RuntimeError::Store(sandbox_agents_store::Error::NotFound) => {
+        sandbox_agents_errors::ServiceError::Store(sandbox_agents_store::Error::NotFound) => {
             crate::ApiError::NotFound(not_found(raw)())
         }
         other => other.into(),
@@ -46,7 +46,7 @@ pub async fn create(
     Project(project): Project,
     WriteOnlyJson(body): WriteOnlyJson<SecretCreate>,
 ) -> ApiResult<(StatusCode, Json<Secret>)> {
-    let record = st.runtime.create_secret(project, body).await?;
+    let record = st.credentials.create_secret(project, body).await?;
     Ok((StatusCode::CREATED, Json(record.to_wire())))
 }
 
@@ -78,7 +78,7 @@ pub async fn update(
     WriteOnlyJson(body): WriteOnlyJson<SecretUpdate>,
 ) -> ApiResult<Json<Secret>> {
     let record = st
-        .runtime
+        .credentials
         .update_secret(project, &SecretRef::parse(&raw), body)
         .await
         .map_err(|e| named(&raw, e))?;
@@ -95,7 +95,7 @@ pub async fn delete(
     Project(project): Project,
     Path(raw): Path<String>,
 ) -> ApiResult<StatusCode> {
-    st.runtime
+    st.credentials
         .delete_secret(project, &SecretRef::parse(&raw))
         .await
         .map_err(|e| named(&raw, e))?;

@@ -31,7 +31,7 @@ pub async fn list(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<Vec<Snapshot>>> {
     let all = st
-        .runtime
+        .sessions
         .list_snapshots(project, session_id(&raw)?)
         .await?;
     Ok(Json(all.iter().map(wire).collect()))
@@ -51,7 +51,7 @@ pub async fn create(
     ApiJson(body): ApiJson<SnapshotCreate>,
 ) -> ApiResult<(StatusCode, Json<Snapshot>)> {
     let snap = st
-        .runtime
+        .sessions
         .create_snapshot(project, session_id(&raw)?, &body.label)
         .await?;
     Ok((StatusCode::CREATED, Json(wire(&snap))))
@@ -69,7 +69,7 @@ pub async fn restore(
     Path((raw, snap)): Path<(String, String)>,
 ) -> ApiResult<Json<Session>> {
     let row = st
-        .runtime
+        .sessions
         .restore_snapshot(project, session_id(&raw)?, &snap)
         .await?;
     Ok(Json(row.to_wire()))

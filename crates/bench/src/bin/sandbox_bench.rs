@@ -5,7 +5,7 @@
 //!    is one file and one dir); once without a warm pool and once claiming from a full one. Beside it: `DockerBackend::create` + `put_archive` (the Docker
 //!    calls a boot makes, without the database, the event or HTTP), and raw bollard: create +
 //!    start + `upload_to_container` of the same tar, with the same hardening and limits.
-//! 2. Exec round trip of `true`. Ours: `POST .../exec` over HTTP. Beside it: `Runtime::exec`
+//! 2. Exec round trip of `true`. Ours: `POST .../exec` over HTTP. Beside it: `Sessions::exec`
 //!    (no HTTP), `DockerBackend::exec` (no database; `timeout -k … sh -c true`), and raw
 //!    bollard: `create_exec` + attached `start_exec` + `inspect_exec` of `true`.
 //!
@@ -33,11 +33,11 @@ use clap::Parser;
 use report::{command, cpu_jiffies, loadavg, report, stats, Part, Row};
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::SessionId;
-use sandbox_agents_runtime::manifest::{build_archive, ManifestPolicy};
-use sandbox_agents_runtime::sessions::MAX_OUTPUT_BYTES;
 use sandbox_agents_sandbox::{ExecRequest, SandboxSpec, WORKDIR};
+use sandbox_agents_sessions::MAX_OUTPUT_BYTES;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_testkit::TestApp;
+use sandbox_agents_workspace::{build_archive, ManifestPolicy};
 use serde_json::json;
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -124,9 +124,9 @@ async fn create_to_running(
     )
     .await
     .context("creating the agent")?;
-    let settings = app.runtime.settings();
+    let settings = app.sessions.settings();
     let (image, limits) = (settings.default_image.clone(), settings.limits.clone());
-    let backend = app.runtime.backend().clone();
+    let backend = app.sessions.backend().clone();
     let pooled_agent = ours::create_agent(
         pooled,
         json!({"slug": "bench-pooled", "name": "bench-pooled", "manifest": manifest()}),
@@ -231,11 +231,11 @@ async fn exec_round_trip(
         .await?
         .container_id
         .context("the running session has no container")?;
-    let settings = app.runtime.settings();
+    let settings = app.sessions.settings();
     let raw_id = raw::create_start_upload(docker, &settings.default_image, &settings.limits, tar)
         .await
         .context("starting the raw container")?;
-    let backend = app.runtime.backend().clone();
+    let backend = app.sessions.backend().clone();
     let req = ExecRequest {
         argv: vec!["sh".into(), "-c".into(), "true".into()],
         workdir: None,
@@ -245,9 +245,12 @@ async fn exec_round_trip(
         stdin: None,
     };
     let mut rows = vec![
-        Row::new("ours: POST /api/sessions/{id}/exec", "HTTP + Runtime::exec"),
         Row::new(
-            "Runtime::exec (no HTTP)",
+            "ours: POST /api/sessions/{id}/exec",
+            "HTTP + Sessions::exec",
+        ),
+        Row::new(
+            "Sessions::exec (no HTTP)",
             "session lookup, then the touch UPDATE concurrently with DockerBackend::exec",
         ),
         Row::new(
@@ -267,7 +270,7 @@ async fn exec_round_trip(
                 0 => ours::exec_true(app, id).await?,
                 1 => {
                     let out = app
-                        .runtime
+                        .sessions
                         .exec(DEFAULT_PROJECT, sid, "true".into(), None)
                         .await?;
                     anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
@@ -331,17 +334,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         // first one (no pool) measures the path every boot took before the pool, and the
         // path a session with exposed ports or another image still takes.
         let pooled = sandbox_agents_testkit::spawn_app_on_pooled(db, options, POOL_SIZE).await;
-        pooled.runtime.start_pool();
+        pooled.sessions.start_pool();
         let parts = tokio::select! {
             r = parts(&args, &app, &pooled, &fake, &docker) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         };
         // Whatever happened: no sandbox of this server, and no raw container, is left.
         let mut left = 0;
-        if let Ok(listed) = app.runtime.backend().list().await {
+        if let Ok(listed) = app.sessions.backend().list().await {
             left += listed.len();
             for c in listed {
-                let _ = app.runtime.backend().remove(&c.id).await;
+                let _ = app.sessions.backend().remove(&c.id).await;
             }
         }
         left += raw::remove_all(&docker).await.unwrap_or(0);
@@ -350,9 +353,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let pooled_blobs = pooled.blobs_dir.clone();
         pooled.stop().await;
         // Whatever the pool's worker started last.
-        if let Ok(listed) = app.runtime.backend().list().await {
+        if let Ok(listed) = app.sessions.backend().list().await {
             for c in listed {
-                let _ = app.runtime.backend().remove(&c.id).await;
+                let _ = app.sessions.backend().remove(&c.id).await;
             }
         }
         let _ = std::fs::remove_dir_all(pooled_blobs);

@@ -480,7 +480,7 @@ async fn a_parked_session_may_sleep_and_the_answer_wakes_it_to_continue() {
     .execute(&app.db)
     .await
     .unwrap();
-    assert_eq!(app.runtime.release_idle().await.unwrap(), 1);
+    assert_eq!(app.sessions.release_idle().await.unwrap(), 1);
     let s = app.session(&id).await;
     assert_eq!(
         (s["status"].as_str(), s["stopped_reason"].as_str()),

@@ -65,9 +65,9 @@ async fn private_pem(app: &TestApp, id: &str) -> String {
         "the private key is stored in plaintext"
     );
     let pem = app
-        .runtime
-        .settings()
-        .master_key
+        .sessions
+        .credentials()
+        .master_key()
         .open(&sealed, &[b"git-key:".as_slice(), id.as_bytes()].concat())
         .expect("the key is sealed for its id");
     String::from_utf8(pem).unwrap()

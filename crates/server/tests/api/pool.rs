@@ -47,7 +47,7 @@ async fn pool_settles_at(app: &TestApp, n: usize) -> Vec<String> {
 
 /// This deployment's containers: (id, pool label set, session label set).
 async fn containers(app: &TestApp) -> Vec<(String, bool, bool)> {
-    app.runtime
+    app.sessions
         .backend()
         .list()
         .await
@@ -89,7 +89,7 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
         waiting[0],
         "the session took the pooled sandbox"
     );
-    let listed = app.runtime.backend().list().await.unwrap();
+    let listed = app.sessions.backend().list().await.unwrap();
     let named = listed.iter().find(|c| c.id == waiting[0]).unwrap();
     assert_eq!(named.name, format!("sa-{id}"), "named after its session");
     assert_eq!(
@@ -116,7 +116,7 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
 async fn concurrent_boots_in_two_processes_never_share_a_sandbox() {
     let a = spawn_app_pooled(2).await;
     let b = spawn_app_on_pooled(a.db.clone(), a.db_options.clone(), 2).await;
-    b.runtime.start_pool();
+    b.sessions.start_pool();
     a.create_agent("racer", json!({})).await;
     let waiting: HashSet<String> = pool_settles_at(&a, 2).await.into_iter().collect();
 
@@ -159,13 +159,13 @@ async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_remo
     let left = pool_settles_at(&first, 2).await;
     // The process stops: its sandboxes (pooled ones included) stay, as a server's do.
     first.shutdown.cancel();
-    first.runtime.stop_pool().await;
+    first.sessions.stop_pool().await;
     let (db, options) = (first.db.clone(), first.db_options.clone());
 
     // Restarted with the same size: everything is adopted, nothing is added or removed.
     let second = spawn_app_on_pooled(db.clone(), options.clone(), 2).await;
-    second.runtime.reconcile_on_start().await.unwrap();
-    assert_eq!(second.runtime.fill_pool().await.unwrap(), 0);
+    second.sessions.reconcile_on_start().await.unwrap();
+    assert_eq!(second.sessions.fill_pool().await.unwrap(), 0);
     assert_eq!(pooled(&second).await, left, "the pool was kept");
     assert_eq!(second.session(&id).await["status"], "running");
     assert_eq!(containers(&second).await.len(), 3);
@@ -174,14 +174,14 @@ async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_remo
 
     // Restarted with a smaller pool: the surplus goes, the oldest stays.
     let third = spawn_app_on_pooled(db.clone(), options.clone(), 1).await;
-    third.runtime.reconcile_on_start().await.unwrap();
+    third.sessions.reconcile_on_start().await.unwrap();
     assert_eq!(pooled(&third).await, left[..1]);
     assert_eq!(containers(&third).await.len(), 2);
     third.shutdown.cancel();
 
     // Restarted without a pool: only the session's sandbox is left, and it keeps working.
     let fourth = spawn_app_on(db, options).await;
-    fourth.runtime.reconcile_on_start().await.unwrap();
+    fourth.sessions.reconcile_on_start().await.unwrap();
     assert!(pooled(&fourth).await.is_empty());
     assert_eq!(
         containers(&fourth).await,
@@ -201,9 +201,9 @@ async fn a_pooled_sandbox_nobody_owns_is_removed_and_a_dead_one_is_replaced() {
         .execute(&app.db)
         .await
         .unwrap();
-    app.runtime.sweep_orphans().await.unwrap();
+    app.sessions.sweep_orphans().await.unwrap();
     assert!(
-        app.runtime
+        app.sessions
             .backend()
             .inspect(&waiting[0])
             .await
@@ -213,8 +213,8 @@ async fn a_pooled_sandbox_nobody_owns_is_removed_and_a_dead_one_is_replaced() {
     );
     let replaced = pool_settles_at(&app, 1).await;
     // A pooled sandbox that died (the Engine restarted, say) is dropped and replaced.
-    app.runtime.backend().remove(&replaced[0]).await.unwrap();
-    app.runtime.sweep_orphans().await.unwrap();
+    app.sessions.backend().remove(&replaced[0]).await.unwrap();
+    app.sessions.sweep_orphans().await.unwrap();
     let again = pool_settles_at(&app, 1).await;
     assert_ne!(again, replaced);
     app.stop().await;

@@ -158,7 +158,7 @@ async fn queued_garbage_outlives_the_process_that_queued_it() {
         .await
         .unwrap();
     // The next sweep, of any process, removes them.
-    assert_eq!(app.runtime.collect_garbage().await.unwrap(), 3);
+    assert_eq!(app.sessions.collect_garbage().await.unwrap(), 3);
     assert!(!blob.exists());
     wait_garbage_empty(&app).await;
 }
@@ -172,7 +172,7 @@ async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() 
         .execute(&app.db)
         .await
         .unwrap();
-    assert_eq!(app.runtime.collect_garbage().await.unwrap(), 1);
+    assert_eq!(app.sessions.collect_garbage().await.unwrap(), 1);
     let rows: Vec<(String, i32, bool)> = sqlx::query_as(
         "select ref, attempts, due_at between now() + interval '59 minutes' and now() + interval '61 minutes' from garbage",
     )
@@ -185,7 +185,7 @@ async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() 
         "backed off by the hour cap"
     );
     // Not due now: another pass has nothing to do and does not fail.
-    assert_eq!(app.runtime.collect_garbage().await.unwrap(), 0);
+    assert_eq!(app.sessions.collect_garbage().await.unwrap(), 0);
 }
 
 #[tokio::test]

@@ -318,7 +318,7 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
         .unwrap();
         runs.push((id, run));
     }
-    app.runtime.reconcile_on_start().await.unwrap();
+    app.sessions.reconcile_on_start().await.unwrap();
 
     // 777_002 is nobody's: its run failed, and the session takes messages again.
     let (dead_session, dead_run) = runs[0];
@@ -348,7 +348,7 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
     drop(other);
     let deadline = Instant::now() + TURN;
     loop {
-        app.runtime.reconcile_on_start().await.unwrap();
+        app.sessions.reconcile_on_start().await.unwrap();
         let s = app.session(&live_session.to_string()).await;
         if s["runs"][0]["status"] == "failed" {
             break;

@@ -232,7 +232,7 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
         .await;
     app.exec(&id, "echo kept > kept.txt").await;
     assert_eq!(
-        app.runtime.release_idle().await.unwrap(),
+        app.sessions.release_idle().await.unwrap(),
         0,
         "not idle long enough yet"
     );
@@ -243,7 +243,7 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
     .execute(&app.db)
     .await
     .unwrap();
-    assert_eq!(app.runtime.release_idle().await.unwrap(), 1);
+    assert_eq!(app.sessions.release_idle().await.unwrap(), 1);
     let s = app.session(&id).await;
     assert_eq!(
         (s["status"].as_str(), s["stopped_reason"].as_str()),
@@ -272,12 +272,8 @@ async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_runni
     // The reaper's query saw it expired, then an exec (here: the boot) moved its clock.
     let sid = sandbox_agents_domain::SessionId::parse(&id).unwrap();
     let s = app
-        .runtime
-        .stop(
-            None,
-            sid,
-            sandbox_agents_runtime::sessions::StopReason::Idle,
-        )
+        .sessions
+        .stop(None, sid, sandbox_agents_sessions::StopReason::Idle)
         .await
         .unwrap();
     assert_eq!(s.status, "running");
@@ -302,7 +298,7 @@ async fn an_agent_with_ttl_0_is_never_released() {
     .execute(&app.db)
     .await
     .unwrap();
-    assert_eq!(app.runtime.release_idle().await.unwrap(), 0);
+    assert_eq!(app.sessions.release_idle().await.unwrap(), 0);
     app.http
         .delete(app.url(&format!("/api/sessions/{id}")))
         .send()
@@ -328,7 +324,7 @@ async fn restart_marks_lost_sandboxes_stopped_and_removes_orphans() {
         .runtime_backend_create(&uuid::Uuid::now_v7().to_string())
         .await;
 
-    app.runtime.reconcile_on_start().await.unwrap();
+    app.sessions.reconcile_on_start().await.unwrap();
     let s = app.session(&lost).await;
     assert_eq!(
         (s["status"].as_str(), s["stopped_reason"].as_str()),
@@ -422,11 +418,11 @@ impl BackendHelpers for TestApp {
         &self,
         id: &str,
     ) -> Option<sandbox_agents_sandbox::SandboxStatus> {
-        self.runtime.backend().inspect(id).await.unwrap()
+        self.sessions.backend().inspect(id).await.unwrap()
     }
 
     async fn runtime_backend_remove(&self, id: &str) {
-        self.runtime.backend().remove(id).await.unwrap()
+        self.sessions.backend().remove(id).await.unwrap()
     }
 
     async fn runtime_backend_create(&self, session: &str) -> String {
@@ -437,7 +433,7 @@ impl BackendHelpers for TestApp {
             exposed_ports: vec![],
             limits: Default::default(),
         };
-        self.runtime.backend().create(&spec).await.unwrap().id
+        self.sessions.backend().create(&spec).await.unwrap().id
     }
 }
 
@@ -577,13 +573,13 @@ async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
         .as_str()
         .unwrap()
         .to_owned();
-    app.runtime
+    app.sessions
         .backend()
         .stop(&container, Duration::from_secs(1))
         .await
         .unwrap();
 
-    app.runtime.reconcile_on_start().await.unwrap();
+    app.sessions.reconcile_on_start().await.unwrap();
     let s = app.session(&id).await;
     assert_eq!(
         (s["status"].as_str(), s["stopped_reason"].as_str()),

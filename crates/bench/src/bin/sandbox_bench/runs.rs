@@ -150,7 +150,7 @@ pub async fn parts(
     )
     .await?;
     let (id, _, _) = ours::create_until_running(app, &agent).await?;
-    let settings = app.runtime.settings();
+    let settings = app.sessions.settings();
     let raw_id = raw::create_start_upload(docker, &settings.default_image, &settings.limits, tar)
         .await
         .context("starting the raw container")?;

@@ -1,0 +1,115 @@
+//! The task that drives one run: the turn loop (`turn.rs`) under the server's shutdown,
+//! then the run's end written (`finish.rs`) with the turn's usage and conversation; and
+//! waking an asleep session for it first.
+
+use crate::context::Turn;
+use crate::finish::Outcome;
+use crate::stop::Stop;
+use crate::usage::turn_usage;
+use crate::Runs;
+use sandbox_agents_domain::{ProjectId, RunId, SessionId};
+use sandbox_agents_model::Message;
+use sandbox_agents_store::{runs, sessions};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+impl Runs {
+    /// Drives the run to its terminal event, or until it parks. Never fails: whatever goes
+    /// wrong ends the run with `session.status_error`.
+    pub(crate) async fn drive(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        run: RunId,
+        wake: bool,
+        token: CancellationToken,
+    ) {
+        let started = Instant::now();
+        let mut turn = Turn::default();
+        let shutdown = self.inner.shutdown.clone();
+        let outcome = tokio::select! {
+            r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
+            _ = shutdown.cancelled() => Err(Stop::Outcome(Outcome::Failed("the server shut down during this turn".into()))),
+        };
+        let outcome = match outcome {
+            Ok(o) | Err(Stop::Outcome(o)) => o,
+            Err(Stop::Gone) | Err(Stop::Parked) => return,
+        };
+        let outcome = if token.is_cancelled() && !matches!(outcome, Outcome::Completed(_)) {
+            Outcome::Cancelled
+        } else {
+            outcome
+        };
+        let usage = turn_usage(
+            &turn.usage,
+            turn.earlier_active + started.elapsed().as_secs_f64(),
+            &turn.model,
+            &turn.agent,
+        );
+        let conversation = match self.saved_conversation(id, run, &turn.added).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(run.id = %run, error = %e, "could not read the conversation; it is kept as it was");
+                None
+            }
+        };
+        if let Err(e) = self
+            .finish_run(
+                id,
+                run,
+                &outcome,
+                turn.steps,
+                &usage,
+                conversation.as_deref(),
+            )
+            .await
+        {
+            tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
+        }
+    }
+
+    /// The stored history plus this turn's prompt and messages.
+    async fn saved_conversation(
+        &self,
+        id: SessionId,
+        run: RunId,
+        added: &[Message],
+    ) -> sandbox_agents_errors::Result<Vec<Value>> {
+        let db = &self.inner.db;
+        let mut c = runs::conversation(db, id).await?;
+        let prompt = runs::get(db, run)
+            .await?
+            .map(|r| r.prompt)
+            .unwrap_or_default();
+        c.push(serde_json::to_value(Message::user(prompt)).expect("a message serialises"));
+        c.extend(
+            added
+                .iter()
+                .map(|m| serde_json::to_value(m).expect("a message serialises")),
+        );
+        Ok(c)
+    }
+
+    /// Wakes an asleep session for this run: boot (written as `session.status_running`), then
+    /// wait until it is running. A failed boot fails the run.
+    pub(crate) async fn wake(&self, project: ProjectId, id: SessionId) -> Result<(), Stop> {
+        let db = &self.inner.db;
+        self.inner.sessions.wake(project, id).await?;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let s = sessions::get(db, project, id).await?;
+            match s.status.as_str() {
+                "running" => return Ok(()),
+                "provisioning" if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                _ => {
+                    return Err(Stop::Outcome(Outcome::Failed(s.error.unwrap_or_else(
+                        || format!("the sandbox did not start (it is {})", s.status),
+                    ))))
+                }
+            }
+        }
+    }
+}

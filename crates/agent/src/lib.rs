@@ -1,0 +1,52 @@
+//! Runs: one turn of the agent loop (API.md §2.5, §4.3-4.7), from `POST .../messages` to its
+//! terminal event.
+//!
+//! * starting a turn (`start.rs`), and driving it (`drive.rs`): the turn loop (`turn.rs`)
+//!   builds the turn's context (`context.rs`), then takes model steps (`step.rs`) and runs
+//!   their tool calls (`tool_round.rs`) until the model answers without tool calls, the
+//!   turn limit, a failure, a cancel or a park (`stop.rs`);
+//! * the tools: sandbox tools (`tools.rs`, run through the lifecycle's `exec` and files API)
+//!   and client tools (`client_tools.rs`), whose deferrable calls park the run
+//!   (`park.rs`);
+//! * the end: exactly one terminal event per run (`finish.rs`), with usage (`usage.rs`);
+//!   cancellation (`cancel.rs`); which process drives which run, and the recovery of runs
+//!   whose process died (`liveness.rs`).
+//!
+//! Invariants:
+//! * Interrupt and stop return only after the cancelled terminal event is committed.
+//! * A run is driven by the process whose liveness key it carries; a run whose process is gone
+//!   is failed by the recovery sweep. A parked run has no process and survives restarts until
+//!   its calls are answered or it is cancelled.
+//!
+//! Why the boundary is here: this crate depends on the lifecycle (`sandbox-agents-sessions`)
+//! and never the other way round. What the lifecycle needs from runs goes through its
+//! `RunHooks` trait, which [`Runs::hooks`] gives to register at wiring time (`hooks.rs`). What grows the loop goes
+//! here: subagents (a run that starts runs), memory and compaction (the turn's context),
+//! more tools; a Python kernel or an in-sandbox daemon is reached through the lifecycle like
+//! `exec`.
+//!
+//! Entry point: [`Runs`].
+
+mod cancel;
+mod client_tools;
+mod context;
+mod drive;
+mod finish;
+mod hooks;
+mod liveness;
+mod local;
+mod models;
+mod park;
+mod service;
+mod start;
+mod step;
+mod stop;
+mod tool_round;
+mod tools;
+mod turn;
+mod usage;
+
+pub use models::ModelClients;
+pub use service::Runs;
+pub use start::{DEFAULT_MAX_TURNS, MAX_MAX_TURNS};
+pub use tools::MAX_TOOL_OUTPUT;

@@ -1,0 +1,139 @@
+//! Parking a run on deferrable client tool calls (API.md §6.3, §9.11, §9.14): the turn so far
+//! goes to the database, the session goes idle, and the pause is announced with
+//! `session.status_idle {stop_reason: "requires_action", call_ids, run_status: "running"}`.
+//! The run keeps no memory in any process; whoever gives the last answer continues it.
+
+use crate::client_tools::answer;
+use crate::stop::Stop;
+use crate::usage::{add_into, turn_usage};
+use crate::Runs;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::{RunId, SessionId};
+use sandbox_agents_model::{Message, Usage};
+use sandbox_agents_store::runs::RunRecord;
+use sandbox_agents_store::tool_calls::{self, ToolCallRecord};
+use sandbox_agents_store::{events, runs};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// The turn so far, saved in `runs.progress` when the run parks.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Progress {
+    /// What the turn added to the conversation after its prompt.
+    pub messages: Vec<Message>,
+    /// The call rows the run parked on; their answers follow `messages`.
+    pub awaiting: Vec<i64>,
+    pub usage: Usage,
+    pub active_seconds: f64,
+    pub model: String,
+    pub agent: String,
+}
+
+impl Progress {
+    /// The saved progress; an error when it does not parse (a bug, or a downgrade).
+    pub(crate) fn of(
+        run: &RunRecord,
+    ) -> Result<Option<Progress>, Box<dyn std::error::Error + Send + Sync>> {
+        run.progress
+            .as_ref()
+            .map(|p| serde_json::from_value(p.0.clone()))
+            .transpose()
+            .map_err(|e| format!("the saved turn of run {} does not parse: {e}", run.id).into())
+    }
+}
+
+/// What became of a step's deferrable calls.
+pub(crate) enum Parked {
+    /// Every one was answered before the pause was written: go on at once.
+    Answered(Vec<ToolCallRecord>),
+    /// The run is parked; this process must write nothing more for it.
+    Yes,
+}
+
+impl Runs {
+    /// Parks the run on `deferrable` (call row ids) unless they are all answered already.
+    pub(crate) async fn park(
+        &self,
+        id: SessionId,
+        run: RunId,
+        deferrable: &[i64],
+        progress: Progress,
+        turns: i32,
+    ) -> Result<Parked, Stop> {
+        let mut tx = self.inner.db.begin().await?;
+        match runs::lock(&mut tx, run).await? {
+            Some(r) if r.status == "running" => {}
+            _ => return Err(Stop::Gone),
+        }
+        let calls = tool_calls::by_ids(&mut *tx, deferrable).await?;
+        let open: Vec<&ToolCallRecord> = calls.iter().filter(|c| c.is_pending()).collect();
+        if open.is_empty() {
+            return Ok(Parked::Answered(calls));
+        }
+        let call_ids: Vec<&str> = open.iter().map(|c| c.call_id.as_str()).collect();
+        let usage = turn_usage(
+            &progress.usage,
+            progress.active_seconds,
+            &progress.model,
+            &progress.agent,
+        );
+        let mut session_usage = runs::session_usage(&mut *tx, id).await?;
+        add_into(&mut session_usage, &usage);
+        let saved = serde_json::to_value(&progress).expect("progress serialises");
+        if !runs::park(&mut tx, run, &saved, turns, &usage).await? {
+            return Err(Stop::Gone);
+        }
+        runs::set_session_idle(&mut tx, id).await?;
+        let marks = events::boot_marks(&mut *tx, id).await?;
+        let sandbox_seconds = sandbox_agents_domain::session::sandbox_seconds(
+            &marks,
+            time::OffsetDateTime::now_utc(),
+        );
+        let payload = json!({
+            "final_output": Value::Null,
+            "stop_reason": "requires_action",
+            "run_status": "running",
+            "call_ids": call_ids,
+            "turns": turns,
+            "usage": usage,
+            "session_usage": session_usage,
+            "sandbox_seconds": sandbox_seconds,
+        });
+        events::append(
+            &mut tx,
+            id,
+            &[NewEvent::new(
+                EventType::SessionStatusIdle,
+                Some(run),
+                payload,
+            )],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(run.id = %run, calls = call_ids.len(), "run parked on deferrable client tools");
+        Ok(Parked::Yes)
+    }
+
+    /// The conversation to keep when a parked run is cancelled: its turn so far, with a note
+    /// for every call that was never answered, so the next turn sees a well-formed history.
+    pub(crate) async fn parked_conversation(
+        &self,
+        id: SessionId,
+        run: &RunRecord,
+    ) -> sandbox_agents_errors::Result<Vec<Value>> {
+        let db = &self.inner.db;
+        let mut c = runs::conversation(db, id).await?;
+        c.push(to_value(&Message::user(run.prompt.clone())));
+        if let Ok(Some(p)) = Progress::of(run) {
+            c.extend(p.messages.iter().map(to_value));
+            for call in tool_calls::by_ids(db, &p.awaiting).await? {
+                c.push(to_value(&answer(&call)));
+            }
+        }
+        Ok(c)
+    }
+}
+
+fn to_value(m: &Message) -> Value {
+    serde_json::to_value(m).expect("a message serialises")
+}

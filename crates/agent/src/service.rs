@@ -1,0 +1,59 @@
+//! The [`Runs`] service: the lifecycle it drives runs in, the model clients, and what this
+//! process knows about the runs it drives.
+
+use crate::local::LocalRuns;
+use crate::models::ModelClients;
+use sandbox_agents_sessions::Sessions;
+use sandbox_agents_store::{Db, EventHub};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The run loop service; cheap to clone.
+#[derive(Clone)]
+pub struct Runs {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// The lifecycle: the sandbox a run's tools use, waking it, the background tasks.
+    pub sessions: Sessions,
+    pub db: Db,
+    pub shutdown: CancellationToken,
+    /// The model clients runs use, one per transport that is configured.
+    pub models: ModelClients,
+    /// The runs this process drives, each with the token that cancels it.
+    pub runs: LocalRuns,
+    /// The live event fan-out, once the server attached it: how a run waiting on a client
+    /// learns of an answer committed by any process (without it, it polls).
+    pub hub: std::sync::OnceLock<EventHub>,
+    /// This process's liveness key (see `liveness.rs`), taken on first use.
+    pub liveness: tokio::sync::OnceCell<i32>,
+}
+
+impl Runs {
+    /// The run loop over `sessions`. Register [`Runs::hooks`] with `sessions` at wiring time
+    /// (`Sessions::register_runs`): the lifecycle reaches runs only through them.
+    pub fn new(sessions: Sessions, models: ModelClients) -> Self {
+        Runs {
+            inner: Arc::new(Inner {
+                db: sessions.db().clone(),
+                shutdown: sessions.shutdown().clone(),
+                sessions: sessions.clone(),
+                models,
+                runs: Default::default(),
+                hub: Default::default(),
+                liveness: Default::default(),
+            }),
+        }
+    }
+
+    /// Gives runs the process's event hub (once; later calls are ignored).
+    pub fn attach_hub(&self, hub: EventHub) {
+        let _ = self.inner.hub.set(hub);
+    }
+
+    /// The lifecycle these runs use.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
+    }
+}

@@ -1,0 +1,190 @@
+//! Starting a turn: `POST .../messages` claims the session (`activity: busy`), inserts the run
+//! and appends `user.message` in **one** transaction, so a second message meanwhile gets 409;
+//! a session's first prompt starts the same way inside its boot's transaction. The run is
+//! then driven in the background (`drive.rs`).
+
+use crate::client_tools;
+use crate::Runs;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::tools::ClientTool;
+use sandbox_agents_domain::Violations;
+use sandbox_agents_domain::{ProjectId, RunId, SessionId};
+use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sessions::not_found;
+use sandbox_agents_store::agents;
+use sandbox_agents_store::events;
+use sandbox_agents_store::runs::{self, NewRun, Refusal, RunRecord};
+use sandbox_agents_store::sessions::{self, SessionRecord};
+use serde_json::{json, Value};
+
+/// Model steps a run may take when the message does not say.
+pub const DEFAULT_MAX_TURNS: i64 = 25;
+/// The most a message may ask for.
+pub const MAX_MAX_TURNS: i64 = 1000;
+
+impl Runs {
+    /// Starts a turn: 409 unless the session is running and idle, or asleep (§9.10). Returns
+    /// the `running` run at once; a background worker drives the loop (waking an asleep
+    /// session first).
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn send_message(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        prompt: String,
+        max_turns: Option<i64>,
+        client_tools: &[ClientTool],
+    ) -> Result<RunRecord> {
+        let max_turns = max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+        if !(1..=MAX_MAX_TURNS).contains(&max_turns) {
+            return Err(ServiceError::field(
+                &["max_turns"],
+                format!("max_turns is at least 1 and at most {MAX_MAX_TURNS}"),
+                Value::from(max_turns),
+            ));
+        }
+        let mut v = Violations::new();
+        sandbox_agents_domain::tools::validate_client_tools(client_tools, "client_tools", &mut v);
+        v.into_result().map_err(ServiceError::Validation)?;
+        let st = &self.inner;
+        let session = sessions::get(&st.db, project, id)
+            .await
+            .map_err(|e| not_found(e, id))?;
+        let agent = agents::get(
+            &st.db,
+            project,
+            &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id.into()),
+        )
+        .await?;
+        if let Some(reason) = agent.spec.unsupported() {
+            return Err(ServiceError::field(&[], reason, Value::Null));
+        }
+        let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
+        let worker = self.worker_key().await?;
+        let run_id = RunId::new();
+        let mut tx = st.db.begin().await?;
+        let claimed = runs::claim_session(&mut tx, project, id)
+            .await
+            .map_err(|e| not_found(e, id))?;
+        let status = claimed.map_err(|r| ServiceError::Conflict(refusal_message(r).into()))?;
+        let run = start_run(
+            &mut tx,
+            id,
+            run_id,
+            &prompt,
+            max_turns as i32,
+            &tools,
+            worker,
+        )
+        .await?;
+        tx.commit().await?;
+        let wake = status == "stopped";
+        self.spawn_drive(project, id, run_id, wake);
+        tracing::info!(run.id = %run_id, wake, "run started");
+        Ok(run)
+    }
+
+    /// `create(prompt=...)`: in the transaction that records the first boot's
+    /// `session.status_running`, starts the first turn (claim, run, `user.message`), so its
+    /// events follow the boot's and its terminal event is the first in the log. The caller
+    /// drives the returned run after commit.
+    pub(crate) async fn start_first_prompt(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        s: &SessionRecord,
+    ) -> Result<Option<RunId>> {
+        let id = s.session_id();
+        let project = ProjectId(s.project_id);
+        let Some(prompt) = runs::take_first_prompt(tx, id).await? else {
+            return Ok(None);
+        };
+        let agent = agents::get(
+            &mut *tx,
+            project,
+            &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id.into()),
+        )
+        .await?;
+        let worker = self.worker_key().await?;
+        if let Err(r) = runs::claim_session(tx, project, id).await? {
+            tracing::warn!(session.id = %id, refusal = ?r, "the first prompt could not start");
+            return Ok(None);
+        }
+        let run = RunId::new();
+        let max_turns = DEFAULT_MAX_TURNS as i32;
+        start_run(
+            tx,
+            id,
+            run,
+            &prompt,
+            max_turns,
+            &agent.spec.client_tools,
+            worker,
+        )
+        .await?;
+        tracing::info!(run.id = %run, "first prompt started");
+        Ok(Some(run))
+    }
+
+    /// Drives a run this process took (new, resumed, or a session's first prompt) in the
+    /// background.
+    pub(crate) fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
+        let token = self.inner.runs.insert(run);
+        let rt = self.clone();
+        self.inner.sessions.spawn(async move {
+            rt.drive(project, id, run, wake, token).await;
+            rt.inner.runs.remove(run);
+        });
+    }
+}
+
+fn refusal_message(r: Refusal) -> &'static str {
+    match r {
+        Refusal::Busy => {
+            "a turn is already in flight in this session; wait for it to end or interrupt it"
+        }
+        Refusal::Parked => {
+            "a turn in this session waits on client tool results (GET tool-calls lists them); answer them or interrupt the turn first"
+        }
+        Refusal::Provisioning => {
+            "the session is still starting; send the message once it is running"
+        }
+        Refusal::Error => "the session failed; start it again before sending a message",
+        Refusal::Stopped => "the session is stopped; start it before sending a message",
+    }
+}
+
+/// Claims nothing: inserts the run and appends its `user.message`, in the caller's transaction
+/// (which already claimed the session).
+pub(crate) async fn start_run(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    run_id: RunId,
+    prompt: &str,
+    max_turns: i32,
+    client_tools: &[ClientTool],
+    worker: i32,
+) -> Result<RunRecord> {
+    let run = runs::insert(
+        &mut *tx,
+        &NewRun {
+            id: run_id,
+            session: id,
+            prompt,
+            max_turns,
+            client_tools,
+            worker,
+        },
+    )
+    .await?;
+    events::append(
+        tx,
+        id,
+        &[NewEvent::new(
+            EventType::UserMessage,
+            Some(run_id),
+            json!({ "text": prompt }),
+        )],
+    )
+    .await?;
+    Ok(run)
+}

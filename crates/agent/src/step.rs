@@ -1,0 +1,159 @@
+//! One model step: the streamed model call (deltas go out live as `agent.text_delta`, never
+//! stored), and its events written, with the pending rows of its client calls in the same
+//! transaction. Each step's events are appended only while the run is still `running`
+//! (checked in the appending transaction), so nothing of this run follows its terminal
+//! event when somebody else (an interrupt that gave up waiting) finished it.
+
+use crate::client_tools;
+use crate::finish::Outcome;
+use crate::stop::Stop;
+use crate::turn::Kind;
+use crate::Runs;
+use futures::StreamExt;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::tools::ClientTool;
+use sandbox_agents_domain::{RunId, SessionId};
+use sandbox_agents_model::{ChatRequest, Completion, StreamEvent, ToolCall};
+use sandbox_agents_store::tool_calls::{self, NewToolCall};
+use sandbox_agents_store::{events, runs};
+use serde_json::{json, Map, Value};
+
+impl Runs {
+    /// Writes a model step: its thinking and message, an `agent.tool_use` for each sandbox
+    /// call and an `agent.client_tool_call` for each client call, whose pending rows go in
+    /// the same transaction. Returns the client calls' row ids, by call index.
+    pub(crate) async fn write_step(
+        &self,
+        id: SessionId,
+        run: RunId,
+        completion: &Completion,
+        kinds: &[Kind<'_>],
+    ) -> Result<Vec<Option<i64>>, Stop> {
+        let mut batch = Vec::new();
+        if let Some(r) = completion.reasoning.as_ref().filter(|r| !r.is_empty()) {
+            batch.push(NewEvent::new(
+                EventType::AgentThinking,
+                Some(run),
+                json!({"text": r}),
+            ));
+        }
+        if !completion.text.is_empty() {
+            batch.push(NewEvent::new(
+                EventType::AgentMessage,
+                Some(run),
+                json!({"text": completion.text}),
+            ));
+        }
+        // (index in the batch, the call, its tool) for the client calls.
+        let mut client: Vec<(usize, &ToolCall, &ClientTool)> = Vec::new();
+        for (c, kind) in completion.tool_calls.iter().zip(kinds) {
+            match kind {
+                Kind::Sandbox => batch.push(NewEvent::new(
+                    EventType::AgentToolUse,
+                    Some(run),
+                    json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments}),
+                )),
+                Kind::Client(t) => {
+                    client.push((batch.len(), c, t));
+                    batch.push(NewEvent::new(
+                        EventType::AgentClientToolCall,
+                        Some(run),
+                        json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "deferrable": t.deferrable}),
+                    ));
+                }
+            }
+        }
+        let mut rows = vec![None; kinds.len()];
+        if batch.is_empty() {
+            return Ok(rows);
+        }
+        let mut tx = self.inner.db.begin().await?;
+        match runs::get(&mut *tx, run).await? {
+            Some(r) if r.status == "running" => {}
+            _ => return Err(Stop::Gone),
+        }
+        let written = events::append(&mut tx, id, &batch).await?;
+        let now = time::OffsetDateTime::now_utc();
+        let new: Vec<NewToolCall> = client
+            .iter()
+            .map(|(i, c, t)| NewToolCall {
+                call_id: &c.id,
+                tool: &c.name,
+                arguments: &c.arguments,
+                deferrable: t.deferrable,
+                seq: written[*i].seq,
+                deadline: (!t.deferrable).then(|| client_tools::deadline(t, now)),
+            })
+            .collect();
+        let ids = tool_calls::insert(&mut tx, run, id, &new).await?;
+        tx.commit().await?;
+        let mut ids = ids.into_iter();
+        for (slot, kind) in rows.iter_mut().zip(kinds) {
+            if matches!(kind, Kind::Client(_)) {
+                *slot = ids.next();
+            }
+        }
+        Ok(rows)
+    }
+
+    /// One streamed model call: deltas go out live as `agent.text_delta`.
+    pub(crate) async fn model_step(
+        &self,
+        client: &sandbox_agents_model::ModelClient,
+        req: ChatRequest,
+        id: SessionId,
+        run: RunId,
+    ) -> Result<Completion, Stop> {
+        let stream = client.stream(req);
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(StreamEvent::TextDelta(text)) => {
+                    let mut p = Map::new();
+                    p.insert("text".into(), Value::from(text));
+                    if let Err(e) = events::publish_ephemeral(
+                        &self.inner.db,
+                        id,
+                        Some(run),
+                        EventType::AgentTextDelta,
+                        p,
+                    )
+                    .await
+                    {
+                        tracing::debug!(error = %e, "a text delta could not be published");
+                    }
+                }
+                Ok(StreamEvent::ReasoningDelta(_)) => {}
+                Ok(StreamEvent::Done(c)) => return Ok(c),
+                Err(e) => {
+                    return Err(Stop::Outcome(Outcome::Failed(format!(
+                        "the model request failed: {e}"
+                    ))))
+                }
+            }
+        }
+        Err(Stop::Outcome(Outcome::Failed(
+            "the model stream ended without an answer".into(),
+        )))
+    }
+
+    /// Appends a step's events if the run is still running; `Gone` otherwise.
+    pub(crate) async fn append_step(
+        &self,
+        id: SessionId,
+        run: RunId,
+        batch: &[NewEvent],
+    ) -> Result<(), Stop> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.inner.db.begin().await?;
+        match runs::get(&mut *tx, run).await? {
+            Some(r) if r.status == "running" => {}
+            _ => return Err(Stop::Gone),
+        }
+        events::append(&mut tx, id, batch).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

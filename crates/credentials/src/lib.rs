@@ -1,0 +1,48 @@
+//! Credentials a project stores for its sandboxes: secrets (values that become environment
+//! variables at boot) and git deploy keys (used by the control plane, never by a sandbox).
+//! Every stored value is sealed under the deployment's master key with its owner's id as
+//! associated data; nothing here returns or logs a plaintext except to the code that uses it.
+//!
+//! Why a crate of its own: credentials are the one place that holds the master key, and they
+//! are needed by several services that must not need each other for it: the lifecycle
+//! resolves and seals a boot's variables and opens them for each command, the run loop masks
+//! tool output, and the API manages secrets and keys. Keeping them here means the master key
+//! has one owner, and what grows next (git checkouts with deploy keys, bucket credentials)
+//! finds the sealing and the probe in one place.
+//!
+//! Entry point: [`Credentials`].
+
+pub mod git_keys;
+pub mod git_probe;
+pub mod secrets;
+
+use sandbox_agents_store::Db;
+use sandbox_agents_vault::MasterKey;
+use std::path::PathBuf;
+
+/// Secrets and deploy keys of every project; cheap to clone.
+#[derive(Clone)]
+pub struct Credentials {
+    db: Db,
+    /// Seals and opens secret values, the environment a sandbox was booted with and deploy
+    /// keys. Every process of a deployment holds the same.
+    key: MasterKey,
+    /// The deployment's known_hosts for git over ssh: host keys are accepted on first use and
+    /// checked on every later one.
+    git_known_hosts: PathBuf,
+}
+
+impl Credentials {
+    pub fn new(db: Db, key: MasterKey, git_known_hosts: PathBuf) -> Self {
+        Credentials {
+            db,
+            key,
+            git_known_hosts,
+        }
+    }
+
+    /// The master key (the webhooks seal their signing secrets under it too).
+    pub fn master_key(&self) -> &MasterKey {
+        &self.key
+    }
+}

@@ -1,0 +1,165 @@
+//! Booting a `provisioning` session under its lock, and recording the outcome: `running`
+//! (with the sealed secret variables, and the first prompt started in the same transaction)
+//! or `error`, each with its event in one transaction, so a reader who sees
+//! `session.status_running` finds the row running. Getting the sandbox itself is
+//! `provision.rs`.
+
+use crate::lock::SessionLock;
+use crate::Sessions;
+use sandbox_agents_credentials::secrets;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sandbox::Sandbox;
+use sandbox_agents_store::sessions::SessionRecord;
+use sandbox_agents_store::{events, sessions};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+impl Sessions {
+    /// Boots in the background; the outcome lands in the row and the log.
+    pub(crate) fn spawn_boot(&self, id: SessionId) {
+        let rt = self.clone();
+        self.inner.tasks.spawn(async move {
+            if let Err(e) = rt.boot(id).await {
+                tracing::error!(session.id = %id, error = %e, "a boot could not record its outcome");
+            }
+        });
+    }
+
+    /// Wakes an asleep session for a run that needs its sandbox: `provisioning` now, then
+    /// booted in the caller's task rather than in the background, so the caller can wait for
+    /// it to run.
+    pub async fn wake(&self, project: ProjectId, id: SessionId) -> Result<()> {
+        sessions::mark_provisioning(&self.inner.db, project, id).await?;
+        self.boot(id).await
+    }
+
+    /// Boots a `provisioning` session, unless another process is already doing it.
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub(crate) async fn boot(&self, id: SessionId) -> Result<()> {
+        let Some(lock) = SessionLock::try_acquire(&self.inner.db, id).await? else {
+            tracing::debug!("another process is working on this session");
+            return Ok(());
+        };
+        let result = self.boot_locked(id).await;
+        lock.release().await;
+        // Replace a pooled sandbox this boot may have taken, now that it no longer competes
+        // with the boot (a no-op without a pool).
+        self.inner.pool_wanted.notify_one();
+        result
+    }
+
+    /// The boot itself; the caller holds the session's lock. Records `running` or `error`,
+    /// each with its event, in one transaction.
+    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<()> {
+        let st = &self.inner;
+        let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
+            return Ok(());
+        };
+        if s.status != "provisioning" {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        match self.boot_sandbox(&s).await {
+            Ok((sandbox, env, secrets)) => {
+                self.record_running(&s, &sandbox, &env, &secrets, started)
+                    .await
+            }
+            Err(e) => self.record_boot_failed(id, &e).await,
+        }
+    }
+
+    /// Records a booted sandbox: `running`, with the sealed secret variables and the
+    /// secrets marked used, `session.status_running`, and the first prompt started, in one
+    /// transaction; the first prompt is driven after it commits. A session that changed
+    /// meanwhile (stopped, deleted) gets nothing, and the new sandbox is removed.
+    async fn record_running(
+        &self,
+        s: &SessionRecord,
+        sandbox: &Sandbox,
+        env: &BTreeMap<String, String>,
+        secrets: &secrets::Resolved,
+        started: std::time::Instant,
+    ) -> Result<()> {
+        let st = &self.inner;
+        let id = s.session_id();
+        let sealed = secrets::seal_env(st.credentials.master_key(), id, &secrets.env)?;
+        let ports: BTreeMap<String, u16> = sandbox
+            .ports
+            .iter()
+            .map(|(c, h)| (c.to_string(), h.port()))
+            .collect();
+        let mut tx = st.db.begin().await?;
+        match sessions::mark_running(
+            &mut tx,
+            id,
+            &sandbox.id,
+            &sandbox.workdir,
+            &ports,
+            env,
+            sealed.as_deref(),
+        )
+        .await?
+        {
+            Some(_) => {
+                sandbox_agents_store::secrets::mark_used(
+                    &mut *tx,
+                    ProjectId(s.project_id),
+                    &secrets.ids,
+                )
+                .await?;
+                events::append(
+                    &mut tx,
+                    id,
+                    &[NewEvent::new(
+                        EventType::SessionStatusRunning,
+                        None,
+                        json!({"backend": st.backend.name(), "container_id": sandbox.id}),
+                    )],
+                )
+                .await?;
+                let first = self.runs().start_first_prompt(&mut tx, s).await?;
+                tx.commit().await?;
+                tracing::info!(container.id = %sandbox.id, ms = started.elapsed().as_millis() as u64, "session running");
+                if let Some(run) = first {
+                    self.runs().drive(ProjectId(s.project_id), id, run);
+                }
+            }
+            None => {
+                drop(tx);
+                tracing::info!("the session changed while booting; removing the new sandbox");
+                let _ = st.backend.remove(&sandbox.id).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a failed boot: `error` with `session.status_error`, in one transaction. A
+    /// first prompt dies with the boot.
+    async fn record_boot_failed(&self, id: SessionId, e: &ServiceError) -> Result<()> {
+        let msg = format!("the sandbox failed to start: {e}");
+        tracing::warn!(error = %msg, "boot failed");
+        let mut tx = self.inner.db.begin().await?;
+        if sessions::mark_boot_failed(&mut tx, id, &msg)
+            .await?
+            .is_some()
+        {
+            // A first prompt dies with the boot: its session.status_error (no run)
+            // already ends every wait for it.
+            sandbox_agents_store::runs::take_first_prompt(&mut tx, id).await?;
+            events::append(
+                &mut tx,
+                id,
+                &[NewEvent::new(
+                    EventType::SessionStatusError,
+                    None,
+                    json!({"error": msg}),
+                )],
+            )
+            .await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}

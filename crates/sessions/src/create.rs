@@ -1,0 +1,166 @@
+//! Creating a session: the request checked against its agent, the row and its
+//! `session.created` event in one transaction (with the first prompt, if any, and a lock on
+//! every bound secret), then a boot in the background.
+
+use crate::Sessions;
+use sandbox_agents_credentials::secrets;
+use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::SessionCreate;
+use sandbox_agents_domain::tools::validate_secret_bindings;
+use sandbox_agents_domain::{ProjectId, SessionId, Violations};
+use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_store::sessions::{self, NewSession, SessionRecord};
+use sandbox_agents_store::snapshots::SnapshotRecord;
+use sandbox_agents_store::{agents, events, snapshots};
+use serde_json::{json, Value};
+
+impl Sessions {
+    /// Creates the session row and its `session.created` event, then boots the sandbox in the
+    /// background. Returns the row, `provisioning`.
+    #[tracing::instrument(skip_all, fields(project.id = %project))]
+    pub async fn create(&self, project: ProjectId, body: SessionCreate) -> Result<SessionRecord> {
+        let st = &self.inner;
+        let agent = agents::get(&st.db, project, &AgentRef::parse(&body.agent_id))
+            .await
+            .map_err(|e| match e {
+                sandbox_agents_store::Error::NotFound => ServiceError::NotFound(format!(
+                    "agent '{}' not found in this project",
+                    body.agent_id
+                )),
+                other => other.into(),
+            })?;
+        if agent.archived_at.is_some() {
+            return Err(ServiceError::Conflict(format!(
+                "agent '{}' is archived and cannot start sessions; unarchive it first",
+                agent.slug
+            )));
+        }
+        check_request(&body, &agent)?;
+        let manifest = match &body.manifest {
+            Some(m) => agent.spec.manifest.merged_with(m),
+            None => agent.spec.manifest.clone(),
+        };
+        if let Err((path, reason)) = st.settings.manifest.check(&manifest) {
+            return Err(ServiceError::field(
+                &["manifest", "entries", &path],
+                reason,
+                Value::from(path.as_str()),
+            ));
+        }
+        let snapshot = match &body.from_snapshot_id {
+            None => None,
+            Some(raw) => Some(self.fork_source(project, raw).await?),
+        };
+        let image = snapshot
+            .as_ref()
+            .and_then(|s| s.image.clone())
+            .or_else(|| agent.spec.image.clone());
+        let new = NewSession {
+            id: SessionId::new(),
+            project,
+            agent: agent.id,
+            title: body.title.clone(),
+            backend: st.backend.name().to_owned(),
+            exposed_ports: agent
+                .spec
+                .exposed_ports
+                .iter()
+                .map(|p| i32::from(*p))
+                .collect(),
+            model: Some(
+                body.model
+                    .clone()
+                    .or_else(|| agent.spec.model.clone())
+                    .unwrap_or_else(|| st.settings.default_model.clone()),
+            ),
+            instructions: body.instructions.clone(),
+            manifest: body.manifest.clone(),
+            metadata: body.metadata.clone(),
+            image,
+            secret_bindings: body.secret_bindings.clone(),
+            boot_snapshot_id: snapshot.map(|s| s.id),
+        };
+        let mut tx = st.db.begin().await?;
+        secrets::check_bound(
+            &mut tx,
+            project,
+            &agent.spec.secret_bindings,
+            &body.secret_bindings,
+        )
+        .await?;
+        let row = sessions::insert(&mut *tx, &new).await?;
+        if let Some(prompt) = &body.prompt {
+            sandbox_agents_store::runs::set_first_prompt(&mut tx, new.id, prompt).await?;
+        }
+        events::append(
+            &mut tx,
+            new.id,
+            &[NewEvent::new(
+                EventType::SessionCreated,
+                None,
+                json!({"agent_id": agent.id.to_string(), "title": body.title}),
+            )],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(session.id = %new.id, agent.id = %agent.id, "session created");
+        self.spawn_boot(new.id);
+        Ok(row)
+    }
+
+    /// The snapshot a session forks (`from_snapshot_id`): any snapshot of the project; 404
+    /// otherwise.
+    async fn fork_source(&self, project: ProjectId, raw: &str) -> Result<SnapshotRecord> {
+        let not_found =
+            || ServiceError::NotFound(format!("snapshot '{raw}' not found in this project"));
+        let id = uuid::Uuid::try_parse(raw).map_err(|_| not_found())?;
+        snapshots::get(&self.inner.db, project, id)
+            .await
+            .map_err(|e| match e {
+                sandbox_agents_store::Error::NotFound => not_found(),
+                other => other.into(),
+            })
+    }
+}
+
+/// What a create request may not ask for, whatever the database holds: an invalid manifest
+/// or secret binding, an empty model, an agent whose features are not run yet, an
+/// environment. 422 with every violation at once.
+fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
+    let mut v = Violations::new();
+    if let Some(m) = &body.manifest {
+        m.validate(&["manifest"], &mut v);
+    }
+    validate_secret_bindings(&body.secret_bindings, "secret_bindings", &mut v);
+    for (field, value) in [("model", &body.model), ("instructions", &body.instructions)] {
+        if value
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty() && field == "model")
+        {
+            v.push(
+                "string_too_short",
+                &[field],
+                "model must not be empty; send null to use the agent's",
+                Value::from(""),
+            );
+        }
+    }
+    if let Some(reason) = agent.spec.unsupported() {
+        v.push(
+            "value_error",
+            &["agent_id"],
+            reason,
+            Value::from(body.agent_id.as_str()),
+        );
+    }
+    if body.environment_id.is_some() {
+        v.push(
+            "value_error",
+            &["environment_id"],
+            "environments are not supported by this server yet; leave environment_id null",
+            Value::Null,
+        );
+    }
+    v.into_result().map_err(ServiceError::Validation)
+}

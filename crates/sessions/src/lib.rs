@@ -1,0 +1,56 @@
+//! The sandbox lifecycle service: a session's container from boot to delete, and everything
+//! done to it while it lives.
+//!
+//! * boot: [`create`](Sessions::create) records the session and boots it in the background
+//!   (`boot.rs` records the outcome, `provision.rs` gets the sandbox and its first workspace,
+//!   `pool.rs` keeps started sandboxes waiting); [`start`](Sessions::start) boots a stopped
+//!   one again and [`wake`](Sessions::wake) boots one for a run that needs it;
+//! * [`stop`](Sessions::stop) archives the workspace and removes the container; the idle
+//!   reaper (`periodic.rs`) stops sandboxes nobody used for their TTL;
+//!   [`delete`](Sessions::delete) removes everything without leaks (`garbage.rs`, and
+//!   `projects.rs` for a whole project);
+//! * while it runs: [`exec`](Sessions::exec), the files API (`files/`), snapshots
+//!   (`snapshots.rs`);
+//! * after a restart: the reconciler (`reconciler.rs`) adopts, stops or re-boots sessions and
+//!   removes containers nobody owns.
+//!
+//! Lifecycle operations on one session are serialised across every server process by a
+//! PostgreSQL advisory lock keyed by the session id (`lock.rs`). A row change and the event
+//! announcing it always commit in one transaction (the event log locks the session row), so a
+//! reader who sees `session.status_running` finds the row running.
+//!
+//! Why the boundary is here: the lifecycle is what a sandbox backend, the blob store and the
+//! session rows have in common, and it must work with no run loop at all. **The lifecycle
+//! never imports the loop**: what it needs from runs (cancel the run in flight before a
+//! stop, start the first prompt in the boot's transaction, recover runs whose process died)
+//! goes through [`RunHooks`], which `sandbox-agents-agent` implements and registers at wiring
+//! time. A second sandbox backend is a `sandbox` crate matter; what a sandbox starts from
+//! (skills, git checkouts, environments, bucket mounts) is staged by
+//! `sandbox-agents-workspace` and chosen in `provision.rs`; an in-sandbox daemon or kernel
+//! is started by the boot and reached like `exec`.
+//!
+//! Entry point: [`Sessions`].
+
+mod boot;
+mod create;
+mod exec;
+pub mod files;
+mod garbage;
+mod hooks;
+mod lock;
+mod periodic;
+mod pool;
+mod projects;
+mod provision;
+mod reconciler;
+mod service;
+mod snapshots;
+mod start;
+mod stop;
+mod stop_reason;
+
+pub use exec::MAX_OUTPUT_BYTES;
+pub use hooks::RunHooks;
+pub use lock::not_found;
+pub use service::{SessionSettings, Sessions};
+pub use stop_reason::StopReason;

@@ -1,0 +1,50 @@
+//! The periodic worker: on a timer, idle sandboxes are released (the idle reaper), orphans
+//! swept, runs whose process died recovered and garbage collected.
+
+use crate::Sessions;
+use crate::StopReason;
+use sandbox_agents_errors::Result;
+use sandbox_agents_store::sessions;
+
+impl Sessions {
+    /// Stops running sessions unused for longer than their idle TTL.
+    pub async fn release_idle(&self) -> Result<usize> {
+        let st = &self.inner;
+        let ttl = st.settings.idle_ttl.as_secs() as i64;
+        let expired = sessions::idle_expired(&st.db, ttl).await?;
+        for id in &expired {
+            tracing::info!(session.id = %id, "releasing an idle sandbox");
+            if let Err(e) = self.stop(None, *id, StopReason::Idle).await {
+                tracing::warn!(session.id = %id, error = %e, "could not release an idle sandbox");
+            }
+        }
+        Ok(expired.len())
+    }
+
+    /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
+    /// garbage collection.
+    pub fn spawn_workers(&self) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let shutdown = rt.inner.shutdown.clone();
+            let mut tick = tokio::time::interval(rt.inner.settings.sweep_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! { _ = tick.tick() => {}, _ = shutdown.cancelled() => return }
+                if let Err(e) = rt.release_idle().await {
+                    tracing::warn!(error = %e, "idle release failed");
+                }
+                if let Err(e) = rt.sweep_orphans().await {
+                    tracing::warn!(error = %e, "orphan sweep failed");
+                }
+                if let Err(e) = rt.runs().recover().await {
+                    tracing::warn!(error = %e, "run recovery failed");
+                }
+                if let Err(e) = rt.collect_garbage().await {
+                    tracing::warn!(error = %e, "garbage collection failed");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,261 @@
+//! The warm pool: started sandboxes of the default image waiting for sessions, so that a boot
+//! skips creating and starting a container (most of create-to-running).
+//!
+//! Invariants:
+//! - A pooled sandbox is created exactly as a session's would be (same hardening, limits,
+//!   user, image), without environment, ports or session label: it was made before the
+//!   session existed. The environment is passed with every exec instead, for all sessions
+//!   (see `exec::sandbox_env`), so pooled and dedicated sandboxes behave the same.
+//! - Ownership lives in the database. A pool container is owned by its `sandbox_pool` row
+//!   (written before the container is created) until a claim deletes the row and records the
+//!   container as the session's `container_id` in one transaction; the orphan sweep removes
+//!   pool containers owned by neither. Claims use `for update skip locked`, so concurrent
+//!   boots in any number of processes never get the same container.
+//! - Only boots that could have got this very container may take one: the default image,
+//!   the default limits, and no exposed ports (ports are published at creation).
+
+use crate::Sessions;
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_errors::Result;
+use sandbox_agents_sandbox::{ListedSandbox, Sandbox, SandboxSpec, WORKDIR};
+use sandbox_agents_store::{sandbox_pool, sessions};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// A reservation whose container never became ready in this long was made by a process that
+/// died (creating and starting a container takes well under a minute even on a busy host).
+const STALE_RESERVATION: Duration = Duration::from_secs(300);
+
+impl Sessions {
+    /// What a pooled sandbox is: the default image and limits, nothing session-specific.
+    fn pool_spec(&self) -> SandboxSpec {
+        let settings = &self.inner.settings;
+        SandboxSpec {
+            session: String::new(),
+            image: settings.default_image.clone(),
+            env: BTreeMap::new(),
+            exposed_ports: Vec::new(),
+            limits: settings.limits.clone(),
+        }
+    }
+
+    /// Whether a boot of `spec` may take a pooled sandbox instead.
+    fn poolable(&self, spec: &SandboxSpec) -> bool {
+        let pooled = self.pool_spec();
+        self.inner.settings.warm_pool > 0
+            && spec.image == pooled.image
+            && spec.limits == pooled.limits
+            && spec.exposed_ports.is_empty()
+            && spec.env.is_empty()
+    }
+
+    /// Takes a started sandbox from the pool for `session` (which must be provisioning). The
+    /// refill is asked for once the boot is over (see `boot_locked`), so that starting the
+    /// replacement does not compete with the boot for the host. `None` when the boot is not eligible or the pool is empty: the caller
+    /// creates a sandbox itself.
+    #[tracing::instrument(skip_all, fields(session.id = %session))]
+    pub(crate) async fn claim_pooled(
+        &self,
+        session: SessionId,
+        spec: &SandboxSpec,
+    ) -> Result<Option<Sandbox>> {
+        if !self.poolable(spec) {
+            return Ok(None);
+        }
+        let st = &self.inner;
+        let mut tx = st.db.begin().await?;
+        let claimed = sandbox_pool::claim(&mut tx, &spec.image, session).await?;
+        if claimed.is_some() {
+            tx.commit().await?;
+        } else {
+            drop(tx);
+        }
+        let Some(container) = claimed else {
+            tracing::debug!("the warm pool is empty; creating a sandbox");
+            return Ok(None);
+        };
+        // Named after the session like any session's sandbox (the label cannot change; the
+        // row is what says who owns it). A rename that fails costs the name, not the boot.
+        if let Err(e) = st.backend.assign(&container, &session.to_string()).await {
+            tracing::warn!(container.id = %container, error = %e, "could not name the pooled sandbox after its session");
+        }
+        // It was running when pooled; make sure it still is (the Engine may have restarted).
+        match st.backend.inspect(&container).await? {
+            Some(status) if status.running => {
+                tracing::debug!(container.id = %container, "took a sandbox from the warm pool");
+                Ok(Some(Sandbox {
+                    id: container,
+                    workdir: WORKDIR.to_owned(),
+                    ports: status.ports,
+                }))
+            }
+            _ => {
+                tracing::warn!(container.id = %container, "a pooled sandbox had died; creating one");
+                st.backend.remove(&container).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts the refill worker (once) and asks it to fill the pool. The worker tops the pool
+    /// up whenever a claim or a sweep asks, until shutdown. A no-op without a pool.
+    pub fn start_pool(&self) {
+        let st = &self.inner;
+        if st.settings.warm_pool == 0 {
+            return;
+        }
+        if !st.pool_started.swap(true, Ordering::SeqCst) {
+            let rt = self.clone();
+            let worker = tokio::spawn(async move {
+                let shutdown = rt.inner.shutdown.clone();
+                loop {
+                    tokio::select! {
+                        _ = rt.inner.pool_wanted.notified() => {}
+                        _ = shutdown.cancelled() => return,
+                    }
+                    if let Err(e) = rt.fill_pool().await {
+                        tracing::warn!(error = %e, "could not refill the warm pool");
+                    }
+                }
+            });
+            *st.pool_worker.lock().expect("not poisoned") = Some(worker);
+        }
+        st.pool_wanted.notify_one();
+    }
+
+    /// Waits for the refill worker to finish once shutdown is signalled: a sandbox it is
+    /// starting is recorded (or removed) first, so nothing it made goes unaccounted for.
+    /// Pooled sandboxes themselves stay: the next start's sweep keeps or replaces them.
+    pub async fn stop_pool(&self) {
+        let worker = self.inner.pool_worker.lock().expect("not poisoned").take();
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+    }
+
+    /// Tops the pool up to its size; returns how many sandboxes it started. Safe to run from
+    /// several tasks and processes at once: the missing ones are reserved under a lock.
+    #[tracing::instrument(skip_all)]
+    pub async fn fill_pool(&self) -> Result<usize> {
+        let st = &self.inner;
+        if st.settings.warm_pool == 0 {
+            return Ok(0);
+        }
+        let spec = self.pool_spec();
+        let names = sandbox_pool::reserve(&st.db, &spec.image, st.settings.warm_pool, || {
+            format!("sa-pool-{}", uuid::Uuid::new_v4().simple())
+        })
+        .await?;
+        let mut started = 0;
+        for (i, name) in names.iter().enumerate() {
+            if st.shutdown.is_cancelled() {
+                sandbox_pool::forget(&st.db, &names[i..]).await?;
+                break;
+            }
+            match st.backend.create_pooled(name, &spec).await {
+                Ok(sandbox) => {
+                    if sandbox_pool::mark_ready(&st.db, name, &sandbox.id).await? {
+                        started += 1;
+                    } else {
+                        // The sweep dropped the reservation meanwhile.
+                        st.backend.remove(&sandbox.id).await?;
+                    }
+                }
+                Err(e) => {
+                    sandbox_pool::forget(&st.db, &names[i..]).await?;
+                    return Err(e.into());
+                }
+            }
+        }
+        if started > 0 {
+            tracing::info!(started, image = %spec.image, "warm pool refilled");
+        }
+        Ok(started)
+    }
+
+    /// The pool's part of the orphan sweep, given the rows read before `listed` was taken.
+    /// Drops rows whose container died and ready containers the settings no longer want (the
+    /// pool disabled, the image changed, more than the size); then removes every pool
+    /// container that neither a row nor a session owns. Returns the ids it removed.
+    pub(crate) async fn sweep_pool(
+        &self,
+        before: &[sandbox_pool::PoolRow],
+        listed: &[ListedSandbox],
+    ) -> Result<HashSet<String>> {
+        let st = &self.inner;
+        let mut removed = HashSet::new();
+        let running: HashSet<&str> = listed
+            .iter()
+            .filter(|c| c.running)
+            .map(|c| c.id.as_str())
+            .collect();
+        // Rows read before the listing whose container was not running in it are dead (a
+        // container is ready only once it runs, so it would have been listed).
+        let mut drop: Vec<String> = before
+            .iter()
+            .filter(|r| {
+                r.container_id
+                    .as_deref()
+                    .is_some_and(|c| !running.contains(c))
+            })
+            .map(|r| r.name.clone())
+            .collect();
+        let after = sandbox_pool::list(&st.db).await?;
+        let wanted = self.pool_spec().image;
+        let mut kept = 0;
+        let stale = time::OffsetDateTime::now_utc() - STALE_RESERVATION;
+        for r in &after {
+            let ready = r.container_id.is_some();
+            // Another image's, surplus, or a reservation whose creator died.
+            let unwanted = r.image != wanted
+                || (ready && kept >= st.settings.warm_pool)
+                || (!ready && r.created_at < stale);
+            if unwanted {
+                drop.push(r.name.clone());
+            } else if ready {
+                kept += 1;
+            }
+        }
+        // Only rows this delete took are ours to remove: a row claimed meanwhile belongs to
+        // its session now.
+        let dropped = sandbox_pool::forget(&st.db, &drop).await?;
+        for (name, container) in &dropped {
+            let container = container.clone().or_else(|| {
+                listed
+                    .iter()
+                    .find(|c| &c.name == name)
+                    .map(|c| c.id.clone())
+            });
+            if let Some(c) = container {
+                tracing::info!(container.id = %c, %name, "removing a pooled sandbox that is dead or not wanted");
+                st.backend.remove(&c).await?;
+                removed.insert(c);
+            }
+        }
+        // Ownership as it is now (after the listing): a row, or a session's container.
+        let rows: HashSet<String> = sandbox_pool::list(&st.db)
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        let pooled: Vec<String> = listed
+            .iter()
+            .filter(|c| c.pool.is_some() && !removed.contains(&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        let in_use: HashSet<String> = sessions::owning_containers(&st.db, &pooled)
+            .await?
+            .into_iter()
+            .collect();
+        for c in listed.iter().filter(|c| c.pool.is_some()) {
+            if removed.contains(&c.id) || rows.contains(&c.name) || in_use.contains(&c.id) {
+                continue;
+            }
+            tracing::warn!(container.id = %c.id, name = %c.name, "removing a pooled sandbox nobody owns");
+            st.backend.remove(&c.id).await?;
+            removed.insert(c.id.clone());
+        }
+        Ok(removed)
+    }
+}

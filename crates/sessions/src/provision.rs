@@ -1,0 +1,112 @@
+//! Getting a booting session its sandbox: one from the warm pool or a new one, with the
+//! workspace it starts from (the archive of its last stop, the snapshot it forks, or its
+//! manifest staged by `sandbox-agents-workspace`), and the environment its commands run with.
+
+use crate::Sessions;
+use bytes::Bytes;
+use sandbox_agents_credentials::secrets;
+use sandbox_agents_domain::agent::AgentRef;
+use sandbox_agents_domain::ProjectId;
+use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
+use sandbox_agents_store::sessions::SessionRecord;
+use sandbox_agents_store::{agents, snapshots};
+use sandbox_agents_workspace::{build_archive, ByteStream};
+use std::collections::BTreeMap;
+
+impl Sessions {
+    /// Takes a sandbox from the warm pool or creates one, and fills its workspace; removes it
+    /// again if that fails. Returns it with the environment its commands are to run with: the
+    /// manifest's, and the secret variables (resolved first, so a missing secret costs no
+    /// sandbox).
+    pub(crate) async fn boot_sandbox(
+        &self,
+        s: &SessionRecord,
+    ) -> Result<(Sandbox, BTreeMap<String, String>, secrets::Resolved)> {
+        let st = &self.inner;
+        let agent = agents::get(
+            &st.db,
+            ProjectId(s.project_id),
+            &AgentRef::Id(s.agent_id.into()),
+        )
+        .await?;
+        let manifest = match &s.manifest {
+            Some(m) => agent.spec.manifest.merged_with(&m.0),
+            None => agent.spec.manifest.clone(),
+        };
+        let resolved = self
+            .inner
+            .credentials
+            .resolve_secrets(
+                ProjectId(s.project_id),
+                &agent.spec.secret_bindings,
+                &s.secret_bindings,
+            )
+            .await?;
+        let spec = SandboxSpec {
+            session: s.id.to_string(),
+            image: s
+                .image
+                .clone()
+                .or_else(|| agent.spec.image.clone())
+                .unwrap_or_else(|| st.settings.default_image.clone()),
+            // Passed with every exec instead (see `exec::sandbox_env`): a pooled sandbox
+            // could not have it, and this way no sandbox differs from another.
+            env: BTreeMap::new(),
+            exposed_ports: s
+                .exposed_ports
+                .iter()
+                .filter_map(|p| u16::try_from(*p).ok())
+                .collect(),
+            limits: st.settings.limits.clone(),
+        };
+        if let Some(stale) = &s.container_id {
+            // A provisioning row with a container: an earlier boot took one from the pool and
+            // did not finish (the process died). Nobody else can be using it.
+            tracing::info!(container.id = %stale, "removing the sandbox of an unfinished boot");
+            st.backend.remove(stale).await?;
+        }
+        let sandbox = match self.claim_pooled(s.session_id(), &spec).await? {
+            Some(sandbox) => sandbox,
+            None => st.backend.create(&spec).await?,
+        };
+        let env = manifest.environment.clone();
+        let filled: Result<()> = async {
+            if let Some(key) = &s.workspace_archive {
+                // The archive a stop made: entries are `workspace/...`, so it goes to `/`.
+                let tar = self.blob_stream(key).await?;
+                st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
+            } else if let Some(snap) = s.boot_snapshot_id {
+                let snap = snapshots::get(&st.db, ProjectId(s.project_id), snap).await?;
+                let tar = self.blob_stream(&snap.archive).await?;
+                st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
+            } else if !manifest.entries.is_empty() {
+                let policy = st.settings.manifest.clone();
+                let tar = tokio::task::spawn_blocking(move || build_archive(&manifest, &policy))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("building the manifest: {e}"))?
+                    .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+                st.backend
+                    .put_archive(&sandbox.id, WORKDIR, Bytes::from(tar))
+                    .await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = filled {
+            let _ = st.backend.remove(&sandbox.id).await;
+            return Err(e);
+        }
+        Ok((sandbox, env, resolved))
+    }
+
+    /// A blob, streamed: archives go from the blob store into a sandbox without being held in
+    /// memory.
+    pub(crate) async fn blob_stream(&self, key: &str) -> Result<ByteStream> {
+        self.inner
+            .blobs
+            .get(key)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {key}: {e}").into())
+    }
+}

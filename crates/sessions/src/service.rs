@@ -1,0 +1,144 @@
+//! The [`Sessions`] service: what every lifecycle operation shares (the database, the sandbox
+//! backend, the blob store, the credentials, the background tasks) and the settings it runs
+//! with.
+
+use crate::hooks::{NoRuns, RunHooks};
+use sandbox_agents_credentials::Credentials;
+use sandbox_agents_sandbox::{Limits, SandboxBackend};
+use sandbox_agents_store::Db;
+use sandbox_agents_workspace::{BlobStore, ManifestPolicy};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+#[derive(Clone, Debug)]
+pub struct SessionSettings {
+    /// The image sessions boot when neither the agent nor a snapshot names one.
+    pub default_image: String,
+    /// The model a session uses when neither it nor its agent names one.
+    pub default_model: String,
+    pub limits: Limits,
+    /// How long a running, idle sandbox may sit unused when its agent does not say (0 = never).
+    pub idle_ttl: Duration,
+    /// How often the idle reaper and the orphan sweep look.
+    pub sweep_interval: Duration,
+    pub manifest: ManifestPolicy,
+    /// How many started sandboxes of the default image wait for sessions (0: no pool).
+    /// Every server process of a deployment should say the same: each one's sweep trims the
+    /// pool to its own setting.
+    pub warm_pool: usize,
+}
+
+/// The sandbox lifecycle service; cheap to clone.
+#[derive(Clone)]
+pub struct Sessions {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub db: Db,
+    pub backend: Arc<dyn SandboxBackend>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub settings: SessionSettings,
+    /// Resolves a boot's secret variables and opens them for each command.
+    pub credentials: Credentials,
+    /// Background boots and garbage collection, and the runs the run loop drives (it spawns
+    /// them here too), so one drain waits for all of them.
+    pub tasks: TaskTracker,
+    pub shutdown: CancellationToken,
+    /// What the lifecycle asks of the run loop (see [`RunHooks`]); registered at wiring time.
+    pub runs: OnceLock<Arc<dyn RunHooks>>,
+    /// Wakes the warm pool's refill worker (see `pool.rs`).
+    pub pool_wanted: tokio::sync::Notify,
+    /// Set once the refill worker runs.
+    pub pool_started: std::sync::atomic::AtomicBool,
+    /// The refill worker, for a shutdown that waits for it.
+    pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Sessions {
+    pub fn new(
+        db: Db,
+        backend: Arc<dyn SandboxBackend>,
+        blobs: Arc<dyn BlobStore>,
+        settings: SessionSettings,
+        credentials: Credentials,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Sessions {
+            inner: Arc::new(Inner {
+                db,
+                backend,
+                blobs,
+                settings,
+                credentials,
+                tasks: TaskTracker::new(),
+                shutdown,
+                runs: OnceLock::new(),
+                pool_wanted: tokio::sync::Notify::new(),
+                pool_started: Default::default(),
+                pool_worker: Default::default(),
+            }),
+        }
+    }
+
+    /// Registers the run loop (once; later calls are ignored). Until then the lifecycle
+    /// behaves as if no session ever had a run.
+    pub fn register_runs(&self, runs: Arc<dyn RunHooks>) {
+        let _ = self.inner.runs.set(runs);
+    }
+
+    /// The registered run loop, or one that has no runs.
+    pub(crate) fn runs(&self) -> &dyn RunHooks {
+        match self.inner.runs.get() {
+            Some(r) => r.as_ref(),
+            None => &NoRuns,
+        }
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        self.inner.backend.name()
+    }
+
+    /// The sandbox backend (tests and benchmarks reach through it).
+    pub fn backend(&self) -> &Arc<dyn SandboxBackend> {
+        &self.inner.backend
+    }
+
+    pub fn settings(&self) -> &SessionSettings {
+        &self.inner.settings
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.inner.credentials
+    }
+
+    /// The server's shutdown signal.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    /// Runs `task` in the background, among the tasks [`Sessions::drain`] waits for.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(task);
+    }
+
+    /// Waits (bounded) for background boots and runs to finish, for a clean shutdown;
+    /// whatever is still booting is picked up again by the next start's reconciliation.
+    pub async fn drain(&self, within: Duration) {
+        self.inner.tasks.close();
+        let _ = tokio::time::timeout(within, async {
+            self.inner.tasks.wait().await;
+            self.stop_pool().await;
+        })
+        .await;
+    }
+}

@@ -1,0 +1,51 @@
+//! Starting a stopped (or failed) session again, and deleting one without leaks.
+
+use crate::lock::{not_found, SessionLock};
+use crate::Sessions;
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_errors::Result;
+use sandbox_agents_store::sessions::{self, SessionRecord};
+
+impl Sessions {
+    /// Brings a stopped (or failed) session back: provisioning now, running once booted.
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn start(&self, project: ProjectId, id: SessionId) -> Result<SessionRecord> {
+        let (row, changed) = sessions::mark_provisioning(&self.inner.db, project, id)
+            .await
+            .map_err(|e| not_found(e, id))?;
+        if changed {
+            self.spawn_boot(id);
+        }
+        Ok(row)
+    }
+
+    /// Destroys the container, the session, its log and its workspace archive (queued as
+    /// garbage in the deleting transaction). Snapshots stay (a fork may use them).
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn delete(&self, project: ProjectId, id: SessionId) -> Result<()> {
+        let st = &self.inner;
+        let lock = SessionLock::acquire(&st.db, id).await?;
+        let result = async {
+            let s = sessions::get(&st.db, project, id)
+                .await
+                .map_err(|e| not_found(e, id))?;
+            if let Some(container) = &s.container_id {
+                st.backend.remove(container).await?;
+            }
+            let mut tx = st.db.begin().await?;
+            sessions::delete(&mut tx, project, id)
+                .await
+                .map_err(|e| not_found(e, id))?;
+            tx.commit().await?;
+            // The workspace archive was queued as garbage by the delete.
+            if s.workspace_archive.is_some() {
+                self.spawn_collect();
+            }
+            tracing::info!("session deleted");
+            Ok(())
+        }
+        .await;
+        lock.release().await;
+        result
+    }
+}

@@ -1,0 +1,163 @@
+//! Stopping a session: the run in flight is cancelled first (through the run loop's hooks),
+//! the workspace is archived to the blob store, the container removed, and `stopped` recorded
+//! with its event in one transaction. Also what other paths share with a stop: archiving a
+//! live workspace and recording a stop (the reconciler's `restart`).
+
+use crate::lock::{not_found, SessionLock};
+use crate::Sessions;
+use crate::StopReason;
+use futures::StreamExt;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::{ProjectId, SessionId};
+use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sandbox::WORKDIR;
+use sandbox_agents_store::sessions::{self, SessionRecord};
+use sandbox_agents_store::{events, garbage};
+use serde_json::json;
+use std::time::Duration;
+
+/// The blob key of a session's workspace archive; unique per stop, so the previous archive
+/// stays valid until the row points at the new one.
+fn archive_key(id: SessionId) -> String {
+    format!(
+        "sessions/{id}/workspace-{}.tar",
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+impl Sessions {
+    /// Archives the workspace of a running sandbox to the blob store; returns the key.
+    pub(crate) async fn archive_workspace(
+        &self,
+        id: SessionId,
+        container: &str,
+    ) -> Result<(String, u64)> {
+        let st = &self.inner;
+        let key = archive_key(id);
+        let stream = st.backend.get_archive(container, WORKDIR).await?;
+        let stream = stream
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
+            .boxed();
+        let size = st
+            .blobs
+            .put(&key, stream)
+            .await
+            .map_err(|e| anyhow::anyhow!("archiving the workspace: {e}"))?;
+        Ok((key, size))
+    }
+
+    /// Stops a session: archives the workspace, removes the container, and records
+    /// `stopped` with `reason`. Stopping a session that is not up returns it unchanged.
+    /// A run in flight is cancelled first (see [`crate::RunHooks::before_stop`]).
+    #[tracing::instrument(skip_all, fields(session.id = %id, reason = reason.as_str()))]
+    pub async fn stop(
+        &self,
+        project: Option<ProjectId>,
+        id: SessionId,
+        reason: StopReason,
+    ) -> Result<SessionRecord> {
+        let st = &self.inner;
+        if let Some(p) = project {
+            sessions::get(&st.db, p, id)
+                .await
+                .map_err(|e| not_found(e, id))?;
+        }
+        if !self.runs().before_stop(id, reason).await? {
+            // An idle release that found a run in flight: the session is not idle after all.
+            if let Some(row) = sessions::get_for_worker(&st.db, id).await? {
+                return Ok(row);
+            }
+        }
+        let lock = SessionLock::acquire(&st.db, id).await?;
+        let result = self.stop_locked(project, id, reason).await;
+        lock.release().await;
+        result
+    }
+
+    async fn stop_locked(
+        &self,
+        project: Option<ProjectId>,
+        id: SessionId,
+        reason: StopReason,
+    ) -> Result<SessionRecord> {
+        let st = &self.inner;
+        let s = match project {
+            Some(p) => sessions::get(&st.db, p, id)
+                .await
+                .map_err(|e| not_found(e, id))?,
+            None => sessions::get_for_worker(&st.db, id)
+                .await?
+                .ok_or_else(|| ServiceError::NotFound(format!("session '{id}' not found")))?,
+        };
+        if !matches!(s.status.as_str(), "running" | "provisioning") {
+            return Ok(s);
+        }
+        if reason == StopReason::Idle {
+            // The reaper chose this session before taking its lock; a use recorded since
+            // (an exec's touch, from any process) means it is not idle after all.
+            let ttl = st.settings.idle_ttl.as_secs() as i64;
+            if !sessions::is_idle_expired(&st.db, id, ttl).await? {
+                tracing::info!("used since the idle reaper chose it; kept running");
+                return Ok(s);
+            }
+        }
+        let mut archive = None;
+        if let Some(container) = &s.container_id {
+            match self.archive_workspace(id, container).await {
+                Ok((key, size)) => {
+                    tracing::debug!(bytes = size, "workspace archived");
+                    archive = Some(key);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the workspace could not be archived; the previous archive is kept")
+                }
+            }
+            if let Err(e) = st.backend.stop(container, Duration::from_secs(2)).await {
+                tracing::debug!(error = %e, "stopping the container");
+            }
+            st.backend.remove(container).await?;
+        }
+        let Some(row) = self.record_stopped(id, reason, archive.as_deref()).await? else {
+            return sessions::get_for_worker(&st.db, id)
+                .await?
+                .ok_or_else(|| ServiceError::NotFound(format!("session '{id}' not found")));
+        };
+        if let (Some(_), Some(_)) = (&s.workspace_archive, &archive) {
+            self.spawn_collect();
+        }
+        tracing::info!("session stopped");
+        Ok(row)
+    }
+
+    /// Records the stop: the row says `stopped` (with `reason`, and the new workspace archive
+    /// when there is one) in the transaction that writes `session.status_stopped`. `None`
+    /// when the session was not up (someone else stopped or deleted it).
+    pub(crate) async fn record_stopped(
+        &self,
+        id: SessionId,
+        reason: StopReason,
+        archive: Option<&str>,
+    ) -> Result<Option<SessionRecord>> {
+        let mut tx = self.inner.db.begin().await?;
+        if archive.is_some() {
+            // The previous archive goes with this transaction (the caller collects it).
+            garbage::queue_replaced_archive(&mut *tx, id, archive).await?;
+        }
+        let Some(row) = sessions::mark_stopped(&mut tx, id, reason.as_str(), archive).await? else {
+            return Ok(None);
+        };
+        let payload = json!({"reason": reason.as_str()});
+        events::append(
+            &mut tx,
+            id,
+            &[NewEvent::new(
+                EventType::SessionStatusStopped,
+                None,
+                payload,
+            )],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(row))
+    }
+}

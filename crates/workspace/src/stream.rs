@@ -1,0 +1,96 @@
+//! Streaming a file's bytes out of a tar parsed on a blocking thread.
+
+use crate::blobs::ByteStream;
+use bytes::Bytes;
+use futures::StreamExt;
+use sandbox_agents_errors::{Result, ServiceError};
+use std::io::Read;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::io::{StreamReader, SyncIoBridge};
+
+/// A file's bytes, streamed.
+pub struct FileContent {
+    /// The file's size (the stream's length).
+    pub size: u64,
+    pub body: ByteStream,
+}
+
+/// Bytes of a file handed over per chunk while streaming it out.
+const CHUNK: usize = 64 * 1024;
+
+/// Where the bytes of the entry being read go: first its size (or why there is none), then
+/// its data in chunks.
+pub struct Sink {
+    ready: Option<oneshot::Sender<Result<u64>>>,
+    chunks: mpsc::Sender<std::io::Result<Bytes>>,
+}
+
+impl Sink {
+    pub fn fail(&mut self, e: ServiceError) {
+        match self.ready.take() {
+            Some(ready) => {
+                let _ = ready.send(Err(e));
+            }
+            None => {
+                let _ = self
+                    .chunks
+                    .blocking_send(Err(std::io::Error::other(e.to_string())));
+            }
+        }
+    }
+
+    /// Announces the entry and sends its data; stops early when the reader went away.
+    pub fn send<R: Read>(&mut self, size: u64, data: &mut R) {
+        if let Some(ready) = self.ready.take() {
+            if ready.send(Ok(size)).is_err() {
+                return;
+            }
+        }
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match data.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if self
+                        .chunks
+                        .blocking_send(Ok(Bytes::copy_from_slice(&buf[..n])))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = self.chunks.blocking_send(Err(e));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A blocking reader over a byte stream (for use on a blocking thread).
+pub fn blocking_reader(stream: ByteStream, handle: tokio::runtime::Handle) -> impl Read {
+    SyncIoBridge::new_with_handle(StreamReader::new(stream), handle)
+}
+
+/// Runs `work` on a blocking thread with a [`Sink`]; returns once it announced the entry
+/// (or failed), with the rest of the data arriving through the stream.
+pub async fn stream_from_blocking<F>(work: F) -> Result<FileContent>
+where
+    F: FnOnce(&mut Sink) + Send + 'static,
+{
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (tx, mut rx) = mpsc::channel::<std::io::Result<Bytes>>(8);
+    tokio::task::spawn_blocking(move || {
+        let mut sink = Sink {
+            ready: Some(ready_tx),
+            chunks: tx,
+        };
+        work(&mut sink);
+    });
+    let size = ready_rx
+        .await
+        .map_err(|_| anyhow::anyhow!("the workspace reader stopped unexpectedly"))??;
+    let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
+    Ok(FileContent { size, body })
+}
