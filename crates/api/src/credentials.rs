@@ -159,15 +159,14 @@ impl Auth {
     /// (valid or not: its prefix says it is ours) or the shared token. The preview proxy
     /// never forwards those to sandbox code.
     pub fn is_our_credential(&self, authorization: &str) -> bool {
-        let Some((scheme, rest)) = authorization.trim().split_once(' ') else {
-            return false;
-        };
-        let token = rest.trim();
-        scheme.eq_ignore_ascii_case("bearer")
-            && (token.starts_with(tokens::KEY_PREFIX)
-                || self
-                    .token_hash
-                    .is_some_and(|expected| bool::from(tokens::digest(token).ct_eq(&expected))))
+        // Whatever the scheme or the whitespace: anything that names an API key, or any word
+        // that is the shared token.
+        authorization.contains(tokens::KEY_PREFIX)
+            || self.token_hash.is_some_and(|expected| {
+                authorization
+                    .split_ascii_whitespace()
+                    .any(|word| bool::from(tokens::digest(word).ct_eq(&expected)))
+            })
     }
 
     /// The principal behind `authorization` (the header's value, if any) or, without one, a

@@ -44,6 +44,13 @@ pub enum SandboxError {
 
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 
+/// The address sandboxes' exposed ports are published on: loopback only, and never the
+/// loopback address people reach the API at. Browsers send cookies to every port of a host,
+/// so a port published on 127.0.0.1 would receive the operator's session cookie from a page
+/// that fetches it directly; 127.0.0.2 is another host (and another site) to a browser.
+/// (The whole of 127.0.0.0/8 is loopback on Linux.)
+pub const PUBLISH_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
+
 /// Resource limits of one sandbox.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
@@ -70,7 +77,7 @@ pub struct SandboxSpec {
     pub session: String,
     pub image: String,
     pub env: BTreeMap<String, String>,
-    /// Container ports to publish on 127.0.0.1 (random host ports).
+    /// Container ports to publish on [`PUBLISH_IP`] (random host ports).
     pub exposed_ports: Vec<u16>,
     pub limits: Limits,
 }
@@ -81,7 +88,7 @@ pub struct Sandbox {
     /// The backend's id (the Docker container id).
     pub id: String,
     pub workdir: String,
-    /// Container port → where it is reachable from the control plane (127.0.0.1:<random>).
+    /// Container port → where it is reachable from the control plane (`PUBLISH_IP`:<random>).
     pub ports: BTreeMap<u16, SocketAddr>,
 }
 

@@ -8,6 +8,9 @@
 //!   operator's session.
 //! * **No sandbox sets a cookie in our namespace**: `Set-Cookie` answers naming `sa_…` or
 //!   `ory_…` are dropped, so a preview cannot plant a session for the API on a shared host.
+//! * No preview widens a service worker's scope (`Service-Worker-Allowed`) or clears the
+//!   origin's data (`Clear-Site-Data`): on the shared path origin both would reach the
+//!   other previews.
 //! * Hop-by-hop headers are never forwarded; only WebSocket upgrades are.
 
 use crate::credentials::Auth;
@@ -141,12 +144,18 @@ pub fn upstream(
 /// our namespace, and redirects to the service's own root kept under the preview prefix.
 pub fn downstream(h: &mut HeaderMap, port: u16, prefix: &str) {
     strip_hop_by_hop(h);
+    // A service worker may never claim more than its own preview (on the shared path origin
+    // it would see every other preview the browser opens), and no preview may wipe the
+    // origin's storage for the others.
+    h.remove("service-worker-allowed");
+    h.remove("clear-site-data");
     let kept: Vec<HeaderValue> = h
         .get_all(header::SET_COOKIE)
         .iter()
         .filter(|v| {
+            // A nameless cookie (`=sa_session=x`) some browsers read as a name: dropped too.
             let name = v.to_str().ok().and_then(|v| v.split('=').next());
-            !name.map_or(true, is_ours)
+            !name.map_or(true, |n| n.trim().is_empty() || is_ours(n))
         })
         .cloned()
         .collect();

@@ -57,20 +57,10 @@ impl PreviewDomain {
     }
 
     /// The label of a `Host` under this domain (one level only), if it is one.
-    pub(super) fn label_of<'a>(&self, host: &'a str) -> Option<&'a str> {
-        let name = match host.rsplit_once(':') {
-            Some((n, p)) if p.bytes().all(|b| b.is_ascii_digit()) => n,
-            _ => host,
-        };
-        let cut = name.len().checked_sub(self.domain.len() + 1)?;
-        if cut == 0 || !name.is_char_boundary(cut) {
-            return None;
-        }
-        let (label, rest) = name.split_at(cut);
-        (rest.starts_with('.')
-            && rest[1..].eq_ignore_ascii_case(&self.domain)
-            && !label.contains('.'))
-        .then_some(label)
+    pub(super) fn label_of(&self, host: &str) -> Option<String> {
+        let (name, _) = crate::guard::split_host(host)?;
+        let label = name.strip_suffix(&self.domain)?.strip_suffix('.')?;
+        (!label.is_empty() && !label.contains('.')).then(|| label.to_owned())
     }
 }
 

@@ -14,7 +14,9 @@
 //! * **The signed token or label is the only authority.** Cookies and `Authorization` are
 //!   never consulted here, and never forwarded when they are ours ([`headers`]). This is why
 //!   the session is read by id in any project.
-//! * **Upstreams are only ever `127.0.0.1:<host port>`**, the host port read from the
+//! * **Upstreams are only ever `127.0.0.2:<host port>`** (`sandbox::PUBLISH_IP`: not the
+//!   API's loopback host, so a page cannot send the operator's cookies to a sandbox's port
+//!   directly), the host port read from the
 //!   session's `port_map` (which the lifecycle wrote when Docker published the port), never
 //!   from the request.
 //! * **On every request the port must be in `exposed_ports` and the session running**: a

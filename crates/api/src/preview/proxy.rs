@@ -16,6 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use sandbox_agents_domain::SessionId;
+use sandbox_agents_sandbox::PUBLISH_IP;
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -79,18 +80,32 @@ pub fn router(state: AppState) -> Router {
         let proxy = proxy.clone();
         async move {
             if let Err(r) = crate::guard::check_host(&st.settings.preview_hosts, &req) {
-                return r;
+                return crate::guard::with_security_headers(r);
             }
-            match address(&st.settings.preview, &req) {
-                Address::Signed(target) => forward(&st, &proxy, target, req)
-                    .await
-                    .unwrap_or_else(|e| e),
+            // Answers of our own carry our security headers; the sandbox's answers are its own.
+            let ours = match address(&st.settings.preview, &req) {
+                Address::Signed(target) if target.prefix.is_empty() || !is_service_worker(&req) => {
+                    match forward(&st, &proxy, target, req).await {
+                        Ok(theirs) => return theirs,
+                        Err(ours) => ours,
+                    }
+                }
+                Address::Signed(_) => ApiError::Forbidden(
+                    "service workers are not allowed on the shared preview origin (they would \
+                     see every other preview); give previews an origin each with --preview-domain"
+                        .into(),
+                )
+                .into_response(),
                 Address::AddSlash(to) => Redirect::permanent(&to).into_response(),
                 Address::Invalid => invalid_link(),
-            }
+            };
+            crate::guard::with_security_headers(ours)
         }
     };
-    Router::new().fallback(handler).with_state(state)
+    Router::new()
+        .fallback(handler)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
 }
 
 /// `/preview/…` on the API's own listener: previews are not served there.
@@ -133,7 +148,7 @@ fn address(settings: &PreviewSettings, req: &Request) -> Address {
             .and_then(|v| v.to_str().ok())
             .or_else(|| uri.authority().map(|a| a.as_str()));
         if let Some(label) = host.and_then(|h| domain.label_of(h)) {
-            return match settings.key.verify_label(&label.to_ascii_lowercase()) {
+            return match settings.key.verify_label(&label) {
                 Some((id, port)) => Address::Signed(Target {
                     id,
                     port,
@@ -143,6 +158,11 @@ fn address(settings: &PreviewSettings, req: &Request) -> Address {
                 None => Address::Invalid,
             };
         }
+    }
+    // With a preview domain every preview has an origin of its own: the shared path origin
+    // is not served at all.
+    if settings.domain.is_some() {
+        return Address::Invalid;
     }
     let Some(path) = uri.path().strip_prefix("/preview/") else {
         return Address::Invalid;
@@ -161,6 +181,13 @@ fn address(settings: &PreviewSettings, req: &Request) -> Address {
         prefix: format!("/preview/{token}"),
         rest: rest.to_owned(),
     })
+}
+
+/// The fetch of a service worker's script (`navigator.serviceWorker.register`).
+fn is_service_worker(req: &Request) -> bool {
+    req.headers()
+        .get("service-worker")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"script"))
 }
 
 fn invalid_link() -> Response {
@@ -230,8 +257,8 @@ async fn forward(
         None => preview.public_url.split("://").next().unwrap_or("http"),
     };
     let target = match parts.uri.query() {
-        Some(q) => format!("http://127.0.0.1:{host_port}{rest}?{q}"),
-        None => format!("http://127.0.0.1:{host_port}{rest}"),
+        Some(q) => format!("http://{PUBLISH_IP}:{host_port}{rest}?{q}"),
+        None => format!("http://{PUBLISH_IP}:{host_port}{rest}"),
     };
     let fwd = headers::Forwarded {
         port,

@@ -62,24 +62,28 @@ impl PreviewKey {
         })
     }
 
-    fn mac(&self, session: Uuid, port: u16) -> Hmac<Sha256> {
+    /// The MAC of one spelling (`kind`: path or label) of (session, port): the two spellings
+    /// never share a MAC, so neither can be derived from the other.
+    fn mac(&self, kind: Spelling, session: Uuid, port: u16) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(format!("{session}:{port}").as_bytes());
+        mac.update(format!("{}:{session}:{port}", kind.as_str()).as_bytes());
         mac
     }
 
-    fn tag(&self, session: Uuid, port: u16, len: usize) -> String {
-        let tag = hex::encode(self.mac(session, port).finalize().into_bytes());
-        tag[..len].to_owned()
+    fn tag(&self, kind: Spelling, session: Uuid, port: u16) -> String {
+        let tag = hex::encode(self.mac(kind, session, port).finalize().into_bytes());
+        tag[..kind.mac_hex()].to_owned()
     }
 
-    fn check(&self, session: Uuid, port: u16, tag: &str, len: usize) -> bool {
-        if tag.len() != len || tag.bytes().any(|b| b.is_ascii_uppercase()) {
+    fn check(&self, kind: Spelling, session: Uuid, port: u16, tag: &str) -> bool {
+        if tag.len() != kind.mac_hex() || tag.bytes().any(|b| b.is_ascii_uppercase()) {
             return false;
         }
-        hex::decode(tag)
-            .ok()
-            .is_some_and(|t| self.mac(session, port).verify_truncated_left(&t).is_ok())
+        hex::decode(tag).ok().is_some_and(|t| {
+            self.mac(kind, session, port)
+                .verify_truncated_left(&t)
+                .is_ok()
+        })
     }
 
     /// The URL-safe token for `port` of `session`, for `/preview/{token}/`.
@@ -87,7 +91,7 @@ impl PreviewKey {
         format!(
             "{}-{port}-{}",
             session.0.simple(),
-            self.tag(session.0, port, PATH_MAC_HEX)
+            self.tag(Spelling::Path, session.0, port)
         )
     }
 
@@ -96,7 +100,7 @@ impl PreviewKey {
         let mut parts = token.splitn(3, '-');
         let (id, port, tag) = (parts.next()?, parts.next()?, parts.next()?);
         let (session, port) = (canonical_session(id)?, canonical_port(port)?);
-        self.check(session, port, tag, PATH_MAC_HEX)
+        self.check(Spelling::Path, session, port, tag)
             .then_some((SessionId(session), port))
     }
 
@@ -106,7 +110,7 @@ impl PreviewKey {
         format!(
             "{port}-{}-{}",
             session.0.simple(),
-            self.tag(session.0, port, LABEL_MAC_HEX)
+            self.tag(Spelling::Label, session.0, port)
         )
     }
 
@@ -115,8 +119,31 @@ impl PreviewKey {
         let mut parts = label.splitn(3, '-');
         let (port, id, tag) = (parts.next()?, parts.next()?, parts.next()?);
         let (session, port) = (canonical_session(id)?, canonical_port(port)?);
-        self.check(session, port, tag, LABEL_MAC_HEX)
+        self.check(Spelling::Label, session, port, tag)
             .then_some((SessionId(session), port))
+    }
+}
+
+/// The two ways a preview is addressed.
+#[derive(Clone, Copy)]
+enum Spelling {
+    Path,
+    Label,
+}
+
+impl Spelling {
+    fn as_str(self) -> &'static str {
+        match self {
+            Spelling::Path => "path",
+            Spelling::Label => "label",
+        }
+    }
+
+    fn mac_hex(self) -> usize {
+        match self {
+            Spelling::Path => PATH_MAC_HEX,
+            Spelling::Label => LABEL_MAC_HEX,
+        }
     }
 }
 
@@ -153,5 +180,11 @@ mod tests {
         assert!(key.verify_label(&label.to_uppercase()).is_none());
         assert!(PreviewKey::random().verify_label(&label).is_none());
         assert!(key.verify(&label).is_none(), "a label is not a path token");
+        let token = key.token(s, 65535);
+        let path_mac = token.rsplit('-').next().unwrap();
+        assert!(
+            !path_mac.starts_with(label.rsplit('-').next().unwrap()),
+            "one spelling's MAC is not a prefix of the other's"
+        );
     }
 }

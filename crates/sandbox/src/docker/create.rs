@@ -7,8 +7,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, NetworkSettings, PortBind
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
 
-/// Where published ports listen: loopback only, never all interfaces.
-const PUBLISH_IP: &str = "127.0.0.1";
+use crate::PUBLISH_IP;
 
 /// The container name of a session's sandbox.
 pub fn container_name(session: &str) -> String {
@@ -49,7 +48,7 @@ pub(crate) fn container_body(
         .iter()
         .map(|p| {
             let binding = PortBinding {
-                host_ip: Some(PUBLISH_IP.to_owned()),
+                host_ip: Some(PUBLISH_IP.to_string()),
                 // Empty: the Engine picks a free port.
                 host_port: Some(String::new()),
             };
@@ -94,7 +93,7 @@ pub(crate) fn container_body(
     }
 }
 
-/// Container port → 127.0.0.1:<host port>, from an inspected container's network settings.
+/// Container port → <loopback>:<host port>, from an inspected container's network settings.
 pub(crate) fn published_ports(settings: Option<&NetworkSettings>) -> BTreeMap<u16, SocketAddr> {
     let mut ports = BTreeMap::new();
     let Some(map) = settings.and_then(|s| s.ports.as_ref()) else {
@@ -151,7 +150,7 @@ mod tests {
         let b = &hc.port_bindings.as_ref().unwrap()["8080/tcp"]
             .as_ref()
             .unwrap()[0];
-        assert_eq!(b.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(b.host_ip.as_deref(), Some("127.0.0.2"), "never the API's loopback host");
         assert_eq!(body.labels.as_ref().unwrap()[LABEL_SESSION], "s1");
         assert_eq!(body.user.as_deref(), Some("1000:1000"));
     }

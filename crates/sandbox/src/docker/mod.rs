@@ -2,7 +2,7 @@
 //!
 //! Each sandbox is a container named `sa-<session>`, labelled with the deployment and the
 //! session, running as uid/gid 1000 with every capability dropped, `no-new-privileges`, the
-//! spec's pids/memory/CPU limits, no host mounts, and its ports published on 127.0.0.1 only.
+//! spec's pids/memory/CPU limits, no host mounts, and its ports published on loopback only (`PUBLISH_IP`).
 
 pub mod archive;
 mod create;
@@ -230,7 +230,8 @@ impl SandboxBackend for DockerBackend {
         if !missing.is_empty() {
             let _ = self.remove_container(&sandbox.id).await;
             return Err(SandboxError::Backend(format!(
-                "ports {missing:?} were not published on 127.0.0.1"
+                "ports {missing:?} were not published on {}",
+                crate::PUBLISH_IP
             )));
         }
         tracing::debug!(ports = ?sandbox.ports, "sandbox running");

@@ -199,6 +199,31 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
         assert_nothing_of_ours(&s, &cookies, &[TOKEN, &key, &cookie, "ak_made_up"]);
     }
 
+    // Nor does a page that skips the proxy: the sandbox's port is published on a loopback
+    // address that is another host (and site) to a browser than the API's, so the session
+    // cookie a browser holds for the API is never sent to it.
+    let (container,): (String,) =
+        sqlx::query_as("select container_id from sessions where id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let published = app
+        .sessions
+        .backend()
+        .inspect(&container)
+        .await
+        .unwrap()
+        .unwrap()
+        .ports[&8090];
+    let api_host: std::net::SocketAddr = app.base.strip_prefix("http://").unwrap().parse().unwrap();
+    assert!(published.ip().is_loopback(), "{published}");
+    assert_ne!(
+        published.ip(),
+        api_host.ip(),
+        "the sandbox's port shares the API's host"
+    );
+
     // The API's listener serves no previews, and the preview listener no API.
     let path = url.strip_prefix(&app.preview_base).unwrap();
     let r = app.http.get(app.url(path)).send().await.unwrap();
@@ -211,6 +236,21 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // A service worker on the shared path origin would see every other preview: refused.
+    let r = app
+        .http
+        .get(format!("{url}sw.js"))
+        .header("service-worker", "script")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        r.headers()["x-content-type-options"],
+        "nosniff",
+        "our own answers carry our headers"
+    );
+
     // Our credentials are no authority for a preview: a bad token stays a 404 with them.
     let bad = url.replace("/preview/", "/preview/0");
     let r = app
@@ -280,6 +320,13 @@ async fn a_preview_domain_gives_each_session_and_port_an_origin_of_its_own() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // With a preview domain, the shared path origin is not served at all.
+    let path_url = format!(
+        "{}/preview/{}/",
+        app.preview_base,
+        url.trim_start_matches("http://").split('.').next().unwrap()
+    );
+    assert_eq!(app.http.get(&path_url).send().await.unwrap().status(), 404);
     // Names outside the preview domain are refused.
     let r = app
         .http
