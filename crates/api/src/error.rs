@@ -78,10 +78,11 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let body = match &self {
             ApiError::Validation(errors) => json!({ "detail": errors }),
+            // The same words as a run's internal failure: the cause goes to the log under the
+            // reference, never to the caller.
             ApiError::Internal(e) => {
-                let reference = sandbox_agents_errors::new_reference();
-                tracing::error!(reference = %reference, error = format!("{e:#}"), "request failed");
-                json!({ "detail": format!("Internal Server Error (reference {reference}): the server log has the cause.") })
+                let said = sandbox_agents_errors::internal_reference(e.as_ref());
+                json!({ "detail": format!("{said}: the server log has the cause") })
             }
             other => json!({ "detail": other.to_string() }),
         };

@@ -118,7 +118,7 @@ impl HostPolicy {
             return false;
         };
         if name.starts_with('[') || name.parse::<IpAddr>().is_ok() {
-            return true;
+            return true; // split_host let only a real IPv6 address keep its brackets
         }
         self.names.iter().any(|n| *n == name)
             || self.suffixes.iter().any(|s| name.ends_with(s.as_str()))
@@ -177,12 +177,24 @@ fn default_port(scheme: &str) -> u16 {
     }
 }
 
-/// A `Host`-style authority as (lowercase host, port). IPv6 addresses keep their brackets.
-fn split_host(authority: &str) -> Option<(String, Option<u16>)> {
-    let a: axum::http::uri::Authority = authority.trim().parse().ok()?;
+/// A `Host`-style authority as (lowercase host, port): a name, an IPv4 address, or an IPv6
+/// address in brackets (kept with them). Userinfo, and brackets around anything but an IPv6
+/// address, are no host at all.
+pub(crate) fn split_host(authority: &str) -> Option<(String, Option<u16>)> {
+    let authority = authority.trim();
+    if authority.contains('@') {
+        return None;
+    }
+    let a: axum::http::uri::Authority = authority.parse().ok()?;
     let host = a.host().to_ascii_lowercase();
     if host.is_empty() {
         return None;
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        inner
+            .strip_suffix(']')?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()?;
     }
     Some((host, a.port_u16()))
 }
@@ -218,34 +230,50 @@ pub fn changes_state(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// 403 for a state-changing request a page of another origin (or site) sent.
+/// 403 for a request a page of another origin (or site) sent: any that changes state, and
+/// any other that is not a navigation (an `<img>`, a `fetch`, a beacon: nothing another site
+/// needs, and each would spend this caller's rate limit).
 fn check_cross_site(policy: &HostPolicy, req: &Request) -> Result<(), Response> {
-    if !changes_state(req.method()) {
-        return Ok(());
-    }
     let h = req.headers();
     let refuse = |why: String| {
         tracing::info!(reason = %why, "refused a cross-site request");
         Err(ApiError::Forbidden(why).into_response())
     };
+    let site = h.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    let other_site = site.is_some_and(|s| {
+        s.eq_ignore_ascii_case("cross-site") || s.eq_ignore_ascii_case("same-site")
+    });
+    if !changes_state(req.method()) {
+        let navigation = h
+            .get("sec-fetch-mode")
+            .is_some_and(|m| m.as_bytes().eq_ignore_ascii_case(b"navigate"));
+        if other_site && !navigation {
+            return refuse(format!(
+                "cross-site request refused: pages of other sites may only link to this server \
+                 (Sec-Fetch-Site: {})",
+                site.unwrap_or_default()
+            ));
+        }
+        return Ok(());
+    }
     if let Some(origin) = h.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         let host = request_host(req).unwrap_or_default();
         if !policy.allows_origin(origin, &host) {
             return refuse(format!(
                 "cross-site request refused: a page of origin '{}' may not change this server's \
-                 state (only this server's own pages and clients that send no Origin may)",
+                 state (only this server's own pages and clients that send no Origin may); if \
+                 that is this server's own address behind a proxy, set --public-url to it",
                 origin.chars().take(200).collect::<String>()
             ));
         }
     }
-    if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site") {
-            return refuse(format!(
-                "cross-site request refused: the browser says this request comes from another \
-                 site or origin (Sec-Fetch-Site: {site})"
-            ));
-        }
+    if other_site {
+        return refuse(format!(
+            "cross-site request refused: the browser says this request comes from another \
+             site or origin (Sec-Fetch-Site: {})",
+            site.unwrap_or_default()
+        ));
     }
     Ok(())
 }
@@ -259,7 +287,8 @@ pub async fn layer(State(policy): State<Arc<HostPolicy>>, req: Request, next: Ne
     with_security_headers(next.run(req).await)
 }
 
-/// `nosniff`, no referrer, and a content security policy (the strict one for HTML pages).
+/// `nosniff`, no referrer, no framing, no embedding by other origins, and a content security
+/// policy (the strict one for HTML pages).
 pub fn with_security_headers(mut resp: Response) -> Response {
     let html = is_html(resp.headers());
     let h = resp.headers_mut();
@@ -272,6 +301,10 @@ pub fn with_security_headers(mut resp: Response) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(if html { HTML_CSP } else { NON_HTML_CSP }),
@@ -321,6 +354,10 @@ mod tests {
             "corp.example.evil",
             "",
             "a b",
+            "[evil]",
+            "[evil]:8000",
+            "evil.example@localhost",
+            "localhost.",
         ] {
             assert!(!p.allows_host(bad), "{bad}");
         }

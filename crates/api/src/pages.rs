@@ -14,11 +14,13 @@ const STYLE: &str =
 label{display:block;margin:.8rem 0 .2rem}input{width:100%;padding:.4rem;box-sizing:border-box}\
 button{margin-top:1rem;padding:.5rem 1rem}#msg{margin-top:1rem;color:#a00}";
 
-/// Fills the form from the query, then sends its fields as JSON to the form's `data-action`
-/// with `data-method`, and goes to `data-next` on success.
-const SCRIPT: &str = r#"const q = new URLSearchParams(location.search);
-for (const [k, v] of q) { const i = document.querySelector(`[name="${k}"]`); if (i) i.value = v; }
-const f = document.getElementById('f');
+/// Fills the email or recovery code (never a password) from the query, then sends the fields
+/// as JSON to the form's `data-action` with `data-method`, and goes to `data-next` on success.
+/// The form itself posts to a path that does nothing, so that a page whose script failed never
+/// puts what was typed into a URL.
+const SCRIPT: &str = r#"const f = document.getElementById('f');
+const q = new URLSearchParams(location.search);
+for (const k of ['email', 'code']) { const i = f.elements.namedItem(k); if (i && q.has(k)) i.value = q.get(k); }
 f.onsubmit = async (e) => {
   e.preventDefault();
   const body = Object.fromEntries(new FormData(f));
@@ -36,7 +38,7 @@ fn page(title: &str, fields: &str, action: &str, method: &str, next: &str) -> Ht
     Html(format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>{title} · Sandbox Agents</title>
 <meta name="viewport" content="width=device-width,initial-scale=1"><style>{STYLE}</style></head>
-<body><h1>{title}</h1><form id="f" data-action="{action}" data-method="{method}" data-next="{next}">{fields}<button>{title}</button></form><p id="msg"></p>
+<body><h1>{title}</h1><form id="f" method="post" action="{action}" data-action="{action}" data-method="{method}" data-next="{next}">{fields}<button>{title}</button></form><p id="msg"></p>
 <script src="/assets/account.js"></script></body></html>"#
     ))
 }

@@ -25,11 +25,6 @@ pub fn new_secret() -> Result<String, ApiError> {
     tokens::new_secret().map_err(vault_error)
 }
 
-/// The stored form of a session token or recovery code.
-pub fn secret_hash(secret: &str) -> [u8; 32] {
-    tokens::digest(secret)
-}
-
 /// An argon2id PHC string for `password` (on a blocking thread: it is slow on purpose).
 pub async fn hash_password(password: String) -> Result<String, ApiError> {
     tokio::task::spawn_blocking(move || tokens::hash_password(&password))
@@ -45,17 +40,24 @@ pub async fn verify_password(password: String, hash: String) -> bool {
         .unwrap_or(false)
 }
 
-/// The session cookie's value, if the request carries one.
+/// The session cookie's value, if the request carries exactly one. Several mean somebody
+/// planted one next to ours (a page on another port of the same host can set cookies for
+/// it), and then none is trusted.
 pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
-    headers
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == SESSION_COOKIE)
-        .map(|(_, v)| v.to_owned())
-        .filter(|v| !v.is_empty())
+        .filter(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.to_owned());
+    let first = found.next()?;
+    if found.next().is_some() {
+        tracing::info!("a request carried several session cookies; none is used");
+        return None;
+    }
+    Some(first).filter(|v| !v.is_empty())
 }
 
 /// `Set-Cookie` for a session (`token` None: clears it).
@@ -80,7 +82,7 @@ pub async fn open_session(
     people::add_session(
         db,
         person,
-        &secret_hash(&token),
+        &tokens::digest(&token),
         OffsetDateTime::now_utc() + SESSION_TTL,
     )
     .await?;
@@ -96,7 +98,7 @@ pub async fn issue_recovery(
     people::add_recovery_code(
         db,
         person,
-        &secret_hash(&code),
+        &tokens::digest(&code),
         OffsetDateTime::now_utc() + RECOVERY_TTL,
     )
     .await?;
@@ -124,6 +126,15 @@ mod tests {
             HeaderValue::from_static("a=1; sa_session=abc; b=2"),
         );
         assert_eq!(session_cookie(&h).as_deref(), Some("abc"));
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("sa_session=planted"),
+        );
+        assert_eq!(
+            session_cookie(&h),
+            None,
+            "a planted second cookie trusts neither"
+        );
         let c = set_cookie(Some("abc"), true);
         let c = c.to_str().unwrap();
         assert!(c.contains("HttpOnly") && c.contains("SameSite=Lax") && c.ends_with("Secure"));

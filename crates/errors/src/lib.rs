@@ -62,6 +62,12 @@ impl ServiceError {
                 .map(|e| e.msg.as_str())
                 .collect::<Vec<_>>()
                 .join("; "),
+            // What the user can act on: an image to build, a sandbox that is gone.
+            ServiceError::Sandbox(
+                e @ (sandbox_agents_sandbox::SandboxError::ImageMissing(_)
+                | sandbox_agents_sandbox::SandboxError::NotFound(_)
+                | sandbox_agents_sandbox::SandboxError::NoSuchPath(_)),
+            ) => e.to_string(),
             ServiceError::Store(_) | ServiceError::Sandbox(_) | ServiceError::Internal(_) => {
                 internal_reference(self)
             }

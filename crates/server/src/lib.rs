@@ -332,7 +332,8 @@ fn model_proxy() -> Option<sandbox_agents_model::Catalogue> {
 pub async fn migrate(config: Config) -> anyhow::Result<()> {
     let Database { db, embedded } = open_database(&config, "sandbox-agents-migrate").await?;
     db.close().await;
-    if let Some(pg) = embedded {
+    // A cluster that was running already is a server's: leave it running.
+    if let Some(pg) = embedded.filter(|pg| !pg.adopted()) {
         pg.stop().await?;
     }
     tracing::info!("migrations applied");

@@ -3,7 +3,9 @@
 //! warm pool is kept across restarts), so a user who is done needs a way to stop them all.
 //!
 //! It refuses while a server process of the deployment is connected (the server's refill
-//! worker would start the pool again, and its runs would race the stops), then stops every
+//! worker would start the pool again, and its runs would race the stops), and never stops an
+//! embedded PostgreSQL it found running. A server that starts while teardown works would
+//! race it: teardown is for a deployment whose servers are all stopped. It then stops every
 //! session whose sandbox is up or booting as a stop does (the run in flight is cancelled, the
 //! workspace archived to the blob store, the container removed, `session.status_stopped`
 //! written), and finally sweeps with the pool disabled, which removes every pooled sandbox
@@ -18,15 +20,16 @@ use sandbox_agents_sessions::StopReason;
 use sandbox_agents_store::{sessions, EventHub};
 use tokio_util::sync::CancellationToken;
 
-/// What this process calls itself on its database connections.
-pub const APPLICATION_NAME: &str = "sandbox-agents-teardown";
+/// What teardown calls itself on its database connections (serving processes are
+/// [`crate::APPLICATION_NAME`]).
+pub const TEARDOWN_APPLICATION_NAME: &str = "sandbox-agents-teardown";
 
 /// Stops every session of the deployment and removes its pool; see the module's doc.
 pub async fn teardown(config: Config) -> anyhow::Result<()> {
-    let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
+    let Database { db, embedded } = open_database(&config, TEARDOWN_APPLICATION_NAME).await?;
     let shutdown = CancellationToken::new();
     let result = async {
-        let servers = sandbox_agents_store::servers_connected(&db).await?;
+        let servers = sandbox_agents_store::servers_connected(&db, crate::APPLICATION_NAME).await?;
         anyhow::ensure!(
             servers == 0,
             "a sandbox-agents server is still using this deployment's database ({servers} \
@@ -55,7 +58,12 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
             .sweep_orphans()
             .await
             .context("removing the warm pool and containers no session owns")?;
-        let left = sessions.backend().list().await.map(|l| l.len()).unwrap_or(0);
+        let left = sessions
+            .backend()
+            .list()
+            .await
+            .context("listing the deployment's containers after the sweep")?
+            .len();
         tracing::info!(stopped, failed, containers_left = left, "teardown finished");
         anyhow::ensure!(
             failed == 0 && left == 0,
@@ -66,7 +74,9 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
     .await;
     shutdown.cancel();
     db.close().await;
-    if let Some(pg) = embedded {
+    // A cluster that was running already belongs to a server (or is left for the next one):
+    // a one-off command never stops it.
+    if let Some(pg) = embedded.filter(|pg| !pg.adopted()) {
         pg.stop()
             .await
             .context("stopping the embedded PostgreSQL")?;

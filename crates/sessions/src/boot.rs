@@ -138,8 +138,10 @@ impl Sessions {
     /// Records a failed boot: `error` with `session.status_error`, in one transaction. A
     /// first prompt dies with the boot.
     async fn record_boot_failed(&self, id: SessionId, e: &ServiceError) -> Result<()> {
-        let msg = format!("the sandbox failed to start: {e}");
-        tracing::warn!(error = %msg, "boot failed");
+        // The session's error and its event say what the user can act on, and a reference
+        // for causes of ours (the full error is logged under it).
+        let msg = format!("the sandbox failed to start: {}", e.user_message());
+        tracing::warn!(error = %e, said = %msg, "boot failed");
         let mut tx = self.inner.db.begin().await?;
         if sessions::mark_boot_failed(&mut tx, id, &msg)
             .await?

@@ -30,13 +30,14 @@ pub async fn ping(db: &Db) -> Result<(), sqlx::Error> {
     sqlx::query("select 1").execute(db).await.map(|_| ())
 }
 
-/// How many connections of serving processes (application name `sandbox-agents`) the
-/// database has: teardown refuses while there are any.
-pub async fn servers_connected(db: &Db) -> Result<i64, sqlx::Error> {
+/// How many connections of processes calling themselves `application_name` the database
+/// has (teardown asks about serving processes, and refuses while there are any).
+pub async fn servers_connected(db: &Db, application_name: &str) -> Result<i64, sqlx::Error> {
     let (n,): (i64,) = sqlx::query_as(
         "select count(*) from pg_stat_activity
-          where application_name = 'sandbox-agents' and datname = current_database()",
+          where application_name = $1 and datname = current_database()",
     )
+    .bind(application_name)
     .fetch_one(db)
     .await?;
     Ok(n)

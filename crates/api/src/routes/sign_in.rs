@@ -7,7 +7,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::people::{
-    hash_password, open_session, secret_hash, session_cookie, set_cookie, verify_password,
+    hash_password, open_session, session_cookie, set_cookie, verify_password,
 };
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, State};
@@ -68,7 +68,7 @@ pub async fn logout(
     headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
     if let Some(token) = session_cookie(&headers) {
-        people::end_session(&st.db, &secret_hash(&token)).await?;
+        people::end_session(&st.db, &sandbox_agents_vault::tokens::digest(&token)).await?;
     }
     Ok((
         StatusCode::NO_CONTENT,
@@ -103,7 +103,7 @@ pub async fn recover(
         .db
         .begin()
         .await?;
-    let person = people::recover(&mut tx, &secret_hash(body.code.trim()), &hash).await?;
+    let person = people::recover(&mut tx, &sandbox_agents_vault::tokens::digest(body.code.trim()), &hash).await?;
     tx.commit()
         .await?;
     let Some(person) = person else {

@@ -7,6 +7,7 @@ use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
 use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, BOOT};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
@@ -140,5 +141,73 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
     for c in docker.list().await.unwrap() {
         let _ = docker.remove(&c.id).await;
     }
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_refused_by_a_running_server_leaves_its_embedded_database_running() {
+    // A server on its own embedded cluster, as `scripts/serve` runs it.
+    let data_dir = std::env::temp_dir().join(format!("sa-td-pg-{}", uuid::Uuid::new_v4().simple()));
+    let data = data_dir.to_str().unwrap().to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--preview-bind",
+            "127.0.0.1:0",
+        ])
+        .args(["--data-dir", &data, "--warm-pool-size", "0"])
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let healthy = async || {
+        let r = reqwest::get(format!("{base}/api/health")).await.ok()?;
+        (r.status() == 200).then_some(())
+    };
+    eventually(
+        "the embedded server to be healthy",
+        Duration::from_secs(60),
+        healthy,
+    )
+    .await;
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+        .args(["teardown", "--data-dir", &data])
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .output()
+        .await
+        .unwrap();
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains("stop every server process first"), "{log}");
+    // The server's database is still there.
+    let r = reqwest::get(format!("{base}/api/health")).await.unwrap();
+    assert_eq!(
+        r.status(),
+        200,
+        "teardown stopped the server's database: {log}"
+    );
+
+    let pid = server.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), server.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(&data_dir);
 }

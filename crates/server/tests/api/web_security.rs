@@ -198,6 +198,18 @@ async fn pages_of_other_origins_cannot_change_state_in_open_mode() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.headers().get("access-control-allow-origin").is_none());
+    // What a browser marks as another site's subresource (an <img>, a no-cors fetch, a
+    // beacon) is refused before it costs anything; following a link is not.
+    let read = |mode: &'static str| {
+        app.http
+            .get(app.url("/api/agents"))
+            .header("sec-fetch-site", "cross-site")
+            .header("sec-fetch-mode", mode)
+            .send()
+    };
+    assert_eq!(read("no-cors").await.unwrap().status(), 403);
+    assert_eq!(read("cors").await.unwrap().status(), 403);
+    assert_eq!(read("navigate").await.unwrap().status(), 200);
 }
 
 #[tokio::test]
@@ -281,6 +293,11 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
         let body = r.text().await.unwrap();
+        if path != "/docs" {
+            // A page whose script failed must not turn the form into a GET with the password
+            // in the URL.
+            assert!(body.contains(r#"method="post""#), "{path}: {body}");
+        }
         // Every <script> names its source: the policy would block an inline one.
         for tag in body.split("<script").skip(1) {
             let open = tag.split('>').next().unwrap();
@@ -305,7 +322,12 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
         .to_str()
         .unwrap()
         .starts_with("text/javascript"));
-    assert!(js.text().await.unwrap().contains("x-requested-with"));
+    let js = js.text().await.unwrap();
+    assert!(js.contains("x-requested-with"));
+    assert!(
+        js.contains("['email', 'code']") && !js.contains("querySelector"),
+        "only the email and the code are filled from the query: {js}"
+    );
     // JSON answers are no documents either.
     let r = app.http.get(app.url("/api/health")).send().await.unwrap();
     assert_eq!(r.headers()["x-content-type-options"], "nosniff");

@@ -69,6 +69,8 @@ pub struct EmbeddedPostgres {
     binaries: PgBinaries,
     /// The user the cluster runs as when the server is root; `None` runs it as ourselves.
     run_as: Option<RunAs>,
+    /// Whether the cluster was already running when this process came (another process's).
+    adopted: bool,
 }
 
 impl EmbeddedPostgres {
@@ -88,12 +90,13 @@ impl EmbeddedPostgres {
             Err(e) => return Err(e).context(format!("reading {}/PG_VERSION", data_dir.display())),
         };
         let run_as = account::service_account().await?;
-        let pg = EmbeddedPostgres {
+        let mut pg = EmbeddedPostgres {
             dir,
             data_dir,
             socket_dir,
             binaries,
             run_as,
+            adopted: false,
         };
         pg.prepare_dirs().await?;
         pg.remove_stale_init_dirs()?;
@@ -102,6 +105,7 @@ impl EmbeddedPostgres {
         }
         match postmaster::inspect(&pg.data_dir)? {
             PidFile::Running(pid) => {
+                pg.adopted = true;
                 tracing::info!(pid, data_dir = %pg.data_dir.display(), "adopting the embedded PostgreSQL that is already running");
             }
             PidFile::Missing => {
@@ -116,6 +120,12 @@ impl EmbeddedPostgres {
         }
         pg.ensure_database().await?;
         Ok(pg)
+    }
+
+    /// Whether the cluster was already running when [`EmbeddedPostgres::start`] came: another
+    /// process's (a server's), which a one-off command must leave running.
+    pub fn adopted(&self) -> bool {
+        self.adopted
     }
 
     /// Options to connect to database `sandbox_agents` as role `sandbox_agents` over the unix socket.
