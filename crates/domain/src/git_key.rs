@@ -1,4 +1,4 @@
-//! Git deploy keys on the wire (API.md §2.7, §3.5, §8.5), and the remote a key is tested
+//! Git deploy keys on the wire, and the remote a key is tested
 //! against, parsed strictly: its parts end up on the command lines of `git` and `ssh`, so
 //! anything that could be read as an option or split by a shell is refused before anything
 //! runs.

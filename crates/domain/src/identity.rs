@@ -1,5 +1,4 @@
-//! Projects and API keys as the wire shows them (API.md §2.2, §3.1), and the rules for their
-//! inputs. A key's secret appears exactly once, in [`ApiKeyCreated`].
+//! Projects, API keys and people as the wire shows them, and the rules for their inputs. A key's secret appears exactly once, in [`ApiKeyCreated`].
 
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
@@ -43,7 +42,8 @@ pub struct ProjectPatch {
 }
 
 /// Lowercase, runs of anything else as one `-`, trimmed, at most 63 characters; `project`
-/// when nothing is left (API.md §9.33). Collisions get a numeric suffix from the caller.
+/// when nothing is left, and never shaped like a UUID. Collisions get a numeric suffix from
+/// the caller.
 pub fn slug_from_name(name: &str) -> String {
     let mut s = String::new();
     for c in name.trim().chars().flat_map(char::to_lowercase) {

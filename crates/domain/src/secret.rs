@@ -1,4 +1,4 @@
-//! Secrets as the wire shows them (API.md §2.7, §3.5, §8.4) and the rules for their inputs.
+//! Secrets as the wire shows them and the rules for their inputs.
 //! A value is write-only: it is in the create and update bodies and in no response, and a
 //! body's `Debug` never prints it.
 
@@ -128,7 +128,7 @@ impl SecretUpdate {
     }
 }
 
-/// The bindings a session's sandbox gets (API.md §9 item 9): the agent's plus the session's,
+/// The bindings a session's sandbox gets: the agent's plus the session's,
 /// the session's winning per environment variable. Ordered by variable name.
 pub fn effective_bindings(
     agent: &[SecretBinding],

@@ -1,4 +1,4 @@
-//! Webhook subscriptions and deliveries on the wire (API.md §3.6, §7), and the checks that
+//! Webhook subscriptions and deliveries on the wire, and the checks that
 //! need no IO: names, event types against the catalogue, the URL's scheme.
 
 use crate::event::EventType;
