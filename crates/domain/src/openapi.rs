@@ -96,6 +96,7 @@ mod tests {
     //! white space, control characters, lengths one either side of the limits, option-like
     //! and shell-like strings.
     use super::*;
+    use crate::validation::Violations;
     use serde_json::Value;
     use utoipa::PartialSchema;
 
@@ -262,6 +263,12 @@ mod tests {
         }
     }
 
+    fn no_violation(check: impl Fn(&mut Violations)) -> bool {
+        let mut v = Violations::new();
+        check(&mut v);
+        v.is_empty()
+    }
+
     #[test]
     fn agent_names_and_optional_strings_are_not_blank_as_the_validator_reads_it() {
         use crate::agent::{AgentCreate, AgentPatch};
@@ -276,8 +283,12 @@ mod tests {
     #[test]
     fn slugs_match_the_slug_rule_bar_the_uuid_shape() {
         use crate::agent::AgentCreate;
+        use crate::identity::ProjectCreate;
         let slug = |s: &str| crate::Slug::parse(s).is_ok();
         agree(&property::<AgentCreate>(&["slug"]), "agent slug", slug);
+        agree(&property::<ProjectCreate>(&["slug"]), "project slug", |s| {
+            s.is_empty() || slug(s)
+        });
     }
 
     #[test]
@@ -295,6 +306,66 @@ mod tests {
         );
         agree(&property::<SecretBinding>(&["secret"]), "secret", |s| {
             !s.trim().is_empty()
+        });
+    }
+
+    #[test]
+    fn secret_names_and_values_match_their_checks() {
+        use crate::secret::{check_name, check_value, SecretCreate, SecretValue};
+        agree(&property::<SecretCreate>(&["name"]), "secret name", |s| {
+            no_violation(|v| check_name(v, s))
+        });
+        // The 32 KiB bound is in bytes, which JSON Schema cannot say; the corpus stays under it.
+        agree(&property::<SecretCreate>(&["value"]), "secret value", |s| {
+            no_violation(|v| check_value(v, &SecretValue(s.to_owned())))
+        });
+    }
+
+    #[test]
+    fn git_key_names_repositories_and_hosts_match_the_strict_parser() {
+        use crate::git_key::{check_name, GitKeyCreate, GitKeyTestRequest, GitRemote};
+        agree(&property::<GitKeyCreate>(&["name"]), "git key name", |s| {
+            no_violation(|v| check_name(v, s))
+        });
+        let loc_ok = |repo: &str, host: &str, field: &str| {
+            let mut v = Violations::new();
+            GitRemote::parse(&mut v, repo, host);
+            v.into_result()
+                .err()
+                .is_none_or(|errs| !errs.iter().any(|e| e.loc[1] == field))
+        };
+        agree(&property::<GitKeyTestRequest>(&["repo"]), "repo", |s| {
+            loc_ok(s, "github.com", "repo")
+        });
+        agree(&property::<GitKeyTestRequest>(&["host"]), "host", |s| {
+            loc_ok("o/r", s, "host")
+        });
+    }
+
+    #[test]
+    fn webhook_names_and_urls_match_their_checks() {
+        use crate::webhook::{check_name, check_url_shape, WebhookCreate, WebhookPatch};
+        agree(&property::<WebhookCreate>(&["name"]), "webhook name", |s| {
+            no_violation(|v| check_name(v, s))
+        });
+        // The 2048 bound is in bytes; the corpus stays under it.
+        for schema in [
+            property::<WebhookCreate>(&["url"]),
+            property::<WebhookPatch>(&["url"]),
+        ] {
+            agree(&schema, "webhook url", |s| {
+                no_violation(|v| {
+                    check_url_shape(v, s);
+                })
+            });
+        }
+    }
+
+    #[test]
+    fn a_member_role_is_admin_or_member() {
+        use crate::identity::MemberCreate;
+        agree(&property::<MemberCreate>(&["role"]), "role", |s| {
+            matches!(s, "admin" | "member")
         });
     }
 
