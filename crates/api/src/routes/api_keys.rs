@@ -60,6 +60,7 @@ pub async fn list(
 /// Create an API key
 ///
 /// Makes a key and returns it once, whole (`key`); only its SHA-256 is stored.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/api-keys", operation_id = "create_api_key", tag = "api-keys", request_body = ApiKeyCreate,
     responses((status = 201, body = ApiKeyCreated), (status = 403, description = "Not an operator"),
               (status = 422, description = "The body is invalid")))]

@@ -46,6 +46,7 @@ pub async fn list(
 ///
 /// Generates an ed25519 key pair. Register the returned `public_key` with the git host; the
 /// private half never leaves the server. A name taken in the project is a 409.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/git-keys", operation_id = "create_git_key", tag = "git-keys", request_body = GitKeyCreate,
     responses((status = 201, body = GitKey), (status = 409, description = "The name is taken"),
               (status = 422, description = "The body is invalid")))]
@@ -67,6 +68,7 @@ pub async fn create(
 /// Tries to read a repository with the key (`git ls-remote`, from the control plane, within
 /// 100 s). Failure is a 200 with `ok: false` and git's or ssh's words in `detail`; success
 /// sets `last_used_at`. `host` is `[user@]hostname[:port]` (user `git` by default).
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/git-keys/{key_id}/test", operation_id = "test_git_key", tag = "git-keys",
     request_body = GitKeyTestRequest, params(("key_id" = String, Path, description = "The git key's id")),
     responses((status = 200, body = GitKeyTest), (status = 404, description = "No such key"),

@@ -45,6 +45,7 @@ pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Ve
 /// Creates a project (operators and people, who become its admin). An empty `slug` is derived
 /// from the name, with a numeric suffix when taken; a slug given and taken is a 409. Slugs
 /// never change afterwards.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/projects", operation_id = "create_project", tag = "projects", request_body = ProjectCreate,
     responses((status = 201, body = Project), (status = 403, description = "Not an operator"),
               (status = 409, description = "The slug is taken"), (status = 422, description = "The body is invalid")))]
@@ -109,6 +110,7 @@ pub async fn get(
 /// Update a project
 ///
 /// Changes the name and/or description (operators); the slug is immutable.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/projects/{ref}", operation_id = "update_project", tag = "projects",
     params(("ref" = String, Path, description = "The project's id or slug")), request_body = ProjectPatch,
     responses((status = 200, body = Project), (status = 403, description = "Not an operator"),
@@ -196,6 +198,7 @@ pub async fn members(
 /// Add a member
 ///
 /// Adds an existing person by email (admins and operators); an unknown email is a 404.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/projects/{ref}/members", operation_id = "add_member", tag = "projects",
     params(("ref" = String, Path, description = "The project's id or slug")), request_body = MemberCreate,
     responses((status = 201, body = ProjectMember), (status = 403, description = "Not an admin"),

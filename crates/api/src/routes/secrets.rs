@@ -43,6 +43,7 @@ pub async fn list(
 ///
 /// Stores a secret, encrypted at rest. The value is never returned. A name taken in the
 /// project is a 409.
+/// The body is at most 256 KiB (413 above).
 #[utoipa::path(post, path = "/api/secrets", operation_id = "create_secret", tag = "secrets", request_body = SecretCreate,
     responses((status = 201, body = Secret), (status = 409, description = "The name is taken"),
               (status = 422, description = "The body is invalid")))]
@@ -76,6 +77,7 @@ pub async fn get(
 ///
 /// Changes the description and/or rotates the value (absent fields are unchanged). A rotation
 /// reaches each session at its next boot; running sandboxes keep the value they booted with.
+/// The body is at most 256 KiB (413 above).
 #[utoipa::path(put, path = "/api/secrets/{secret_id}", operation_id = "update_secret", tag = "secrets", request_body = SecretUpdate,
     params(("secret_id" = String, Path, description = "The secret's id or name")),
     responses((status = 200, body = Secret), (status = 404, description = "No such secret here"),

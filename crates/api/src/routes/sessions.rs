@@ -129,6 +129,7 @@ pub async fn get(
 ///
 /// Renames a session and merges its metadata (a key sent as null is removed), in any
 /// sandbox state.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", operation_id = "update_session", tag = "sessions", request_body = SessionPatch,
     params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Session), (status = 404, description = "No such session"),

@@ -27,6 +27,7 @@ fn secure(st: &AppState) -> bool {
 /// Sign in
 ///
 /// Signs in: 204 with the session cookie; 401 for any wrong email or password.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/auth/login", operation_id = "log_in", tag = "identity", request_body = LoginBody,
     responses((status = 204, description = "Signed in; the cookie is set"),
               (status = 401, description = "Wrong email or password"),
@@ -83,6 +84,7 @@ pub async fn logout(
 /// Set a password with a recovery code
 ///
 /// Sets a password with a recovery secret (which then stops working) and signs in.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/auth/recovery", operation_id = "recover_account", tag = "identity", request_body = RecoveryBody,
     responses((status = 204, description = "Password set; signed in"),
               (status = 400, description = "The code is unknown, used or expired"),
@@ -139,6 +141,7 @@ pub async fn profile(State(st): State<AppState>, p: Principal) -> ApiResult<Json
 /// Rename myself
 ///
 /// Changes the signed-in person's display name.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/me/profile", operation_id = "update_profile", tag = "identity",
     request_body = sandbox_agents_domain::identity::ProfilePatch,
     responses((status = 200, body = Profile), (status = 409, description = "Not a person")))]

@@ -43,6 +43,7 @@ pub async fn list(
 ///
 /// Archives the workspace (and, on Docker, the container's filesystem, so installed packages
 /// survive). A stopped session's snapshot is its workspace archive.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots", operation_id = "create_snapshot", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     request_body = SnapshotCreate,
     responses((status = 201, body = Snapshot), (status = 404, description = "No such session"),

@@ -50,6 +50,7 @@ pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Ve
 ///
 /// Makes an account (operators). Without a password, the answer carries the single-use
 /// recovery link (and code) that sets one; it appears nowhere else.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/users", operation_id = "create_user", tag = "users", request_body = UserCreate,
     responses((status = 201, body = UserCreated), (status = 403, description = "Not an operator"),
               (status = 409, description = "The email is taken"), (status = 422, description = "The body is invalid")))]
@@ -153,6 +154,7 @@ pub async fn delete(
 ///
 /// Renames a person or makes them an operator, or not (operators; an addition to the client's
 /// routes). Without a shared token the last operator cannot stop being one (409).
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/users/{identity_id}", operation_id = "update_user", tag = "users", request_body = UserPatch,
     params(("identity_id" = String, Path, description = "The person's id (`User.id`)")),
     responses((status = 200, body = User), (status = 403, description = "Not an operator"),

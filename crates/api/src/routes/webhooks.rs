@@ -99,6 +99,7 @@ pub async fn list(
 ///
 /// Subscribes a URL to the events appended from now on. The response is the only one that
 /// carries the signing secret (besides rotate-secret).
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/webhooks", operation_id = "create_webhook", tag = "webhooks", request_body = WebhookCreate,
     responses((status = 201, body = WebhookCreated), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -165,6 +166,7 @@ pub async fn get(
 ///
 /// A partial edit. `event_types: null` means every type; `agent_id: null` clears the filter;
 /// `active: true` also resets the failure count of a deactivated subscription.
+/// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/webhooks/{webhook_id}", operation_id = "update_webhook", tag = "webhooks", request_body = WebhookPatch,
     params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 200, body = Webhook), (status = 404, description = "No such webhook"),
