@@ -115,6 +115,7 @@ impl ProjectCreate {
 pub struct ApiKey {
     /// The key's id (a UUID).
     pub id: String,
+    /// A name to recognise it by.
     pub name: String,
     /// For people; may be `""`.
     pub description: String,
@@ -369,6 +370,7 @@ pub struct ProfileProject {
 pub struct Profile {
     /// The person's id.
     pub id: String,
+    /// What they sign in with.
     pub email: String,
     /// The display name; PATCH changes it.
     pub name: String,
@@ -424,7 +426,9 @@ fn member_role() -> String {
 /// then 429.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct LoginBody {
+    /// The account's email.
     pub email: String,
+    /// The account's password. Any wrong pair is the same 401.
     #[schema(write_only)]
     pub password: String,
 }

@@ -26,6 +26,7 @@ pub fn subscribable() -> impl Iterator<Item = EventType> {
 pub struct Webhook {
     /// The subscription's id (a UUID).
     pub id: String,
+    /// A name for people.
     pub name: String,
     /// Where deliveries are POSTed.
     pub url: String,
@@ -68,6 +69,7 @@ pub struct Delivery {
     pub subscription_id: String,
     /// The `seq` of the event delivered.
     pub event_seq: i64,
+    /// The session the event belongs to.
     pub session_id: String,
     /// The event's type (`X-Anecdote-Event`).
     pub event_type: String,
@@ -95,6 +97,7 @@ pub struct Delivery {
 pub struct DeliveryAttempt {
     /// Its number, from 1.
     pub attempt: i32,
+    /// When the request was sent.
     #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
     /// How long the request took, response included, in milliseconds.
