@@ -1,7 +1,8 @@
-//! Request body limits per route (issue 6 §6). Most bodies are a few fields; only agent
-//! definitions and session creates carry manifests with file contents inline, and uploads
-//! stream under limits of their own (`routes::files`). A body over its route's limit is a 413
-//! before any handler runs, whether or not it declared its length.
+//! Request body limits per route, so that no body is read into memory unbounded. Most bodies
+//! are a few fields; only agent definitions and session creates carry manifests with file
+//! contents inline, and uploads stream under limits of their own (`routes::files`). A body
+//! over its route's limit is a 413 before any handler runs, whether or not it declared its
+//! length.
 
 use crate::error::ApiError;
 use axum::body::Body;

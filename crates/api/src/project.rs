@@ -1,4 +1,4 @@
-//! The project a request acts in (API.md §1.3).
+//! The project a request acts in.
 //!
 //! `X-Project` names it by id or slug. Without the header the answer must be unambiguous: an
 //! API key bound to one project, or a deployment with exactly one project; otherwise 400
@@ -66,8 +66,8 @@ pub async fn resolve(
         Principal::ApiKey {
             project: Some(p), ..
         } => return Ok(Some(*p)),
-        // A person with exactly one membership needs no header (API.md §9.2); with none,
-        // there is nothing to act in (§1.3: 409).
+        // A person with exactly one membership needs no header (it is unambiguous); with
+        // none, there is nothing to act in: 409.
         Principal::Person { projects, .. } => {
             return match projects.as_slice() {
                 [] => Err(ApiError::Conflict("you are not in any project yet".into())),

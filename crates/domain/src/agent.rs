@@ -1,5 +1,6 @@
-//! Agents: reusable definitions (API.md §2.3, §3.2). Requests parse into an [`AgentSpec`]; the
-//! store keeps specs; responses are [`Agent`] with the default model resolved.
+//! Agents: reusable definitions of what a session runs (instructions, model, the files a
+//! sandbox starts from, tools). Requests parse into an [`AgentSpec`]; the store keeps specs;
+//! responses are [`Agent`] with the default model resolved.
 
 use crate::ids::AgentId;
 use crate::manifest::ManifestSpec;
@@ -22,7 +23,9 @@ pub const MAX_DESCRIPTION_LEN: usize = 4_000;
 /// Longest instructions, in bytes: generous for system prompts, bounded for the database.
 pub const MAX_INSTRUCTIONS_LEN: usize = 256 * 1024;
 
-/// How the control plane reaches the model.
+/// How the control plane reaches the model: `proxy` (the default) and `litellm` call the
+/// LiteLLM proxy the server is configured with (`GET /api/models` lists its names), `openai`
+/// calls OpenAI directly and takes any OpenAI model name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
@@ -35,6 +38,8 @@ pub enum Transport {
     Openai,
 }
 
+/// How hard the model reasons before it answers, passed to the provider as is; null on the
+/// agent leaves it to the provider.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningEffort {
@@ -46,7 +51,10 @@ pub enum ReasoningEffort {
     Max,
 }
 
-/// What the agent may do inside its sandbox. null on the agent means the default set.
+/// What the agent may do inside its sandbox: `shell` (the `shell` tool) and `filesystem`
+/// (`read_file`, `write_file`, `edit_file`, `list_files`) run today; `compaction`, `memory` and
+/// `skills` are kept in definitions but a session for an agent that asks for them is refused
+/// with 422. Null on the agent means the default set, `shell` and `filesystem`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Capability {
@@ -79,42 +87,107 @@ pub struct AgentSpec {
     pub environment_id: Option<String>,
 }
 
-/// `POST /api/agents`.
+/// The body of `POST /api/agents`: a new agent definition. Only `slug` and `name` are
+/// required; every other field has a default. Optional fields the client sends as explicit
+/// null mean "not set"; `manifest`, `exposed_ports`, `client_tools`, `secret_bindings` and
+/// `subagents` may be left out but not sent as null (422). Every field error is reported at
+/// once, in one 422.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AgentCreate {
+    /// The stable, URL-safe name callers use in paths (`/api/agents/{ref}`) and subagent
+    /// references: 1 to 63 lowercase letters, digits and `-`, starting with a letter or digit,
+    /// and never shaped like a UUID. Unique in the project (409 when taken); it cannot be
+    /// changed later.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$", min_length = 1, max_length = 63)]
     pub slug: String,
+    /// A display name: 1 to 200 characters, not blank.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub name: String,
+    /// What the agent is for, for people: at most 4000 characters. Default `""`.
     #[serde(default)]
+    #[schema(max_length = 4000, default = "")]
     pub description: String,
+    /// The system prompt every turn starts from: at most 256 KiB of UTF-8. Default `""`.
+    /// A session can override it (`SessionCreate.instructions`).
     #[serde(default)]
+    #[schema(default = "")]
     pub instructions: String,
+    /// How the control plane reaches the model. Default `proxy`.
     #[serde(default)]
+    #[schema(default = "proxy")]
     pub transport: Transport,
+    /// The model name, as the transport knows it (for `proxy` and `litellm`, one of
+    /// `GET /api/models`; it is not checked on write). Null: the server's default model,
+    /// which responses show resolved. Not blank when set.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub model: Option<String>,
+    /// How hard the model reasons; null leaves it to the provider.
     #[serde(default)]
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// The container image sessions boot from; null: the server's default image. Not blank
+    /// when set.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub image: Option<String>,
+    /// What the agent may do in its sandbox; null: the default set (`shell`, `filesystem`).
+    /// Duplicates are dropped.
     #[serde(default)]
     pub capabilities: Option<Vec<Capability>>,
+    /// Where the agent's skills come from; null: none. Kept in the definition, but a session
+    /// for an agent with one is refused (422) until skills run.
     #[serde(default)]
     pub skills_source: Option<SkillsSource>,
+    /// Also stage the skills source's whole tree as the workspace; null: no. Kept in the
+    /// definition, but a session for an agent with one is refused (422) until skills run.
     #[serde(default)]
     pub workspace_source: Option<WorkspaceSource>,
+    /// The files and environment variables every session's workspace starts from. Default:
+    /// empty. May be left out, not sent as null.
     #[serde(default, deserialize_with = "non_null")]
     pub manifest: ManifestSpec,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::openapi::exposed_ports)]
     pub exposed_ports: Vec<u16>,
+    /// Tools the caller implements and answers (`POST .../tool-results`), offered to the
+    /// model on every turn besides the sandbox tools. Names are unique, and none may be a
+    /// sandbox tool's name. Default `[]`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub client_tools: Vec<ClientTool>,
+    /// Secrets of the project that become environment variables of every command the
+    /// sandbox runs; a session's own bindings win per variable. At most 32. Default `[]`;
+    /// not null.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(max_items = 32)]
     pub secret_bindings: Vec<SecretBinding>,
+    /// Other agents of the project this one can call or hand over to; each must exist and
+    /// not be this agent (422). Kept in the definition, but a session for an agent with
+    /// subagents is refused (422) until they run. Default `[]`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub subagents: Vec<Subagent>,
+    /// Seconds a session may sit unused before its sandbox is released (stopped, workspace
+    /// archived, `stopped_reason: idle`; the next message wakes it). Null: the server's
+    /// default; `0`: never released.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub idle_ttl_seconds: Option<i64>,
+    /// The environment its sessions start in; null: the server's default. Not blank when
+    /// set. Stored as given: this server runs no environments yet.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub environment_id: Option<String>,
 }
 
@@ -160,65 +233,92 @@ impl AgentCreate {
     }
 }
 
-/// `PATCH /api/agents/{ref}`: `version` plus any field. Absent leaves a field alone; null clears
-/// it where that means something, and is a 422 where it does not.
+/// The body of `PATCH /api/agents/{ref}`: `version` plus any field of the definition. A field
+/// left out is unchanged; a field sent as null is cleared where that means something (back to
+/// the server default, or `[]` for lists) and is a 422 where it does not (`slug`, `name`,
+/// `description`, `instructions`, `transport`, `manifest`, `exposed_ports`). A list or a
+/// manifest sent replaces the whole stored one. The result is checked as a whole, with the
+/// same rules as a create.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AgentPatch {
-    /// The version the caller read; a mismatch is a 409.
+    /// The `version` the caller read. When it is not the current one the edit is refused
+    /// with 409 and nothing changes; re-read the agent and apply the edit again. On success
+    /// the version goes up by one.
     pub version: i64,
+    /// Slugs cannot change: the current slug is accepted (and ignored), any other value is a
+    /// 422. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, pattern = "^[a-z0-9][a-z0-9-]{0,62}$", min_length = 1, max_length = 63)]
     pub slug: Patch<String>,
+    /// A new display name: 1 to 200 characters, not blank. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub name: Patch<String>,
+    /// A new description: at most 4000 characters. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, max_length = 4000)]
     pub description: Patch<String>,
+    /// New instructions: at most 256 KiB of UTF-8. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub instructions: Patch<String>,
+    /// A new transport. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<Transport>)]
+    #[schema(value_type = Transport)]
     pub transport: Patch<Transport>,
+    /// A new model name, not blank; null puts the agent back on the server's default model
+    /// (responses still show the resolved name).
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub model: Patch<String>,
+    /// A new reasoning effort; null clears it.
     #[serde(default)]
     #[schema(value_type = Option<ReasoningEffort>)]
     pub reasoning_effort: Patch<ReasoningEffort>,
+    /// A new image, not blank; null goes back to the server's default image.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub image: Patch<String>,
+    /// New capabilities; null goes back to the default set.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Capability>>)]
     pub capabilities: Patch<Vec<Capability>>,
+    /// A new skills source (its `ssh_key_id`, if any, must name a git key of the project);
+    /// null removes it.
     #[serde(default)]
     #[schema(value_type = Option<SkillsSource>)]
     pub skills_source: Patch<SkillsSource>,
+    /// A new workspace source; null removes it.
     #[serde(default)]
     #[schema(value_type = Option<WorkspaceSource>)]
     pub workspace_source: Patch<WorkspaceSource>,
+    /// A new manifest, replacing the whole stored one. Not null.
     #[serde(default)]
-    #[schema(value_type = Option<ManifestSpec>)]
+    #[schema(value_type = ManifestSpec)]
     pub manifest: Patch<ManifestSpec>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<u16>>)]
+    #[schema(schema_with = crate::openapi::exposed_ports)]
     pub exposed_ports: Patch<Vec<u16>>,
+    /// New client tools, replacing the list; null empties it.
     #[serde(default)]
     #[schema(value_type = Option<Vec<ClientTool>>)]
     pub client_tools: Patch<Vec<ClientTool>>,
+    /// New secret bindings (at most 32), replacing the list; null empties it.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<SecretBinding>>)]
+    #[schema(value_type = Option<Vec<SecretBinding>>, max_items = 32)]
     pub secret_bindings: Patch<Vec<SecretBinding>>,
+    /// New subagents, replacing the list; null empties it.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Subagent>>)]
     pub subagents: Patch<Vec<Subagent>>,
+    /// A new idle timeout in seconds (`0`: never released); null goes back to the server's
+    /// default.
     #[serde(default)]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
     pub idle_ttl_seconds: Patch<i64>,
+    /// A new default environment, not blank; null goes back to the server's default.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub environment_id: Patch<String>,
 }
 
@@ -480,35 +580,60 @@ impl AgentRecord {
     }
 }
 
-/// `Agent`, as every agent endpoint returns it.
+/// An agent definition as every agent endpoint returns it: what sessions of this agent run.
+/// Nullable fields are null when the agent leaves them to the server (`model` alone is always
+/// resolved).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Agent {
+    /// The agent's id (a UUID); `{ref}` in paths takes it or the slug.
     pub id: String,
+    /// The stable name, unique in the project and immutable.
     pub slug: String,
+    /// The display name.
     pub name: String,
+    /// What the agent is for, for people; may be `""`.
     pub description: String,
+    /// The system prompt; may be `""`.
     pub instructions: String,
+    /// How the control plane reaches the model.
     pub transport: Transport,
-    /// The resolved model: the agent's own, or the server default.
+    /// The resolved model: the agent's own, or the server's default when the agent sets none
+    /// (never null).
     pub model: String,
+    /// Null: left to the provider.
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// The container image sessions boot from; null: the server's default image.
     pub image: Option<String>,
+    /// Null: the default set (`shell`, `filesystem`).
     pub capabilities: Option<Vec<Capability>>,
+    /// Null: no skills.
     pub skills_source: Option<SkillsSource>,
+    /// Null: the workspace is the manifest alone.
     pub workspace_source: Option<WorkspaceSource>,
+    /// What every session's workspace starts from.
     pub manifest: ManifestSpec,
+    /// Ports sessions publish for previews, sorted.
     pub exposed_ports: Vec<u16>,
+    /// Tools the caller implements; `[]` for none.
     pub client_tools: Vec<ClientTool>,
+    /// Secrets its sandboxes get as environment variables; `[]` for none.
     pub secret_bindings: Vec<SecretBinding>,
+    /// Agents this one can call or hand over to; `[]` for none.
     pub subagents: Vec<Subagent>,
+    /// Seconds unused before a session's sandbox is released; null: the server's default;
+    /// `0`: never.
     pub idle_ttl_seconds: Option<i64>,
+    /// The default environment of its sessions; null: the server's default.
     pub environment_id: Option<String>,
-    /// The optimistic lock: send it back on PATCH.
+    /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
+    /// unarchive leave it). Send it back on PATCH.
     pub version: i64,
+    /// When it was archived; null while it is not. An archived agent starts no sessions.
     #[serde(with = "time::serde::rfc3339::option")]
     pub archived_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// The last edit, archive or unarchive.
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
 }

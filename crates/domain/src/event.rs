@@ -1,4 +1,4 @@
-//! The event log's vocabulary (API.md §4): the types, which are stored, and the shape every
+//! The event log's vocabulary: the types, which are stored, and the shape every
 //! reader sees (`GET .../events`, each SSE `data:`, a webhook body's `event`).
 
 use crate::ids::{RunId, SessionId};
@@ -118,18 +118,31 @@ impl EventType {
     }
 }
 
-/// One event as readers see it. `seq` is 0 for an ephemeral event.
+/// One event of a session's log, as every reader sees it: a page of `GET .../events`, each
+/// SSE `data:` frame, and the `event` of a webhook body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SessionEvent {
-    /// Positive and increasing within a session for stored events; 0 for ephemeral ones.
+    /// The event's place in the log: positive for stored events, allocated in commit order
+    /// (within a session a reader never sees N+1 before N), and the cursor `after` takes. 0 for
+    /// an ephemeral event (`agent.text_delta`, `stream_gap`), which is streamed live and never
+    /// stored.
     pub seq: i64,
+    /// The session whose log it is in.
     #[schema(value_type = String)]
     pub session_id: SessionId,
+    /// The run (turn) the event belongs to; null for session-wide events (`session.created`,
+    /// `session.status_running`, `session.status_stopped`, `user.file`, and a boot's
+    /// `session.status_error`). A terminal event always carries its run's id.
     #[schema(value_type = Option<String>)]
     pub run_id: Option<RunId>,
+    /// The event type, e.g. `agent.message`; `GET /api/webhooks/event-types` lists the stored
+    /// ones. `session.status_idle` and `session.status_error` are terminal: they end a run.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Always an object.
+    /// The type's own fields, always an object (`{}` when there are none): `text` for
+    /// messages, `tool`, `call_id` and `arguments` (a JSON-encoded string) for tool calls,
+    /// `final_output`, `stop_reason`, `run_status`, `turns`, `usage`, `session_usage`,
+    /// `sandbox_seconds` and `call_ids` on terminal events, `error` on errors.
     #[schema(value_type = Object)]
     pub payload: Map<String, Value>,
     #[serde(with = "time::serde::rfc3339")]
@@ -159,12 +172,15 @@ impl NewEvent {
     }
 }
 
-/// `EventTypeInfo`: one entry of the webhook catalogue.
+/// One entry of the catalogue of event types a webhook can subscribe to.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct EventTypeInfo {
+    /// The type, as `SessionEvent.type` and `Webhook.event_types` spell it.
     #[serde(rename = "type")]
     pub kind: String,
+    /// What the event means, for people.
     pub description: String,
+    /// `session`, `user` or `agent`: the type's prefix.
     pub group: String,
 }
 

@@ -1,4 +1,4 @@
-//! Git deploy keys on the wire (API.md §2.7, §3.5, §8.5), and the remote a key is tested
+//! Git deploy keys on the wire, and the remote a key is tested
 //! against, parsed strictly: its parts end up on the command lines of `git` and `ssh`, so
 //! anything that could be read as an option or split by a shell is refused before anything
 //! runs.
@@ -15,36 +15,64 @@ pub const MAX_NAME: usize = 200;
 pub const MAX_REPO: usize = 512;
 pub const MAX_HOST: usize = 300;
 
-/// `GitKey`. There is no field for the private half: it never leaves the server.
+/// An ed25519 deploy key the server generated for the project, to register (read-only) with
+/// a git host. There is no field for the private half: it is stored sealed under the master
+/// key and never leaves the server. An agent's `skills_source.ssh_key_id` names one.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct GitKey {
+    /// The key's id (a UUID).
     pub id: String,
+    /// Unique in the project.
     pub name: String,
-    /// OpenSSH format, `ssh-ed25519 AAAA… <comment>`: register it with the git host.
+    /// OpenSSH format, `ssh-ed25519 AAAA… sandbox-agents:<project>:<name>`: register it with
+    /// the git host.
     pub public_key: String,
     /// `SHA256:…`, as `ssh-keygen -lf` prints it.
     pub fingerprint: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
-    /// When a test (or a clone) last used the key successfully.
+    /// When a test (or a clone) last used the key successfully; null if never.
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_used_at: Option<OffsetDateTime>,
 }
 
-/// `POST /api/git-keys`.
+/// The body of `POST /api/git-keys`: the server generates the pair.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct GitKeyCreate {
-    /// Unique in the project.
+    /// Unique in the project (409 when taken): 1 to 200 characters, not blank, without
+    /// control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
 }
 
-/// `POST /api/git-keys/{key_id}/test`.
+/// The body of `POST /api/git-keys/{key_id}/test`: where to try the key. Both parts end up
+/// on the command lines of `git` and `ssh`, so they are checked strictly before anything
+/// runs.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct GitKeyTestRequest {
-    /// The repository's path on the host, e.g. `owner/name`.
+    /// The repository's path on the host, e.g. `owner/name`: 1 to 512 ASCII letters, digits
+    /// and `. _ ~ / + @ : -`, not starting with `-`.
+    #[schema(
+        pattern = "^[A-Za-z0-9._~/+@:][A-Za-z0-9._~/+@:-]*$",
+        min_length = 1,
+        max_length = 512
+    )]
     pub repo: String,
-    /// `[user@]hostname[:port]`; the user defaults to `git`.
+    /// `[user@]hostname[:port]`, at most 300 characters: a user of letters, digits, `.`, `_`
+    /// and `-` (default `git`), a hostname of letters, digits, `.` and `-` not starting with
+    /// `-` or `.` (or an IPv6 address in brackets), and a port from 1 to 65535 (a port makes
+    /// the remote an `ssh://` URL). Default `github.com`; not null.
     #[serde(default = "default_host", deserialize_with = "non_null")]
+    #[schema(
+        default = "github.com",
+        min_length = 1,
+        max_length = 300,
+        pattern = "^([A-Za-z0-9._][A-Za-z0-9._-]*@)?([A-Za-z0-9][A-Za-z0-9.-]*|\\[[0-9A-Fa-f:]+\\])(:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$"
+    )]
     pub host: String,
 }
 
@@ -52,11 +80,13 @@ fn default_host() -> String {
     "github.com".into()
 }
 
-/// `GitKeyTest`: whether the key could read the repository. A failure is `ok: false` with
-/// git's or ssh's own words in `detail`, never an HTTP error.
+/// Whether the key could read the repository (`git ls-remote` from the control plane). A
+/// failure is `ok: false` with git's or ssh's own words in `detail`, never an HTTP error.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct GitKeyTest {
+    /// The repository answered; `last_used_at` is set.
     pub ok: bool,
+    /// What happened: on failure, git's and ssh's own words.
     pub detail: String,
 }
 

@@ -8,6 +8,7 @@ pub mod git_key;
 pub mod identity;
 pub mod ids;
 pub mod manifest;
+pub mod openapi;
 pub mod patch;
 pub mod secret;
 pub mod session;

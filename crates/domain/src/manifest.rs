@@ -1,4 +1,4 @@
-//! The manifest: the files a sandbox starts from (API.md §3.2).
+//! The manifest: the files a sandbox starts from.
 
 use crate::patch::non_null;
 use crate::validation::Violations;
@@ -7,44 +7,81 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-/// What the workspace holds at boot: `entries` keyed by workspace-relative path, and
-/// environment variables for the container.
+/// What the workspace (`/workspace` in the sandbox) holds at boot: `entries` keyed by
+/// workspace-relative path, and environment variables for the container. A session's manifest
+/// is merged into its agent's: entry by entry (the session's wins per path) and variable by
+/// variable.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ManifestSpec {
+    /// Workspace entries by path. A path is relative to the workspace (no leading `/`), has no
+    /// `..` component and no NUL, and names something inside the workspace (not `.` or `""`).
+    /// Default `{}`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub entries: BTreeMap<String, EntrySpec>,
+    /// Environment variables of the container, by name (letters, digits and `_`, not starting
+    /// with a digit); values are strings. Default `{}`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub environment: BTreeMap<String, String>,
 }
 
-/// One manifest entry, tagged by `kind`.
+/// One manifest entry, tagged by `kind`: what appears at its path when the sandbox boots.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EntrySpec {
     /// A file written into the workspace at boot.
-    File { content: String },
-    /// An empty directory.
+    File {
+        /// The file's whole content, as UTF-8 text.
+        content: String,
+    },
+    /// An empty directory, e.g. where the agent is told to put its output.
     Dir {},
     /// A checkout staged into the workspace without its `.git`.
     GitRepo {
+        /// The repository's path on the host, e.g. `owner/name`; not blank.
+        #[schema(
+            min_length = 1,
+            pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+        )]
         repo: String,
+        /// The branch, tag or commit. Default `main`.
         #[serde(rename = "ref", default = "default_ref")]
+        #[schema(default = "main")]
         git_ref: String,
+        /// The git host. Default `github.com`.
         #[serde(default = "default_host")]
+        #[schema(default = "github.com")]
         host: String,
+        /// Only this directory of the repository; null: all of it.
         #[serde(default)]
         subpath: Option<String>,
     },
-    /// A directory on the control-plane host, copied in.
-    LocalDir { src: String },
-    /// A bucket prefix mounted into the workspace.
+    /// A directory on the control-plane host, copied in. Refused unless it lies under one of
+    /// the server's `--local-dir-roots`.
+    LocalDir {
+        /// Its absolute path on the control-plane host.
+        #[schema(pattern = "^/", min_length = 1)]
+        src: String,
+    },
+    /// A bucket prefix mounted into the workspace. The server fills in the credentials.
+    /// Snapshots skip mounted buckets.
     S3Mount {
+        /// The bucket's name; not blank.
+        #[schema(
+            min_length = 1,
+            pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+        )]
         bucket: String,
+        /// Only keys under this prefix; null: the whole bucket.
         #[serde(default)]
         prefix: Option<String>,
+        /// Mount it read-only. Default true.
         #[serde(default = "default_true")]
+        #[schema(default = true)]
         read_only: bool,
+        /// A writable mount puts its credentials in the workspace, where the agent can read
+        /// them: `read_only: false` is a 422 unless this is true. Default false.
         #[serde(default)]
+        #[schema(default = false)]
         acknowledge_credential_exposure: bool,
     },
 }
@@ -148,7 +185,7 @@ impl ManifestSpec {
     }
 
     /// Session overrides merge per entry, the session winning per path, and per environment
-    /// key (API.md §9.9).
+    /// key.
     pub fn merged_with(&self, over: &ManifestSpec) -> ManifestSpec {
         let mut out = self.clone();
         out.entries.extend(over.entries.clone());

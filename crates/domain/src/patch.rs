@@ -1,4 +1,4 @@
-//! Absent-vs-null for PATCH bodies (API.md §1.8): a field left out of the body is left alone,
+//! Absent-vs-null for PATCH bodies: a field left out of the body is left alone,
 //! a field sent as `null` is cleared. `Option<T>` cannot tell the two apart, so PATCH bodies
 //! use [`Patch<T>`] with `#[serde(default)]`.
 
@@ -41,7 +41,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
 }
 
 /// `deserialize_with` for create-body fields that may be omitted but never sent as `null`
-/// (API.md §1.8: "null there would be a 422").
+/// (null there is a 422, as the published client expects).
 pub fn non_null<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,

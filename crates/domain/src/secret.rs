@@ -1,4 +1,4 @@
-//! Secrets as the wire shows them (API.md §2.7, §3.5, §8.4) and the rules for their inputs.
+//! Secrets as the wire shows them and the rules for their inputs.
 //! A value is write-only: it is in the create and update bodies and in no response, and a
 //! body's `Debug` never prints it.
 
@@ -18,22 +18,29 @@ pub const MAX_VALUE_BYTES: usize = 32 * 1024;
 /// Longest description.
 pub const MAX_DESCRIPTION: usize = 2000;
 
-/// `Secret`. There is no value field.
+/// A secret of the project, as every secret endpoint returns it: there is no value field,
+/// and no response, log line or event ever carries the value. Agents and sessions use it by
+/// `name` through `secret_bindings`.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Secret {
+    /// The secret's id (a UUID); `{secret_id}` in paths takes it or the name.
     pub id: String,
+    /// Unique in the project; what bindings name.
     pub name: String,
+    /// For people; may be `""`.
     pub description: String,
     #[serde(with = "time::serde::rfc3339::option")]
     pub created_at: Option<OffsetDateTime>,
+    /// The last change of the description or the value.
     #[serde(with = "time::serde::rfc3339::option")]
     pub updated_at: Option<OffsetDateTime>,
-    /// When a boot last resolved the secret into a sandbox's environment.
+    /// When a boot last resolved the secret into a sandbox's environment; null if never.
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_used_at: Option<OffsetDateTime>,
 }
 
-/// A secret's value: write-only, never printed.
+/// A secret's value: write-only, never returned or printed. 1 byte to 32 KiB of UTF-8,
+/// without NUL characters (an environment variable cannot hold one).
 #[derive(Clone, Deserialize, ToSchema)]
 #[schema(value_type = String)]
 #[serde(transparent)]
@@ -45,24 +52,37 @@ impl fmt::Debug for SecretValue {
     }
 }
 
-/// `POST /api/secrets`.
+/// The body of `POST /api/secrets`: a new secret, sealed at rest (AES-256-GCM under the
+/// server's master key). The body is at most 256 KiB (413 above).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SecretCreate {
-    /// Unique in the project; an identifier (letters, digits, `_`; not starting with a digit).
+    /// Unique in the project (409 when taken): an identifier of 1 to 128 letters, digits and
+    /// `_`, not starting with a digit.
+    #[schema(pattern = "^[A-Za-z_][A-Za-z0-9_]*$", min_length = 1, max_length = 128)]
     pub name: String,
-    /// Write-only.
+    /// The value: 1 byte to 32 KiB of UTF-8, no NUL. Write-only: never returned, and a 422
+    /// about it never echoes it.
+    #[schema(value_type = String, min_length = 1, pattern = "^[^\\u0000]*$", write_only)]
     pub value: SecretValue,
+    /// For people: at most 2000 characters. Default `""`.
     #[serde(default)]
+    #[schema(max_length = 2000, default = "")]
     pub description: String,
 }
 
-/// `PUT /api/secrets/{secret_id}`: a partial update despite the verb. Absent fields are
-/// unchanged; null is refused. A `value` rotates the secret: sessions get it at their next boot.
+/// The body of `PUT /api/secrets/{secret_id}`: a partial update despite the verb. A field
+/// left out is unchanged; neither may be null (422). A `value` rotates the secret: each
+/// session gets it at its next boot, running sandboxes keep the value they booted with. The
+/// body is at most 256 KiB (413 above).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SecretUpdate {
+    /// The new value: 1 byte to 32 KiB of UTF-8, no NUL. Write-only.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[schema(value_type = String, min_length = 1, pattern = "^[^\\u0000]*$", write_only)]
     pub value: Option<SecretValue>,
+    /// The new description: at most 2000 characters.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[schema(value_type = String, max_length = 2000)]
     pub description: Option<String>,
 }
 
@@ -128,7 +148,7 @@ impl SecretUpdate {
     }
 }
 
-/// The bindings a session's sandbox gets (API.md §9 item 9): the agent's plus the session's,
+/// The bindings a session's sandbox gets: the agent's plus the session's,
 /// the session's winning per environment variable. Ordered by variable name.
 pub fn effective_bindings(
     agent: &[SecretBinding],

@@ -1,4 +1,4 @@
-//! Sessions as the API shows them (API.md §3.3).
+//! Sessions, runs, snapshots and the workspace as the API shows them.
 
 use crate::agent::Agent;
 use serde::{Deserialize, Serialize};
@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
-/// The compute plane's state.
+/// The compute plane's state: `provisioning` (booting), `running` (the sandbox is up),
+/// `stopped` (no container; the workspace is archived) or `error` (a boot failed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
@@ -38,169 +39,254 @@ impl SessionStatus {
     }
 }
 
-/// `Session`: one conversation and the container it owns.
+/// One conversation with an agent and the sandbox (container) it owns. `status` is the
+/// sandbox's state and `activity` the conversation's: a running session may be idle. Every
+/// change of either is announced by an event in the session's log, written in the same
+/// transaction.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Session {
+    /// The session's id (a UUID).
     pub id: String,
-    /// The agent's id.
+    /// The id of the agent it runs (always the id, even when it was created with a slug).
     pub agent_id: String,
+    /// A title for people; `""` when none was given.
     pub title: String,
-    /// `provisioning` | `running` | `stopped` | `error`.
+    /// `provisioning` | `running` | `stopped` | `error`. `error` means a boot failed, with the
+    /// reason in `error`; `start` tries again.
     pub status: String,
-    /// `idle` | `busy`.
+    /// `idle` | `busy`: `busy` from a message until its run's terminal event.
     pub activity: String,
+    /// Why the last boot failed, while `status` is `error`; otherwise null.
     pub error: Option<String>,
-    /// `requested` | `idle` | `restart`, only while stopped.
+    /// Why the sandbox is stopped, only while `status` is `stopped`: `requested` (a stop),
+    /// `idle` (released after `idle_ttl_seconds` unused; asleep, the next message wakes it) or
+    /// `restart` (the server restarted without it). Null otherwise.
     pub stopped_reason: Option<String>,
+    /// The compute plane it runs on, e.g. `docker`.
     pub backend: String,
+    /// The container's id on the backend while one exists; null otherwise.
     pub container_id: Option<String>,
+    /// Ports published for previews, from the agent.
     pub exposed_ports: Vec<i32>,
+    /// The workspace root inside the container, e.g. `/workspace`.
     pub workdir: String,
+    /// The model its turns use: the session's override, else the agent's, else the server's
+    /// default, resolved when the session was created.
     pub model: Option<String>,
+    /// What the whole conversation has spent so far: tokens (`input_tokens`,
+    /// `output_tokens`, `total_tokens`), `requests`, `active_seconds`, and the same split
+    /// `by_model` and `by_agent`. `{}` before the first turn.
     #[schema(value_type = Object)]
     pub usage: Map<String, Value>,
+    /// The caller's own JSON values, never read by the server; PATCH merges into it.
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// When the last event was written to its log; null before any.
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_event_at: Option<OffsetDateTime>,
 }
 
-/// `Run`: one turn.
+/// One turn of the tool-calling loop, started by a message. Every event of the turn carries
+/// its id as `run_id`, and exactly one terminal event (`session.status_idle` or
+/// `session.status_error`) ends it; the row changes in that event's transaction.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Run {
+    /// The run's id (a UUID), the `run_id` of its events.
     pub id: String,
+    /// The session it ran in.
     pub session_id: String,
+    /// The message that started it.
     pub prompt: String,
+    /// `running` | `completed` | `failed` | `cancelled`. A run parked on deferrable client
+    /// tools stays `running`.
     pub status: String,
+    /// How it ended: `end_turn` (the model finished), `cancelled` (interrupt or stop),
+    /// `max_turns` (the step limit), `error`; null while running.
     pub stop_reason: Option<String>,
+    /// The model's answer, once it completed; otherwise null.
     pub final_output: Option<String>,
+    /// Why it failed; null unless `status` is `failed`.
     pub error: Option<String>,
+    /// Model steps taken so far.
     pub turns: i32,
+    /// What this turn spent, in the shape of `Session.usage`.
     #[schema(value_type = Object)]
     pub usage: Map<String, Value>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// When its terminal event was written; null while running or parked.
     #[serde(with = "time::serde::rfc3339::option")]
     pub finished_at: Option<OffsetDateTime>,
 }
 
-/// `SessionDetail`: the session, the agent it resolves, its runs and how long its sandbox has
-/// been up over every boot.
+/// A session with the agent it resolves, its runs and how long its sandbox has been up, as
+/// `GET /api/sessions/{session_id}` returns it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct SessionDetail {
     #[serde(flatten)]
     pub session: Session,
+    /// The session's agent as it is now, archived or not.
     pub agent: Option<Agent>,
+    /// Every run of the session, oldest first.
     pub runs: Vec<Run>,
+    /// Seconds the sandbox has been up, summed over every boot and counted up to now while it
+    /// is up, read off the log's status events.
     pub sandbox_seconds: f64,
 }
 
-/// `PATCH /api/sessions/{id}`: a new title, and metadata merged key by key (null removes).
+/// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left
+/// out is unchanged; neither may be null (422).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionPatch {
+    /// A new title.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub title: crate::Patch<String>,
+    /// Merged into the stored metadata key by key: a key with a value is set, a key with
+    /// null is removed, keys not mentioned are kept.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Object)]
     pub metadata: crate::Patch<Map<String, Value>>,
 }
 
-/// `POST /api/sessions`.
+/// The body of `POST /api/sessions`: a new session of an agent. Only `agent_id` is required;
+/// null in an optional field means "the agent's" (or the server's default). `metadata` and
+/// `secret_bindings` may be left out but not sent as null (422).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionCreate {
-    /// The agent's id or slug.
+    /// The agent's id or slug. An unknown agent is a 404, an archived one a 409, and one that
+    /// asks for what sessions cannot run yet (skills, memory, compaction, subagents) a 422.
     pub agent_id: String,
+    /// A title for people. Default `""`.
     #[serde(default)]
+    #[schema(default = "")]
     pub title: String,
+    /// The caller's own JSON values, kept with the session. Default `{}`; not null.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
-    /// Override of the agent's model.
+    /// The model for this session's turns, not blank; null: the agent's.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub model: Option<String>,
-    /// Override of the agent's instructions.
+    /// Instructions for this session, replacing the agent's; null: the agent's.
     #[serde(default)]
     pub instructions: Option<String>,
-    /// Merged into the agent's manifest, entry by entry (the session wins per path).
+    /// Merged into the agent's manifest, entry by entry (the session wins per path) and
+    /// variable by variable; null: the agent's alone.
     #[serde(default)]
     pub manifest: Option<crate::manifest::ManifestSpec>,
+    /// Bindings besides the agent's; the session's win per variable. Each must name a secret
+    /// of the project (422 otherwise). At most 32. Default `[]`; not null.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[schema(max_items = 32)]
     pub secret_bindings: Vec<crate::tools::SecretBinding>,
-    /// Boot from this snapshot's workspace: a fork.
+    /// Boot from this snapshot's workspace (and its image, with the packages installed in
+    /// it): a fork. The snapshot may be any session's of the project; an unknown one is a
+    /// 404. Null: a fresh workspace from the manifest.
     #[serde(default)]
     pub from_snapshot_id: Option<String>,
+    /// Must be null (or left out): this server does not run environments yet, and any value
+    /// is a 422.
     #[serde(default)]
     pub environment_id: Option<String>,
-    /// A first prompt, run as soon as the sandbox is up.
+    /// A first prompt, whose turn starts as soon as the sandbox is up (recorded with the
+    /// boot, so it is the session's first run); no run id comes back. Null: none.
     #[serde(default)]
     pub prompt: Option<String>,
 }
 
-/// `POST /api/sessions/{id}/exec`.
+/// The body of `POST /api/sessions/{session_id}/exec`: a shell command for the sandbox.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ExecBody {
+    /// Run as `sh -c <command>` in the workspace, with the session's bound secrets in its
+    /// environment.
     pub command: String,
-    /// Seconds the command may run (default 60, at most 600); null = the default.
+    /// Seconds the command may run: more than 0 and at most 600; null: 60. On timeout only
+    /// the command's processes are killed (exit code 124).
     #[serde(default)]
+    #[schema(exclusive_minimum = 0, maximum = 600)]
     pub timeout: Option<f64>,
 }
 
-/// `ExecResult`.
+/// What a command printed and how it exited. Output is not masked: a caller who may run
+/// commands can read the environment anyway.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ExecResult {
+    /// The exit status; 124 when the command timed out.
     pub exit_code: i64,
+    /// Standard output, up to 1 MiB.
     pub stdout: String,
+    /// Standard error, up to 1 MiB; a timeout adds a note here.
     pub stderr: String,
 }
 
-/// `WorkspaceEntry`.
+/// One file, directory or link of a session's workspace.
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct WorkspaceEntry {
-    /// Workspace-relative path.
+    /// Relative to the workspace root, e.g. `output/report.md`.
     pub path: String,
     /// `directory` | `file` | `symlink` | `other`.
     pub kind: String,
+    /// Size in bytes.
     pub size: i64,
     /// `ls -l` style, e.g. `-rw-r--r--`.
     pub permissions: String,
+    /// The owning user.
     pub owner: String,
+    /// The owning group.
     pub group: String,
 }
 
-/// `UploadResult`.
+/// Where an uploaded file landed.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct UploadResult {
+    /// Workspace-relative path of the file written.
     pub path: String,
+    /// Bytes written.
     pub size: i64,
 }
 
-/// `Snapshot`.
+/// A saved copy of a session's workspace (mounted buckets excluded) and of its container's
+/// image, so that installed packages survive too. A session restores it in place, or a new
+/// session forks from it (`from_snapshot_id`).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Snapshot {
+    /// The snapshot's id (a UUID).
     pub id: String,
+    /// The session it was taken from.
     pub session_id: String,
+    /// The caller's label; may be `""`.
     pub label: String,
+    /// Size of the workspace archive, in bytes.
     pub size_bytes: i64,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
-/// `POST /api/sessions/{id}/snapshots`.
+/// The body of `POST /api/sessions/{session_id}/snapshots`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct SnapshotCreate {
+    /// A label for people. Default `""`.
     #[serde(default)]
+    #[schema(default = "")]
     pub label: String,
 }
 
-/// `PortPreview`.
+/// A URL that reaches a port the session exposes, for a browser.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct PortPreview {
+    /// The port inside the sandbox.
     pub port: u16,
+    /// The preview URL, on the preview listener (never the API's origin). It is signed for
+    /// this session and port and needs no other credential; it serves while the session runs.
     pub url: String,
 }
 
@@ -261,39 +347,53 @@ mod tests {
     }
 }
 
-/// `POST /api/sessions/{id}/messages`: one turn.
+/// The body of `POST /api/sessions/{session_id}/messages`: one turn.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MessageCreate {
+    /// What the user says; the `user.message` event carries it.
     pub prompt: String,
-    /// The most model steps this turn may take; null = the server's default (25).
+    /// The most model steps this turn may take: 1 to 1000; null: 25. Reaching it fails the
+    /// run with `stop_reason: max_turns`.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_turns: Option<i64>,
-    /// Client tools for this turn only (API.md §6).
+    /// Client tools for this turn only, added to the agent's; on a name clash the turn's
+    /// declaration wins. The same rules as the agent's apply.
     #[serde(default)]
     pub client_tools: Option<Vec<crate::tools::ClientTool>>,
 }
 
-/// `POST /api/sessions/{id}/tool-results`: the answer to a client tool call (API.md §2.5).
+/// The body of `POST /api/sessions/{session_id}/tool-results`: the answer to a client tool
+/// call.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ToolResultCreate {
+    /// The `call_id` of the `agent.client_tool_call` event being answered.
     pub call_id: String,
-    /// Always a string: the client JSON-encodes other results.
+    /// What the model gets back, always a string (JSON-encode structured results). Default
+    /// `""`.
     #[serde(default)]
+    #[schema(default = "")]
     pub output: String,
-    /// The tool failed; `output` says why. Absent = false.
+    /// The tool failed and `output` says why. Default false.
     #[serde(default)]
+    #[schema(default = false)]
     pub is_error: bool,
 }
 
-/// A client tool call the session waits on (`GET /api/sessions/{id}/tool-calls`).
+/// A client tool call the session waits on now: an ordinary call held open, or a parked
+/// deferrable one.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ClientToolCall {
+    /// Answer it with this id (`POST .../tool-results`).
     pub call_id: String,
+    /// The client tool's name.
     pub tool: String,
-    /// The JSON-encoded arguments.
+    /// The arguments the model passed, JSON-encoded (a string, not an object).
     pub arguments: String,
+    /// The run waiting on it.
     pub run_id: Option<String>,
     /// The seq of its `agent.client_tool_call` event.
     pub seq: i64,
+    /// Whether the call parked the run (a deferrable tool) rather than holding it open.
     pub deferrable: bool,
 }

@@ -1,4 +1,4 @@
-//! Slugs: the stable, URL-safe names callers use in paths and `X-Project` (API.md §9.33).
+//! Slugs: the stable, URL-safe names callers use in paths and `X-Project`.
 
 use serde::Serialize;
 use std::fmt;

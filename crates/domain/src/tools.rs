@@ -1,5 +1,5 @@
 //! What an agent declares besides its instructions: client tools, secret bindings, subagents,
-//! and where its skills and workspace come from (API.md §3.2, §6).
+//! and where its skills and workspace come from.
 
 use crate::manifest::{default_host, default_ref, default_true, is_env_name};
 use crate::validation::Violations;
@@ -7,26 +7,42 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-/// Longest a caller may make an ordinary client-tool call wait (API.md §6.1).
+/// Longest a caller may make an ordinary client-tool call wait, in seconds.
 pub const MAX_CLIENT_TOOL_TIMEOUT_SECONDS: f64 = 3600.0;
 /// How long an ordinary client-tool call waits when the declaration does not say.
 pub const DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS: f64 = 120.0;
 
-/// A tool the caller implements; the control plane never runs it.
+/// A tool the caller implements; the control plane never runs it. When the model calls it,
+/// the log gets an `agent.client_tool_call` event and the caller answers with
+/// `POST /api/sessions/{session_id}/tool-results`. An ordinary call holds the turn until the
+/// answer comes or `timeout_seconds` pass (the model is told which); a deferrable one parks
+/// the run (`stop_reason: requires_action`) until it is answered, however long that takes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ClientTool {
+    /// The name the model calls it by: 1 to 64 ASCII letters, digits, `_` or `-`. Unique in
+    /// its list, and not a sandbox tool's name (`shell`, `read_file`, `write_file`,
+    /// `edit_file`, `list_files`).
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
     pub name: String,
+    /// What the tool does, for the model. Default `""`.
     #[serde(default)]
+    #[schema(default = "")]
     pub description: String,
-    /// JSON Schema of the arguments; `{}` takes none.
+    /// JSON Schema of the arguments, as the model provider takes it; must be an object.
+    /// Default `{}`: no arguments.
     #[serde(default = "empty_object")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Object, default = json!({}))]
     pub parameters: Value,
-    /// A question for a person: the turn parks instead of waiting.
+    /// A question for a person rather than a program: the turn parks instead of waiting,
+    /// and the answer may come from any server process, minutes or deploys later. Default
+    /// false.
     #[serde(default)]
+    #[schema(default = false)]
     pub deferrable: bool,
-    /// How long an ordinary call waits for its answer; null = 120 s, at most 3600.
+    /// How long an ordinary call waits for its answer, in seconds: more than 0 and at most
+    /// 3600; null: 120. A deferrable tool takes none (a value there is a 422).
     #[serde(default)]
+    #[schema(exclusive_minimum = 0, maximum = 3600)]
     pub timeout_seconds: Option<f64>,
 }
 
@@ -44,7 +60,7 @@ pub fn is_tool_name(name: &str) -> bool {
 }
 
 /// The sandbox tools the control plane runs itself. A client tool may not take one of these
-/// names, whatever the agent's capabilities (API.md §9.15).
+/// names, whatever the agent's capabilities, so that a name always means one tool.
 pub const BUILTIN_TOOLS: &[&str] = &[
     "shell",
     "read_file",
@@ -112,10 +128,21 @@ pub fn validate_client_tools(tools: &[ClientTool], loc: &str, v: &mut Violations
     }
 }
 
-/// A secret, by name, that becomes an environment variable when the container is created.
+/// A secret of the project, by name, made an environment variable of every command the
+/// sandbox runs (`exec` and the agent's shell tool). Values are resolved when the sandbox
+/// boots, so a rotation reaches a session at its next boot. A session bound to a secret that
+/// does not exist is a 422, and a bound secret cannot be deleted (409).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SecretBinding {
+    /// The secret's `name` (not its id); not blank.
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub secret: String,
+    /// The environment variable it becomes: letters, digits and `_`, not starting with a
+    /// digit. Where an agent and a session bind the same variable, the session's wins.
+    #[schema(pattern = "^[A-Za-z_][A-Za-z0-9_]*$", min_length = 1)]
     pub env: String,
 }
 
@@ -153,6 +180,9 @@ pub fn validate_secret_bindings(bindings: &[SecretBinding], loc: &str, v: &mut V
     }
 }
 
+/// How an agent uses a subagent: `tool` calls it with a task and gets its answer back, the
+/// conversation staying put; `handoff` gives it the conversation, which it keeps (answering
+/// the next prompts too) until it hands back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SubagentMode {
@@ -160,16 +190,26 @@ pub enum SubagentMode {
     Handoff,
 }
 
-/// Another agent of the same project this one can call (`tool`) or hand over to (`handoff`).
+/// Another agent of the same project this one can call (`tool`) or hand over to (`handoff`),
+/// in the same sandbox. Kept in definitions; sessions do not run subagents yet (422).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Subagent {
-    /// The slug of another agent in the same project.
+    /// The slug of another agent in the same project (not this one); an unknown slug is a
+    /// 422.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$", min_length = 1, max_length = 63)]
     pub agent: String,
+    /// Default `tool`.
     #[serde(default = "default_mode")]
+    #[schema(default = "tool")]
     pub mode: SubagentMode,
+    /// The tool name the model sees; null: the slug in `tool` mode, `transfer_to_<slug>` in
+    /// `handoff` mode.
     #[serde(default)]
     pub tool_name: Option<String>,
+    /// What the subagent is for, for the model; `""` (the default): the subagent's own
+    /// description.
     #[serde(default)]
+    #[schema(default = "")]
     pub description: String,
 }
 
@@ -177,35 +217,58 @@ fn default_mode() -> SubagentMode {
     SubagentMode::Tool
 }
 
-/// Where skills come from, tagged by `kind`.
+/// Where an agent's skills come from, tagged by `kind`: a git repository, a directory on the
+/// control-plane host, or a skill bundle. Kept in definitions; sessions do not run skills yet
+/// (422).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SkillsSource {
+    /// A git repository: public, or read with one of the project's deploy keys
+    /// (`ssh_key_id`), which never enters the sandbox.
     GitRepo {
+        /// The repository's path on the host, e.g. `owner/name`.
         repo: String,
+        /// The branch, tag or commit. Default `main`.
         #[serde(rename = "ref", default = "default_ref")]
+        #[schema(default = "main")]
         git_ref: String,
+        /// The git host. Default `github.com`.
         #[serde(default = "default_host")]
+        #[schema(default = "github.com")]
         host: String,
+        /// The directory of the repository that holds the skills; null: its root.
         #[serde(default)]
         subpath: Option<String>,
+        /// A git key of this project (`GET /api/git-keys`) to clone with; an unknown one is a
+        /// 422, and a key an agent uses cannot be deleted (409).
         #[serde(default)]
         ssh_key_id: Option<String>,
     },
+    /// A directory on the control-plane host.
     LocalDir {
+        /// Its absolute path on the host.
         src: String,
+        /// The directory under `src` that holds the skills; null: `src` itself.
         #[serde(default)]
         subpath: Option<String>,
+        /// Index the skills first and load each on demand. Default true.
         #[serde(default = "default_true")]
+        #[schema(default = true)]
         lazy: bool,
     },
+    /// A skill bundle of the project.
     Bundle {
+        /// The bundle's slug.
         bundle: String,
         #[serde(default)]
+        #[schema(schema_with = crate::openapi::bundle_version)]
         version: BundleVersion,
+        /// The directory of the bundle that holds the skills; null: its root.
         #[serde(default)]
         subpath: Option<String>,
+        /// Index the skills first and load each on demand. Default true.
         #[serde(default = "default_true")]
+        #[schema(default = true)]
         lazy: bool,
     },
 }
@@ -243,23 +306,33 @@ impl SkillsSource {
     }
 }
 
+/// Where the workspace tree comes from: `same_as_skills`, the skills source's own tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkspaceSourceKind {
     SameAsSkills,
 }
 
-/// Stage the skills source's whole tree as the workspace too.
+/// Stage the skills source's whole tree in the workspace too, so that skills which refer to
+/// the repository around them work. Kept in definitions; sessions do not run it yet (422).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WorkspaceSource {
+    /// Default `same_as_skills`.
     #[serde(default = "same_as_skills")]
+    #[schema(default = "same_as_skills")]
     pub kind: WorkspaceSourceKind,
+    /// The workspace-relative directory the tree lands in. Default `pstack`.
     #[serde(default = "default_dest")]
+    #[schema(default = "pstack")]
     pub dest: String,
+    /// The file of the tree that documents it for the agent. Default `CLAUDE.md`.
     #[serde(default = "default_docs_file")]
+    #[schema(default = "CLAUDE.md")]
     pub docs_file: String,
+    /// Extra instructions about the tree; null: none.
     #[serde(default)]
     pub instructions: Option<String>,
+    /// Workspace-relative directories created if missing. Default `[]`.
     #[serde(default)]
     pub ensure_dirs: Vec<String>,
 }

@@ -1,4 +1,4 @@
-//! Webhook subscriptions and deliveries on the wire (API.md §3.6, §7), and the checks that
+//! Webhook subscriptions and deliveries on the wire, and the checks that
 //! need no IO: names, event types against the catalogue, the URL's scheme.
 
 use crate::event::EventType;
@@ -19,16 +19,23 @@ pub fn subscribable() -> impl Iterator<Item = EventType> {
     EventType::ALL.into_iter().filter(|t| !t.is_ephemeral())
 }
 
-/// `Webhook`. The secret is never part of it.
+/// A webhook subscription: stored events of the project's sessions, POSTed to `url` signed
+/// with the subscription's secret (`X-Anecdote-Signature`), at least once and retried with
+/// backoff. The secret is never part of it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Webhook {
+    /// The subscription's id (a UUID).
     pub id: String,
+    /// A name for people.
     pub name: String,
+    /// Where deliveries are POSTed.
     pub url: String,
-    /// Empty means every type.
+    /// The event types delivered; empty means every type.
     pub event_types: Vec<String>,
-    /// Only events of this agent's sessions, when set.
+    /// Only events of this agent's sessions (the agent's id), when set; null: every agent.
     pub agent_id: Option<String>,
+    /// Whether new events are delivered. The server turns it off after too many failures
+    /// in a row (see `deactivated_reason`); PATCH `active: true` resumes.
     pub active: bool,
     /// Failed attempts since the last success.
     pub consecutive_failures: i32,
@@ -41,31 +48,44 @@ pub struct Webhook {
     pub updated_at: OffsetDateTime,
 }
 
-/// `WebhookCreated`: the only response that carries the signing secret (create, rotate).
+/// A subscription with its signing secret: the only response that carries it (create and
+/// rotate-secret).
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct WebhookCreated {
     #[serde(flatten)]
     pub webhook: Webhook,
-    /// Signs every delivery (`X-Anecdote-Signature`). Shown once: store it now.
+    /// Signs every delivery: `X-Anecdote-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret,
+    /// "<t>." + body)>`. Shown once: store it now.
     pub secret: String,
 }
 
-/// `Delivery`: one row per (subscription, event); the latest attempt's outcome.
+/// One event to one subscription, across all its attempts: written in the same transaction
+/// as the event, then sent by any server's dispatcher. Shows the latest attempt's outcome.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Delivery {
     /// Also the body's `id` and the `X-Anecdote-Delivery` header, the same on every retry.
     pub id: String,
+    /// The webhook's id.
     pub subscription_id: String,
+    /// The `seq` of the event delivered.
     pub event_seq: i64,
+    /// The session the event belongs to.
     pub session_id: String,
+    /// The event's type (`X-Anecdote-Event`).
     pub event_type: String,
-    /// `pending` | `delivered` | `failed`.
+    /// `pending` (waiting for its next attempt), `delivered` (a 2xx answer) or `failed` (out
+    /// of attempts; redeliver queues it again).
     pub status: String,
+    /// Attempts made so far.
     pub attempt: i32,
+    /// The receiver's HTTP status at the latest attempt; null when there was no response.
     pub status_code: Option<i32>,
+    /// The latest attempt's transport error or the reason its answer did not count.
     pub error: Option<String>,
+    /// When the next attempt is due; null once delivered or failed.
     #[serde(with = "time::serde::rfc3339::option")]
     pub next_attempt_at: Option<OffsetDateTime>,
+    /// When a 2xx answer came; null until then.
     #[serde(with = "time::serde::rfc3339::option")]
     pub delivered_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
@@ -75,9 +95,12 @@ pub struct Delivery {
 /// One attempt of a delivery, oldest first in the attempt log.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct DeliveryAttempt {
+    /// Its number, from 1.
     pub attempt: i32,
+    /// When the request was sent.
     #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
+    /// How long the request took, response included, in milliseconds.
     pub duration_ms: i32,
     /// The receiver's HTTP status; null when there was no response.
     pub status_code: Option<i32>,
@@ -88,13 +111,16 @@ pub struct DeliveryAttempt {
     pub next_attempt_at: Option<OffsetDateTime>,
 }
 
-/// The outcome of a test ping.
+/// The outcome of a test ping, which is sent once and not recorded.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct PingResult {
     /// The receiver answered 2xx.
     pub delivered: bool,
+    /// The receiver's HTTP status; null when there was no response.
     pub status_code: Option<i32>,
+    /// The transport error or the reason the answer did not count; null on success.
     pub error: Option<String>,
+    /// How long the request took, in milliseconds.
     pub duration_ms: i64,
 }
 
@@ -125,40 +151,62 @@ fn yes() -> bool {
     true
 }
 
-/// `POST /api/webhooks`.
+/// The body of `POST /api/webhooks`: a new subscription. The answer carries its signing
+/// secret, once.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct WebhookCreate {
+    /// 1 to 200 characters, not blank.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub name: String,
-    /// An http(s) URL the server POSTs deliveries to.
+    /// An `http://` or `https://` URL without whitespace, at most 2048 bytes. Loopback,
+    /// private, link-local and other internal addresses are refused (unless the server allows
+    /// them), checked on what the name resolves to at every send as well.
+    #[schema(
+        min_length = 1,
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*$"
+    )]
     pub url: String,
-    /// Event types from the catalogue; left out or `[]` means every type.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::openapi::event_types)]
     pub event_types: Vec<String>,
-    /// An agent (id or slug) whose sessions' events alone are delivered; null means all.
+    /// An agent of the project (id or slug; 422 when there is none) whose sessions' events
+    /// alone are delivered; null: every agent.
     #[serde(default)]
     pub agent_id: Option<String>,
+    /// Whether events are delivered from now on. Default true; not null.
     #[serde(default = "yes", deserialize_with = "non_null")]
+    #[schema(default = true)]
     pub active: bool,
 }
 
-/// `PATCH /api/webhooks/{id}`: absent leaves a field alone; `event_types: null` means every
-/// type (the same as `[]`), `agent_id: null` clears the filter.
+/// The body of `PATCH /api/webhooks/{webhook_id}`: a field left out is unchanged. `name`,
+/// `url` and `active` may not be null (422); `event_types: null` means every type (the same
+/// as `[]`), `agent_id: null` clears the filter.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct WebhookPatch {
+    /// A new name: 1 to 200 characters, not blank.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, max_length = 200, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub name: Patch<String>,
+    /// A new URL, with the same rules as on create.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, min_length = 1, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*$")]
     pub url: Patch<String>,
     #[serde(default)]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(schema_with = crate::openapi::event_types_patch)]
     pub event_types: Patch<Vec<String>>,
+    /// A new agent filter (id or slug); null: every agent.
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub agent_id: Patch<String>,
+    /// `true` resumes deliveries (also after the server deactivated it, clearing
+    /// `deactivated_reason` and the failure count); `false` pauses them.
     #[serde(default)]
-    #[schema(value_type = Option<bool>)]
+    #[schema(value_type = bool)]
     pub active: Patch<bool>,
 }
 

@@ -112,7 +112,7 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Tokens spent, in the shape of the contract's `usage` (API.md §4.3). `requests` counts model
+/// Tokens spent, in the shape of the API's `usage` objects. `requests` counts model
 /// calls, so usages of several steps add up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

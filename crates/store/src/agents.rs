@@ -159,7 +159,7 @@ pub fn stale(expected: i64, current: i64) -> Error {
     ))
 }
 
-/// Archives or unarchives. Not a definition edit, so `version` stays (API.md §9.31).
+/// Archives or unarchives. Not a definition edit, so `version` stays; `updated_at` moves.
 #[tracing::instrument(skip_all, fields(project.id = %project, agent.id = %id))]
 pub async fn set_archived(
     db: impl PgExecutor<'_>,

@@ -20,7 +20,7 @@ pub const CHANNEL: &str = "sa_events";
 /// Postgres refuses notification payloads of 8000 bytes or more; stay clear of the edge.
 const MAX_NOTIFY_BYTES: usize = 7_800;
 
-/// Largest page a reader may ask for (API.md §4.8): the client's `history()` treats any
+/// Largest page a reader may ask for: the published client's `history()` treats any
 /// shorter page as the end of the log, so pages are always full when enough events follow.
 pub const MAX_PAGE: i64 = 1000;
 

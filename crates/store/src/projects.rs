@@ -1,5 +1,6 @@
 //! The `projects` table: the unit of tenancy. A `default` project exists from the first start
-//! (API.md §9.3). Slugs are immutable once created.
+//! (so that open mode and the single-project rule work at once). Slugs are immutable once
+//! created.
 
 use crate::error::{constraint, Error, Result};
 use sandbox_agents_domain::identity::Project;

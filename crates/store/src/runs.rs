@@ -63,7 +63,9 @@ impl RunRecord {
     }
 }
 
-/// Why a message cannot start a run now (API.md §9.10).
+/// Why a message cannot start a run now: a turn is in flight or parked on client tools, or the
+/// session is provisioning, failed, or stopped for another reason than idleness (an asleep
+/// session is woken instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     Busy,

@@ -179,7 +179,7 @@ pub async fn list(
 }
 
 /// Changes the title and merges metadata: keys with a value are set, keys with null removed,
-/// others kept (API.md §1.9). Works in any sandbox state.
+/// others kept. Works in any sandbox state.
 #[tracing::instrument(skip_all, fields(session.id = %id))]
 pub async fn update_title_and_metadata(
     db: impl PgExecutor<'_>,

@@ -1,4 +1,4 @@
-//! The `tool_calls` table: client tool calls (API.md §6) from the moment their
+//! The `tool_calls` table: client tool calls from the moment their
 //! `agent.client_tool_call` event is written until they are answered, time out or are
 //! cancelled with their run. See the migration for the invariants; in short, a call leaves
 //! `pending` exactly once, in the transaction that writes what became of it.

@@ -1,4 +1,4 @@
-//! The body of a delivery (API.md §7.3): `{id, type, session_id, event}`, where `event` is the
+//! The body of a delivery: `{id, type, session_id, event}`, where `event` is the
 //! same JSON as the event stream's `data:`. Serialized once: the signature covers these bytes.
 
 use sandbox_agents_domain::event::SessionEvent;

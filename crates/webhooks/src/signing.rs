@@ -1,4 +1,4 @@
-//! The signature consumers verify (API.md §7.2), byte for byte:
+//! The signature consumers verify, byte for byte:
 //! `X-Anecdote-Signature: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256(secret, "<t>." + body)>`,
 //! keyed with the secret's UTF-8 bytes, re-computed for every attempt (consumers reject
 //! timestamps more than 300 s from their clock), over exactly the bytes sent.

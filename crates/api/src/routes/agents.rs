@@ -1,4 +1,4 @@
-//! `/api/agents`: reusable agent definitions (API.md §2.3).
+//! `/api/agents`: reusable agent definitions.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::{lenient_bool, ApiJson, ApiQuery};
@@ -17,10 +17,12 @@ use serde_json::Value;
 use utoipa::IntoParams;
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Include archived agents.
+    /// Also list archived agents. Default false. Takes `true`/`false` (and `1`/`0`,
+    /// `yes`/`no`, `on`/`off`, `t`/`f`, `y`/`n`, in any case).
     #[serde(default, deserialize_with = "lenient_bool")]
-    #[param(value_type = Option<bool>)]
+    #[param(value_type = Option<bool>, default = false)]
     pub include_archived: bool,
 }
 
@@ -71,8 +73,10 @@ async fn check_subagents(
     }
 }
 
-/// The project's agents; archived ones only with `include_archived=true`.
-#[utoipa::path(get, path = "/api/agents", tag = "agents", params(ListQuery),
+/// List agents
+///
+/// The project's agents, in one unpaged list; archived ones only with `include_archived=true`.
+#[utoipa::path(get, path = "/api/agents", operation_id = "list_agents", tag = "agents", params(ListQuery),
     responses((status = 200, body = Vec<Agent>)))]
 #[tracing::instrument(skip_all)]
 pub async fn list(
@@ -84,8 +88,13 @@ pub async fn list(
     Ok(Json(all.iter().map(|a| wire(&st, a)).collect()))
 }
 
-/// Creates an agent at version 1. A duplicate slug is a 409.
-#[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = AgentCreate,
+/// Create an agent
+///
+/// Creates an agent at version 1. A duplicate slug is a 409; every field error is reported
+/// at once in one 422. A `skills_source.ssh_key_id` must name a git key of the project, and
+/// subagents other agents of it. The body is at most 8 MiB (413 above): manifests carry file
+/// contents inline.
+#[utoipa::path(post, path = "/api/agents", operation_id = "create_agent", tag = "agents", request_body = AgentCreate,
     responses((status = 201, body = Agent), (status = 409, description = "The slug is taken"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -108,8 +117,10 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
 
+/// Get an agent
+///
 /// One agent, by id or slug. Archived agents are still readable.
-#[utoipa::path(get, path = "/api/agents/{ref}", tag = "agents",
+#[utoipa::path(get, path = "/api/agents/{ref}", operation_id = "get_agent", tag = "agents",
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
 #[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
@@ -124,8 +135,12 @@ pub async fn get(
     Ok(Json(wire(&st, &agent)))
 }
 
-/// A partial edit under the optimistic lock: `version` must be the one the caller read.
-#[utoipa::path(patch, path = "/api/agents/{ref}", tag = "agents", request_body = AgentPatch,
+/// Update an agent
+///
+/// A partial edit under the optimistic lock: `version` must be the one the caller read, or
+/// the edit is a 409 and nothing changes. Absent fields are unchanged; see the body for what
+/// null means per field. Allowed on archived agents. The body is at most 8 MiB (413 above).
+#[utoipa::path(patch, path = "/api/agents/{ref}", operation_id = "update_agent", tag = "agents", request_body = AgentPatch,
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 200, body = Agent), (status = 404, description = "No such agent"),
               (status = 409, description = "`version` is stale"), (status = 422, description = "The body is invalid")))]
@@ -180,8 +195,12 @@ async fn set_archived(
     Ok(Json(wire(st, &agent)))
 }
 
-/// Soft delete: hidden from the default listing and refused for new sessions.
-#[utoipa::path(post, path = "/api/agents/{ref}/archive", tag = "agents",
+/// Archive an agent
+///
+/// Soft delete: sets `archived_at`; the agent drops out of the default listing and new
+/// sessions of it are refused (409), while existing sessions go on. `version` is unchanged.
+/// Archiving an archived agent keeps its first `archived_at`.
+#[utoipa::path(post, path = "/api/agents/{ref}/archive", operation_id = "archive_agent", tag = "agents",
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
 #[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
@@ -193,8 +212,11 @@ pub async fn archive(
     set_archived(&st, project, &r, true).await
 }
 
-/// Undoes an archive.
-#[utoipa::path(post, path = "/api/agents/{ref}/unarchive", tag = "agents",
+/// Unarchive an agent
+///
+/// Undoes an archive: clears `archived_at`, so the agent is listed and starts sessions again.
+/// `version` is unchanged.
+#[utoipa::path(post, path = "/api/agents/{ref}/unarchive", operation_id = "unarchive_agent", tag = "agents",
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 200, body = Agent), (status = 404, description = "No such agent")))]
 #[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
@@ -206,8 +228,11 @@ pub async fn unarchive(
     set_archived(&st, project, &r, false).await
 }
 
-/// Hard delete, refused with 409 while any session references the agent.
-#[utoipa::path(delete, path = "/api/agents/{ref}", tag = "agents",
+/// Delete an agent
+///
+/// Hard delete, refused with 409 while any session references the agent (archive it
+/// instead, or delete its sessions first).
+#[utoipa::path(delete, path = "/api/agents/{ref}", operation_id = "delete_agent", tag = "agents",
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 204), (status = 404, description = "No such agent"),
               (status = 409, description = "A session still references the agent")))]

@@ -1,4 +1,4 @@
-//! `/api/api-keys` (API.md §2.2, §9.4): credentials for services. Managing keys is an operator
+//! `/api/api-keys`: credentials for services. Managing keys is an operator
 //! action. A key made while a project resolves is bound to it; otherwise it is unbound and
 //! reaches every project. Operators see the resolved project's keys and the unbound ones.
 
@@ -37,8 +37,10 @@ fn key_id(raw: &str) -> ApiResult<Uuid> {
     Uuid::try_parse(raw).map_err(|_| ApiError::NotFound(format!("API key '{raw}' not found")))
 }
 
+/// List API keys
+///
 /// The keys visible here, newest first; never their secrets.
-#[utoipa::path(get, path = "/api/api-keys", tag = "api-keys",
+#[utoipa::path(get, path = "/api/api-keys", operation_id = "list_api_keys", tag = "api-keys",
     responses((status = 200, body = [ApiKey]), (status = 403, description = "Not an operator")))]
 pub async fn list(
     State(st): State<AppState>,
@@ -56,8 +58,11 @@ pub async fn list(
     ))
 }
 
+/// Create an API key
+///
 /// Makes a key and returns it once, whole (`key`); only its SHA-256 is stored.
-#[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", request_body = ApiKeyCreate,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/api-keys", operation_id = "create_api_key", tag = "api-keys", request_body = ApiKeyCreate,
     responses((status = 201, body = ApiKeyCreated), (status = 403, description = "Not an operator"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -106,9 +111,11 @@ pub async fn create(
     ))
 }
 
+/// Revoke an API key
+///
 /// Revokes a key: it stops working at once and stays listed. Revoking twice is harmless.
-#[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "api-keys",
-    params(("key_id" = String, Path)),
+#[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", operation_id = "revoke_api_key", tag = "api-keys",
+    params(("key_id" = String, Path, description = "The API key's id")),
     responses((status = 200, body = ApiKey), (status = 403, description = "Not an operator"),
               (status = 404, description = "No such key here")))]
 #[tracing::instrument(skip_all, fields(key.id = %raw))]
@@ -132,9 +139,11 @@ pub async fn revoke(
     Ok(Json(k.to_wire()))
 }
 
+/// Delete an API key
+///
 /// Forgets a key entirely.
-#[utoipa::path(delete, path = "/api/api-keys/{key_id}", tag = "api-keys",
-    params(("key_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/api-keys/{key_id}", operation_id = "delete_api_key", tag = "api-keys",
+    params(("key_id" = String, Path, description = "The API key's id")),
     responses((status = 204, description = "Deleted"), (status = 403, description = "Not an operator"),
               (status = 404, description = "No such key here")))]
 #[tracing::instrument(skip_all, fields(key.id = %raw))]

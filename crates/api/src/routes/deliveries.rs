@@ -1,4 +1,4 @@
-//! A subscription's deliveries (API.md §7.4): the paged log, each delivery's attempts, asking
+//! A subscription's deliveries: the paged log, each delivery's attempts, asking
 //! for a delivery again, and a test ping.
 
 use super::webhooks::{not_found, webhook_id};
@@ -17,6 +17,7 @@ use serde_json::Value;
 use utoipa::IntoParams;
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// `pending` | `delivered` | `failed`; all when left out.
     pub status: Option<String>,
@@ -34,9 +35,11 @@ fn delivery_not_found(raw: &str) -> impl FnOnce() -> String + '_ {
     move || format!("delivery '{raw}' not found for this webhook")
 }
 
+/// List deliveries
+///
 /// The subscription's deliveries, newest first; `X-Total-Count` carries the number matching.
-#[utoipa::path(get, path = "/api/webhooks/{webhook_id}/deliveries", tag = "webhooks",
-    params(("webhook_id" = String, Path), ListQuery),
+#[utoipa::path(get, path = "/api/webhooks/{webhook_id}/deliveries", operation_id = "list_deliveries", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id"), ListQuery),
     responses((status = 200, body = Vec<Delivery>, headers(("X-Total-Count" = i64, description = "Rows matching the filter"))),
               (status = 404, description = "No such webhook")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
@@ -71,10 +74,12 @@ pub async fn list(
     Ok((h, Json(rows.iter().map(|d| d.to_wire()).collect())))
 }
 
+/// List a delivery's attempts
+///
 /// Every attempt of one delivery, oldest first: status code, error, duration, and when the
 /// next try was scheduled.
-#[utoipa::path(get, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/attempts", tag = "webhooks",
-    params(("webhook_id" = String, Path), ("delivery_id" = String, Path)),
+#[utoipa::path(get, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/attempts", operation_id = "list_delivery_attempts", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id"), ("delivery_id" = String, Path, description = "The delivery's id (the `X-Anecdote-Delivery` header)")),
     responses((status = 200, body = Vec<DeliveryAttempt>), (status = 404, description = "No such webhook or delivery")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw, delivery.id = %raw_delivery))]
 pub async fn attempts(
@@ -92,10 +97,12 @@ pub async fn attempts(
     ))
 }
 
+/// Redeliver
+///
 /// Queues a delivery again, now, with a fresh retry budget, whatever its status. The
 /// delivery keeps its id (`X-Anecdote-Delivery`), so a receiver that already has it can tell.
-#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", tag = "webhooks",
-    params(("webhook_id" = String, Path), ("delivery_id" = String, Path)),
+#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", operation_id = "redeliver", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id"), ("delivery_id" = String, Path, description = "The delivery's id (the `X-Anecdote-Delivery` header)")),
     responses((status = 202, body = Delivery), (status = 404, description = "No such webhook or delivery")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw, delivery.id = %raw_delivery))]
 pub async fn redeliver(
@@ -112,11 +119,13 @@ pub async fn redeliver(
     Ok((StatusCode::ACCEPTED, Json(d.to_wire())))
 }
 
+/// Ping a webhook
+///
 /// Sends a signed test request now (`X-Anecdote-Event: ping`, body
 /// `{"id", "type": "ping", "session_id": "", "event": null}`) and reports what the receiver
 /// answered. Nothing is recorded, and it works on an inactive subscription too.
-#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/ping", tag = "webhooks",
-    params(("webhook_id" = String, Path)),
+#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/ping", operation_id = "ping_webhook", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 200, body = PingResult), (status = 404, description = "No such webhook")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
 pub async fn ping(

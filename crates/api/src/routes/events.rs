@@ -1,4 +1,4 @@
-//! A session's event log: one page at a time, or as a resumable SSE stream (API.md §4.8, §5).
+//! A session's event log: one page at a time, or as a resumable SSE stream.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiQuery;
@@ -24,16 +24,23 @@ use utoipa::IntoParams;
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
-    /// Only events with `seq` greater than this (exclusive); absent = from the start.
+    /// Only events with `seq` greater than this (exclusive); absent (or negative): from the
+    /// start. Past the end gives `[]`.
     pub after: Option<i64>,
-    /// At most this many events (1 to 1000, default 500).
+    /// At most this many events: 1 to 1000, default 500. A page is always full when enough
+    /// events follow the cursor, so a shorter page is the end of the log.
+    #[param(minimum = 1, maximum = 1000, default = 500)]
     pub limit: Option<i64>,
 }
 
-/// One page of the stored log, ascending by `seq`. Always a full page when enough events
-/// follow the cursor.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/events", tag = "events", params(("session_id" = String, Path), PageQuery),
+/// Read the event log
+///
+/// One page of the stored log, ascending by `seq`: stored events only (no text deltas).
+/// Always a full page when enough events follow the cursor; page on with `after=<last seq>`.
+/// Works in any session state.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/events", operation_id = "list_events", tag = "events", params(("session_id" = String, Path, description = "The session's id"), PageQuery),
     responses((status = 200, body = Vec<SessionEvent>), (status = 404, description = "No such session"),
               (status = 422, description = "`limit` is out of range")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
@@ -61,18 +68,21 @@ pub async fn page(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamQuery {
     /// Replay stored events after this seq, then follow live. Absent: from the start, or from
     /// a `Last-Event-ID` header when one is sent.
     pub after: Option<i64>,
 }
 
+/// Stream the event log (SSE)
+///
 /// The log as Server-Sent Events: the stored backlog after the cursor, then live events (token
 /// deltas included, with `seq: 0` and no `id:`), in order, without gaps or repeats. A `: ping`
 /// comment follows every 15 s of silence. The stream never ends on its own; it ends when the
 /// session is deleted or the server shuts down, and resumes with `after=<last seq seen>`.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", tag = "events",
-    params(("session_id" = String, Path), StreamQuery,
+#[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", operation_id = "stream_events", tag = "events",
+    params(("session_id" = String, Path, description = "The session's id"), StreamQuery,
            ("Last-Event-ID" = Option<i64>, Header, description = "Resume cursor for EventSource clients; `after` wins")),
     responses((status = 200, content_type = "text/event-stream", description = "One SessionEvent per `data:` frame"),
               (status = 404, description = "No such session")))]

@@ -1,4 +1,4 @@
-//! The session workspace: list, read, upload and delete files (API.md §2.6, §8.1). Listing and
+//! The session workspace: list, read, upload and delete files. Listing and
 //! reading also work on a stopped session, from the archive its stop made, without booting.
 //! Paths are workspace-relative; absolute paths, `..` and symbolic links that lead outside
 //! the workspace get 400.
@@ -27,18 +27,21 @@ use utoipa::{IntoParams, ToSchema};
 pub const UPLOAD_BODY_LIMIT: u64 = MAX_UPLOAD_BYTES + 1024 * 1024;
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Workspace-relative path (default `.`, the workspace itself).
     pub path: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PathQuery {
-    /// Workspace-relative path of the file.
+    /// Workspace-relative path of the file (no leading `/`, nothing that leaves the workspace).
     pub path: String,
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UploadQuery {
     /// Where the file lands, workspace-relative (default `uploads/<filename>`; a path ending
     /// in `/` names the directory to put it in). Missing parent directories are created.
@@ -46,12 +49,14 @@ pub struct UploadQuery {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DeleteQuery {
-    /// Workspace-relative path to delete.
+    /// Workspace-relative path to delete; not the workspace root.
     pub path: String,
-    /// Also delete directories, with everything in them.
+    /// Also delete directories, with everything in them. Default false. Takes `true`/`false`
+    /// (and `1`/`0`, `yes`/`no`, `on`/`off`, `t`/`f`, `y`/`n`, in any case).
     #[serde(default, deserialize_with = "lenient_bool")]
-    #[param(value_type = Option<bool>)]
+    #[param(value_type = Option<bool>, default = false)]
     pub recursive: bool,
 }
 
@@ -69,10 +74,12 @@ pub struct UploadForm {
     file: Vec<u8>,
 }
 
+/// List workspace files
+///
 /// A directory's entries (not recursive, sorted by path), or a file as a single entry. Works
 /// on a stopped session too, from its archived workspace, without booting it.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/files", tag = "sessions",
-    params(("session_id" = String, Path), ListQuery),
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files", operation_id = "list_files", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), ListQuery),
     responses((status = 200, body = Vec<WorkspaceEntry>),
               (status = 400, description = "The path leaves the workspace"),
               (status = 404, description = "No such session, file or directory"),
@@ -92,10 +99,12 @@ pub async fn list(
     Ok(Json(entries))
 }
 
+/// Download a workspace file
+///
 /// A regular file's raw bytes (`application/octet-stream`), streamed. Works on a stopped
 /// session too, from its archived workspace. A directory gets 400.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/files/content", tag = "sessions",
-    params(("session_id" = String, Path), PathQuery),
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files/content", operation_id = "read_file", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), PathQuery),
     responses((status = 200, body = FileBytes, content_type = "application/octet-stream", description = "The file's bytes"),
               (status = 400, description = "A directory, a link, or a path that leaves the workspace"),
               (status = 404, description = "No such session or file"),
@@ -120,10 +129,12 @@ pub async fn content(
     Ok((headers, Body::from_stream(file.body)).into_response())
 }
 
+/// Upload a file to the workspace
+///
 /// Uploads one file (multipart, one part named `file` with a filename) into a running
 /// session's workspace, 100 MiB at most; a `user.file` event records it.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/files", tag = "sessions",
-    params(("session_id" = String, Path), UploadQuery),
+#[utoipa::path(post, path = "/api/sessions/{session_id}/files", operation_id = "upload_file", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), UploadQuery),
     request_body(content = UploadForm, content_type = "multipart/form-data",
                  description = "Exactly one part, `file`, with a filename"),
     responses((status = 201, body = UploadResult),
@@ -205,10 +216,12 @@ pub async fn upload(
     Ok((StatusCode::CREATED, Json(result?)))
 }
 
+/// Delete a workspace file
+///
 /// Deletes a file or link (a link itself, never what it points at), or a directory with
 /// `recursive=true`. Only on a running session.
-#[utoipa::path(delete, path = "/api/sessions/{session_id}/files", tag = "sessions",
-    params(("session_id" = String, Path), DeleteQuery),
+#[utoipa::path(delete, path = "/api/sessions/{session_id}/files", operation_id = "delete_file", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), DeleteQuery),
     responses((status = 204),
               (status = 400, description = "A directory without recursive=true, the workspace root, or a path that leaves the workspace"),
               (status = 404, description = "No such session, file or directory"),

@@ -1,4 +1,4 @@
-//! `/api/git-keys`: deploy keys (API.md §2.7, §3.5, §8.5). The server generates each pair;
+//! `/api/git-keys`: deploy keys. The server generates each pair;
 //! responses carry the public half only. Also the check agent writes use so that every
 //! `skills_source.ssh_key_id` names a key of the project ([`hold_referenced_key`]).
 
@@ -28,8 +28,10 @@ fn not_found(raw: &str) -> impl FnOnce() -> String + '_ {
     move || format!("git key '{raw}' not found in this project")
 }
 
+/// List git deploy keys
+///
 /// The project's keys, oldest first.
-#[utoipa::path(get, path = "/api/git-keys", tag = "git-keys",
+#[utoipa::path(get, path = "/api/git-keys", operation_id = "list_git_keys", tag = "git-keys",
     responses((status = 200, body = Vec<GitKey>)))]
 #[tracing::instrument(skip_all)]
 pub async fn list(
@@ -40,9 +42,12 @@ pub async fn list(
     Ok(Json(all.iter().map(|k| k.to_wire()).collect()))
 }
 
+/// Create a git deploy key
+///
 /// Generates an ed25519 key pair. Register the returned `public_key` with the git host; the
 /// private half never leaves the server. A name taken in the project is a 409.
-#[utoipa::path(post, path = "/api/git-keys", tag = "git-keys", request_body = GitKeyCreate,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/git-keys", operation_id = "create_git_key", tag = "git-keys", request_body = GitKeyCreate,
     responses((status = 201, body = GitKey), (status = 409, description = "The name is taken"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -58,11 +63,14 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(key.to_wire())))
 }
 
+/// Test a git deploy key
+///
 /// Tries to read a repository with the key (`git ls-remote`, from the control plane, within
 /// 100 s). Failure is a 200 with `ok: false` and git's or ssh's words in `detail`; success
 /// sets `last_used_at`. `host` is `[user@]hostname[:port]` (user `git` by default).
-#[utoipa::path(post, path = "/api/git-keys/{key_id}/test", tag = "git-keys",
-    request_body = GitKeyTestRequest, params(("key_id" = String, Path)),
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/git-keys/{key_id}/test", operation_id = "test_git_key", tag = "git-keys",
+    request_body = GitKeyTestRequest, params(("key_id" = String, Path, description = "The git key's id")),
     responses((status = 200, body = GitKeyTest), (status = 404, description = "No such key"),
               (status = 422, description = "The repo or host is not acceptable")))]
 #[tracing::instrument(skip_all, fields(git_key.id = %raw))]
@@ -94,9 +102,11 @@ pub async fn test(
     Ok(Json(outcome))
 }
 
+/// Delete a git deploy key
+///
 /// Deletes a key, refused with 409 while an agent's `skills_source` uses it.
-#[utoipa::path(delete, path = "/api/git-keys/{key_id}", tag = "git-keys",
-    params(("key_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/git-keys/{key_id}", operation_id = "delete_git_key", tag = "git-keys",
+    params(("key_id" = String, Path, description = "The git key's id")),
     responses((status = 204), (status = 404, description = "No such key"),
               (status = 409, description = "An agent still uses the key")))]
 #[tracing::instrument(skip_all, fields(git_key.id = %raw))]

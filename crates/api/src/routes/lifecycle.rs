@@ -1,5 +1,5 @@
 //! Session lifecycle: create (202, the container boots in the background), start, stop,
-//! interrupt, delete, and exec (API.md §2.4, §2.6).
+//! interrupt, delete, and exec.
 
 use crate::error::ApiResult;
 use crate::extract::ApiJson;
@@ -12,9 +12,13 @@ use axum::Json;
 use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
 use sandbox_agents_sessions::StopReason;
 
-/// Creates a session: 202 with `status: provisioning`; `session.status_running` (or
-/// `session.status_error`) follows in the log once the container is up (or failed).
-#[utoipa::path(post, path = "/api/sessions", tag = "sessions", request_body = SessionCreate,
+/// Create a session
+///
+/// Creates a session: 202 with `status: provisioning` (the row exists, the container not
+/// yet); `session.created`, then `session.status_running` (or `session.status_error`, with
+/// the row's `status: error`) follow in the log once the container is up (or failed). The
+/// body is at most 8 MiB (413 above).
+#[utoipa::path(post, path = "/api/sessions", operation_id = "create_session", tag = "sessions", request_body = SessionCreate,
     responses((status = 202, body = Session), (status = 404, description = "No such agent or snapshot"),
               (status = 409, description = "The agent is archived"), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -27,10 +31,12 @@ pub async fn create(
     Ok((StatusCode::ACCEPTED, Json(row.to_wire())))
 }
 
+/// Start a session
+///
 /// Brings a stopped or failed session back up, restoring the workspace its stop archived.
 /// Returns at once (`provisioning`); `session.status_running` follows. A running session is
 /// returned unchanged.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/start", tag = "sessions", params(("session_id" = String, Path)),
+#[utoipa::path(post, path = "/api/sessions/{session_id}/start", operation_id = "start_session", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Session), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn start(
@@ -42,9 +48,11 @@ pub async fn start(
     Ok(Json(row.to_wire()))
 }
 
+/// Stop a session
+///
 /// Archives the workspace and removes the container: `stopped`, reason `requested`. A later
 /// start brings the workspace back byte for byte.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/stop", tag = "sessions", params(("session_id" = String, Path)),
+#[utoipa::path(post, path = "/api/sessions/{session_id}/stop", operation_id = "stop_session", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Session), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn stop(
@@ -59,10 +67,12 @@ pub async fn stop(
     Ok(Json(row.to_wire()))
 }
 
+/// Interrupt the turn in flight
+///
 /// Cancels the turn in flight (or parked) and keeps the sandbox up; returns once the run's
 /// terminal event (`stop_reason: cancelled`) is in the log. With no turn in flight the
 /// session is returned unchanged.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/interrupt", tag = "sessions", params(("session_id" = String, Path)),
+#[utoipa::path(post, path = "/api/sessions/{session_id}/interrupt", operation_id = "interrupt_session", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Session), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn interrupt(
@@ -74,8 +84,10 @@ pub async fn interrupt(
     Ok(Json(row.to_wire()))
 }
 
+/// Delete a session
+///
 /// Destroys the container, the session and its log. Open streams end.
-#[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/sessions/{session_id}", operation_id = "delete_session", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 204), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn delete(
@@ -87,9 +99,13 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Runs `sh -c command` in the workspace. A non-zero exit is still 200; on timeout only the
-/// command's process tree is killed (exit code 124, a note in stderr).
-#[utoipa::path(post, path = "/api/sessions/{session_id}/exec", tag = "sessions", params(("session_id" = String, Path)),
+/// Run a command in the sandbox
+///
+/// Runs `sh -c command` in the workspace of a running session, with its bound secrets in the
+/// environment, and answers when it ends. A non-zero exit is still 200; on timeout only the
+/// command's process tree is killed (exit code 124, a note in stderr). An asleep session is
+/// not woken (409). The body is at most 1 MiB (413 above).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/exec", operation_id = "exec_command", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     request_body = ExecBody,
     responses((status = 200, body = ExecResult), (status = 404, description = "No such session"),
               (status = 409, description = "The session is not running")))]

@@ -8,19 +8,26 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// `ModelInfo`.
+/// A model the LiteLLM proxy serves: a name an agent's `model` takes with the `proxy` and
+/// `litellm` transports.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ModelInfo {
+    /// The model's name, as `Agent.model` takes it.
     pub id: String,
+    /// Who provides it, as the proxy reports; may be `""`.
     pub owned_by: String,
+    /// The context window's input limit in tokens; null when the proxy has no data.
     pub max_input_tokens: Option<u64>,
+    /// The longest answer in tokens; null when the proxy has no data.
     pub max_output_tokens: Option<u64>,
 }
 
+/// List models
+///
 /// The model names agents can use with the `proxy` and `litellm` transports, with their
 /// context limits when the proxy knows them. A proxy that is down is a 502, never an empty
 /// list that would read as "no models".
-#[utoipa::path(get, path = "/api/models", tag = "system",
+#[utoipa::path(get, path = "/api/models", operation_id = "list_models", tag = "system",
     responses((status = 200, body = Vec<ModelInfo>),
               (status = 502, description = "The LiteLLM proxy is down, or none is configured")))]
 #[tracing::instrument(skip_all)]

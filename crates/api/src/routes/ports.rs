@@ -1,4 +1,4 @@
-//! Port previews (API.md §2.6, §8.1): a URL on the control plane that reaches a port the
+//! Port previews: a URL on the control plane that reaches a port the
 //! session exposes. The proxy behind the URL is [`crate::preview`].
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
@@ -11,10 +11,12 @@ use axum::Json;
 use sandbox_agents_domain::session::PortPreview;
 use sandbox_agents_store::sessions;
 
+/// Get a preview URL for a port
+///
 /// A preview URL for a port in the session's `exposed_ports`. The URL is signed for this
 /// session and port only, and serves while the session runs.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/ports/{port}", tag = "sessions",
-    params(("session_id" = String, Path), ("port" = u16, Path, description = "A port in the session's exposed_ports")),
+#[utoipa::path(get, path = "/api/sessions/{session_id}/ports/{port}", operation_id = "get_port_preview", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), ("port" = u16, Path, minimum = 1, maximum = 65535, description = "A port in the session's `exposed_ports`")),
     responses((status = 200, body = PortPreview),
               (status = 404, description = "No such session, or the port is not exposed"),
               (status = 409, description = "The session is not running")))]

@@ -1,4 +1,4 @@
-//! `/api/projects` (API.md §2.2, §8.7): the projects the caller reaches. Project management is
+//! `/api/projects`: the projects the caller reaches. Project management is
 //! not project-scoped: `{ref}` (id or slug) names the project, `X-Project` is ignored.
 
 use crate::auth::{require_operator, Principal};
@@ -25,8 +25,10 @@ fn require_admin(p: &Principal, project: ProjectId, st: &AppState) -> ApiResult<
     })
 }
 
+/// List projects
+///
 /// The projects the caller can reach, oldest first.
-#[utoipa::path(get, path = "/api/projects", tag = "projects",
+#[utoipa::path(get, path = "/api/projects", operation_id = "list_projects", tag = "projects",
     responses((status = 200, body = [Project])))]
 pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Vec<Project>>> {
     let all = projects::list(&st.db).await?;
@@ -38,10 +40,13 @@ pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Ve
     ))
 }
 
+/// Create a project
+///
 /// Creates a project (operators and people, who become its admin). An empty `slug` is derived
 /// from the name, with a numeric suffix when taken; a slug given and taken is a 409. Slugs
 /// never change afterwards.
-#[utoipa::path(post, path = "/api/projects", tag = "projects", request_body = ProjectCreate,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/projects", operation_id = "create_project", tag = "projects", request_body = ProjectCreate,
     responses((status = 201, body = Project), (status = 403, description = "Not an operator"),
               (status = 409, description = "The slug is taken"), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -85,9 +90,11 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
 
+/// Get a project
+///
 /// A project the caller reaches; 404 otherwise.
-#[utoipa::path(get, path = "/api/projects/{ref}", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug")),
+#[utoipa::path(get, path = "/api/projects/{ref}", operation_id = "get_project", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")),
     responses((status = 200, body = Project), (status = 404, description = "Not found or not reachable")))]
 pub async fn get(
     State(st): State<AppState>,
@@ -98,9 +105,12 @@ pub async fn get(
     Ok(Json(project.to_wire(p.role_in(project.project_id()))))
 }
 
+/// Update a project
+///
 /// Changes the name and/or description (operators); the slug is immutable.
-#[utoipa::path(patch, path = "/api/projects/{ref}", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug")), request_body = ProjectPatch,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(patch, path = "/api/projects/{ref}", operation_id = "update_project", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")), request_body = ProjectPatch,
     responses((status = 200, body = Project), (status = 403, description = "Not an operator"),
               (status = 404, description = "Not found or not reachable"), (status = 422, description = "The body is invalid")))]
 pub async fn update(
@@ -131,10 +141,12 @@ pub async fn update(
     Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
 }
 
+/// Delete a project
+///
 /// Deletes a project and everything in it (operators). 409 while any of its sessions still
 /// has a sandbox: stop or delete them first.
-#[utoipa::path(delete, path = "/api/projects/{ref}", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug")),
+#[utoipa::path(delete, path = "/api/projects/{ref}", operation_id = "delete_project", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")),
     responses((status = 204, description = "Deleted"), (status = 403, description = "Not an operator"),
               (status = 404, description = "Not found or not reachable"),
               (status = 409, description = "A session of the project still has a sandbox")))]
@@ -160,9 +172,11 @@ fn member_wire(m: &MemberRecord) -> ProjectMember {
     }
 }
 
+/// List members
+///
 /// The people of a project.
-#[utoipa::path(get, path = "/api/projects/{ref}/members", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug")),
+#[utoipa::path(get, path = "/api/projects/{ref}/members", operation_id = "list_members", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")),
     responses((status = 200, body = [ProjectMember]), (status = 404, description = "Not found or not reachable")))]
 pub async fn members(
     State(st): State<AppState>,
@@ -179,9 +193,12 @@ pub async fn members(
     ))
 }
 
+/// Add a member
+///
 /// Adds an existing person by email (admins and operators); an unknown email is a 404.
-#[utoipa::path(post, path = "/api/projects/{ref}/members", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug")), request_body = MemberCreate,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/projects/{ref}/members", operation_id = "add_member", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")), request_body = MemberCreate,
     responses((status = 201, body = ProjectMember), (status = 403, description = "Not an admin"),
               (status = 404, description = "No such project or person"),
               (status = 409, description = "Already a member"), (status = 422, description = "The body is invalid")))]
@@ -217,9 +234,11 @@ pub async fn add_member(
     Ok((StatusCode::CREATED, Json(member_wire(&added))))
 }
 
+/// Remove a member
+///
 /// Removes a membership (admins and operators); the last admin cannot be removed (409).
-#[utoipa::path(delete, path = "/api/projects/{ref}/members/{member_id}", tag = "projects",
-    params(("ref" = String, Path, description = "Id or slug"), ("member_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/projects/{ref}/members/{member_id}", operation_id = "remove_member", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug"), ("member_id" = String, Path, description = "The membership's id (`ProjectMember.id`)")),
     responses((status = 204, description = "Removed"), (status = 403, description = "Not an admin"),
               (status = 404, description = "No such project or member"),
               (status = 409, description = "The project's last admin")))]

@@ -1,5 +1,5 @@
 //! Turns and client tools: `POST /api/sessions/{id}/messages`, `POST .../tool-results` and
-//! `GET .../tool-calls` (API.md §2.5, §6). The run is created and returned at once; its steps
+//! `GET .../tool-calls`. The run is created and returned at once; its steps
 //! and its end arrive over the event log.
 
 use crate::error::ApiResult;
@@ -12,11 +12,14 @@ use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::session::{ClientToolCall, MessageCreate, Run, ToolResultCreate};
 
+/// Send a message (start a turn)
+///
 /// Starts a turn: 202 with the `running` Run, whose id every event of the turn carries. A
 /// session with a turn in flight or parked on client tools, or that is provisioning, failed
-/// or stopped (not asleep), answers 409; an asleep session is woken first.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/messages", tag = "sessions",
-    params(("session_id" = String, Path)), request_body = MessageCreate,
+/// or stopped (not asleep), answers 409; an asleep session is woken first. The body is at
+/// most 1 MiB (413 above).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/messages", operation_id = "send_message", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id")), request_body = MessageCreate,
     responses((status = 202, body = Run), (status = 404, description = "No such session"),
               (status = 409, description = "The session cannot take a message now"),
               (status = 422, description = "The body is invalid")))]
@@ -36,10 +39,13 @@ pub async fn send_message(
     Ok((StatusCode::ACCEPTED, Json(run.to_wire())))
 }
 
+/// Answer a client tool call
+///
 /// Answers a client tool call. 404 when nothing waits on `call_id` (unknown, answered
 /// already, timed out or cancelled). The last answer a parked run waited on continues it.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/tool-results", tag = "sessions",
-    params(("session_id" = String, Path)), request_body = ToolResultCreate,
+/// The body is at most 4 MiB (413 above).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/tool-results", operation_id = "submit_tool_result", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id")), request_body = ToolResultCreate,
     responses((status = 204, description = "Accepted; the turn goes on"),
               (status = 404, description = "No such session, or nothing waits on this call_id"),
               (status = 422, description = "The body is invalid")))]
@@ -57,10 +63,12 @@ pub async fn submit_tool_result(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// List pending client tool calls
+///
 /// The client tool calls the session waits on now: ordinary calls held open and parked
 /// deferrable calls. Usually `[]`.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/tool-calls", tag = "sessions",
-    params(("session_id" = String, Path)),
+#[utoipa::path(get, path = "/api/sessions/{session_id}/tool-calls", operation_id = "list_tool_calls", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = [ClientToolCall]), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn tool_calls(

@@ -1,4 +1,4 @@
-//! `/api/secrets` (API.md §2.7, §3.5, §8.4): values a project's sandboxes get as environment
+//! `/api/secrets`: values a project's sandboxes get as environment
 //! variables through `secret_bindings`. Values are write-only: no response carries one, and a
 //! 422 for a body with a value echoes nothing of it.
 
@@ -26,8 +26,10 @@ fn named(raw: &str, e: sandbox_agents_errors::ServiceError) -> crate::ApiError {
     }
 }
 
+/// List secrets
+///
 /// The project's secrets, by name; never their values.
-#[utoipa::path(get, path = "/api/secrets", tag = "secrets",
+#[utoipa::path(get, path = "/api/secrets", operation_id = "list_secrets", tag = "secrets",
     responses((status = 200, body = [Secret])))]
 pub async fn list(
     State(st): State<AppState>,
@@ -37,8 +39,12 @@ pub async fn list(
     Ok(Json(all.iter().map(|s| s.to_wire()).collect()))
 }
 
-/// Stores a secret, encrypted at rest. The value is never returned.
-#[utoipa::path(post, path = "/api/secrets", tag = "secrets", request_body = SecretCreate,
+/// Create a secret
+///
+/// Stores a secret, encrypted at rest. The value is never returned. A name taken in the
+/// project is a 409.
+/// The body is at most 256 KiB (413 above).
+#[utoipa::path(post, path = "/api/secrets", operation_id = "create_secret", tag = "secrets", request_body = SecretCreate,
     responses((status = 201, body = Secret), (status = 409, description = "The name is taken"),
               (status = 422, description = "The body is invalid")))]
 pub async fn create(
@@ -50,8 +56,10 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(record.to_wire())))
 }
 
+/// Get a secret
+///
 /// One secret, by id or name; never its value.
-#[utoipa::path(get, path = "/api/secrets/{secret_id}", tag = "secrets",
+#[utoipa::path(get, path = "/api/secrets/{secret_id}", operation_id = "get_secret", tag = "secrets",
     params(("secret_id" = String, Path, description = "The secret's id or name")),
     responses((status = 200, body = Secret), (status = 404, description = "No such secret here")))]
 pub async fn get(
@@ -65,9 +73,12 @@ pub async fn get(
     Ok(Json(s.to_wire()))
 }
 
+/// Update or rotate a secret
+///
 /// Changes the description and/or rotates the value (absent fields are unchanged). A rotation
 /// reaches each session at its next boot; running sandboxes keep the value they booted with.
-#[utoipa::path(put, path = "/api/secrets/{secret_id}", tag = "secrets", request_body = SecretUpdate,
+/// The body is at most 256 KiB (413 above).
+#[utoipa::path(put, path = "/api/secrets/{secret_id}", operation_id = "update_secret", tag = "secrets", request_body = SecretUpdate,
     params(("secret_id" = String, Path, description = "The secret's id or name")),
     responses((status = 200, body = Secret), (status = 404, description = "No such secret here"),
               (status = 422, description = "The body is invalid")))]
@@ -85,8 +96,10 @@ pub async fn update(
     Ok(Json(record.to_wire()))
 }
 
+/// Delete a secret
+///
 /// Deletes a secret; 409 while an agent or a session binds it.
-#[utoipa::path(delete, path = "/api/secrets/{secret_id}", tag = "secrets",
+#[utoipa::path(delete, path = "/api/secrets/{secret_id}", operation_id = "delete_secret", tag = "secrets",
     params(("secret_id" = String, Path, description = "The secret's id or name")),
     responses((status = 204, description = "Deleted"), (status = 404, description = "No such secret here"),
               (status = 409, description = "An agent or session still binds it")))]

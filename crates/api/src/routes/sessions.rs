@@ -1,5 +1,5 @@
-//! `/api/sessions`: reading and labelling sessions (API.md §2.4). Creating one, and everything
-//! that needs its container, arrives with the sandbox backend.
+//! `/api/sessions`: listing, reading and labelling sessions. The lifecycle (create, start,
+//! stop, interrupt, delete, exec) is in `lifecycle`, turns in `runs`.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::{page_window, query_error, ApiJson, ApiQuery};
@@ -26,19 +26,26 @@ pub fn session_not_found(raw: &str) -> impl FnOnce() -> String + '_ {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Only sessions of this agent (id or slug).
+    /// Only sessions of this agent (id or slug); an unknown agent has none.
     pub agent_id: Option<String>,
-    /// `provisioning` | `running` | `stopped` | `error`.
+    /// Only sessions in this state (exact match); anything else is a 422.
+    #[param(value_type = Option<SessionStatus>, inline)]
     pub status: Option<String>,
-    /// Page size (default 100, at most 1000).
+    /// Page size: 1 to 1000, default 100.
+    #[param(minimum = 1, maximum = 1000, default = 100)]
     pub limit: Option<i64>,
-    /// Rows to skip (default 0).
+    /// Rows to skip: 0 or more, default 0.
+    #[param(minimum = 0, default = 0)]
     pub offset: Option<i64>,
 }
 
-/// The project's sessions, newest first; `X-Total-Count` carries the number matching.
-#[utoipa::path(get, path = "/api/sessions", tag = "sessions", params(ListQuery),
+/// List sessions
+///
+/// The project's sessions, newest first, one page at a time (`limit`, `offset`);
+/// `X-Total-Count` carries the number matching the filters, ignoring the page.
+#[utoipa::path(get, path = "/api/sessions", operation_id = "list_sessions", tag = "sessions", params(ListQuery),
     responses((status = 200, body = Vec<Session>, headers(("X-Total-Count" = i64, description = "Rows matching the filter")))))]
 #[tracing::instrument(skip_all)]
 pub async fn list(
@@ -86,9 +93,12 @@ fn total_header(total: i64) -> HeaderMap {
     h
 }
 
-/// A session with the agent it resolves, its runs and its sandbox time.
-#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions",
-    params(("session_id" = String, Path)),
+/// Get a session
+///
+/// A session with the agent it resolves, its runs (oldest first) and its sandbox time. The
+/// waiting helpers read `status` and `error` here.
+#[utoipa::path(get, path = "/api/sessions/{session_id}", operation_id = "get_session", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = SessionDetail), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn get(
@@ -114,9 +124,13 @@ pub async fn get(
     }))
 }
 
-/// Renames a session and merges its metadata (a key sent as null is removed).
-#[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions", request_body = SessionPatch,
-    params(("session_id" = String, Path)),
+/// Update a session
+///
+/// Renames a session and merges its metadata (a key sent as null is removed), in any
+/// sandbox state.
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(patch, path = "/api/sessions/{session_id}", operation_id = "update_session", tag = "sessions", request_body = SessionPatch,
+    params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Session), (status = 404, description = "No such session"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]

@@ -1,6 +1,6 @@
-//! Signing in to the web UI (API.md §1.2, issue 6): `POST /api/auth/login` with email and
-//! password sets the session cookie, `/logout` ends it, `/recovery` sets a password with a
-//! recovery secret (once) and signs in. Failed sign-ins are slowed per account and per
+//! Signing in to the web UI: `POST /api/auth/login` with email and password sets the session
+//! cookie, `/logout` ends it, `/recovery` sets a password with a recovery secret (once) and
+//! signs in. Failed sign-ins are slowed per account and per
 //! address (429 with Retry-After), and every failure reads the same.
 
 use crate::auth::Principal;
@@ -24,8 +24,11 @@ fn secure(st: &AppState) -> bool {
     st.settings.public_url.starts_with("https://")
 }
 
+/// Sign in
+///
 /// Signs in: 204 with the session cookie; 401 for any wrong email or password.
-#[utoipa::path(post, path = "/api/auth/login", tag = "identity", request_body = LoginBody,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/auth/login", operation_id = "log_in", tag = "identity", request_body = LoginBody,
     responses((status = 204, description = "Signed in; the cookie is set"),
               (status = 401, description = "Wrong email or password"),
               (status = 429, description = "Too many attempts; retry after Retry-After")))]
@@ -60,8 +63,10 @@ pub async fn login(
     ))
 }
 
+/// Sign out
+///
 /// Signs out: ends the session and clears the cookie.
-#[utoipa::path(post, path = "/api/auth/logout", tag = "identity",
+#[utoipa::path(post, path = "/api/auth/logout", operation_id = "log_out", tag = "identity",
     responses((status = 204, description = "Signed out")))]
 pub async fn logout(
     State(st): State<AppState>,
@@ -76,8 +81,11 @@ pub async fn logout(
     ))
 }
 
+/// Set a password with a recovery code
+///
 /// Sets a password with a recovery secret (which then stops working) and signs in.
-#[utoipa::path(post, path = "/api/auth/recovery", tag = "identity", request_body = RecoveryBody,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/auth/recovery", operation_id = "recover_account", tag = "identity", request_body = RecoveryBody,
     responses((status = 204, description = "Password set; signed in"),
               (status = 400, description = "The code is unknown, used or expired"),
               (status = 422, description = "The password is too short")))]
@@ -119,15 +127,20 @@ pub async fn recover(
     ))
 }
 
+/// Get my profile
+///
 /// The signed-in person's own account; 409 for a key or the token (not a person).
-#[utoipa::path(get, path = "/api/me/profile", tag = "identity",
+#[utoipa::path(get, path = "/api/me/profile", operation_id = "get_profile", tag = "identity",
     responses((status = 200, body = Profile), (status = 409, description = "Not a person")))]
 pub async fn profile(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Profile>> {
     Ok(Json(profile_of(&st, &p).await?))
 }
 
+/// Rename myself
+///
 /// Changes the signed-in person's display name.
-#[utoipa::path(patch, path = "/api/me/profile", tag = "identity",
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(patch, path = "/api/me/profile", operation_id = "update_profile", tag = "identity",
     request_body = sandbox_agents_domain::identity::ProfilePatch,
     responses((status = 200, body = Profile), (status = 409, description = "Not a person")))]
 pub async fn update_profile(

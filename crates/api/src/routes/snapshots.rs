@@ -1,4 +1,4 @@
-//! Snapshots of a session's workspace (API.md §2.6, §8.2).
+//! Snapshots of a session's workspace and its container's filesystem: list, take, restore.
 
 use crate::error::ApiResult;
 use crate::extract::ApiJson;
@@ -21,8 +21,10 @@ fn wire(s: &SnapshotRecord) -> Snapshot {
     }
 }
 
+/// List snapshots
+///
 /// The session's snapshots, oldest first.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/snapshots", tag = "sessions", params(("session_id" = String, Path)),
+#[utoipa::path(get, path = "/api/sessions/{session_id}/snapshots", operation_id = "list_snapshots", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Vec<Snapshot>), (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn list(
@@ -37,9 +39,12 @@ pub async fn list(
     Ok(Json(all.iter().map(wire).collect()))
 }
 
+/// Take a snapshot
+///
 /// Archives the workspace (and, on Docker, the container's filesystem, so installed packages
 /// survive). A stopped session's snapshot is its workspace archive.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots", tag = "sessions", params(("session_id" = String, Path)),
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots", operation_id = "create_snapshot", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
     request_body = SnapshotCreate,
     responses((status = 201, body = Snapshot), (status = 404, description = "No such session"),
               (status = 409, description = "Nothing to snapshot yet")))]
@@ -57,10 +62,12 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(wire(&snap))))
 }
 
+/// Restore a snapshot
+///
 /// Replaces the session's workspace (and filesystem) with the snapshot's; any snapshot of the
 /// project may be restored. Returns once the sandbox is back up.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore", tag = "sessions",
-    params(("session_id" = String, Path), ("snapshot_id" = String, Path)),
+#[utoipa::path(post, path = "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore", operation_id = "restore_snapshot", tag = "sessions",
+    params(("session_id" = String, Path, description = "The session's id"), ("snapshot_id" = String, Path, description = "The id of a snapshot of any session of the project")),
     responses((status = 200, body = Session), (status = 404, description = "No such session or snapshot")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw, snapshot.id = %snap))]
 pub async fn restore(

@@ -1,4 +1,4 @@
-//! `/api/users` (API.md §2.2, §9.6): the people who can sign in, managed by operators. An
+//! `/api/users`: the people who can sign in, managed by operators. An
 //! account made without a password gets a single-use recovery link instead; operators never
 //! set anyone's password.
 
@@ -36,17 +36,22 @@ fn person_id(raw: &str) -> ApiResult<Uuid> {
     Uuid::try_parse(raw).map_err(|_| ApiError::NotFound(format!("user '{raw}' not found")))
 }
 
+/// List people
+///
 /// Everyone who can sign in, oldest first (operators).
-#[utoipa::path(get, path = "/api/users", tag = "users",
+#[utoipa::path(get, path = "/api/users", operation_id = "list_users", tag = "users",
     responses((status = 200, body = [User]), (status = 403, description = "Not an operator")))]
 pub async fn list(State(st): State<AppState>, p: Principal) -> ApiResult<Json<Vec<User>>> {
     require_operator(&p, &st.settings.auth)?;
     Ok(Json(people::list(&st.db).await?.iter().map(wire).collect()))
 }
 
+/// Create a person
+///
 /// Makes an account (operators). Without a password, the answer carries the single-use
 /// recovery link (and code) that sets one; it appears nowhere else.
-#[utoipa::path(post, path = "/api/users", tag = "users", request_body = UserCreate,
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/users", operation_id = "create_user", tag = "users", request_body = UserCreate,
     responses((status = 201, body = UserCreated), (status = 403, description = "Not an operator"),
               (status = 409, description = "The email is taken"), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
@@ -90,9 +95,11 @@ pub async fn create(
     ))
 }
 
+/// Issue a recovery link
+///
 /// A fresh single-use recovery secret for the account (operators). Issued, never a reset.
-#[utoipa::path(post, path = "/api/users/{identity_id}/recovery", tag = "users",
-    params(("identity_id" = String, Path)),
+#[utoipa::path(post, path = "/api/users/{identity_id}/recovery", operation_id = "issue_recovery", tag = "users",
+    params(("identity_id" = String, Path, description = "The person's id (`User.id`)")),
     responses((status = 200, body = Recovery), (status = 403, description = "Not an operator"),
               (status = 404, description = "No such user")))]
 pub async fn recovery(
@@ -112,9 +119,11 @@ pub async fn recovery(
     }))
 }
 
+/// Delete a person
+///
 /// Deletes the account, its sessions and memberships (operators).
-#[utoipa::path(delete, path = "/api/users/{identity_id}", tag = "users",
-    params(("identity_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/users/{identity_id}", operation_id = "delete_user", tag = "users",
+    params(("identity_id" = String, Path, description = "The person's id (`User.id`)")),
     responses((status = 204, description = "Deleted"), (status = 403, description = "Not an operator"),
               (status = 404, description = "No such user")))]
 pub async fn delete(
@@ -139,10 +148,13 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Update a person
+///
 /// Renames a person or makes them an operator, or not (operators; an addition to the client's
 /// routes). Without a shared token the last operator cannot stop being one (409).
-#[utoipa::path(patch, path = "/api/users/{identity_id}", tag = "users", request_body = UserPatch,
-    params(("identity_id" = String, Path)),
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(patch, path = "/api/users/{identity_id}", operation_id = "update_user", tag = "users", request_body = UserPatch,
+    params(("identity_id" = String, Path, description = "The person's id (`User.id`)")),
     responses((status = 200, body = User), (status = 403, description = "Not an operator"),
               (status = 404, description = "No such user"),
               (status = 409, description = "The only operator would be demoted")))]

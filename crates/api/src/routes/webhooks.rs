@@ -1,4 +1,4 @@
-//! `/api/webhooks`: subscriptions (API.md §2.7, §3.6, §7.1). The signing secret is returned by
+//! `/api/webhooks`: subscriptions. The signing secret is returned by
 //! create and rotate-secret only; it is stored sealed under the master key.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
@@ -64,8 +64,10 @@ fn names(types: &[sandbox_agents_domain::event::EventType]) -> Vec<String> {
     types.iter().map(|t| t.as_str().to_owned()).collect()
 }
 
+/// List subscribable event types
+///
 /// Every event type a subscription can name (the stored types). Not project-scoped.
-#[utoipa::path(get, path = "/api/webhooks/event-types", tag = "webhooks",
+#[utoipa::path(get, path = "/api/webhooks/event-types", operation_id = "list_event_types", tag = "webhooks",
     responses((status = 200, body = Vec<EventTypeInfo>)))]
 pub async fn event_types() -> Json<Vec<EventTypeInfo>> {
     Json(
@@ -79,8 +81,10 @@ pub async fn event_types() -> Json<Vec<EventTypeInfo>> {
     )
 }
 
+/// List webhooks
+///
 /// The project's subscriptions, oldest first. Secrets are never included.
-#[utoipa::path(get, path = "/api/webhooks", tag = "webhooks",
+#[utoipa::path(get, path = "/api/webhooks", operation_id = "list_webhooks", tag = "webhooks",
     responses((status = 200, body = Vec<Webhook>)))]
 #[tracing::instrument(skip_all)]
 pub async fn list(
@@ -91,8 +95,12 @@ pub async fn list(
     Ok(Json(all.iter().map(|w| w.to_wire()).collect()))
 }
 
-/// Subscribes a URL. The response is the only one that carries the signing secret.
-#[utoipa::path(post, path = "/api/webhooks", tag = "webhooks", request_body = WebhookCreate,
+/// Create a webhook
+///
+/// Subscribes a URL to the events appended from now on. The response is the only one that
+/// carries the signing secret (besides rotate-secret).
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(post, path = "/api/webhooks", operation_id = "create_webhook", tag = "webhooks", request_body = WebhookCreate,
     responses((status = 201, body = WebhookCreated), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
 pub async fn create(
@@ -135,9 +143,11 @@ pub async fn create(
     ))
 }
 
+/// Get a webhook
+///
 /// One subscription, without its secret.
-#[utoipa::path(get, path = "/api/webhooks/{webhook_id}", tag = "webhooks",
-    params(("webhook_id" = String, Path)),
+#[utoipa::path(get, path = "/api/webhooks/{webhook_id}", operation_id = "get_webhook", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 200, body = Webhook), (status = 404, description = "No such webhook")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
 pub async fn get(
@@ -152,10 +162,13 @@ pub async fn get(
     Ok(Json(w.to_wire()))
 }
 
+/// Update a webhook
+///
 /// A partial edit. `event_types: null` means every type; `agent_id: null` clears the filter;
 /// `active: true` also resets the failure count of a deactivated subscription.
-#[utoipa::path(patch, path = "/api/webhooks/{webhook_id}", tag = "webhooks", request_body = WebhookPatch,
-    params(("webhook_id" = String, Path)),
+/// The body is at most 64 KiB (413 above).
+#[utoipa::path(patch, path = "/api/webhooks/{webhook_id}", operation_id = "update_webhook", tag = "webhooks", request_body = WebhookPatch,
+    params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 200, body = Webhook), (status = 404, description = "No such webhook"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
@@ -211,10 +224,12 @@ pub async fn update(
     Ok(Json(w.to_wire()))
 }
 
+/// Rotate a webhook's signing secret
+///
 /// A new signing secret, returned once. The old one stops verifying at once: every later
 /// attempt, retries included, is signed with the new one.
-#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/rotate-secret", tag = "webhooks",
-    params(("webhook_id" = String, Path)),
+#[utoipa::path(post, path = "/api/webhooks/{webhook_id}/rotate-secret", operation_id = "rotate_webhook_secret", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 200, body = WebhookCreated), (status = 404, description = "No such webhook")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
 pub async fn rotate_secret(
@@ -234,9 +249,11 @@ pub async fn rotate_secret(
     }))
 }
 
+/// Delete a webhook
+///
 /// Deletes a subscription with its deliveries and their attempt log.
-#[utoipa::path(delete, path = "/api/webhooks/{webhook_id}", tag = "webhooks",
-    params(("webhook_id" = String, Path)),
+#[utoipa::path(delete, path = "/api/webhooks/{webhook_id}", operation_id = "delete_webhook", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The subscription's id")),
     responses((status = 204), (status = 404, description = "No such webhook")))]
 #[tracing::instrument(skip_all, fields(webhook.id = %raw))]
 pub async fn delete(

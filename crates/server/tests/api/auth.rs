@@ -1,4 +1,4 @@
-//! Credentials and tenancy (API.md §1.2, §1.3, §2.2): open mode, the shared token, API keys
+//! Credentials and tenancy: open mode, the shared token, API keys
 //! (bound and unbound, revoked, expired), project resolution and isolation between projects.
 
 use reqwest::{Method, StatusCode};

@@ -1,4 +1,4 @@
-//! Client tools (API.md §6): ordinary calls held open until answered or timed out, deferrable
+//! Client tools: ordinary calls held open until answered or timed out, deferrable
 //! calls that park the run in the database, answers from another server process, interrupts
 //! of parked runs, and the 404s for calls nothing waits on.
 
@@ -249,7 +249,7 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
     .await;
     let run = start_run(&app, &id, "refund customer 7", Value::Null).await;
 
-    // Two calls in one step: the ordinary one is answered first (§9.14), then the run parks
+    // Two calls in one step: the ordinary one is answered first, then the run parks
     // on the deferrable one alone.
     let calls: Vec<Value> = loop {
         let c: Vec<Value> = events(&app, &id)
@@ -295,7 +295,7 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
     assert_eq!(waiting.len(), 1);
     assert_eq!(waiting[0]["call_id"], approve_id);
     assert_eq!(waiting[0]["deferrable"], true);
-    // A parked session takes no new message (§9.10).
+    // A parked session takes no new message: answer or interrupt it first.
     let r = send(&app, &id, json!({"prompt": "hello?", "max_turns": null})).await;
     assert_eq!(r.status(), 409);
     assert!(r.text().await.unwrap().contains("tool-calls"));

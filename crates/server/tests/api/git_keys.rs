@@ -1,4 +1,4 @@
-//! Git deploy keys (API.md §2.7, §3.5, §8.5, §9.36): generated on the server, shown by their
+//! Git deploy keys: generated on the server, shown by their
 //! public half only, sealed at rest, unique by name, held by the agents that use them, and
 //! tested with `git ls-remote` (the end-to-end run against a real sshd is in `sshd.rs`).
 

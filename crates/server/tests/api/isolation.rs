@@ -1,5 +1,5 @@
-//! Isolation between projects (issue 6): project B's key tries every project-scoped endpoint
-//! with project A's ids. Everything is a 404 (or, for lists, shows nothing of A), and A's data
+//! Isolation between projects: project B's key tries every project-scoped endpoint with
+//! project A's ids. Everything is a 404 (or, for lists, shows nothing of A), and A's data
 //! is byte for byte what it was. Every operation of the OpenAPI document must be classified
 //! below, so a new route cannot escape the suite.
 

@@ -1,4 +1,4 @@
-//! Runs: what the control plane adds to a turn of the agent loop (issue 4, item 10).
+//! Runs: what the control plane adds to a turn of the agent loop.
 //!
 //! The model is the scripted fake model, in process, over a real socket. Each "ours" variant
 //! posts `POST .../messages` and reads the session's SSE stream (opened once) until the run's
