@@ -1,4 +1,4 @@
-//! Client tools (API.md §6): tools the caller runs. The control plane writes the call, waits
+//! Client tools: tools the caller runs. The control plane writes the call, waits
 //! for `POST tool-results` (ordinary calls, up to their timeout) or parks the run (deferrable
 //! calls), and gives the model the answer.
 //!
@@ -33,7 +33,7 @@ const RECHECK: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(200);
 
 /// The client tools a turn offers: the agent's, with the turn's added; a turn declaration
-/// with an agent tool's name replaces it (API.md §9.15).
+/// with an agent tool's name replaces it (the turn's declaration wins).
 pub(crate) fn merge(agent: &[ClientTool], turn: &[ClientTool]) -> Vec<ClientTool> {
     let mut out: Vec<ClientTool> = agent
         .iter()
@@ -244,7 +244,7 @@ impl Runs {
         }
     }
 
-    /// Gives up on an ordinary call: the model is told the client did not answer (§9.13).
+    /// Gives up on an ordinary call: the model is told the client did not answer in time.
     async fn time_out(
         &self,
         id: SessionId,

@@ -1,4 +1,5 @@
-//! Runs: one turn of the agent loop (API.md §2.5, §4.3-4.7), from `POST .../messages` to its
+//! Runs: one turn of the agent loop (steps, tools, client tools, usage, exactly one
+//! terminal event), from `POST .../messages` to its
 //! terminal event.
 //!
 //! * starting a turn (`start.rs`), and driving it (`drive.rs`): the turn loop (`turn.rs`)

@@ -1,4 +1,5 @@
-//! Parking a run on deferrable client tool calls (API.md §6.3, §9.11, §9.14): the turn so far
+//! Parking a run on deferrable client tool calls (ordinary answers first, then the pause; an
+//! answer from any process, however late, continues the same run): the turn so far
 //! goes to the database, the session goes idle, and the pause is announced with
 //! `session.status_idle {stop_reason: "requires_action", call_ids, run_status: "running"}`.
 //! The run keeps no memory in any process; whoever gives the last answer continues it.

@@ -23,7 +23,8 @@ pub const DEFAULT_MAX_TURNS: i64 = 25;
 pub const MAX_MAX_TURNS: i64 = 1000;
 
 impl Runs {
-    /// Starts a turn: 409 unless the session is running and idle, or asleep (§9.10). Returns
+    /// Starts a turn: 409 unless the session is running and idle, or asleep (stopped or idle
+    /// released, which the turn wakes). Returns
     /// the `running` run at once; a background worker drives the loop (waking an asleep
     /// session first).
     #[tracing::instrument(skip_all, fields(session.id = %id))]

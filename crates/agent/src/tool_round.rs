@@ -17,7 +17,7 @@ impl Runs {
     /// Runs the step's calls: the sandbox ones in order (each between its `agent.tool_use`,
     /// already written, and its `agent.tool_result`), then waits for the ordinary client
     /// answers. Returns one answer per call except the deferrable client calls, whose row ids
-    /// come back for parking (§9.14: ordinary answers first, then park). On a stop, calls
+    /// come back for parking (ordinary answers are awaited first, then the run parks). On a stop, calls
     /// without an answer get a note, so the conversation stays well formed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_tools(

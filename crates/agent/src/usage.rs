@@ -1,4 +1,4 @@
-//! Usage in the contract's shape (API.md §4.3): tokens, requests and active seconds, split
+//! Usage in the shape the published client reads: tokens, requests and active seconds, split
 //! `by_model` and `by_agent`; and the sum that keeps a session's whole-conversation usage.
 
 use sandbox_agents_model::Usage;

@@ -1,5 +1,6 @@
 //! The one error type every handler returns, mapped to `{"detail": ...}` and the right status
-//! (API.md §1.4). 5xx causes are logged with their chain and never shown to clients.
+//! (a 422 carries a list of field errors). 5xx causes are logged with their chain under a
+//! reference, and only the reference is shown to clients.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

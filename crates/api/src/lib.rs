@@ -142,7 +142,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api_routes().split_for_parts().1
 }
 
-/// Every route, with request ids, tracing, body limits and the JSON 404/405 of API.md §1.4.
+/// Every route, with request ids, tracing, body limits, and 404/405 answers as
+/// `{"detail": ...}` like every other error.
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");

@@ -1,4 +1,4 @@
-//! Git deploy keys (API.md §8.5): ed25519 pairs generated here, the private half sealed under
+//! Git deploy keys (read-only keys for the control plane's clones): ed25519 pairs generated here, the private half sealed under
 //! the master key with the key's id as associated data and opened only to hand it to `ssh`
 //! for one command (see [`super::git_probe`]). No function returns the private half to a
 //! caller outside this crate, and nothing logs it.

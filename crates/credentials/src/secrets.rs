@@ -1,4 +1,4 @@
-//! Secrets (API.md §8.4): sealing values, and resolving bindings into a sandbox's environment.
+//! Secrets (write-only values, bound into sandboxes as variables): sealing values, and resolving bindings into a sandbox's environment.
 //!
 //! Invariants:
 //! * a value is sealed with the secret's id as associated data, so a sealed value copied onto

@@ -1,4 +1,4 @@
-//! The workspace files API: list, read, upload and delete (API.md §2.6, §8.1).
+//! The workspace files API: list, read, upload and delete, confined to `/workspace`.
 //!
 //! Every path is workspace-relative and checked lexically first ([`WorkspacePath`]). On a
 //! running session the path is then resolved **inside the sandbox** (`realpath -m`, as the
