@@ -68,19 +68,8 @@ impl Sessions {
         let s = sessions::get(&self.inner.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        match (&s.status[..], &s.container_id) {
-            ("running", Some(c)) => {
-                let c = c.clone();
-                Ok((s, c))
-            }
-            _ => Err(ServiceError::Conflict(format!(
-                "session is not running (it is {}); start it first",
-                match s.stopped_reason.as_deref() {
-                    Some(r) if s.status == "stopped" => format!("stopped, {r}"),
-                    _ => s.status.clone(),
-                }
-            ))),
-        }
+        let container = crate::require_running(&s)?.to_owned();
+        Ok((s, container))
     }
 
     /// Runs `sh -c command` in the workspace. A timeout kills only that command's process

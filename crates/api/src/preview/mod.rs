@@ -30,5 +30,5 @@ mod proxy;
 mod token;
 
 pub use links::{url, PreviewDomain, PreviewSettings};
-pub use proxy::{moved, not_running, router};
+pub use proxy::{moved, router};
 pub use token::PreviewKey;

@@ -17,7 +17,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_sandbox::PUBLISH_IP;
-use sandbox_agents_store::sessions::{self, SessionRecord};
+use sandbox_agents_store::sessions;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,17 +28,6 @@ use uuid::Uuid;
 const TOUCH_EVERY: Duration = Duration::from_secs(5);
 /// How often an open WebSocket tunnel counts as use.
 const TUNNEL_TOUCH_EVERY: Duration = Duration::from_secs(30);
-
-/// The 409 for a session whose sandbox is not up, worded as the sessions service words it.
-pub fn not_running(s: &SessionRecord) -> ApiError {
-    let state = match s.stopped_reason.as_deref() {
-        Some(r) if s.status == "stopped" => format!("stopped, {r}"),
-        _ => s.status.clone(),
-    };
-    ApiError::Conflict(format!(
-        "session is not running (it is {state}); start it first"
-    ))
-}
 
 /// What every proxied request shares: the upstream client and the touch throttle.
 struct Proxy {
@@ -226,9 +215,7 @@ async fn forward(
     if !s.exposed_ports.contains(&i32::from(port)) {
         return Err(ApiError::NotFound(format!("port {port} is not exposed")).into_response());
     }
-    if s.status != "running" {
-        return Err(not_running(&s).into_response());
-    }
+    sandbox_agents_sessions::require_running(&s).map_err(|e| ApiError::from(e).into_response())?;
     let not_listening = || {
         bad_gateway(format!(
             "nothing is listening on port {port} in the sandbox"

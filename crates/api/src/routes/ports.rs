@@ -37,9 +37,7 @@ pub async fn get(
     let Some(port) = exposed else {
         return Err(ApiError::NotFound(format!("port {port} is not exposed")));
     };
-    if s.status != "running" {
-        return Err(preview::not_running(&s));
-    }
+    sandbox_agents_sessions::require_running(&s)?;
     Ok(Json(PortPreview {
         port,
         url: preview::url(&st.settings.preview, id, port),

@@ -27,7 +27,7 @@ use sandbox_agents_domain::session::{UploadResult, WorkspaceEntry};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::SandboxError;
-use sandbox_agents_store::sessions::{self, SessionRecord};
+use sandbox_agents_store::sessions;
 use sandbox_agents_store::{events, snapshots};
 use sandbox_agents_workspace::archive::{list_archive, scan_archive, scan_single, Scan};
 use sandbox_agents_workspace::blobs::BlobStore;
@@ -61,16 +61,6 @@ enum Workspace {
     Archived(String),
 }
 
-fn not_running(s: &SessionRecord) -> ServiceError {
-    ServiceError::Conflict(format!(
-        "session is not running (it is {}); start it first",
-        match s.stopped_reason.as_deref() {
-            Some(r) if s.status == "stopped" => format!("stopped, {r}"),
-            _ => s.status.clone(),
-        }
-    ))
-}
-
 impl Sessions {
     /// Where the session's workspace can be read: the running sandbox, or a stopped
     /// session's archive (never booting anything). Other states are 409.
@@ -93,10 +83,10 @@ impl Sessions {
                 }
                 Err(ServiceError::Conflict(format!(
                     "{}; its workspace was never archived",
-                    not_running(&s)
+                    crate::not_running(&s)
                 )))
             }
-            _ => Err(not_running(&s)),
+            _ => Err(crate::not_running(&s)),
         }
     }
 
