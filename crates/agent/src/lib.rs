@@ -31,6 +31,7 @@
 mod cancel;
 mod client_tools;
 mod context;
+pub mod definitions;
 mod drive;
 mod finish;
 mod hooks;

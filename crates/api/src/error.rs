@@ -158,6 +158,17 @@ pub trait NotFoundExt<T> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T>;
 }
 
+impl<T> NotFoundExt<T> for Result<T, sandbox_agents_errors::ServiceError> {
+    fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T> {
+        match self {
+            Err(sandbox_agents_errors::ServiceError::Store(sandbox_agents_store::Error::NotFound)) => {
+                Err(ApiError::NotFound(what()))
+            }
+            other => other.map_err(Into::into),
+        }
+    }
+}
+
 impl<T> NotFoundExt<T> for Result<T, sandbox_agents_store::Error> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T> {
         match self {

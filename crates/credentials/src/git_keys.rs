@@ -156,3 +156,57 @@ mod tests {
         assert_eq!(comment("proj", "ci key\t1"), "sandbox-agents:proj:ci-key-1");
     }
 }
+
+/// For agent writes, inside their transaction: a `skills_source.ssh_key_id` must name a key
+/// of the project (422 otherwise). The key is locked `for share` until the transaction ends,
+/// so a concurrent delete either sees this agent or happens first (and then this is a 422).
+/// The id is stored in canonical form, which is what deletes look for.
+pub async fn hold_referenced_key(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    spec: &mut sandbox_agents_domain::agent::AgentSpec,
+) -> Result<()> {
+    use sandbox_agents_domain::tools::SkillsSource;
+    let Some(SkillsSource::GitRepo {
+        ssh_key_id: Some(raw),
+        ..
+    }) = spec.skills_source.as_mut()
+    else {
+        return Ok(());
+    };
+    let held = match GitKeyId::parse(raw) {
+        Some(id) => match git_keys::hold(tx, project, id).await {
+            Ok(()) => Some(id),
+            Err(sandbox_agents_store::Error::NotFound) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    match held {
+        Some(id) => {
+            *raw = id.to_string();
+            Ok(())
+        }
+        None => {
+            let mut errors = sandbox_agents_domain::Violations::new();
+            errors.push(
+                "value_error",
+                &["skills_source", "ssh_key_id"],
+                format!("there is no git key '{raw}' in this project; create one with POST /api/git-keys"),
+                serde_json::Value::from(raw.as_str()),
+            );
+            errors.into_result().map_err(ServiceError::Validation)
+        }
+    }
+}
+
+impl Credentials {
+    /// Deletes a key nobody references: 409 while an agent's `skills_source` uses it (the
+    /// delete's row lock and agent writes' `for share` exclude each other).
+    pub async fn delete_git_key(&self, project: ProjectId, id: GitKeyId) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        git_keys::delete_unreferenced(&mut tx, project, id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

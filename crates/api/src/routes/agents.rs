@@ -7,13 +7,11 @@ use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use sandbox_agents_domain::agent::{
-    Agent, AgentCreate, AgentPatch, AgentRecord, AgentRef, AgentSpec,
-};
-use sandbox_agents_domain::{FieldError, ProjectId, Slug};
+use sandbox_agents_agent::definitions;
+use sandbox_agents_domain::agent::{Agent, AgentCreate, AgentPatch, AgentRecord, AgentRef};
+use sandbox_agents_domain::ProjectId;
 use sandbox_agents_store::agents;
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::IntoParams;
 
 #[derive(Deserialize, IntoParams)]
@@ -32,45 +30,6 @@ fn wire(st: &AppState, a: &AgentRecord) -> Agent {
 
 fn not_found(r: &str) -> impl FnOnce() -> String + '_ {
     move || format!("agent '{r}' not found in this project")
-}
-
-/// Subagents name other agents of the same project by slug; an unknown one is a 422.
-async fn check_subagents(
-    st: &AppState,
-    project: ProjectId,
-    slug: &Slug,
-    spec: &AgentSpec,
-) -> ApiResult<()> {
-    if spec.subagents.is_empty() {
-        return Ok(());
-    }
-    let wanted: Vec<String> = spec.subagents.iter().map(|s| s.agent.clone()).collect();
-    let found = agents::existing_slugs(&st.db, project, &wanted).await?;
-    let errors: Vec<FieldError> = spec
-        .subagents
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let msg = if s.agent == slug.as_str() {
-                "an agent cannot be its own subagent".to_owned()
-            } else if !found.contains(&s.agent) {
-                format!("there is no agent '{}' in this project", s.agent)
-            } else {
-                return None;
-            };
-            Some(FieldError {
-                kind: "value_error".into(),
-                loc: vec!["body".into(), "subagents".into(), i.into(), "agent".into()],
-                msg,
-                input: Value::from(s.agent.as_str()),
-            })
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(errors))
-    }
 }
 
 /// List agents
@@ -103,17 +62,8 @@ pub async fn create(
     Project(project): Project,
     ApiJson(body): ApiJson<AgentCreate>,
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
-    let (slug, mut spec) = body.into_spec().map_err(ApiError::Validation)?;
-    check_subagents(&st, project, &slug, &spec).await?;
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
-    super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
-    let agent = agents::insert(&mut *tx, project, &slug, &spec).await?;
-    tx.commit()
-        .await?;
-    tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
+    let (slug, spec) = body.into_spec().map_err(ApiError::Validation)?;
+    let agent = definitions::create(&st.db, project, &slug, spec).await?;
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
 
@@ -151,32 +101,9 @@ pub async fn update(
     Path(r): Path<String>,
     ApiJson(patch): ApiJson<AgentPatch>,
 ) -> ApiResult<Json<Agent>> {
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
-    let current = agents::get(&mut *tx, project, &AgentRef::parse(&r))
+    let updated = definitions::update(&st.db, project, &AgentRef::parse(&r), patch)
         .await
         .or_not_found(not_found(&r))?;
-    if patch.version != current.version {
-        return Err(agents::stale(patch.version, current.version).into());
-    }
-    let expected = patch.version;
-    // Only a patch that sets skills_source can add a reference: an unrelated edit leaves a
-    // stored one as it is (already visible to deletes), whatever its age.
-    let sets_skills = matches!(patch.skills_source, sandbox_agents_domain::Patch::Value(_));
-    let mut spec = current.spec.clone();
-    patch
-        .apply(&current.slug, &mut spec)
-        .map_err(ApiError::Validation)?;
-    check_subagents(&st, project, &current.slug, &spec).await?;
-    if sets_skills {
-        super::git_keys::hold_referenced_key(&mut tx, project, &mut spec).await?;
-    }
-    let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
-    tx.commit()
-        .await?;
-    tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
     Ok(Json(wire(&st, &updated)))
 }
 

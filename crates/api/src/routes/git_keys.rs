@@ -1,6 +1,6 @@
-//! `/api/git-keys`: deploy keys. The server generates each pair;
-//! responses carry the public half only. Also the check agent writes use so that every
-//! `skills_source.ssh_key_id` names a key of the project ([`hold_referenced_key`]).
+//! `/api/git-keys`: deploy keys. The server generates each pair; responses carry the public
+//! half only. (Agent writes check their `skills_source.ssh_key_id` with
+//! `sandbox_agents_credentials::git_keys::hold_referenced_key`.)
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiJson;
@@ -9,15 +9,12 @@ use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use sandbox_agents_domain::agent::AgentSpec;
 use sandbox_agents_domain::git_key::{
     check_name, GitKey, GitKeyCreate, GitKeyTest, GitKeyTestRequest, GitRemote,
 };
 use sandbox_agents_domain::ids::GitKeyId;
-use sandbox_agents_domain::tools::SkillsSource;
-use sandbox_agents_domain::{ProjectId, Violations};
+use sandbox_agents_domain::Violations;
 use sandbox_agents_store::git_keys;
-use serde_json::Value;
 
 /// Parses a key id from a path; anything that is not an id names no key.
 fn key_id(raw: &str) -> ApiResult<GitKeyId> {
@@ -116,57 +113,10 @@ pub async fn delete(
     Path(raw): Path<String>,
 ) -> ApiResult<StatusCode> {
     let id = key_id(&raw)?;
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
-    git_keys::delete_unreferenced(&mut tx, project, id)
+    st.credentials
+        .delete_git_key(project, id)
         .await
         .or_not_found(not_found(&raw))?;
-    tx.commit()
-        .await?;
     tracing::info!(git_key.id = %id, "git key deleted");
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// For agent writes, inside their transaction: a `skills_source.ssh_key_id` must name a key
-/// of the project (422 otherwise). The key is locked `for share` until the transaction ends,
-/// so a concurrent delete either sees this agent or happens first (and then this is a 422).
-/// The id is stored in canonical form, which is what deletes look for.
-pub async fn hold_referenced_key(
-    tx: &mut sqlx::PgConnection,
-    project: ProjectId,
-    spec: &mut AgentSpec,
-) -> ApiResult<()> {
-    let Some(SkillsSource::GitRepo {
-        ssh_key_id: Some(raw),
-        ..
-    }) = spec.skills_source.as_mut()
-    else {
-        return Ok(());
-    };
-    let held = match GitKeyId::parse(raw) {
-        Some(id) => match git_keys::hold(tx, project, id).await {
-            Ok(()) => Some(id),
-            Err(sandbox_agents_store::Error::NotFound) => None,
-            Err(e) => return Err(e.into()),
-        },
-        None => None,
-    };
-    match held {
-        Some(id) => {
-            *raw = id.to_string();
-            Ok(())
-        }
-        None => {
-            let mut errors = Violations::new();
-            errors.push(
-                "value_error",
-                &["skills_source", "ssh_key_id"],
-                format!("there is no git key '{raw}' in this project; create one with POST /api/git-keys"),
-                Value::from(raw.as_str()),
-            );
-            errors.into_result().map_err(ApiError::Validation)
-        }
-    }
 }
