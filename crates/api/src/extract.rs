@@ -251,3 +251,30 @@ pub fn page_window(
     }
     Ok((limit, offset))
 }
+
+/// The `{session_id}` of a route's path, parsed: anything that is not a session id is the
+/// same named 404 as a session of another project or none at all. `raw` is the path's text,
+/// for messages and traces.
+pub struct SessionPath {
+    pub id: sandbox_agents_domain::SessionId,
+    pub raw: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = axum::extract::RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("path parameters: {e}")))?;
+        let raw = params
+            .iter()
+            .find(|(name, _)| *name == "session_id")
+            .map(|(_, v)| v.to_owned())
+            .ok_or_else(|| {
+                ApiError::Internal(anyhow::anyhow!("the route has no {{session_id}}"))
+            })?;
+        let id = crate::routes::sessions::session_id(&raw)?;
+        Ok(SessionPath { id, raw })
+    }
+}

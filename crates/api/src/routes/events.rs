@@ -1,12 +1,13 @@
 //! A session's event log: one page at a time, or as a resumable SSE stream.
 
+use crate::extract::SessionPath;
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiQuery;
 use crate::project::Project;
-use crate::routes::sessions::{session_id, session_not_found};
+use crate::routes::sessions::session_not_found;
 use crate::sse::event_stream;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -47,10 +48,9 @@ pub struct PageQuery {
 pub async fn page(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Vec<SessionEvent>>> {
-    let id = session_id(&raw)?;
     let limit = q.limit.unwrap_or(500);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::Validation(vec![FieldError {
@@ -90,11 +90,10 @@ pub struct StreamQuery {
 pub async fn stream(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<StreamQuery>,
 ) -> ApiResult<impl IntoResponse> {
-    let id = session_id(&raw)?;
     sessions::get(&st.db, project, id)
         .await
         .or_not_found(session_not_found(&raw))?;

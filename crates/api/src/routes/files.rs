@@ -4,12 +4,11 @@
 //! the workspace get 400.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{lenient_bool, ApiQuery};
+use crate::extract::{lenient_bool, ApiQuery, SessionPath};
 use crate::project::Project;
-use crate::routes::sessions::session_id;
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -88,13 +87,13 @@ pub struct UploadForm {
 pub async fn list(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Vec<WorkspaceEntry>>> {
     let path = q.path.as_deref().unwrap_or(".");
     let entries = st
         .sessions
-        .list_files(project, session_id(&raw)?, path)
+        .list_files(project, id, path)
         .await?;
     Ok(Json(entries))
 }
@@ -113,12 +112,12 @@ pub async fn list(
 pub async fn content(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> ApiResult<Response> {
     let file = st
         .sessions
-        .read_file(project, session_id(&raw)?, &q.path)
+        .read_file(project, id, &q.path)
         .await?;
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -147,11 +146,10 @@ pub async fn content(
 pub async fn upload(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<UploadQuery>,
     req: Request,
 ) -> ApiResult<(StatusCode, Json<UploadResult>)> {
-    let id = session_id(&raw)?;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -230,11 +228,11 @@ pub async fn upload(
 pub async fn delete(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
     st.sessions
-        .delete_file(project, session_id(&raw)?, &q.path, q.recursive)
+        .delete_file(project, id, &q.path, q.recursive)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -2,11 +2,10 @@
 //! interrupt, delete, and exec.
 
 use crate::error::ApiResult;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, SessionPath};
 use crate::project::Project;
-use crate::routes::sessions::session_id;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
@@ -42,9 +41,9 @@ pub async fn create(
 pub async fn start(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Session>> {
-    let row = st.sessions.start(project, session_id(&raw)?).await?;
+    let row = st.sessions.start(project, id).await?;
     Ok(Json(row.to_wire()))
 }
 
@@ -58,11 +57,11 @@ pub async fn start(
 pub async fn stop(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Session>> {
     let row = st
         .sessions
-        .stop(Some(project), session_id(&raw)?, StopReason::Requested)
+        .stop(Some(project), id, StopReason::Requested)
         .await?;
     Ok(Json(row.to_wire()))
 }
@@ -78,9 +77,9 @@ pub async fn stop(
 pub async fn interrupt(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Session>> {
-    let row = st.runs.interrupt(project, session_id(&raw)?).await?;
+    let row = st.runs.interrupt(project, id).await?;
     Ok(Json(row.to_wire()))
 }
 
@@ -93,9 +92,9 @@ pub async fn interrupt(
 pub async fn delete(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<StatusCode> {
-    st.sessions.delete(project, session_id(&raw)?).await?;
+    st.sessions.delete(project, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -113,12 +112,12 @@ pub async fn delete(
 pub async fn exec(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> ApiResult<Json<ExecResult>> {
     let out = st
         .sessions
-        .exec(project, session_id(&raw)?, body.command, body.timeout)
+        .exec(project, id, body.command, body.timeout)
         .await?;
     Ok(Json(out))
 }

@@ -3,11 +3,10 @@
 //! and its end arrive over the event log.
 
 use crate::error::ApiResult;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, SessionPath};
 use crate::project::Project;
-use crate::routes::sessions::session_id;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::session::{ClientToolCall, MessageCreate, Run, ToolResultCreate};
@@ -27,10 +26,9 @@ use sandbox_agents_domain::session::{ClientToolCall, MessageCreate, Run, ToolRes
 pub async fn send_message(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiJson(body): ApiJson<MessageCreate>,
 ) -> ApiResult<(StatusCode, Json<Run>)> {
-    let id = session_id(&raw)?;
     let tools = body.client_tools.unwrap_or_default();
     let run = st
         .runs
@@ -53,10 +51,9 @@ pub async fn send_message(
 pub async fn submit_tool_result(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiJson(body): ApiJson<ToolResultCreate>,
 ) -> ApiResult<StatusCode> {
-    let id = session_id(&raw)?;
     st.runs
         .submit_tool_result(project, id, &body.call_id, &body.output, body.is_error)
         .await?;
@@ -74,8 +71,7 @@ pub async fn submit_tool_result(
 pub async fn tool_calls(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Vec<ClientToolCall>>> {
-    let id = session_id(&raw)?;
     Ok(Json(st.runs.pending_tool_calls(project, id).await?))
 }

@@ -2,10 +2,10 @@
 //! stop, interrupt, delete, exec) is in `lifecycle`, turns in `runs`.
 
 use crate::error::{ApiError, ApiResult, NotFoundExt};
-use crate::extract::{page_window, query_error, ApiJson, ApiQuery};
+use crate::extract::{page_window, query_error, ApiJson, ApiQuery, SessionPath};
 use crate::project::Project;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 use sandbox_agents_domain::agent::AgentRef;
@@ -104,9 +104,8 @@ fn total_header(total: i64) -> HeaderMap {
 pub async fn get(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<SessionDetail>> {
-    let id = session_id(&raw)?;
     let session = sessions::get(&st.db, project, id)
         .await
         .or_not_found(session_not_found(&raw))?;
@@ -137,10 +136,9 @@ pub async fn get(
 pub async fn update(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiJson(patch): ApiJson<SessionPatch>,
 ) -> ApiResult<Json<Session>> {
-    let id = session_id(&raw)?;
     let mut errors = sandbox_agents_domain::Violations::new();
     let title = match patch.title {
         Patch::Absent => None,

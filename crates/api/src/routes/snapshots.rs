@@ -1,7 +1,7 @@
 //! Snapshots of a session's workspace and its container's filesystem: list, take, restore.
 
 use crate::error::ApiResult;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, SessionPath};
 use crate::project::Project;
 use crate::routes::sessions::session_id;
 use crate::state::AppState;
@@ -30,11 +30,11 @@ fn wire(s: &SnapshotRecord) -> Snapshot {
 pub async fn list(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Vec<Snapshot>>> {
     let all = st
         .sessions
-        .list_snapshots(project, session_id(&raw)?)
+        .list_snapshots(project, id)
         .await?;
     Ok(Json(all.iter().map(wire).collect()))
 }
@@ -52,12 +52,12 @@ pub async fn list(
 pub async fn create(
     State(st): State<AppState>,
     Project(project): Project,
-    Path(raw): Path<String>,
+    SessionPath { id, raw }: SessionPath,
     ApiJson(body): ApiJson<SnapshotCreate>,
 ) -> ApiResult<(StatusCode, Json<Snapshot>)> {
     let snap = st
         .sessions
-        .create_snapshot(project, session_id(&raw)?, &body.label)
+        .create_snapshot(project, id, &body.label)
         .await?;
     Ok((StatusCode::CREATED, Json(wire(&snap))))
 }
