@@ -27,17 +27,19 @@ pub async fn migrate(db: &Db) -> Result<(), sqlx::migrate::MigrateError> {
 
 /// One round trip to the database: the health check's question.
 pub async fn ping(db: &Db) -> Result<(), sqlx::Error> {
-    sqlx::query("select 1").execute(db).await.map(|_| ())
+    sqlx::query_scalar!("select 1 as one")
+        .fetch_one(db)
+        .await
+        .map(|_| ())
 }
 
 /// How many connections of serving processes (application name `sandbox-agents`) the
 /// database has: teardown refuses while there are any.
 pub async fn servers_connected(db: &Db) -> Result<i64, sqlx::Error> {
-    let (n,): (i64,) = sqlx::query_as(
-        "select count(*) from pg_stat_activity
-          where application_name = 'sandbox-agents' and datname = current_database()",
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from pg_stat_activity
+          where application_name = 'sandbox-agents' and datname = current_database()"#,
     )
     .fetch_one(db)
-    .await?;
-    Ok(n)
+    .await
 }
