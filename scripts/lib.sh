@@ -129,3 +129,72 @@ ensure_sandbox_image() {
   log "building the sandbox image $image (no registry needed; a few minutes)"
   "$lib_repo_root/images/sandbox/build-offline.sh"
 }
+
+# ---- The schema database the query macros check against -------------------------------------
+
+# The path of a PostgreSQL program (initdb, pg_ctl, psql): on the PATH, or in the newest
+# /usr/lib/postgresql/*/bin, where the Debian package puts the server's.
+pg_program() {
+  command -v "$1" 2>/dev/null || ls /usr/lib/postgresql/*/bin/"$1" | sort -V | tail -n 1
+}
+
+# Runs a PostgreSQL program as the owner of the schema cluster: PostgreSQL refuses to run as
+# root, so as root that is the `postgres` user the Debian package creates.
+schema_pg_as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# start_schema_db: a throwaway PostgreSQL cluster (unix socket only, under /tmp so that the
+# `postgres` user can reach it wherever the clone is) with a database `sqlx_schema` to which
+# every migration under migrations/ has been applied, in order, each in one transaction, as
+# `sqlx::migrate!` applies them. Sets SCHEMA_DATABASE_URL for the query macros
+# (`DATABASE_URL=$SCHEMA_DATABASE_URL cargo build` checks every query against this schema).
+# Stop it with stop_schema_db.
+schema_pg_dir=""
+start_schema_db() {
+  local initdb pg_ctl psql f
+  initdb=$(pg_program initdb)
+  pg_ctl=$(pg_program pg_ctl)
+  psql=$(pg_program psql)
+  schema_pg_dir=$(mktemp -d /tmp/sa-sqlx-schema.XXXXXX)
+  [ "$(id -u)" -eq 0 ] && chown postgres "$schema_pg_dir"
+  schema_pg_as_owner "$initdb" -D "$schema_pg_dir/data" -U postgres -A trust --no-sync \
+    >"$schema_pg_dir/initdb.log" 2>&1 || { cat "$schema_pg_dir/initdb.log" >&2; return 1; }
+  schema_pg_as_owner "$pg_ctl" start -w -D "$schema_pg_dir/data" -l "$schema_pg_dir/server.log" \
+    -o "-c listen_addresses='' -k $schema_pg_dir -c fsync=off" >/dev/null ||
+    { cat "$schema_pg_dir/server.log" >&2; return 1; }
+  "$psql" -h "$schema_pg_dir" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \
+    -c 'create database sqlx_schema' >/dev/null
+  for f in "$lib_repo_root"/migrations/*.sql; do
+    "$psql" -h "$schema_pg_dir" -U postgres -d sqlx_schema -q -v ON_ERROR_STOP=1 \
+      --single-transaction -f "$f" >/dev/null ||
+      { echo "error: migration $(basename "$f") does not apply to an empty database" >&2; return 1; }
+  done
+  SCHEMA_DATABASE_URL="postgres://postgres@localhost/sqlx_schema?host=$schema_pg_dir"
+}
+
+stop_schema_db() {
+  [ -n "$schema_pg_dir" ] || return 0
+  if [ -f "$schema_pg_dir/data/postmaster.pid" ]; then
+    schema_pg_as_owner "$(pg_program pg_ctl)" stop -D "$schema_pg_dir/data" -m immediate -w \
+      >/dev/null 2>&1 || true
+  fi
+  rm -rf "$schema_pg_dir"
+  schema_pg_dir=""
+}
+
+# check_offline_data DIR: fails, naming the differences, unless DIR (the query data a build
+# with SQLX_OFFLINE_DIR=DIR wrote, one file per query) equals the committed .sqlx/.
+check_offline_data() {
+  local fresh=$1
+  if ! diff -r -q "$lib_repo_root/.sqlx" "$fresh" >/dev/null 2>&1; then
+    echo "error: the committed offline query data (.sqlx/) does not match the queries and the" >&2
+    echo "migrations; run scripts/sqlx-prepare and commit .sqlx/. The differences:" >&2
+    diff -r -q "$lib_repo_root/.sqlx" "$fresh" | sed "s|$lib_repo_root/||; s|$fresh|<fresh>|" >&2 || true
+    return 1
+  fi
+}

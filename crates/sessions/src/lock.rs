@@ -4,7 +4,7 @@
 
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::{Result, ServiceError};
-use sandbox_agents_store::Db;
+use sandbox_agents_store::{session_locks, Db};
 use sqlx::pool::PoolConnection;
 use sqlx::Postgres;
 
@@ -24,10 +24,7 @@ impl SessionLock {
     pub(crate) async fn acquire(db: &Db, id: SessionId) -> Result<Self> {
         let key = lock_key(id);
         let mut conn = db.acquire().await?;
-        sqlx::query("select pg_advisory_lock($1)")
-            .bind(key)
-            .execute(&mut *conn)
-            .await?;
+        session_locks::lock(&mut conn, key).await?;
         Ok(SessionLock {
             conn: Some(conn),
             key,
@@ -38,10 +35,7 @@ impl SessionLock {
     pub(crate) async fn try_acquire(db: &Db, id: SessionId) -> Result<Option<Self>> {
         let key = lock_key(id);
         let mut conn = db.acquire().await?;
-        let (got,): (bool,) = sqlx::query_as("select pg_try_advisory_lock($1)")
-            .bind(key)
-            .fetch_one(&mut *conn)
-            .await?;
+        let got = session_locks::try_lock(&mut conn, key).await?;
         Ok(got.then_some(SessionLock {
             conn: Some(conn),
             key,
@@ -50,11 +44,7 @@ impl SessionLock {
 
     pub(crate) async fn release(mut self) {
         if let Some(mut conn) = self.conn.take() {
-            if sqlx::query("select pg_advisory_unlock($1)")
-                .bind(self.key)
-                .execute(&mut *conn)
-                .await
-                .is_err()
+            if session_locks::unlock(&mut conn, self.key).await.is_err()
             {
                 // The lock is tied to the connection: closing it is the sure way to let go.
                 let _ = conn.detach();

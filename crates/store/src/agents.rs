@@ -40,6 +40,20 @@ impl TryFrom<Row> for AgentRecord {
     }
 }
 
+/// `query_as!` into [`Row`] with its columns spliced in at compile time between `$head` and
+/// `$tail` (never `format!`).
+macro_rules! agent_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Row,
+            $head
+                + r#"id, slug, spec as "spec: Json<serde_json::Value>", version, archived_at, created_at, updated_at"#
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 fn spec_json(spec: &AgentSpec) -> Json<serde_json::Value> {
     Json(serde_json::to_value(spec).expect("an AgentSpec always serializes"))
 }
@@ -52,14 +66,14 @@ pub async fn insert(
     slug: &Slug,
     spec: &AgentSpec,
 ) -> Result<AgentRecord> {
-    let row: Row = sqlx::query_as(
-        "insert into agents (id, project_id, slug, spec) values ($1, $2, $3, $4)
-         returning id, slug, spec, version, archived_at, created_at, updated_at",
+    let row = agent_query!(
+        "insert into agents (id, project_id, slug, spec) values ($1, $2, $3, $4) returning ",
+        "",
+        AgentId::new().0,
+        project.0,
+        slug.as_str(),
+        spec_json(spec) as _,
     )
-    .bind(AgentId::new().0)
-    .bind(project.0)
-    .bind(slug.as_str())
-    .bind(spec_json(spec))
     .fetch_one(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -80,22 +94,22 @@ pub async fn get(
 ) -> Result<AgentRecord> {
     let row: Option<Row> = match agent {
         AgentRef::Id(id) => {
-            sqlx::query_as(
-                "select id, slug, spec, version, archived_at, created_at, updated_at
-                 from agents where project_id = $1 and id = $2",
+            agent_query!(
+                "select ",
+                " from agents where project_id = $1 and id = $2",
+                project.0,
+                id.0,
             )
-            .bind(project.0)
-            .bind(id.0)
             .fetch_optional(db)
             .await?
         }
         AgentRef::Slug(slug) => {
-            sqlx::query_as(
-                "select id, slug, spec, version, archived_at, created_at, updated_at
-                 from agents where project_id = $1 and slug = $2",
+            agent_query!(
+                "select ",
+                " from agents where project_id = $1 and slug = $2",
+                project.0,
+                slug,
             )
-            .bind(project.0)
-            .bind(slug)
             .fetch_optional(db)
             .await?
         }
@@ -110,13 +124,14 @@ pub async fn list(
     project: ProjectId,
     include_archived: bool,
 ) -> Result<Vec<AgentRecord>> {
-    let rows: Vec<Row> = sqlx::query_as(
-        "select id, slug, spec, version, archived_at, created_at, updated_at from agents
+    let rows = agent_query!(
+        "select ",
+        " from agents
          where project_id = $1 and ($2 or archived_at is null)
          order by created_at, id",
+        project.0,
+        include_archived,
     )
-    .bind(project.0)
-    .bind(include_archived)
     .fetch_all(db)
     .await?;
     rows.into_iter().map(TryInto::try_into).collect()
@@ -132,15 +147,16 @@ pub async fn update(
     expected: i64,
     spec: &AgentSpec,
 ) -> Result<AgentRecord> {
-    let row: Option<Row> = sqlx::query_as(
+    let row = agent_query!(
         "update agents set spec = $4, version = version + 1, updated_at = now()
          where project_id = $1 and id = $2 and version = $3
-         returning id, slug, spec, version, archived_at, created_at, updated_at",
+         returning ",
+        "",
+        project.0,
+        id.0,
+        expected,
+        spec_json(spec) as _,
     )
-    .bind(project.0)
-    .bind(id.0)
-    .bind(expected)
-    .bind(spec_json(spec))
     .fetch_optional(&mut *db)
     .await?;
     match row {
@@ -167,15 +183,16 @@ pub async fn set_archived(
     id: AgentId,
     archived: bool,
 ) -> Result<AgentRecord> {
-    let row: Option<Row> = sqlx::query_as(
+    let row = agent_query!(
         "update agents
          set archived_at = case when $3 then coalesce(archived_at, now()) else null end, updated_at = now()
          where project_id = $1 and id = $2
-         returning id, slug, spec, version, archived_at, created_at, updated_at",
+         returning ",
+        "",
+        project.0,
+        id.0,
+        archived,
     )
-    .bind(project.0)
-    .bind(id.0)
-    .bind(archived)
     .fetch_optional(db)
     .await?;
     row.ok_or(Error::NotFound)?.try_into()
@@ -184,19 +201,23 @@ pub async fn set_archived(
 /// Hard delete, refused while a session references the agent (the foreign key says so).
 #[tracing::instrument(skip_all, fields(project.id = %project, agent.id = %id))]
 pub async fn delete(db: &mut sqlx::PgConnection, project: ProjectId, id: AgentId) -> Result<()> {
-    let result = sqlx::query("delete from agents where project_id = $1 and id = $2")
-        .bind(project.0)
-        .bind(id.0)
-        .execute(&mut *db)
-        .await;
+    let result = sqlx::query!(
+        "delete from agents where project_id = $1 and id = $2",
+        project.0,
+        id.0
+    )
+    .execute(&mut *db)
+    .await;
     match result {
         Ok(r) if r.rows_affected() == 0 => Err(Error::NotFound),
         Ok(_) => Ok(()),
         Err(e) if constraint(&e) == Some("sessions_agent_id_fkey") => {
-            let (n,): (i64,) = sqlx::query_as("select count(*) from sessions where agent_id = $1")
-                .bind(id.0)
-                .fetch_one(&mut *db)
-                .await?;
+            let n = sqlx::query_scalar!(
+                r#"select count(*) as "n!" from sessions where agent_id = $1"#,
+                id.0
+            )
+            .fetch_one(&mut *db)
+            .await?;
             Err(Error::Conflict(format!(
                 "the agent is still referenced by {n} session(s); archive it instead, or delete those sessions first"
             )))
@@ -211,11 +232,11 @@ pub async fn existing_slugs(
     project: ProjectId,
     slugs: &[String],
 ) -> Result<Vec<String>> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as("select slug from agents where project_id = $1 and slug = any($2)")
-            .bind(project.0)
-            .bind(slugs)
-            .fetch_all(db)
-            .await?;
-    Ok(rows.into_iter().map(|(s,)| s).collect())
+    Ok(sqlx::query_scalar!(
+        "select slug from agents where project_id = $1 and slug = any($2)",
+        project.0,
+        slugs,
+    )
+    .fetch_all(db)
+    .await?)
 }

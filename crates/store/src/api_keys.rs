@@ -23,7 +23,19 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<OffsetDateTime>,
 }
 
-const COLUMNS: &str = "id, project_id, name, description, prefix, created_by, created_at, last_used_at, expires_at, revoked_at";
+/// `query_as!` into [`ApiKeyRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`).
+macro_rules! api_key_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            ApiKeyRecord,
+            $head
+                + "id, project_id, name, description, prefix, created_by, created_at, last_used_at, expires_at, revoked_at"
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
 
 impl ApiKeyRecord {
     pub fn to_wire(&self) -> ApiKey {
@@ -61,18 +73,19 @@ pub struct NewApiKey<'a> {
 }
 
 pub async fn insert(db: impl PgExecutor<'_>, k: &NewApiKey<'_>) -> Result<ApiKeyRecord> {
-    Ok(sqlx::query_as(&format!(
+    Ok(api_key_query!(
         "insert into api_keys (id, project_id, name, description, prefix, hash, created_by, expires_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8) returning {COLUMNS}"
-    ))
-    .bind(k.id)
-    .bind(k.project.map(|p| p.0))
-    .bind(k.name)
-    .bind(k.description)
-    .bind(k.prefix)
-    .bind(k.hash)
-    .bind(k.created_by)
-    .bind(k.expires_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8) returning ",
+        "",
+        k.id,
+        k.project.map(|p| p.0),
+        k.name,
+        k.description,
+        k.prefix,
+        k.hash,
+        k.created_by,
+        k.expires_at,
+    )
     .fetch_one(db)
     .await?)
 }
@@ -80,8 +93,7 @@ pub async fn insert(db: impl PgExecutor<'_>, k: &NewApiKey<'_>) -> Result<ApiKey
 /// The key whose secret hashes to `hash`, whatever its state.
 pub async fn by_hash(db: impl PgExecutor<'_>, hash: &[u8]) -> Result<Option<ApiKeyRecord>> {
     Ok(
-        sqlx::query_as(&format!("select {COLUMNS} from api_keys where hash = $1"))
-            .bind(hash)
+        api_key_query!("select ", " from api_keys where hash = $1", hash)
             .fetch_optional(db)
             .await?,
     )
@@ -89,10 +101,11 @@ pub async fn by_hash(db: impl PgExecutor<'_>, hash: &[u8]) -> Result<Option<ApiK
 
 /// Whether any key exists (revoked ones included): a deployment with keys is not open.
 pub async fn any(db: impl PgExecutor<'_>) -> Result<bool> {
-    let (any,): (bool,) = sqlx::query_as("select exists (select 1 from api_keys)")
-        .fetch_one(db)
-        .await?;
-    Ok(any)
+    Ok(
+        sqlx::query_scalar!(r#"select exists (select 1 from api_keys) as "any!""#)
+            .fetch_one(db)
+            .await?,
+    )
 }
 
 /// The keys visible from `project`: its own and, when `unbound`, those bound to no project;
@@ -102,13 +115,14 @@ pub async fn list(
     project: ProjectId,
     unbound: bool,
 ) -> Result<Vec<ApiKeyRecord>> {
-    Ok(sqlx::query_as(&format!(
-        "select {COLUMNS} from api_keys
+    Ok(api_key_query!(
+        "select ",
+        " from api_keys
          where project_id = $1 or ($2 and project_id is null)
-         order by created_at desc, id"
-    ))
-    .bind(project.0)
-    .bind(unbound)
+         order by created_at desc, id",
+        project.0,
+        unbound,
+    )
     .fetch_all(db)
     .await?)
 }
@@ -120,14 +134,15 @@ pub async fn revoke(
     unbound: bool,
     id: Uuid,
 ) -> Result<ApiKeyRecord> {
-    sqlx::query_as(&format!(
+    api_key_query!(
         "update api_keys set revoked_at = coalesce(revoked_at, now())
          where id = $1 and (project_id = $2 or ($3 and project_id is null))
-         returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(project.0)
-    .bind(unbound)
+         returning ",
+        "",
+        id,
+        project.0,
+        unbound,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -140,12 +155,12 @@ pub async fn delete(
     unbound: bool,
     id: Uuid,
 ) -> Result<()> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "delete from api_keys where id = $1 and (project_id = $2 or ($3 and project_id is null))",
+        id,
+        project.0,
+        unbound,
     )
-    .bind(id)
-    .bind(project.0)
-    .bind(unbound)
     .execute(db)
     .await?;
     if r.rows_affected() == 0 {
@@ -156,9 +171,11 @@ pub async fn delete(
 
 /// Records that keys were used (called at most once a minute per key by each process).
 pub async fn touch(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<()> {
-    sqlx::query("update api_keys set last_used_at = now() where id = any($1)")
-        .bind(ids)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "update api_keys set last_used_at = now() where id = any($1)",
+        ids
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }

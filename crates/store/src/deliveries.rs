@@ -52,10 +52,18 @@ impl DeliveryRecord {
     }
 }
 
-macro_rules! columns {
-    () => {
-        "d.id, d.webhook_id, d.event_seq, d.session_id, d.event_type, d.status, d.attempt, \
-         d.status_code, d.error, d.next_attempt_at, d.delivered_at, d.created_at"
+/// `query_as!` into [`DeliveryRecord`] with its columns (of `webhook_deliveries d`) spliced in
+/// at compile time between `$head` and `$tail` (never `format!`).
+macro_rules! delivery_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            DeliveryRecord,
+            $head
+                + "d.id, d.webhook_id, d.event_seq, d.session_id, d.event_type, d.status, d.attempt,
+                   d.status_code, d.error, d.next_attempt_at, d.delivered_at, d.created_at"
+                + $tail
+            $(, $arg)*
+        )
     };
 }
 
@@ -70,28 +78,27 @@ pub async fn list(
     offset: i64,
 ) -> Result<(Vec<DeliveryRecord>, i64)> {
     let status = status.map(DeliveryStatus::as_str);
-    let rows = sqlx::query_as(concat!(
+    let rows = delivery_query!(
         "select ",
-        columns!(),
         " from webhook_deliveries d join webhooks w on w.id = d.webhook_id
           where d.webhook_id = $1 and w.project_id = $2 and ($3::text is null or d.status = $3)
           order by d.created_at desc, d.event_seq desc, d.id
-          limit $4 offset $5"
-    ))
-    .bind(webhook.0)
-    .bind(project.0)
-    .bind(status)
-    .bind(limit)
-    .bind(offset)
+          limit $4 offset $5",
+        webhook.0,
+        project.0,
+        status,
+        limit,
+        offset,
+    )
     .fetch_all(&mut *db)
     .await?;
-    let (total,): (i64,) = sqlx::query_as(
-        "select count(*) from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-         where d.webhook_id = $1 and w.project_id = $2 and ($3::text is null or d.status = $3)",
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "total!" from webhook_deliveries d join webhooks w on w.id = d.webhook_id
+         where d.webhook_id = $1 and w.project_id = $2 and ($3::text is null or d.status = $3)"#,
+        webhook.0,
+        project.0,
+        status,
     )
-    .bind(webhook.0)
-    .bind(project.0)
-    .bind(status)
     .fetch_one(&mut *db)
     .await?;
     Ok((rows, total))
@@ -103,21 +110,20 @@ pub async fn get(
     webhook: WebhookId,
     id: DeliveryId,
 ) -> Result<DeliveryRecord> {
-    sqlx::query_as(concat!(
+    delivery_query!(
         "select ",
-        columns!(),
         " from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-          where d.id = $1 and d.webhook_id = $2 and w.project_id = $3"
-    ))
-    .bind(id.0)
-    .bind(webhook.0)
-    .bind(project.0)
+          where d.id = $1 and d.webhook_id = $2 and w.project_id = $3",
+        id.0,
+        webhook.0,
+        project.0,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
 }
 
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 struct AttemptRow {
     attempt: i32,
     started_at: OffsetDateTime,
@@ -134,17 +140,18 @@ pub async fn attempts(
     webhook: WebhookId,
     id: DeliveryId,
 ) -> Result<Vec<DeliveryAttempt>> {
-    let rows: Vec<AttemptRow> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        AttemptRow,
         "select a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.next_attempt_at
          from webhook_attempts a
          join webhook_deliveries d on d.id = a.delivery_id
          join webhooks w on w.id = d.webhook_id
          where a.delivery_id = $1 and d.webhook_id = $2 and w.project_id = $3
          order by a.attempt",
+        id.0,
+        webhook.0,
+        project.0,
     )
-    .bind(id.0)
-    .bind(webhook.0)
-    .bind(project.0)
     .fetch_all(db)
     .await?;
     Ok(rows
@@ -169,18 +176,18 @@ pub async fn redeliver(
     webhook: WebhookId,
     id: DeliveryId,
 ) -> Result<DeliveryRecord> {
-    sqlx::query_as(concat!(
+    delivery_query!(
         "update webhook_deliveries d
             set status = 'pending', next_attempt_at = now(), retry_from = d.attempt,
                 lease_until = null, lease_token = null
            from webhooks w
           where w.id = d.webhook_id and d.id = $1 and d.webhook_id = $2 and w.project_id = $3
           returning ",
-        columns!()
-    ))
-    .bind(id.0)
-    .bind(webhook.0)
-    .bind(project.0)
+        "",
+        id.0,
+        webhook.0,
+        project.0,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -200,7 +207,6 @@ pub struct Claimed {
     pub event: SessionEvent,
 }
 
-#[derive(sqlx::FromRow)]
 struct ClaimRow {
     id: Uuid,
     webhook_id: Uuid,
@@ -212,7 +218,6 @@ struct ClaimRow {
     seq: i64,
     session_id: Uuid,
     run_id: Option<Uuid>,
-    #[sqlx(rename = "type")]
     kind: String,
     payload: Json<Map<String, Value>>,
     event_created_at: OffsetDateTime,
@@ -230,8 +235,9 @@ pub async fn claim(
     busy: &[Uuid],
     due_by: Option<OffsetDateTime>,
 ) -> Result<Vec<Claimed>> {
-    let rows: Vec<ClaimRow> = sqlx::query_as(
-        "with c as (
+    let rows = sqlx::query_as!(
+        ClaimRow,
+        r#"with c as (
              update webhook_deliveries d
                 set lease_until = now() + $2 * interval '1 millisecond',
                     lease_token = gen_random_uuid()
@@ -246,14 +252,17 @@ pub async fn claim(
                      for update of d2 skip locked)
              returning d.id, d.webhook_id, d.event_seq, d.attempt, d.retry_from, d.lease_token
          )
-         select c.id, c.webhook_id, w.url, w.secret_sealed, c.attempt, c.retry_from, c.lease_token,
-                e.seq, e.session_id, e.run_id, e.type, e.payload, e.created_at as event_created_at
-           from c join webhooks w on w.id = c.webhook_id join events e on e.seq = c.event_seq",
+         select c.id as "id!", c.webhook_id as "webhook_id!", w.url, w.secret_sealed,
+                c.attempt as "attempt!", c.retry_from as "retry_from!",
+                c.lease_token as "lease_token!",
+                e.seq, e.session_id, e.run_id, e.type as kind,
+                e.payload as "payload: Json<Map<String, Value>>", e.created_at as event_created_at
+           from c join webhooks w on w.id = c.webhook_id join events e on e.seq = c.event_seq"#,
+        limit,
+        lease.as_millis() as f64,
+        busy,
+        due_by,
     )
-    .bind(limit)
-    .bind(lease.as_millis() as f64)
-    .bind(busy)
-    .bind(due_by)
     .fetch_all(db)
     .await?;
     Ok(rows
@@ -320,8 +329,8 @@ pub async fn record(
     );
     // In `bad`, the right-hand sides read the row as `old` locked it: `w.active` is the state
     // before this failure.
-    let (written, deactivated): (i64, bool) = sqlx::query_as(
-        "with d as (
+    let row = sqlx::query!(
+        r#"with d as (
              update webhook_deliveries
                 set attempt = attempt + 1, status = $3::text, status_code = $4, error = $5,
                     next_attempt_at = $6,
@@ -355,21 +364,22 @@ pub async fn record(
               where w.id = old.id
               returning old.active and not w.active as deactivated
          )
-         select (select count(*) from d),
-                coalesce((select bool_or(deactivated) from bad), false)",
+         select (select count(*) from d) as "written!",
+                coalesce((select bool_or(deactivated) from bad), false) as "deactivated!""#,
+        claimed.id.0,
+        claimed.lease_token,
+        outcome.status.as_str(),
+        outcome.status_code,
+        outcome.error.as_deref(),
+        outcome.next_attempt_at,
+        outcome.started_at,
+        outcome.duration_ms,
+        deactivate_after,
+        reason,
     )
-    .bind(claimed.id.0)
-    .bind(claimed.lease_token)
-    .bind(outcome.status.as_str())
-    .bind(outcome.status_code)
-    .bind(outcome.error.as_deref())
-    .bind(outcome.next_attempt_at)
-    .bind(outcome.started_at)
-    .bind(outcome.duration_ms)
-    .bind(deactivate_after)
-    .bind(reason)
     .fetch_one(db)
     .await?;
+    let (written, deactivated) = (row.written, row.deactivated);
     Ok(match (written, deactivated) {
         (0, _) => Recorded::LeaseLost,
         (_, true) => Recorded::Deactivated,
@@ -379,11 +389,11 @@ pub async fn record(
 
 /// Deletes finished deliveries (and their attempts) older than `days`.
 pub async fn prune(db: impl PgExecutor<'_>, days: i32) -> Result<u64> {
-    Ok(sqlx::query(
+    Ok(sqlx::query!(
         "delete from webhook_deliveries
           where status <> 'pending' and created_at < now() - $1 * interval '1 day'",
+        f64::from(days),
     )
-    .bind(days)
     .execute(db)
     .await?
     .rows_affected())

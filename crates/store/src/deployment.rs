@@ -4,8 +4,7 @@
 use sqlx::PgExecutor;
 
 pub async fn id(db: impl PgExecutor<'_>) -> crate::Result<String> {
-    let (id,): (String,) = sqlx::query_as("select id from deployment")
+    Ok(sqlx::query_scalar!("select id from deployment")
         .fetch_one(db)
-        .await?;
-    Ok(id)
+        .await?)
 }

@@ -43,22 +43,37 @@ pub struct Notice {
     pub w: bool,
 }
 
-#[derive(sqlx::FromRow)]
 struct Row {
     seq: i64,
     session_id: Uuid,
     run_id: Option<Uuid>,
-    #[sqlx(rename = "type")]
     kind: String,
     payload: Json<Map<String, Value>>,
     created_at: OffsetDateTime,
 }
 
-#[derive(sqlx::FromRow)]
+/// A row of [`append`]'s answer: the event, and how many deliveries the batch queued.
 struct Appended {
-    #[sqlx(flatten)]
-    row: Row,
+    seq: i64,
+    session_id: Uuid,
+    run_id: Option<Uuid>,
+    kind: String,
+    payload: Json<Map<String, Value>>,
+    created_at: OffsetDateTime,
     queued: i64,
+}
+
+impl From<Appended> for Row {
+    fn from(a: Appended) -> Self {
+        Row {
+            seq: a.seq,
+            session_id: a.session_id,
+            run_id: a.run_id,
+            kind: a.kind,
+            payload: a.payload,
+            created_at: a.created_at,
+        }
+    }
 }
 
 impl From<Row> for SessionEvent {
@@ -95,15 +110,16 @@ pub async fn append(
             e.kind.as_str()
         )));
     }
-    let locked: Option<(Uuid, Uuid)> = sqlx::query_as(
+    let locked = sqlx::query!(
         "update sessions set last_event_at = now() where id = $1 returning project_id, agent_id",
+        session.0,
     )
-    .bind(session.0)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((project, agent)) = locked else {
+    let Some(locked) = locked else {
         return Err(Error::NotFound);
     };
+    let (project, agent) = (locked.project_id, locked.agent_id);
     let run_ids: Vec<Option<Uuid>> = events.iter().map(|e| e.run_id.map(|r| r.0)).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let payloads: Vec<Json<&Map<String, Value>>> =
@@ -111,8 +127,9 @@ pub async fn append(
     // `with ordinality ... order by` makes the identity values follow the batch's order.
     // The same statement is the webhook outbox: one delivery per (event, active matching
     // subscription), committed with the event or not at all (see crate::deliveries).
-    let appended: Vec<Appended> = sqlx::query_as(
-        "with ins as (
+    let appended = sqlx::query_as!(
+        Appended,
+        r#"with ins as (
              insert into events (session_id, run_id, type, payload)
              select $1, r, t, p from unnest($2::uuid[], $3::text[], $4::jsonb[]) with ordinality as x(r, t, p, n)
              order by n
@@ -126,20 +143,21 @@ pub async fn append(
               and (cardinality(w.event_types) = 0 or ins.type = any(w.event_types))
              returning 1
          )
-         select seq, session_id, run_id, type, payload, created_at,
-                (select count(*) from outbox) as queued
-         from ins",
+         select seq as "seq!", session_id as "session_id!", run_id as "run_id?", type as "kind!",
+                payload as "payload!: Json<Map<String, Value>>", created_at as "created_at!",
+                (select count(*) from outbox) as "queued!"
+         from ins"#,
+        session.0,
+        &run_ids as _,
+        &kinds as _,
+        &payloads as _,
+        project,
+        agent,
     )
-    .bind(session.0)
-    .bind(&run_ids)
-    .bind(&kinds)
-    .bind(&payloads)
-    .bind(project)
-    .bind(agent)
     .fetch_all(&mut *tx)
     .await?;
     let queued = appended.first().is_some_and(|a| a.queued > 0);
-    let mut rows: Vec<Row> = appended.into_iter().map(|a| a.row).collect();
+    let mut rows: Vec<Row> = appended.into_iter().map(Row::from).collect();
     rows.sort_by_key(|r| r.seq);
     let last = rows.last().map(|r| r.seq);
     notify(
@@ -220,9 +238,8 @@ pub async fn notify_deleted(db: impl PgExecutor<'_>, session: SessionId) -> Resu
 
 async fn notify(db: impl PgExecutor<'_>, notice: &Notice) -> Result<()> {
     let body = serde_json::to_string(notice).expect("a notice always serializes");
-    sqlx::query("select pg_notify($1, $2)")
-        .bind(CHANNEL)
-        .bind(body)
+    // `pg_notify` returns void, which has no Rust type: call it as a row source instead.
+    sqlx::query!("select from pg_notify($1, $2)", CHANNEL, body)
         .execute(db)
         .await?;
     Ok(())
@@ -286,17 +303,19 @@ pub async fn page(
     after: i64,
     limit: i64,
 ) -> Result<Vec<SessionEvent>> {
-    let rows: Vec<Row> = sqlx::query_as(
-        "select e.seq, e.session_id, e.run_id, e.type, e.payload, e.created_at
+    let rows = sqlx::query_as!(
+        Row,
+        r#"select e.seq, e.session_id, e.run_id, e.type as kind,
+                  e.payload as "payload: Json<Map<String, Value>>", e.created_at
          from events e join sessions s on s.id = e.session_id
          where e.session_id = $1 and s.project_id = $2 and e.seq > $3
          order by e.seq
-         limit $4",
+         limit $4"#,
+        session.0,
+        project.0,
+        after,
+        limit.clamp(1, MAX_PAGE),
     )
-    .bind(session.0)
-    .bind(project.0)
-    .bind(after)
-    .bind(limit.clamp(1, MAX_PAGE))
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(Into::into).collect())
@@ -309,13 +328,15 @@ pub(crate) async fn page_unscoped(
     session: SessionId,
     after: i64,
 ) -> Result<Vec<SessionEvent>> {
-    let rows: Vec<Row> = sqlx::query_as(
-        "select seq, session_id, run_id, type, payload, created_at
-         from events where session_id = $1 and seq > $2 order by seq limit $3",
+    let rows = sqlx::query_as!(
+        Row,
+        r#"select seq, session_id, run_id, type as kind,
+                  payload as "payload: Json<Map<String, Value>>", created_at
+         from events where session_id = $1 and seq > $2 order by seq limit $3"#,
+        session.0,
+        after,
+        MAX_PAGE,
     )
-    .bind(session.0)
-    .bind(after)
-    .bind(MAX_PAGE)
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(Into::into).collect())
@@ -323,11 +344,12 @@ pub(crate) async fn page_unscoped(
 
 /// The highest stored seq of a session (0 when its log is empty).
 pub(crate) async fn last_seq(db: impl PgExecutor<'_>, session: SessionId) -> Result<i64> {
-    let (seq,): (Option<i64>,) =
-        sqlx::query_as("select max(seq) from events where session_id = $1")
-            .bind(session.0)
-            .fetch_one(db)
-            .await?;
+    let seq = sqlx::query_scalar!(
+        "select max(seq) from events where session_id = $1",
+        session.0
+    )
+    .fetch_one(db)
+    .await?;
     Ok(seq.unwrap_or(0))
 }
 
@@ -338,16 +360,17 @@ pub async fn boot_marks(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Vec<(String, OffsetDateTime)>> {
-    Ok(sqlx::query_as(
-        "select type, created_at from events
+    let rows = sqlx::query!(
+        "select type as kind, created_at from events
          where session_id = $1
            and (type in ('session.status_running', 'session.status_stopped')
                 or (type = 'session.status_error' and run_id is null))
          order by seq",
+        session.0,
     )
-    .bind(session.0)
     .fetch_all(db)
-    .await?)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.kind, r.created_at)).collect())
 }
 
 #[cfg(test)]

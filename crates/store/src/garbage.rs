@@ -22,13 +22,13 @@ pub async fn queue_session(
     project: ProjectId,
     id: SessionId,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into garbage (kind, ref)
          select 'blob', workspace_archive from sessions
           where project_id = $1 and id = $2 and workspace_archive is not null",
+        project.0,
+        id.0,
     )
-    .bind(project.0)
-    .bind(id.0)
     .execute(db)
     .await?;
     Ok(())
@@ -42,14 +42,14 @@ pub async fn queue_replaced_archive(
     id: SessionId,
     replacement: Option<&str>,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into garbage (kind, ref)
          select 'blob', workspace_archive from sessions
           where id = $1 and workspace_archive is not null
             and workspace_archive is distinct from $2",
+        id.0,
+        replacement,
     )
-    .bind(id.0)
-    .bind(replacement)
     .execute(db)
     .await?;
     Ok(())
@@ -58,8 +58,7 @@ pub async fn queue_replaced_archive(
 /// Makes rows queued with [`queue_unless_done`] due now: what they name was not used after
 /// all.
 pub async fn due_now(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<()> {
-    sqlx::query("update garbage set due_at = now() where id = any($1)")
-        .bind(ids)
+    sqlx::query!("update garbage set due_at = now() where id = any($1)", ids)
         .execute(db)
         .await?;
     Ok(())
@@ -69,7 +68,7 @@ pub async fn due_now(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<()> {
 /// archives and its snapshots' archives and images. Call it in the transaction that deletes
 /// the project, before the delete.
 pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Result<u64> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "insert into garbage (kind, ref)
          select 'blob', workspace_archive from sessions
           where project_id = $1 and workspace_archive is not null
@@ -77,8 +76,8 @@ pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Resul
          select 'blob', archive from snapshots where project_id = $1
          union all
          select distinct 'image', image from snapshots where project_id = $1 and image is not null",
+        project.0,
     )
-    .bind(project.0)
     .execute(db)
     .await?;
     Ok(r.rows_affected())
@@ -92,33 +91,32 @@ pub async fn queue_unless_done(
     r#ref: &str,
     after: std::time::Duration,
 ) -> Result<i64> {
-    let (id,): (i64,) = sqlx::query_as(
+    Ok(sqlx::query_scalar!(
         "insert into garbage (kind, ref, due_at)
          values ($1, $2, now() + make_interval(secs => $3)) returning id",
+        kind,
+        r#ref,
+        after.as_secs_f64(),
     )
-    .bind(kind)
-    .bind(r#ref)
-    .bind(after.as_secs_f64())
     .fetch_one(db)
-    .await?;
-    Ok(id)
+    .await?)
 }
 
 /// Claims up to `limit` due rows for `tx`'s lifetime; other processes skip them.
 pub async fn claim(tx: &mut sqlx::PgConnection, limit: i64) -> Result<Vec<Garbage>> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        Garbage,
         "select id, kind, ref from garbage where due_at <= now()
          order by id limit $1 for update skip locked",
+        limit,
     )
-    .bind(limit)
     .fetch_all(&mut *tx)
     .await?)
 }
 
 /// The thing is gone.
 pub async fn done(db: impl PgExecutor<'_>, id: i64) -> Result<()> {
-    sqlx::query("delete from garbage where id = $1")
-        .bind(id)
+    sqlx::query!("delete from garbage where id = $1", id)
         .execute(db)
         .await?;
     Ok(())
@@ -127,13 +125,13 @@ pub async fn done(db: impl PgExecutor<'_>, id: i64) -> Result<()> {
 /// Removing it failed: try again later, backing off from 10 s to an hour. The exponent is
 /// capped so that the delay stays representable however often a removal fails.
 pub async fn failed(tx: &mut sqlx::PgConnection, id: i64, error: &str) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "update garbage set attempts = attempts + 1, last_error = $2,
                 due_at = now() + make_interval(secs => least(3600, 10 * power(2, least(attempts, 12))))
          where id = $1",
+        id,
+        error,
     )
-    .bind(id)
-    .bind(error)
     .execute(&mut *tx)
     .await?;
     Ok(())

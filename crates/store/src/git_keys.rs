@@ -56,10 +56,17 @@ impl GitKeyRecord {
     }
 }
 
-/// The columns of [`GitKeyRecord`], spliced in at compile time (never `format!`).
-macro_rules! columns {
-    () => {
-        "id, project_id, name, public_key, fingerprint, private_key_sealed, created_at, last_used_at"
+/// `query_as!` into [`GitKeyRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`).
+macro_rules! git_key_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            GitKeyRecord,
+            $head
+                + "id, project_id, name, public_key, fingerprint, private_key_sealed, created_at, last_used_at"
+                + $tail
+            $(, $arg)*
+        )
     };
 }
 
@@ -76,17 +83,17 @@ pub struct NewGitKey<'a> {
 /// Inserts a key; a name already used in the project is a conflict.
 #[tracing::instrument(skip_all, fields(git_key.id = %k.id))]
 pub async fn insert(db: impl PgExecutor<'_>, k: &NewGitKey<'_>) -> Result<GitKeyRecord> {
-    sqlx::query_as(concat!(
+    git_key_query!(
         "insert into git_keys (id, project_id, name, public_key, fingerprint, private_key_sealed)
          values ($1, $2, $3, $4, $5, $6) returning ",
-        columns!()
-    ))
-    .bind(k.id.0)
-    .bind(k.project.0)
-    .bind(k.name)
-    .bind(k.public_key)
-    .bind(k.fingerprint)
-    .bind(k.private_key_sealed)
+        "",
+        k.id.0,
+        k.project.0,
+        k.name,
+        k.public_key,
+        k.fingerprint,
+        k.private_key_sealed,
+    )
     .fetch_one(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -100,12 +107,11 @@ pub async fn insert(db: impl PgExecutor<'_>, k: &NewGitKey<'_>) -> Result<GitKey
 
 /// The project's keys, oldest first.
 pub async fn list(db: impl PgExecutor<'_>, project: ProjectId) -> Result<Vec<GitKeyRecord>> {
-    Ok(sqlx::query_as(concat!(
+    Ok(git_key_query!(
         "select ",
-        columns!(),
-        " from git_keys where project_id = $1 order by created_at, id"
-    ))
-    .bind(project.0)
+        " from git_keys where project_id = $1 order by created_at, id",
+        project.0
+    )
     .fetch_all(db)
     .await?)
 }
@@ -115,13 +121,12 @@ pub async fn get(
     project: ProjectId,
     id: GitKeyId,
 ) -> Result<GitKeyRecord> {
-    sqlx::query_as(concat!(
+    git_key_query!(
         "select ",
-        columns!(),
-        " from git_keys where id = $1 and project_id = $2"
-    ))
-    .bind(id.0)
-    .bind(project.0)
+        " from git_keys where id = $1 and project_id = $2",
+        id.0,
+        project.0,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -130,11 +135,13 @@ pub async fn get(
 /// Records a successful use of the key.
 #[tracing::instrument(skip_all, fields(git_key.id = %id))]
 pub async fn touch(db: impl PgExecutor<'_>, project: ProjectId, id: GitKeyId) -> Result<()> {
-    sqlx::query("update git_keys set last_used_at = now() where id = $1 and project_id = $2")
-        .bind(id.0)
-        .bind(project.0)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "update git_keys set last_used_at = now() where id = $1 and project_id = $2",
+        id.0,
+        project.0,
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }
 
@@ -143,13 +150,15 @@ pub async fn touch(db: impl PgExecutor<'_>, project: ProjectId, id: GitKeyId) ->
 /// has no such key (or it was deleted by a transaction that committed first).
 #[tracing::instrument(skip_all, fields(git_key.id = %id))]
 pub async fn hold(db: &mut PgConnection, project: ProjectId, id: GitKeyId) -> Result<()> {
-    sqlx::query("select id from git_keys where id = $1 and project_id = $2 for share")
-        .bind(id.0)
-        .bind(project.0)
-        .fetch_optional(db)
-        .await?
-        .map(|_| ())
-        .ok_or(Error::NotFound)
+    sqlx::query_scalar!(
+        "select id from git_keys where id = $1 and project_id = $2 for share",
+        id.0,
+        project.0,
+    )
+    .fetch_optional(db)
+    .await?
+    .map(|_| ())
+    .ok_or(Error::NotFound)
 }
 
 /// The slugs of the project's agents (archived ones included) whose skills come from a git
@@ -159,18 +168,17 @@ pub async fn referencing_agents(
     project: ProjectId,
     id: GitKeyId,
 ) -> Result<Vec<String>> {
-    let rows: Vec<(String,)> = sqlx::query_as(
+    Ok(sqlx::query_scalar!(
         "select slug from agents
          where project_id = $1
            and spec -> 'skills_source' ->> 'kind' = 'git_repo'
            and spec -> 'skills_source' ->> 'ssh_key_id' = $2
          order by slug",
+        project.0,
+        id.to_string(),
     )
-    .bind(project.0)
-    .bind(id.to_string())
     .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(|(s,)| s).collect())
+    .await?)
 }
 
 /// Deletes the key unless an agent references it (`Conflict`, naming the agents). Call it
@@ -182,12 +190,14 @@ pub async fn delete_unreferenced(
     project: ProjectId,
     id: GitKeyId,
 ) -> Result<()> {
-    sqlx::query("select id from git_keys where id = $1 and project_id = $2 for update")
-        .bind(id.0)
-        .bind(project.0)
-        .fetch_optional(&mut *db)
-        .await?
-        .ok_or(Error::NotFound)?;
+    sqlx::query_scalar!(
+        "select id from git_keys where id = $1 and project_id = $2 for update",
+        id.0,
+        project.0,
+    )
+    .fetch_optional(&mut *db)
+    .await?
+    .ok_or(Error::NotFound)?;
     let agents = referencing_agents(&mut *db, project, id).await?;
     if !agents.is_empty() {
         return Err(Error::Conflict(format!(
@@ -195,10 +205,12 @@ pub async fn delete_unreferenced(
             agents.join(", ")
         )));
     }
-    sqlx::query("delete from git_keys where id = $1 and project_id = $2")
-        .bind(id.0)
-        .bind(project.0)
-        .execute(&mut *db)
-        .await?;
+    sqlx::query!(
+        "delete from git_keys where id = $1 and project_id = $2",
+        id.0,
+        project.0,
+    )
+    .execute(&mut *db)
+    .await?;
     Ok(())
 }

@@ -21,6 +21,7 @@ pub mod runs;
 pub mod sandbox_pool;
 pub mod sealed;
 pub mod secrets;
+pub mod session_locks;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;

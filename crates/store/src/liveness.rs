@@ -11,12 +11,13 @@ pub const CLASS: i32 = 0x5341_4c56; // "SALV"
 
 /// Takes the liveness lock `key` on `conn` if nobody holds it.
 pub async fn try_hold(conn: &mut PgConnection, key: i32) -> Result<bool> {
-    let (got,): (bool,) = sqlx::query_as("select pg_try_advisory_lock($1, $2)")
-        .bind(CLASS)
-        .bind(key)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(got)
+    Ok(sqlx::query_scalar!(
+        r#"select pg_try_advisory_lock($1, $2) as "got!""#,
+        CLASS,
+        key
+    )
+    .fetch_one(&mut *conn)
+    .await?)
 }
 
 /// Whether a process holds the liveness lock `key`. Checked by taking it, which succeeds only
@@ -25,10 +26,8 @@ pub async fn is_alive(conn: &mut PgConnection, key: i32) -> Result<bool> {
     if !try_hold(conn, key).await? {
         return Ok(true);
     }
-    sqlx::query("select pg_advisory_unlock($1, $2)")
-        .bind(CLASS)
-        .bind(key)
-        .execute(&mut *conn)
+    sqlx::query_scalar!("select pg_advisory_unlock($1, $2)", CLASS, key)
+        .fetch_one(&mut *conn)
         .await?;
     Ok(false)
 }

@@ -23,33 +23,37 @@ pub async fn role(
     project: ProjectId,
     person: Uuid,
 ) -> Result<Option<String>> {
-    let r: Option<(String,)> =
-        sqlx::query_as("select role from memberships where project_id = $1 and person_id = $2")
-            .bind(project.0)
-            .bind(person)
-            .fetch_optional(db)
-            .await?;
-    Ok(r.map(|(r,)| r))
+    Ok(sqlx::query_scalar!(
+        "select role from memberships where project_id = $1 and person_id = $2",
+        project.0,
+        person
+    )
+    .fetch_optional(db)
+    .await?)
 }
 
 /// A person's projects with their role, oldest membership first.
 pub async fn of_person(db: impl PgExecutor<'_>, person: Uuid) -> Result<Vec<(ProjectId, String)>> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "select project_id, role from memberships where person_id = $1 order by created_at, id",
+        person
     )
-    .bind(person)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(p, r)| (ProjectId(p), r)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (ProjectId(r.project_id), r.role))
+        .collect())
 }
 
 pub async fn list(db: impl PgExecutor<'_>, project: ProjectId) -> Result<Vec<MemberRecord>> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        MemberRecord,
         "select m.id, m.project_id, m.person_id, p.email, m.role, m.created_at
          from memberships m join people p on p.id = m.person_id
          where m.project_id = $1 order by m.created_at, m.id",
+        project.0
     )
-    .bind(project.0)
     .fetch_all(db)
     .await?)
 }
@@ -61,13 +65,13 @@ pub async fn add(
     role: &str,
 ) -> Result<Uuid> {
     let id = Uuid::now_v7();
-    sqlx::query(
+    sqlx::query!(
         "insert into memberships (id, project_id, person_id, role) values ($1, $2, $3, $4)",
+        id,
+        project.0,
+        person,
+        role,
     )
-    .bind(id)
-    .bind(project.0)
-    .bind(person)
-    .bind(role)
     .execute(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -81,22 +85,24 @@ pub async fn add(
 
 /// Removes a membership, refusing (409) to remove the project's last admin.
 pub async fn remove(tx: &mut sqlx::PgConnection, project: ProjectId, id: Uuid) -> Result<()> {
-    let admins: Vec<(Uuid,)> = sqlx::query_as(
+    let admins: Vec<Uuid> = sqlx::query_scalar!(
         "select id from memberships where project_id = $1 and role = 'admin' for update",
+        project.0
     )
-    .bind(project.0)
     .fetch_all(&mut *tx)
     .await?;
-    if admins.len() == 1 && admins[0].0 == id {
+    if admins.len() == 1 && admins[0] == id {
         return Err(Error::Conflict(
             "that is the project's last admin; make someone else admin first".into(),
         ));
     }
-    let r = sqlx::query("delete from memberships where id = $1 and project_id = $2")
-        .bind(id)
-        .bind(project.0)
-        .execute(&mut *tx)
-        .await?;
+    let r = sqlx::query!(
+        "delete from memberships where id = $1 and project_id = $2",
+        id,
+        project.0
+    )
+    .execute(&mut *tx)
+    .await?;
     if r.rows_affected() == 0 {
         return Err(Error::NotFound);
     }

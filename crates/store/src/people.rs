@@ -20,14 +20,25 @@ pub struct PersonRecord {
     pub updated_at: OffsetDateTime,
 }
 
-const COLUMNS: &str = "id, email, name, verified, state, operator, created_at, updated_at";
+/// `query_as!` into a record with [`PersonRecord`]'s columns spliced in at compile time
+/// between `$head` and `$tail` (never `format!`): `$head + columns + $tail`.
+macro_rules! person_query {
+    ($record:ty, $head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            $record,
+            $head + "id, email, name, verified, state, operator, created_at, updated_at" + $tail
+            $(, $arg)*
+        )
+    };
+}
 
 /// Whether anyone has an account: a deployment with people is not open.
 pub async fn any(db: impl PgExecutor<'_>) -> Result<bool> {
-    let (any,): (bool,) = sqlx::query_as("select exists (select 1 from people)")
-        .fetch_one(db)
-        .await?;
-    Ok(any)
+    Ok(
+        sqlx::query_scalar!(r#"select exists (select 1 from people) as "any!""#)
+            .fetch_one(db)
+            .await?,
+    )
 }
 
 pub async fn insert(
@@ -38,14 +49,16 @@ pub async fn insert(
     password_hash: Option<&str>,
     operator: bool,
 ) -> Result<PersonRecord> {
-    sqlx::query_as(&format!(
-        "insert into people (id, email, name, password_hash, operator) values ($1, $2, $3, $4, $5) returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(email)
-    .bind(name)
-    .bind(password_hash)
-    .bind(operator)
+    person_query!(
+        PersonRecord,
+        "insert into people (id, email, name, password_hash, operator) values ($1, $2, $3, $4, $5) returning ",
+        "",
+        id,
+        email,
+        name,
+        password_hash,
+        operator,
+    )
     .fetch_one(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -55,18 +68,19 @@ pub async fn insert(
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<PersonRecord> {
-    sqlx::query_as(&format!("select {COLUMNS} from people where id = $1"))
-        .bind(id)
+    person_query!(PersonRecord, "select ", " from people where id = $1", id)
         .fetch_optional(db)
         .await?
         .ok_or(Error::NotFound)
 }
 
 pub async fn by_email(db: impl PgExecutor<'_>, email: &str) -> Result<Option<PersonRecord>> {
-    Ok(sqlx::query_as(&format!(
-        "select {COLUMNS} from people where lower(email) = lower($1)"
-    ))
-    .bind(email)
+    Ok(person_query!(
+        PersonRecord,
+        "select ",
+        " from people where lower(email) = lower($1)",
+        email
+    )
     .fetch_optional(db)
     .await?)
 }
@@ -76,36 +90,59 @@ pub async fn credentials(
     db: impl PgExecutor<'_>,
     email: &str,
 ) -> Result<Option<(PersonRecord, Option<String>)>> {
-    #[derive(sqlx::FromRow)]
     struct Row {
-        #[sqlx(flatten)]
-        person: PersonRecord,
+        id: Uuid,
+        email: String,
+        name: String,
+        verified: bool,
+        state: String,
+        operator: bool,
+        created_at: OffsetDateTime,
+        updated_at: OffsetDateTime,
         password_hash: Option<String>,
     }
-    let row: Option<Row> = sqlx::query_as(&format!(
-        "select {COLUMNS}, password_hash from people where lower(email) = lower($1)"
-    ))
-    .bind(email)
+    let row = person_query!(
+        Row,
+        "select ",
+        ", password_hash from people where lower(email) = lower($1)",
+        email
+    )
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|r| (r.person, r.password_hash)))
+    Ok(row.map(|r| {
+        let person = PersonRecord {
+            id: r.id,
+            email: r.email,
+            name: r.name,
+            verified: r.verified,
+            state: r.state,
+            operator: r.operator,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        };
+        (person, r.password_hash)
+    }))
 }
 
 /// Everyone, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<PersonRecord>> {
-    Ok(sqlx::query_as(&format!(
-        "select {COLUMNS} from people order by created_at, id"
-    ))
+    Ok(person_query!(
+        PersonRecord,
+        "select ",
+        " from people order by created_at, id"
+    )
     .fetch_all(db)
     .await?)
 }
 
 pub async fn set_name(db: impl PgExecutor<'_>, id: Uuid, name: &str) -> Result<PersonRecord> {
-    sqlx::query_as(&format!(
-        "update people set name = $2, updated_at = now() where id = $1 returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(name)
+    person_query!(
+        PersonRecord,
+        "update people set name = $2, updated_at = now() where id = $1 returning ",
+        "",
+        id,
+        name
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -116,11 +153,13 @@ pub async fn set_operator(
     id: Uuid,
     operator: bool,
 ) -> Result<PersonRecord> {
-    sqlx::query_as(&format!(
-        "update people set operator = $2, updated_at = now() where id = $1 returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(operator)
+    person_query!(
+        PersonRecord,
+        "update people set operator = $2, updated_at = now() where id = $1 returning ",
+        "",
+        id,
+        operator
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -129,11 +168,11 @@ pub async fn set_operator(
 /// 409 when `id` is the only operator person. Locks every operator row until the transaction
 /// ends, so two people demoting each other at once cannot both succeed.
 pub async fn ensure_another_operator(tx: &mut sqlx::PgConnection, id: Uuid) -> Result<()> {
-    let operators: Vec<(Uuid,)> =
-        sqlx::query_as("select id from people where operator order by id for update")
+    let operators: Vec<Uuid> =
+        sqlx::query_scalar!("select id from people where operator order by id for update")
             .fetch_all(&mut *tx)
             .await?;
-    if operators.iter().all(|(o,)| *o == id) && operators.iter().any(|(o,)| *o == id) {
+    if operators.iter().all(|o| *o == id) && operators.contains(&id) {
         return Err(Error::Conflict(
             "this is the only operator and no shared token is configured: make someone else an \
              operator first"
@@ -144,8 +183,7 @@ pub async fn ensure_another_operator(tx: &mut sqlx::PgConnection, id: Uuid) -> R
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, id: Uuid) -> Result<()> {
-    let r = sqlx::query("delete from people where id = $1")
-        .bind(id)
+    let r = sqlx::query!("delete from people where id = $1", id)
         .execute(db)
         .await?;
     if r.rows_affected() == 0 {
@@ -161,13 +199,13 @@ pub async fn add_recovery_code(
     code_hash: &[u8],
     expires_at: OffsetDateTime,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into recovery_codes (id, person_id, code_hash, expires_at) values ($1, $2, $3, $4)",
+        Uuid::now_v7(),
+        person,
+        code_hash,
+        expires_at,
     )
-    .bind(Uuid::now_v7())
-    .bind(person)
-    .bind(code_hash)
-    .bind(expires_at)
     .execute(db)
     .await?;
     Ok(())
@@ -180,23 +218,25 @@ pub async fn recover(
     code_hash: &[u8],
     password_hash: &str,
 ) -> Result<Option<PersonRecord>> {
-    let used: Option<(Uuid,)> = sqlx::query_as(
+    let used = sqlx::query_scalar!(
         "update recovery_codes set used_at = now()
          where code_hash = $1 and used_at is null and expires_at > now()
          returning person_id",
+        code_hash,
     )
-    .bind(code_hash)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((person,)) = used else {
+    let Some(person) = used else {
         return Ok(None);
     };
-    Ok(sqlx::query_as(&format!(
+    Ok(person_query!(
+        PersonRecord,
         "update people set password_hash = $2, verified = true, updated_at = now()
-         where id = $1 returning {COLUMNS}"
-    ))
-    .bind(person)
-    .bind(password_hash)
+         where id = $1 returning ",
+        "",
+        person,
+        password_hash,
+    )
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -208,13 +248,13 @@ pub async fn add_session(
     token_hash: &[u8],
     expires_at: OffsetDateTime,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into person_sessions (id, person_id, token_hash, expires_at) values ($1, $2, $3, $4)",
+        Uuid::now_v7(),
+        person,
+        token_hash,
+        expires_at,
     )
-    .bind(Uuid::now_v7())
-    .bind(person)
-    .bind(token_hash)
-    .bind(expires_at)
     .execute(db)
     .await?;
     Ok(())
@@ -225,25 +265,26 @@ pub async fn by_session(
     db: impl PgExecutor<'_>,
     token_hash: &[u8],
 ) -> Result<Option<PersonRecord>> {
-    Ok(sqlx::query_as(&format!(
-        "select {} from person_sessions s join people p on p.id = s.person_id
+    // The columns are qualified here (sessions have an `id` and a `created_at` too), so they
+    // are written out rather than spliced; `query_as!` still checks them against the record.
+    Ok(sqlx::query_as!(
+        PersonRecord,
+        "select p.id, p.email, p.name, p.verified, p.state, p.operator, p.created_at, p.updated_at
+         from person_sessions s join people p on p.id = s.person_id
          where s.token_hash = $1 and s.expires_at > now() and p.state = 'active'",
-        COLUMNS
-            .split(", ")
-            .map(|c| format!("p.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
-    .bind(token_hash)
+        token_hash,
+    )
     .fetch_optional(db)
     .await?)
 }
 
 /// Ends a browser session.
 pub async fn end_session(db: impl PgExecutor<'_>, token_hash: &[u8]) -> Result<()> {
-    sqlx::query("delete from person_sessions where token_hash = $1")
-        .bind(token_hash)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "delete from person_sessions where token_hash = $1",
+        token_hash
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }

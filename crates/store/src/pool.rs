@@ -27,18 +27,20 @@ pub async fn migrate(db: &Db) -> Result<(), sqlx::migrate::MigrateError> {
 
 /// One round trip to the database: the health check's question.
 pub async fn ping(db: &Db) -> Result<(), sqlx::Error> {
-    sqlx::query("select 1").execute(db).await.map(|_| ())
+    sqlx::query_scalar!("select 1 as one")
+        .fetch_one(db)
+        .await
+        .map(|_| ())
 }
 
 /// How many connections of processes calling themselves `application_name` the database
 /// has (teardown asks about serving processes, and refuses while there are any).
 pub async fn servers_connected(db: &Db, application_name: &str) -> Result<i64, sqlx::Error> {
-    let (n,): (i64,) = sqlx::query_as(
-        "select count(*) from pg_stat_activity
-          where application_name = $1 and datname = current_database()",
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from pg_stat_activity
+          where application_name = $1 and datname = current_database()"#,
+        application_name
     )
-    .bind(application_name)
     .fetch_one(db)
-    .await?;
-    Ok(n)
+    .await
 }

@@ -43,18 +43,28 @@ impl ProjectRecord {
     }
 }
 
+/// `query_as!` into [`ProjectRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`, nor `*`, whose meaning changes with the schema).
+macro_rules! project_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            ProjectRecord,
+            $head + "id, slug, name, description, created_at, updated_at" + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 /// A project by id or slug.
 pub async fn by_ref(db: impl PgExecutor<'_>, r: &str) -> Result<Option<ProjectRecord>> {
     Ok(match Uuid::try_parse(r) {
         Ok(id) => {
-            sqlx::query_as("select * from projects where id = $1")
-                .bind(id)
+            project_query!("select ", " from projects where id = $1", id)
                 .fetch_optional(db)
                 .await?
         }
         Err(_) => {
-            sqlx::query_as("select * from projects where slug = $1")
-                .bind(r)
+            project_query!("select ", " from projects where slug = $1", r)
                 .fetch_optional(db)
                 .await?
         }
@@ -62,8 +72,7 @@ pub async fn by_ref(db: impl PgExecutor<'_>, r: &str) -> Result<Option<ProjectRe
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: ProjectId) -> Result<ProjectRecord> {
-    sqlx::query_as("select * from projects where id = $1")
-        .bind(id.0)
+    project_query!("select ", " from projects where id = $1", id.0)
         .fetch_optional(db)
         .await?
         .ok_or(Error::NotFound)
@@ -72,7 +81,7 @@ pub async fn get(db: impl PgExecutor<'_>, id: ProjectId) -> Result<ProjectRecord
 /// Every project, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ProjectRecord>> {
     Ok(
-        sqlx::query_as("select * from projects order by created_at, id")
+        project_query!("select ", " from projects order by created_at, id")
             .fetch_all(db)
             .await?,
     )
@@ -80,7 +89,7 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ProjectRecord>> {
 
 /// The only project, when the deployment has exactly one.
 pub async fn only(db: impl PgExecutor<'_>) -> Result<Option<ProjectRecord>> {
-    let mut rows: Vec<ProjectRecord> = sqlx::query_as("select * from projects limit 2")
+    let mut rows = project_query!("select ", " from projects limit 2")
         .fetch_all(db)
         .await?;
     Ok(if rows.len() == 1 { rows.pop() } else { None })
@@ -94,13 +103,14 @@ pub async fn insert(
     name: &str,
     description: &str,
 ) -> Result<ProjectRecord> {
-    sqlx::query_as(
-        "insert into projects (id, slug, name, description) values ($1, $2, $3, $4) returning *",
+    project_query!(
+        "insert into projects (id, slug, name, description) values ($1, $2, $3, $4) returning ",
+        "",
+        id.0,
+        slug,
+        name,
+        description,
     )
-    .bind(id.0)
-    .bind(slug)
-    .bind(name)
-    .bind(description)
     .fetch_one(db)
     .await
     .map_err(|e| match constraint(&e) {
@@ -113,12 +123,14 @@ pub async fn insert(
 
 /// The first free slug among `base`, `base-2`, `base-3`, ...
 pub async fn free_slug(db: impl PgExecutor<'_>, base: &str) -> Result<String> {
-    let taken: Vec<(String,)> =
-        sqlx::query_as("select slug from projects where slug = $1 or slug like $1 || '-%'")
-            .bind(base)
-            .fetch_all(db)
-            .await?;
-    let taken: std::collections::HashSet<String> = taken.into_iter().map(|(s,)| s).collect();
+    let taken: std::collections::HashSet<String> = sqlx::query_scalar!(
+        "select slug from projects where slug = $1 or slug like $1 || '-%'",
+        base
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .collect();
     if !taken.contains(base) {
         return Ok(base.to_owned());
     }
@@ -135,14 +147,15 @@ pub async fn update(
     name: Option<&str>,
     description: Option<&str>,
 ) -> Result<ProjectRecord> {
-    sqlx::query_as(
+    project_query!(
         "update projects set name = coalesce($2, name), description = coalesce($3, description),
                              updated_at = now()
-         where id = $1 returning *",
+         where id = $1 returning ",
+        "",
+        id.0,
+        name,
+        description,
     )
-    .bind(id.0)
-    .bind(name)
-    .bind(description)
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -152,18 +165,14 @@ pub async fn update(
 /// a sandbox (409). Every session row of the project is locked first, idle ones included, so
 /// none starts booting (and reading an archive queued below) between the check and the delete.
 pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<u64> {
-    let sessions: Vec<(Uuid, bool)> = sqlx::query_as(
-        "select id, (status not in ('stopped', 'error') or container_id is not null) from sessions
-         where project_id = $1 for update",
+    let sessions = sqlx::query!(
+        r#"select id, (status not in ('stopped', 'error') or container_id is not null) as "busy!"
+           from sessions where project_id = $1 for update"#,
+        id.0
     )
-    .bind(id.0)
     .fetch_all(&mut *tx)
     .await?;
-    let busy: Vec<Uuid> = sessions
-        .iter()
-        .filter(|(_, b)| *b)
-        .map(|(s, _)| *s)
-        .collect();
+    let busy: Vec<Uuid> = sessions.iter().filter(|s| s.busy).map(|s| s.id).collect();
     if !busy.is_empty() {
         return Err(Error::Conflict(format!(
             "{} session(s) of this project still have a sandbox; stop or delete them first",
@@ -171,8 +180,7 @@ pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<u64> {
         )));
     }
     let queued = crate::garbage::queue_project(&mut *tx, id).await?;
-    let r = sqlx::query("delete from projects where id = $1")
-        .bind(id.0)
+    let r = sqlx::query!("delete from projects where id = $1", id.0)
         .execute(&mut *tx)
         .await?;
     if r.rows_affected() == 0 {

@@ -63,6 +63,23 @@ impl RunRecord {
     }
 }
 
+/// `query_as!` into [`RunRecord`] with its columns (and the Rust types of its jsonb columns)
+/// spliced in at compile time between `$head` and `$tail` (never `format!`, nor `*`).
+macro_rules! run_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            RunRecord,
+            $head
+                + r#"id, session_id, prompt, status, stop_reason, final_output, error, turns,
+                    usage as "usage: Json<Map<String, Value>>", created_at, finished_at, max_turns,
+                    cancel_requested, client_tools as "client_tools: Json<Vec<ClientTool>>",
+                    progress as "progress: Json<Value>", parked, worker"#
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 /// Why a message cannot start a run now: a turn is in flight or parked on client tools, or the
 /// session is provisioning, failed, or stopped for another reason than idleness (an asleep
 /// session is woken instead).
@@ -85,31 +102,33 @@ pub async fn claim_session(
     project: ProjectId,
     session: SessionId,
 ) -> Result<std::result::Result<String, Refusal>> {
-    let claimed: Option<(String,)> = sqlx::query_as(
+    let claimed = sqlx::query_scalar!(
         "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where project_id = $1 and id = $2 and activity = 'idle'
            and (status = 'running' or (status = 'stopped' and stopped_reason = 'idle'))
            and not exists (select 1 from runs r where r.session_id = $2 and r.status = 'running')
          returning status",
+        project.0,
+        session.0,
     )
-    .bind(project.0)
-    .bind(session.0)
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some((status,)) = claimed {
+    if let Some(status) = claimed {
         return Ok(Ok(status));
     }
-    let row: Option<(String, String)> =
-        sqlx::query_as("select status, activity from sessions where project_id = $1 and id = $2")
-            .bind(project.0)
-            .bind(session.0)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let (status, activity) = row.ok_or(Error::NotFound)?;
-    let parked: Option<(bool,)> = sqlx::query_as(
-        "select parked from runs where session_id = $1 and status = 'running' limit 1",
+    let row = sqlx::query!(
+        "select status, activity from sessions where project_id = $1 and id = $2",
+        project.0,
+        session.0,
     )
-    .bind(session.0)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let row = row.ok_or(Error::NotFound)?;
+    let (status, activity) = (row.status, row.activity);
+    let parked = sqlx::query_scalar!(
+        "select parked from runs where session_id = $1 and status = 'running' limit 1",
+        session.0,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     Ok(Err(match (status.as_str(), activity.as_str()) {
@@ -135,16 +154,17 @@ pub struct NewRun<'a> {
 
 /// Inserts a `running` run.
 pub async fn insert(db: impl PgExecutor<'_>, r: &NewRun<'_>) -> Result<RunRecord> {
-    Ok(sqlx::query_as(
+    Ok(run_query!(
         "insert into runs (id, session_id, prompt, max_turns, client_tools, worker)
-         values ($1, $2, $3, $4, $5, $6) returning *",
+         values ($1, $2, $3, $4, $5, $6) returning ",
+        "",
+        r.id.0,
+        r.session.0,
+        r.prompt,
+        r.max_turns,
+        Json(r.client_tools) as _,
+        r.worker,
     )
-    .bind(r.id.0)
-    .bind(r.session.0)
-    .bind(r.prompt)
-    .bind(r.max_turns)
-    .bind(Json(r.client_tools))
-    .bind(r.worker)
     .fetch_one(db)
     .await?)
 }
@@ -152,8 +172,7 @@ pub async fn insert(db: impl PgExecutor<'_>, r: &NewRun<'_>) -> Result<RunRecord
 /// Locks a run's row (the first lock of every run transaction) and returns it.
 pub async fn lock(tx: &mut sqlx::PgConnection, id: RunId) -> Result<Option<RunRecord>> {
     Ok(
-        sqlx::query_as("select * from runs where id = $1 for update")
-            .bind(id.0)
+        run_query!("select ", " from runs where id = $1 for update", id.0)
             .fetch_optional(&mut *tx)
             .await?,
     )
@@ -168,14 +187,14 @@ pub async fn park(
     turns: i32,
     usage: &Map<String, Value>,
 ) -> Result<bool> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update runs set parked = true, worker = null, progress = $2, turns = $3, usage = $4
          where id = $1 and status = 'running' and not parked",
+        id.0,
+        Json(progress) as _,
+        turns,
+        Json(usage) as _,
     )
-    .bind(id.0)
-    .bind(Json(progress))
-    .bind(turns)
-    .bind(Json(usage))
     .execute(&mut *tx)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -184,12 +203,12 @@ pub async fn park(
 /// Takes a parked run for the process whose liveness key is `worker`. `false` when it was
 /// not parked (someone else took it, or it was cancelled).
 pub async fn unpark(tx: &mut sqlx::PgConnection, id: RunId, worker: i32) -> Result<bool> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update runs set parked = false, worker = $2
          where id = $1 and status = 'running' and parked",
+        id.0,
+        worker,
     )
-    .bind(id.0)
-    .bind(worker)
     .execute(&mut *tx)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -203,24 +222,24 @@ pub async fn claim_for_resume(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
 ) -> Result<Option<String>> {
-    let row: Option<(String,)> = sqlx::query_as(
+    Ok(sqlx::query_scalar!(
         "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where id = $1 and activity = 'idle'
            and (status = 'running'
                 or (status = 'stopped' and stopped_reason in ('idle', 'restart')))
          returning status",
+        session.0,
     )
-    .bind(session.0)
     .fetch_optional(&mut *tx)
-    .await?;
-    Ok(row.map(|(s,)| s))
+    .await?)
 }
 
 /// Parked runs with every call answered: ready to continue (normally the last answer does
 /// that; these are the ones it could not, e.g. because the session was provisioning).
 pub async fn parked_and_answered(db: impl PgExecutor<'_>) -> Result<Vec<RunRecord>> {
-    Ok(sqlx::query_as(
-        "select * from runs r where status = 'running' and parked
+    Ok(run_query!(
+        "select ",
+        " from runs r where status = 'running' and parked
            and not exists (select 1 from tool_calls c where c.run_id = r.id and c.status = 'pending')
          order by created_at",
     )
@@ -234,11 +253,13 @@ pub async fn set_first_prompt(
     session: SessionId,
     prompt: &str,
 ) -> Result<()> {
-    sqlx::query("update sessions set first_prompt = $2 where id = $1")
-        .bind(session.0)
-        .bind(prompt)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "update sessions set first_prompt = $2 where id = $1",
+        session.0,
+        prompt
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
@@ -247,22 +268,20 @@ pub async fn take_first_prompt(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
 ) -> Result<Option<String>> {
-    let row: Option<(String,)> = sqlx::query_as(
-        "with old as (select first_prompt from sessions where id = $1 for update)
+    Ok(sqlx::query_scalar!(
+        r#"with old as (select first_prompt from sessions where id = $1 for update)
          update sessions s set first_prompt = null from old
          where s.id = $1 and old.first_prompt is not null
-         returning old.first_prompt",
+         returning old.first_prompt as "first_prompt!""#,
+        session.0,
     )
-    .bind(session.0)
     .fetch_optional(&mut *tx)
-    .await?;
-    Ok(row.map(|(p,)| p))
+    .await?)
 }
 
 /// A run by id, whatever its project (workers got the id from the database).
 pub async fn get(db: impl PgExecutor<'_>, id: RunId) -> Result<Option<RunRecord>> {
-    Ok(sqlx::query_as("select * from runs where id = $1")
-        .bind(id.0)
+    Ok(run_query!("select ", " from runs where id = $1", id.0)
         .fetch_optional(db)
         .await?)
 }
@@ -272,12 +291,13 @@ pub async fn list_for_session(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Vec<RunRecord>> {
-    Ok(
-        sqlx::query_as("select * from runs where session_id = $1 order by created_at, id")
-            .bind(session.0)
-            .fetch_all(db)
-            .await?,
+    Ok(run_query!(
+        "select ",
+        " from runs where session_id = $1 order by created_at, id",
+        session.0
     )
+    .fetch_all(db)
+    .await?)
 }
 
 /// The session's run in flight, if any.
@@ -285,10 +305,11 @@ pub async fn running_for_session(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Option<RunRecord>> {
-    Ok(sqlx::query_as(
-        "select * from runs where session_id = $1 and status = 'running' order by created_at desc limit 1",
+    Ok(run_query!(
+        "select ",
+        " from runs where session_id = $1 and status = 'running' order by created_at desc limit 1",
+        session.0,
     )
-    .bind(session.0)
     .fetch_optional(db)
     .await?)
 }
@@ -296,33 +317,37 @@ pub async fn running_for_session(
 /// Every run in flight that some process should be driving (not parked), in every project,
 /// except those of the process `mine`: candidates for the dead-worker check.
 pub async fn driven_by_others(db: impl PgExecutor<'_>, mine: i32) -> Result<Vec<RunRecord>> {
-    Ok(sqlx::query_as(
-        "select * from runs where status = 'running' and not parked
+    Ok(run_query!(
+        "select ",
+        " from runs where status = 'running' and not parked
            and worker is distinct from $1
          order by created_at",
+        mine,
     )
-    .bind(mine)
     .fetch_all(db)
     .await?)
 }
 
 /// Asks whoever drives the run to cancel it (read by the worker between steps).
 pub async fn request_cancel(db: impl PgExecutor<'_>, id: RunId) -> Result<()> {
-    sqlx::query("update runs set cancel_requested = true where id = $1 and status = 'running'")
-        .bind(id.0)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "update runs set cancel_requested = true where id = $1 and status = 'running'",
+        id.0
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }
 
 /// The session's model-visible history (an array of messages).
 pub async fn conversation(db: impl PgExecutor<'_>, session: SessionId) -> Result<Vec<Value>> {
-    let row: Option<(Json<Vec<Value>>,)> =
-        sqlx::query_as("select conversation from sessions where id = $1")
-            .bind(session.0)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.ok_or(Error::NotFound)?.0 .0)
+    let row = sqlx::query_scalar!(
+        r#"select conversation as "conversation: Json<Vec<Value>>" from sessions where id = $1"#,
+        session.0
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.ok_or(Error::NotFound)?.0)
 }
 
 /// How a run ended.
@@ -344,19 +369,20 @@ pub async fn finish(
     id: RunId,
     f: &Finish<'_>,
 ) -> Result<Option<RunRecord>> {
-    Ok(sqlx::query_as(
+    Ok(run_query!(
         "update runs set status = $2, stop_reason = $3, final_output = $4, error = $5, turns = $6,
                          usage = $7, finished_at = now(), parked = false, worker = null
          where id = $1 and status = 'running'
-         returning *",
+         returning ",
+        "",
+        id.0,
+        f.status,
+        f.stop_reason,
+        f.final_output,
+        f.error,
+        f.turns,
+        Json(f.usage) as _,
     )
-    .bind(id.0)
-    .bind(f.status)
-    .bind(f.stop_reason)
-    .bind(f.final_output)
-    .bind(f.error)
-    .bind(f.turns)
-    .bind(Json(f.usage))
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -370,14 +396,14 @@ pub async fn release_session(
     usage: &Map<String, Value>,
     conversation: Option<&[Value]>,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "update sessions set activity = 'idle', usage = $2, conversation = coalesce($3, conversation),
                              last_used_at = now(), updated_at = now()
          where id = $1",
+        session.0,
+        Json(usage) as _,
+        conversation.map(Json) as _,
     )
-    .bind(session.0)
-    .bind(Json(usage))
-    .bind(conversation.map(Json))
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -386,10 +412,10 @@ pub async fn release_session(
 /// A parked run's session: `activity` back to `idle` (usage and conversation change only when
 /// the run finishes).
 pub async fn set_session_idle(tx: &mut sqlx::PgConnection, session: SessionId) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "update sessions set activity = 'idle', last_used_at = now(), updated_at = now() where id = $1",
+        session.0,
     )
-    .bind(session.0)
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -400,12 +426,13 @@ pub async fn session_usage(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Map<String, Value>> {
-    let row: Option<(Json<Map<String, Value>>,)> =
-        sqlx::query_as("select usage from sessions where id = $1")
-            .bind(session.0)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.ok_or(Error::NotFound)?.0 .0)
+    let row = sqlx::query_scalar!(
+        r#"select usage as "usage: Json<Map<String, Value>>" from sessions where id = $1"#,
+        session.0
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.ok_or(Error::NotFound)?.0)
 }
 
 /// Locks the session row and returns its whole-conversation usage.
@@ -413,10 +440,11 @@ pub async fn lock_session_usage(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
 ) -> Result<Map<String, Value>> {
-    let row: Option<(Json<Map<String, Value>>,)> =
-        sqlx::query_as("select usage from sessions where id = $1 for update")
-            .bind(session.0)
-            .fetch_optional(&mut *tx)
-            .await?;
-    Ok(row.ok_or(Error::NotFound)?.0 .0)
+    let row = sqlx::query_scalar!(
+        r#"select usage as "usage: Json<Map<String, Value>>" from sessions where id = $1 for update"#,
+        session.0
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.ok_or(Error::NotFound)?.0)
 }

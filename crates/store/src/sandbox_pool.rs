@@ -32,22 +32,25 @@ pub async fn reserve(
     mut new_name: impl FnMut() -> String,
 ) -> Result<Vec<String>> {
     let mut tx = db.begin().await?;
-    sqlx::query("select pg_advisory_xact_lock($1)")
-        .bind(RESERVE_LOCK)
+    sqlx::query!("select from pg_advisory_xact_lock($1)", RESERVE_LOCK)
         .execute(&mut *tx)
         .await?;
-    let (have,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool where image = $1")
-        .bind(image)
-        .fetch_one(&mut *tx)
-        .await?;
+    let have = sqlx::query_scalar!(
+        r#"select count(*) as "have!" from sandbox_pool where image = $1"#,
+        image
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let missing = (target as i64 - have).max(0) as usize;
     let names: Vec<String> = (0..missing).map(|_| new_name()).collect();
     if !names.is_empty() {
-        sqlx::query("insert into sandbox_pool (name, image) select unnest($1::text[]), $2")
-            .bind(&names)
-            .bind(image)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "insert into sandbox_pool (name, image) select unnest($1::text[]), $2",
+            &names,
+            image,
+        )
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(names)
@@ -57,11 +60,11 @@ pub async fn reserve(
 /// gone (the sweep dropped it as stale, or the pool was shrunk): the caller removes the
 /// container.
 pub async fn mark_ready(db: impl PgExecutor<'_>, name: &str, container_id: &str) -> Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "update sandbox_pool set container_id = $2 where name = $1 and container_id is null",
+        name,
+        container_id,
     )
-    .bind(name)
-    .bind(container_id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -73,23 +76,23 @@ pub async fn forget(
     db: impl PgExecutor<'_>,
     names: &[String],
 ) -> Result<Vec<(String, Option<String>)>> {
-    Ok(
-        sqlx::query_as(
-            "delete from sandbox_pool where name = any($1) returning name, container_id",
-        )
-        .bind(names)
-        .fetch_all(db)
-        .await?,
+    let rows = sqlx::query!(
+        "delete from sandbox_pool where name = any($1) returning name, container_id",
+        names,
     )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.name, r.container_id)).collect())
 }
 
 /// Every row, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<PoolRow>> {
-    Ok(
-        sqlx::query_as("select * from sandbox_pool order by created_at, name")
-            .fetch_all(db)
-            .await?,
+    Ok(sqlx::query_as!(
+        PoolRow,
+        "select name, image, container_id, created_at from sandbox_pool order by created_at, name"
     )
+    .fetch_all(db)
+    .await?)
 }
 
 /// Hands the oldest ready container of `image` to `session`, which must be provisioning:
@@ -103,27 +106,27 @@ pub async fn claim(
     image: &str,
     session: SessionId,
 ) -> Result<Option<String>> {
-    let taken: Option<(String,)> = sqlx::query_as(
-        "delete from sandbox_pool
+    let taken = sqlx::query_scalar!(
+        r#"delete from sandbox_pool
          where name = (select name from sandbox_pool
                        where image = $1 and container_id is not null
                        order by created_at
                        for update skip locked
                        limit 1)
-         returning container_id",
+         returning container_id as "container_id!""#,
+        image,
     )
-    .bind(image)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((container,)) = taken else {
+    let Some(container) = taken else {
         return Ok(None);
     };
-    let owned = sqlx::query(
+    let owned = sqlx::query!(
         "update sessions set container_id = $2, updated_at = now()
          where id = $1 and status = 'provisioning'",
+        session.0,
+        &container,
     )
-    .bind(session.0)
-    .bind(&container)
     .execute(&mut *tx)
     .await?;
     Ok((owned.rows_affected() == 1).then_some(container))

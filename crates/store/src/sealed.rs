@@ -20,14 +20,106 @@ pub enum SealedColumn {
     GitKeys,
 }
 
+/// One stored value of a sealed column.
+struct SealedValue {
+    id: Uuid,
+    sealed: Vec<u8>,
+}
+
 impl SealedColumn {
-    fn parts(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            SealedColumn::WebhookSecrets => ("webhooks", "id", "secret_sealed"),
-            SealedColumn::SecretValues => ("secrets", "id", "value_sealed"),
-            SealedColumn::SandboxSecrets => ("sessions", "id", "sandbox_secrets"),
-            SealedColumn::GitKeys => ("git_keys", "id", "private_key_sealed"),
-        }
+    /// Up to 500 non-null values with an id above `after`, by id. One literal statement per
+    /// column, so every one is checked against the schema (a table or column name is never
+    /// spliced into SQL).
+    async fn page(self, db: &Db, after: Uuid) -> Result<Vec<SealedValue>> {
+        Ok(match self {
+            SealedColumn::WebhookSecrets => {
+                sqlx::query_as!(
+                    SealedValue,
+                    r#"select id, secret_sealed as "sealed!" from webhooks
+                       where secret_sealed is not null and id > $1 order by id limit 500"#,
+                    after
+                )
+                .fetch_all(db)
+                .await?
+            }
+            SealedColumn::SecretValues => {
+                sqlx::query_as!(
+                    SealedValue,
+                    r#"select id, value_sealed as "sealed!" from secrets
+                       where value_sealed is not null and id > $1 order by id limit 500"#,
+                    after
+                )
+                .fetch_all(db)
+                .await?
+            }
+            SealedColumn::SandboxSecrets => {
+                sqlx::query_as!(
+                    SealedValue,
+                    r#"select id, sandbox_secrets as "sealed!" from sessions
+                       where sandbox_secrets is not null and id > $1 order by id limit 500"#,
+                    after
+                )
+                .fetch_all(db)
+                .await?
+            }
+            SealedColumn::GitKeys => {
+                sqlx::query_as!(
+                    SealedValue,
+                    r#"select id, private_key_sealed as "sealed!" from git_keys
+                       where private_key_sealed is not null and id > $1 order by id limit 500"#,
+                    after
+                )
+                .fetch_all(db)
+                .await?
+            }
+        })
+    }
+
+    /// Stores `new` for row `id` if its value is still `old`; the rows changed (0 or 1).
+    async fn replace(self, db: &Db, id: Uuid, old: &[u8], new: &[u8]) -> Result<u64> {
+        let r = match self {
+            SealedColumn::WebhookSecrets => {
+                sqlx::query!(
+                    "update webhooks set secret_sealed = $3 where id = $1 and secret_sealed = $2",
+                    id,
+                    old,
+                    new
+                )
+                .execute(db)
+                .await?
+            }
+            SealedColumn::SecretValues => {
+                sqlx::query!(
+                    "update secrets set value_sealed = $3 where id = $1 and value_sealed = $2",
+                    id,
+                    old,
+                    new
+                )
+                .execute(db)
+                .await?
+            }
+            SealedColumn::SandboxSecrets => {
+                sqlx::query!(
+                    "update sessions set sandbox_secrets = $3 where id = $1 and sandbox_secrets = $2",
+                    id,
+                    old,
+                    new
+                )
+                .execute(db)
+                .await?
+            }
+            SealedColumn::GitKeys => {
+                sqlx::query!(
+                    "update git_keys set private_key_sealed = $3 where id = $1 and private_key_sealed = $2",
+                    id,
+                    old,
+                    new
+                )
+                .execute(db)
+                .await?
+            }
+        };
+        Ok(r.rows_affected())
     }
 }
 
@@ -47,33 +139,18 @@ pub async fn reseal<F, E>(db: &Db, column: SealedColumn, reseal: F) -> Result<Re
 where
     F: Fn(Uuid, &[u8]) -> std::result::Result<Option<Vec<u8>>, E>,
 {
-    let (table, id_col, col) = column.parts();
     let mut done = Resealed::default();
     let mut after = Uuid::nil();
     loop {
-        let page: Vec<(Uuid, Vec<u8>)> = sqlx::query_as(&format!(
-            "select {id_col}, {col} from {table}
-             where {col} is not null and {id_col} > $1 order by {id_col} limit 500"
-        ))
-        .bind(after)
-        .fetch_all(db)
-        .await?;
-        let Some((last, _)) = page.last() else {
+        let page = column.page(db, after).await?;
+        let Some(last) = page.last() else {
             return Ok(done);
         };
-        after = *last;
-        for (id, sealed) in page {
+        after = last.id;
+        for SealedValue { id, sealed } in page {
             match reseal(id, &sealed) {
                 Ok(Some(new)) => {
-                    let r = sqlx::query(&format!(
-                        "update {table} set {col} = $3 where {id_col} = $1 and {col} = $2"
-                    ))
-                    .bind(id)
-                    .bind(&sealed)
-                    .bind(&new)
-                    .execute(db)
-                    .await?;
-                    done.moved += r.rows_affected() as usize;
+                    done.moved += column.replace(db, id, &sealed, &new).await? as usize;
                 }
                 Ok(None) => {}
                 Err(_) => done.unreadable += 1,

@@ -21,7 +21,17 @@ pub struct SecretRecord {
     pub last_used_at: Option<OffsetDateTime>,
 }
 
-const COLUMNS: &str = "id, project_id, name, description, created_at, updated_at, last_used_at";
+/// `query_as!` into [`SecretRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`).
+macro_rules! secret_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            SecretRecord,
+            $head + "id, project_id, name, description, created_at, updated_at, last_used_at" + $tail
+            $(, $arg)*
+        )
+    };
+}
 
 impl SecretRecord {
     pub fn to_wire(&self) -> Secret {
@@ -73,15 +83,16 @@ pub async fn insert(
     description: &str,
     sealed: &[u8],
 ) -> Result<SecretRecord> {
-    sqlx::query_as(&format!(
+    secret_query!(
         "insert into secrets (id, project_id, name, description, value_sealed)
-         values ($1, $2, $3, $4, $5) returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(project.0)
-    .bind(name)
-    .bind(description)
-    .bind(sealed)
+         values ($1, $2, $3, $4, $5) returning ",
+        "",
+        id,
+        project.0,
+        name,
+        description,
+        sealed,
+    )
     .fetch_one(db)
     .await
     .map_err(duplicate(name))
@@ -89,10 +100,11 @@ pub async fn insert(
 
 /// The project's secrets by name.
 pub async fn list(db: impl PgExecutor<'_>, project: ProjectId) -> Result<Vec<SecretRecord>> {
-    Ok(sqlx::query_as(&format!(
-        "select {COLUMNS} from secrets where project_id = $1 order by name"
-    ))
-    .bind(project.0)
+    Ok(secret_query!(
+        "select ",
+        " from secrets where project_id = $1 order by name",
+        project.0
+    )
     .fetch_all(db)
     .await?)
 }
@@ -102,14 +114,15 @@ pub async fn get(
     project: ProjectId,
     r: &SecretRef,
 ) -> Result<SecretRecord> {
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from secrets
+    secret_query!(
+        "select ",
+        " from secrets
          where project_id = $1 and (id = $2 or name = $3)
-         order by (id = $2) is true desc limit 1"
-    ))
-    .bind(project.0)
-    .bind(r.id)
-    .bind(r.name.as_str())
+         order by (id = $2) is true desc limit 1",
+        project.0,
+        r.id,
+        r.name.as_str(),
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -124,17 +137,18 @@ pub async fn update(
     description: Option<&str>,
     sealed: Option<&[u8]>,
 ) -> Result<SecretRecord> {
-    sqlx::query_as(&format!(
+    secret_query!(
         "update secrets
          set description = coalesce($3, description), value_sealed = coalesce($4, value_sealed),
              updated_at = case when $3::text is null and $4::bytea is null then updated_at else now() end
          where project_id = $1 and id = $2
-         returning {COLUMNS}"
-    ))
-    .bind(project.0)
-    .bind(id)
-    .bind(description)
-    .bind(sealed)
+         returning ",
+        "",
+        project.0,
+        id,
+        description,
+        sealed,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -144,37 +158,39 @@ pub async fn update(
 /// naming who. The row is locked first, so a session created meanwhile (which locks the
 /// secrets it binds, see [`sealed_by_names`]) is either seen here or never sees the secret.
 pub async fn delete(tx: &mut sqlx::PgConnection, project: ProjectId, id: Uuid) -> Result<()> {
-    let (name,): (String,) =
-        sqlx::query_as("select name from secrets where project_id = $1 and id = $2 for update")
-            .bind(project.0)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::NotFound)?;
-    let binders: Vec<(String,)> = sqlx::query_as(
-        "select 'agent ' || slug from agents
+    let name = sqlx::query_scalar!(
+        "select name from secrets where project_id = $1 and id = $2 for update",
+        project.0,
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    let binders: Vec<String> = sqlx::query_scalar!(
+        r#"select 'agent ' || slug as "who!" from agents
           where project_id = $1 and spec -> 'secret_bindings' @> jsonb_build_array(jsonb_build_object('secret', $2::text))
          union all
          select 'session ' || id::text from sessions
           where project_id = $1 and secret_bindings @> jsonb_build_array(jsonb_build_object('secret', $2::text))
-         limit 5",
+         limit 5"#,
+        project.0,
+        &name,
     )
-    .bind(project.0)
-    .bind(&name)
     .fetch_all(&mut *tx)
     .await?;
     if !binders.is_empty() {
-        let who: Vec<String> = binders.into_iter().map(|(w,)| w).collect();
         return Err(Error::Conflict(format!(
             "secret '{name}' is still bound (by {}); remove those bindings first",
-            who.join(", ")
+            binders.join(", ")
         )));
     }
-    sqlx::query("delete from secrets where project_id = $1 and id = $2")
-        .bind(project.0)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "delete from secrets where project_id = $1 and id = $2",
+        project.0,
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
@@ -199,12 +215,13 @@ pub async fn sealed_by_names(
     project: ProjectId,
     names: &[String],
 ) -> Result<Vec<SealedSecret>> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        SealedSecret,
         "select id, name, value_sealed from secrets
          where project_id = $1 and name = any($2) order by name for share",
+        project.0,
+        names,
     )
-    .bind(project.0)
-    .bind(names)
     .fetch_all(&mut *tx)
     .await?)
 }
@@ -214,10 +231,12 @@ pub async fn mark_used(db: impl PgExecutor<'_>, project: ProjectId, ids: &[Uuid]
     if ids.is_empty() {
         return Ok(());
     }
-    sqlx::query("update secrets set last_used_at = now() where project_id = $1 and id = any($2)")
-        .bind(project.0)
-        .bind(ids)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "update secrets set last_used_at = now() where project_id = $1 and id = any($2)",
+        project.0,
+        ids,
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }

@@ -5,10 +5,12 @@
 use crate::error::{Error, Result};
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::session::{Session, SessionStatus};
+use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{AgentId, ProjectId, SessionId};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 use sqlx::PgExecutor;
+use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -77,6 +79,32 @@ impl SessionRecord {
     }
 }
 
+/// `query_as!` into [`SessionRecord`] with its columns (and the Rust types of its jsonb
+/// columns, short names only: an alias is an identifier, which PostgreSQL cuts at 63 bytes)
+/// spliced in at compile time between `$head` and `$tail`: never `format!`, nor
+/// `*`, which also reads columns the record leaves out (`conversation`, `first_prompt`).
+macro_rules! session_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            SessionRecord,
+            $head
+                + r#"id, project_id, agent_id, title, status, activity, error, stopped_reason, backend,
+                    container_id, exposed_ports, workdir, model, instructions,
+                    manifest as "manifest: Json<ManifestSpec>",
+                    usage as "usage: Json<Map<String, Value>>",
+                    metadata as "metadata: Json<Map<String, Value>>",
+                    created_at, updated_at, last_event_at, image,
+                    secret_bindings as "secret_bindings: Json<Vec<SecretBinding>>",
+                    workspace_archive, boot_snapshot_id, last_used_at,
+                    port_map as "port_map: Json<BTreeMap<String, u16>>",
+                    sandbox_env as "sandbox_env: Json<BTreeMap<String, String>>",
+                    sandbox_secrets"#
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 /// What a new session row starts from. Status is always `provisioning`: the row exists before
 /// any container does.
 #[derive(Clone, Debug)]
@@ -98,25 +126,26 @@ pub struct NewSession {
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
 pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRecord> {
-    Ok(sqlx::query_as(
+    Ok(session_query!(
         "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
                                metadata, image, secret_bindings, boot_snapshot_id, workdir)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace')
-         returning *",
+         returning ",
+        "",
+        s.id.0,
+        s.project.0,
+        s.agent.0,
+        &s.title,
+        &s.backend,
+        &s.exposed_ports,
+        s.model.as_deref(),
+        s.instructions.as_deref(),
+        s.manifest.as_ref().map(Json) as _,
+        Json(&s.metadata) as _,
+        s.image.as_deref(),
+        Json(&s.secret_bindings) as _,
+        s.boot_snapshot_id,
     )
-    .bind(s.id.0)
-    .bind(s.project.0)
-    .bind(s.agent.0)
-    .bind(&s.title)
-    .bind(&s.backend)
-    .bind(&s.exposed_ports)
-    .bind(&s.model)
-    .bind(&s.instructions)
-    .bind(s.manifest.as_ref().map(Json))
-    .bind(Json(&s.metadata))
-    .bind(&s.image)
-    .bind(Json(&s.secret_bindings))
-    .bind(s.boot_snapshot_id)
     .fetch_one(db)
     .await?)
 }
@@ -127,12 +156,15 @@ pub async fn get(
     project: ProjectId,
     id: SessionId,
 ) -> Result<SessionRecord> {
-    sqlx::query_as("select * from sessions where project_id = $1 and id = $2")
-        .bind(project.0)
-        .bind(id.0)
-        .fetch_optional(db)
-        .await?
-        .ok_or(Error::NotFound)
+    session_query!(
+        "select ",
+        " from sessions where project_id = $1 and id = $2",
+        project.0,
+        id.0,
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(Error::NotFound)
 }
 
 /// Filters of `GET /api/sessions`.
@@ -153,26 +185,27 @@ pub async fn list(
 ) -> Result<(Vec<SessionRecord>, i64)> {
     let agent = filter.agent.map(|a| a.0);
     let status = filter.status.map(|s| s.as_str());
-    let rows: Vec<SessionRecord> = sqlx::query_as(
-        "select * from sessions
+    let rows = session_query!(
+        "select ",
+        " from sessions
          where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)
          order by created_at desc, id desc
          limit $4 offset $5",
+        project.0,
+        agent,
+        status,
+        limit,
+        offset,
     )
-    .bind(project.0)
-    .bind(agent)
-    .bind(status)
-    .bind(limit)
-    .bind(offset)
     .fetch_all(&mut *db)
     .await?;
-    let (total,): (i64,) = sqlx::query_as(
-        "select count(*) from sessions
-         where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)",
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "total!" from sessions
+         where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)"#,
+        project.0,
+        agent,
+        status,
     )
-    .bind(project.0)
-    .bind(agent)
-    .bind(status)
     .fetch_one(&mut *db)
     .await?;
     Ok((rows, total))
@@ -201,17 +234,18 @@ pub async fn update_title_and_metadata(
                 .collect(),
         ),
     };
-    sqlx::query_as(
+    session_query!(
         "update sessions
          set title = coalesce($3, title), metadata = (metadata || $4) - $5::text[], updated_at = now()
          where project_id = $1 and id = $2
-         returning *",
+         returning ",
+        "",
+        project.0,
+        id.0,
+        title,
+        Json(set) as _,
+        &remove,
     )
-    .bind(project.0)
-    .bind(id.0)
-    .bind(title)
-    .bind(Json(set))
-    .bind(remove)
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -223,13 +257,13 @@ pub async fn count_for_agent(
     project: ProjectId,
     agent: AgentId,
 ) -> Result<i64> {
-    let (n,): (i64,) =
-        sqlx::query_as("select count(*) from sessions where project_id = $1 and agent_id = $2")
-            .bind(project.0)
-            .bind(agent.0)
-            .fetch_one(db)
-            .await?;
-    Ok(n)
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from sessions where project_id = $1 and agent_id = $2"#,
+        project.0,
+        agent.0,
+    )
+    .fetch_one(db)
+    .await?)
 }
 
 /// Deletes a session and, through the cascade, its runs and its log; tells live streams
@@ -237,11 +271,13 @@ pub async fn count_for_agent(
 #[tracing::instrument(skip_all, fields(session.id = %id))]
 pub async fn delete(tx: &mut sqlx::PgConnection, project: ProjectId, id: SessionId) -> Result<()> {
     crate::garbage::queue_session(&mut *tx, project, id).await?;
-    let r = sqlx::query("delete from sessions where project_id = $1 and id = $2")
-        .bind(project.0)
-        .bind(id.0)
-        .execute(&mut *tx)
-        .await?;
+    let r = sqlx::query!(
+        "delete from sessions where project_id = $1 and id = $2",
+        project.0,
+        id.0
+    )
+    .execute(&mut *tx)
+    .await?;
     if r.rows_affected() == 0 {
         return Err(Error::NotFound);
     }
@@ -256,16 +292,18 @@ pub async fn get_for_worker(
     db: impl PgExecutor<'_>,
     id: SessionId,
 ) -> Result<Option<SessionRecord>> {
-    Ok(sqlx::query_as("select * from sessions where id = $1")
-        .bind(id.0)
-        .fetch_optional(db)
-        .await?)
+    Ok(
+        session_query!("select ", " from sessions where id = $1", id.0)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// Sessions whose sandbox is booting or up.
 pub async fn active(db: impl PgExecutor<'_>) -> Result<Vec<SessionRecord>> {
-    Ok(sqlx::query_as(
-        "select * from sessions where status in ('provisioning', 'running') order by created_at",
+    Ok(session_query!(
+        "select ",
+        " from sessions where status in ('provisioning', 'running') order by created_at",
     )
     .fetch_all(db)
     .await?)
@@ -282,20 +320,21 @@ pub async fn mark_running(
     env: &std::collections::BTreeMap<String, String>,
     secrets: Option<&[u8]>,
 ) -> Result<Option<SessionRecord>> {
-    Ok(sqlx::query_as(
+    Ok(session_query!(
         "update sessions
          set status = 'running', container_id = $2, workdir = $3, port_map = $4, error = null,
              stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now(),
              sandbox_env = $5, sandbox_secrets = $6
          where id = $1 and status = 'provisioning'
-         returning *",
+         returning ",
+        "",
+        id.0,
+        container_id,
+        workdir,
+        Json(port_map) as _,
+        Json(env) as _,
+        secrets,
     )
-    .bind(id.0)
-    .bind(container_id)
-    .bind(workdir)
-    .bind(Json(port_map))
-    .bind(Json(env))
-    .bind(secrets)
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -306,13 +345,14 @@ pub async fn mark_boot_failed(
     id: SessionId,
     error: &str,
 ) -> Result<Option<SessionRecord>> {
-    Ok(sqlx::query_as(
+    Ok(session_query!(
         "update sessions set status = 'error', error = $2, container_id = null, port_map = '{}', sandbox_secrets = null, updated_at = now()
          where id = $1 and status = 'provisioning'
-         returning *",
+         returning ",
+        "",
+        id.0,
+        error,
     )
-    .bind(id.0)
-    .bind(error)
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -325,16 +365,17 @@ pub async fn mark_stopped(
     reason: &str,
     archive: Option<&str>,
 ) -> Result<Option<SessionRecord>> {
-    Ok(sqlx::query_as(
+    Ok(session_query!(
         "update sessions
          set status = 'stopped', stopped_reason = $2, container_id = null, port_map = '{}', sandbox_secrets = null,
              workspace_archive = coalesce($3, workspace_archive), activity = 'idle', updated_at = now()
          where id = $1 and status in ('running', 'provisioning')
-         returning *",
+         returning ",
+        "",
+        id.0,
+        reason,
+        archive,
     )
-    .bind(id.0)
-    .bind(reason)
-    .bind(archive)
     .fetch_optional(&mut *tx)
     .await?)
 }
@@ -346,13 +387,14 @@ pub async fn mark_provisioning(
     project: ProjectId,
     id: SessionId,
 ) -> Result<(SessionRecord, bool)> {
-    let changed: Option<SessionRecord> = sqlx::query_as(
+    let changed = session_query!(
         "update sessions set status = 'provisioning', error = null, stopped_reason = null, updated_at = now()
          where project_id = $1 and id = $2 and status in ('stopped', 'error')
-         returning *",
+         returning ",
+        "",
+        project.0,
+        id.0,
     )
-    .bind(project.0)
-    .bind(id.0)
     .fetch_optional(db)
     .await?;
     match changed {
@@ -363,10 +405,12 @@ pub async fn mark_provisioning(
 
 /// The sandbox was used now: the idle reaper measures from here.
 pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
-    sqlx::query("update sessions set last_used_at = now() where id = $1")
-        .bind(id.0)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "update sessions set last_used_at = now() where id = $1",
+        id.0
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }
 
@@ -376,16 +420,16 @@ pub async fn idle_expired(
     db: impl PgExecutor<'_>,
     default_ttl_secs: i64,
 ) -> Result<Vec<SessionId>> {
-    let rows: Vec<(Uuid,)> = sqlx::query_as(
+    let rows = sqlx::query_scalar!(
         "select s.id from sessions s join agents a on a.id = s.agent_id
          where s.status = 'running' and s.activity = 'idle'
            and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
            and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+        default_ttl_secs,
     )
-    .bind(default_ttl_secs)
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|(id,)| SessionId(id)).collect())
+    Ok(rows.into_iter().map(SessionId).collect())
 }
 
 /// Whether one running session is (still) past its idle TTL, by the same rule as
@@ -396,14 +440,14 @@ pub async fn is_idle_expired(
     id: SessionId,
     default_ttl_secs: i64,
 ) -> Result<bool> {
-    let row: Option<(Uuid,)> = sqlx::query_as(
+    let row = sqlx::query_scalar!(
         "select s.id from sessions s join agents a on a.id = s.agent_id
          where s.id = $2 and s.status = 'running' and s.activity = 'idle'
            and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
            and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+        default_ttl_secs,
+        id.0,
     )
-    .bind(default_ttl_secs)
-    .bind(id.0)
     .fetch_optional(db)
     .await?;
     Ok(row.is_some())
@@ -415,12 +459,12 @@ pub async fn owning_containers(
     db: impl PgExecutor<'_>,
     containers: &[String],
 ) -> Result<Vec<String>> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as("select container_id from sessions where container_id = any($1)")
-            .bind(containers)
-            .fetch_all(db)
-            .await?;
-    Ok(rows.into_iter().map(|(c,)| c).collect())
+    Ok(sqlx::query_scalar!(
+        r#"select container_id as "container_id!" from sessions where container_id = any($1)"#,
+        containers,
+    )
+    .fetch_all(db)
+    .await?)
 }
 
 /// Every session id, for the reconciler's "does anybody own this container".
@@ -428,12 +472,13 @@ pub async fn existing(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
 ) -> Result<Vec<(Uuid, Option<String>)>> {
-    Ok(
-        sqlx::query_as("select id, container_id from sessions where id = any($1)")
-            .bind(ids)
-            .fetch_all(db)
-            .await?,
+    let rows = sqlx::query!(
+        "select id, container_id from sessions where id = any($1)",
+        ids
     )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.container_id)).collect())
 }
 
 /// Restore: the next boot starts from the snapshot (its archive, and its image when it has
@@ -444,15 +489,15 @@ pub async fn prepare_restore(
     snapshot: Uuid,
     image: Option<&str>,
 ) -> Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "update sessions
          set status = 'provisioning', container_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
              boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()
          where id = $1",
+        id.0,
+        snapshot,
+        image,
     )
-    .bind(id.0)
-    .bind(snapshot)
-    .bind(image)
     .execute(db)
     .await?;
     Ok(())

@@ -19,6 +19,18 @@ pub struct SnapshotRecord {
     pub created_at: OffsetDateTime,
 }
 
+/// `query_as!` into [`SnapshotRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`, nor `*`, whose meaning changes with the schema).
+macro_rules! snapshot_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            SnapshotRecord,
+            $head + "id, project_id, session_id, label, archive, size_bytes, image, created_at" + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 pub struct NewSnapshot<'a> {
     pub id: Uuid,
     pub project: ProjectId,
@@ -30,29 +42,33 @@ pub struct NewSnapshot<'a> {
 }
 
 pub async fn insert(db: impl PgExecutor<'_>, s: &NewSnapshot<'_>) -> Result<SnapshotRecord> {
-    Ok(sqlx::query_as(
+    Ok(snapshot_query!(
         "insert into snapshots (id, project_id, session_id, label, archive, size_bytes, image)
-         values ($1, $2, $3, $4, $5, $6, $7) returning *",
+         values ($1, $2, $3, $4, $5, $6, $7) returning ",
+        "",
+        s.id,
+        s.project.0,
+        s.session.0,
+        s.label,
+        s.archive,
+        s.size_bytes,
+        s.image,
     )
-    .bind(s.id)
-    .bind(s.project.0)
-    .bind(s.session.0)
-    .bind(s.label)
-    .bind(s.archive)
-    .bind(s.size_bytes)
-    .bind(s.image)
     .fetch_one(db)
     .await?)
 }
 
 /// A snapshot of any session of the project (forks may cross sessions).
 pub async fn get(db: impl PgExecutor<'_>, project: ProjectId, id: Uuid) -> Result<SnapshotRecord> {
-    sqlx::query_as("select * from snapshots where project_id = $1 and id = $2")
-        .bind(project.0)
-        .bind(id)
-        .fetch_optional(db)
-        .await?
-        .ok_or(Error::NotFound)
+    snapshot_query!(
+        "select ",
+        " from snapshots where project_id = $1 and id = $2",
+        project.0,
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(Error::NotFound)
 }
 
 /// A session's snapshots, oldest first.
@@ -61,11 +77,12 @@ pub async fn list(
     project: ProjectId,
     session: SessionId,
 ) -> Result<Vec<SnapshotRecord>> {
-    Ok(sqlx::query_as(
-        "select * from snapshots where project_id = $1 and session_id = $2 order by created_at, id",
+    Ok(snapshot_query!(
+        "select ",
+        " from snapshots where project_id = $1 and session_id = $2 order by created_at, id",
+        project.0,
+        session.0,
     )
-    .bind(project.0)
-    .bind(session.0)
     .fetch_all(db)
     .await?)
 }

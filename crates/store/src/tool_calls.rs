@@ -35,6 +35,21 @@ impl ToolCallRecord {
     }
 }
 
+/// `query_as!` into [`ToolCallRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`, nor `*`).
+macro_rules! tool_call_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            ToolCallRecord,
+            $head
+                + "id, run_id, session_id, call_id, tool, arguments, parks as deferrable, seq, deadline,
+                   status, output, is_error, created_at, answered_at"
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
+
 /// A call to record, in the transaction that appends its event (which gave it `seq`).
 #[derive(Clone, Debug)]
 pub struct NewToolCall<'a> {
@@ -55,18 +70,18 @@ pub async fn insert(
 ) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(calls.len());
     for c in calls {
-        let (id,): (i64,) = sqlx::query_as(
+        let id = sqlx::query_scalar!(
             "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline)
              values ($1, $2, $3, $4, $5, $6, $7, $8) returning id",
+            run.0,
+            session.0,
+            c.call_id,
+            c.tool,
+            c.arguments,
+            c.deferrable,
+            c.seq,
+            c.deadline,
         )
-        .bind(run.0)
-        .bind(session.0)
-        .bind(c.call_id)
-        .bind(c.tool)
-        .bind(c.arguments)
-        .bind(c.deferrable)
-        .bind(c.seq)
-        .bind(c.deadline)
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
@@ -79,32 +94,35 @@ pub async fn pending_for_session(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Vec<ToolCallRecord>> {
-    Ok(sqlx::query_as(
-        "select * from tool_calls where session_id = $1 and status = 'pending' order by id",
+    Ok(tool_call_query!(
+        "select ",
+        " from tool_calls where session_id = $1 and status = 'pending' order by id",
+        session.0,
     )
-    .bind(session.0)
     .fetch_all(db)
     .await?)
 }
 
 /// A run's calls, in the order they were made.
 pub async fn for_run(db: impl PgExecutor<'_>, run: RunId) -> Result<Vec<ToolCallRecord>> {
-    Ok(
-        sqlx::query_as("select * from tool_calls where run_id = $1 order by id")
-            .bind(run.0)
-            .fetch_all(db)
-            .await?,
+    Ok(tool_call_query!(
+        "select ",
+        " from tool_calls where run_id = $1 order by id",
+        run.0
     )
+    .fetch_all(db)
+    .await?)
 }
 
 /// Some of a run's calls by row id, in that order (missing ones are left out).
 pub async fn by_ids(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<ToolCallRecord>> {
-    Ok(
-        sqlx::query_as("select * from tool_calls where id = any($1) order by id")
-            .bind(ids)
-            .fetch_all(db)
-            .await?,
+    Ok(tool_call_query!(
+        "select ",
+        " from tool_calls where id = any($1) order by id",
+        ids
     )
+    .fetch_all(db)
+    .await?)
 }
 
 /// Locks the pending call `call_id` of the session for an answer, taking its run's row first
@@ -114,27 +132,28 @@ pub async fn lock_pending(
     session: SessionId,
     call_id: &str,
 ) -> Result<Option<ToolCallRecord>> {
-    let found: Option<(i64, Uuid)> = sqlx::query_as(
+    let found = sqlx::query!(
         "select id, run_id from tool_calls where session_id = $1 and call_id = $2 and status = 'pending'",
+        session.0,
+        call_id,
     )
-    .bind(session.0)
-    .bind(call_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((id, run)) = found else {
+    let Some(found) = found else {
         return Ok(None);
     };
-    sqlx::query("select 1 from runs where id = $1 for update")
-        .bind(run)
+    let id = found.id;
+    sqlx::query!("select from runs where id = $1 for update", found.run_id)
         .execute(&mut *tx)
         .await?;
     // Re-read under the lock: the call may have been answered, timed out or cancelled since.
-    Ok(
-        sqlx::query_as("select * from tool_calls where id = $1 and status = 'pending' for update")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?,
+    Ok(tool_call_query!(
+        "select ",
+        " from tool_calls where id = $1 and status = 'pending' for update",
+        id
     )
+    .fetch_optional(&mut *tx)
+    .await?)
 }
 
 /// Moves one pending call to `status` (`answered` or `timed_out`) with what the model gets.
@@ -146,14 +165,14 @@ pub async fn resolve(
     output: &str,
     is_error: bool,
 ) -> Result<bool> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update tool_calls set status = $2, output = $3, is_error = $4, answered_at = now()
          where id = $1 and status = 'pending'",
+        id,
+        status,
+        output,
+        is_error,
     )
-    .bind(id)
-    .bind(status)
-    .bind(output)
-    .bind(is_error)
     .execute(&mut *tx)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -161,11 +180,11 @@ pub async fn resolve(
 
 /// Cancels a run's pending calls, in the transaction that finishes it.
 pub async fn cancel_pending(tx: &mut sqlx::PgConnection, run: RunId) -> Result<u64> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update tool_calls set status = 'cancelled', answered_at = now()
          where run_id = $1 and status = 'pending'",
+        run.0,
     )
-    .bind(run.0)
     .execute(&mut *tx)
     .await?;
     Ok(r.rows_affected())
@@ -173,10 +192,10 @@ pub async fn cancel_pending(tx: &mut sqlx::PgConnection, run: RunId) -> Result<u
 
 /// How many of a run's calls are still pending.
 pub async fn count_pending(db: impl PgExecutor<'_>, run: RunId) -> Result<i64> {
-    let (n,): (i64,) =
-        sqlx::query_as("select count(*) from tool_calls where run_id = $1 and status = 'pending'")
-            .bind(run.0)
-            .fetch_one(db)
-            .await?;
-    Ok(n)
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from tool_calls where run_id = $1 and status = 'pending'"#,
+        run.0
+    )
+    .fetch_one(db)
+    .await?)
 }

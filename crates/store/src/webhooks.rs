@@ -45,12 +45,18 @@ impl WebhookRecord {
     }
 }
 
-/// The columns of [`WebhookRecord`], spliced in at compile time with `concat!` (never
-/// `format!`: no SQL is built at run time).
-macro_rules! columns {
-    () => {
-        "id, project_id, name, url, event_types, agent_id, active, secret_sealed, \
-         consecutive_failures, deactivated_reason, created_at, updated_at"
+/// `query_as!` into [`WebhookRecord`] with its columns spliced in at compile time between
+/// `$head` and `$tail` (never `format!`: no SQL is built at run time).
+macro_rules! webhook_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            WebhookRecord,
+            $head
+                + "id, project_id, name, url, event_types, agent_id, active, secret_sealed,
+                   consecutive_failures, deactivated_reason, created_at, updated_at"
+                + $tail
+            $(, $arg)*
+        )
     };
 }
 
@@ -68,28 +74,30 @@ pub struct NewWebhook<'a> {
 
 #[tracing::instrument(skip_all, fields(webhook.id = %w.id))]
 pub async fn insert(db: impl PgExecutor<'_>, w: &NewWebhook<'_>) -> Result<WebhookRecord> {
-    Ok(sqlx::query_as(concat!("insert into webhooks (id, project_id, name, url, event_types, agent_id, active, secret_sealed)
-         values ($1, $2, $3, $4, $5, $6, $7, $8) returning ", columns!()))
-    .bind(w.id.0)
-    .bind(w.project.0)
-    .bind(w.name)
-    .bind(w.url)
-    .bind(w.event_types)
-    .bind(w.agent_id)
-    .bind(w.active)
-    .bind(w.secret_sealed)
+    Ok(webhook_query!(
+        "insert into webhooks (id, project_id, name, url, event_types, agent_id, active, secret_sealed)
+         values ($1, $2, $3, $4, $5, $6, $7, $8) returning ",
+        "",
+        w.id.0,
+        w.project.0,
+        w.name,
+        w.url,
+        w.event_types,
+        w.agent_id,
+        w.active,
+        w.secret_sealed,
+    )
     .fetch_one(db)
     .await?)
 }
 
 /// The project's subscriptions, oldest first.
 pub async fn list(db: impl PgExecutor<'_>, project: ProjectId) -> Result<Vec<WebhookRecord>> {
-    Ok(sqlx::query_as(concat!(
+    Ok(webhook_query!(
         "select ",
-        columns!(),
-        " from webhooks where project_id = $1 order by created_at, id"
-    ))
-    .bind(project.0)
+        " from webhooks where project_id = $1 order by created_at, id",
+        project.0
+    )
     .fetch_all(db)
     .await?)
 }
@@ -99,13 +107,12 @@ pub async fn get(
     project: ProjectId,
     id: WebhookId,
 ) -> Result<WebhookRecord> {
-    sqlx::query_as(concat!(
+    webhook_query!(
         "select ",
-        columns!(),
-        " from webhooks where id = $1 and project_id = $2"
-    ))
-    .bind(id.0)
-    .bind(project.0)
+        " from webhooks where id = $1 and project_id = $2",
+        id.0,
+        project.0,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -131,7 +138,7 @@ pub async fn update(
     u: &WebhookUpdate,
 ) -> Result<WebhookRecord> {
     // In SET, every column reference reads the row's old value.
-    sqlx::query_as(concat!(
+    webhook_query!(
         "update webhooks set
              name = coalesce($3, name),
              url = coalesce($4, url),
@@ -143,16 +150,16 @@ pub async fn update(
              updated_at = now()
          where id = $1 and project_id = $2
          returning ",
-        columns!()
-    ))
-    .bind(id.0)
-    .bind(project.0)
-    .bind(u.name.as_deref())
-    .bind(u.url.as_deref())
-    .bind(u.event_types.as_deref())
-    .bind(u.agent_id.is_some())
-    .bind(u.agent_id.flatten())
-    .bind(u.active)
+        "",
+        id.0,
+        project.0,
+        u.name.as_deref(),
+        u.url.as_deref(),
+        u.event_types.as_deref(),
+        u.agent_id.is_some(),
+        u.agent_id.flatten(),
+        u.active,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -167,14 +174,14 @@ pub async fn set_secret(
     id: WebhookId,
     sealed: &[u8],
 ) -> Result<WebhookRecord> {
-    sqlx::query_as(concat!(
+    webhook_query!(
         "update webhooks set secret_sealed = $3, updated_at = now()
          where id = $1 and project_id = $2 returning ",
-        columns!()
-    ))
-    .bind(id.0)
-    .bind(project.0)
-    .bind(sealed)
+        "",
+        id.0,
+        project.0,
+        sealed,
+    )
     .fetch_optional(db)
     .await?
     .ok_or(Error::NotFound)
@@ -183,11 +190,13 @@ pub async fn set_secret(
 /// Deletes a subscription and, by cascade, its deliveries and their attempts.
 #[tracing::instrument(skip_all, fields(webhook.id = %id))]
 pub async fn delete(db: impl PgExecutor<'_>, project: ProjectId, id: WebhookId) -> Result<()> {
-    let done = sqlx::query("delete from webhooks where id = $1 and project_id = $2")
-        .bind(id.0)
-        .bind(project.0)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "delete from webhooks where id = $1 and project_id = $2",
+        id.0,
+        project.0
+    )
+    .execute(db)
+    .await?;
     if done.rows_affected() == 0 {
         return Err(Error::NotFound);
     }

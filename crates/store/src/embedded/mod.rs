@@ -344,14 +344,15 @@ impl EmbeddedPostgres {
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         };
-        let exists: bool =
-            sqlx::query_scalar("select exists (select from pg_database where datname = $1)")
-                .bind(DATABASE)
-                .fetch_one(&mut conn)
-                .await
-                .context("looking up the embedded database")?;
+        let exists = sqlx::query_scalar!(
+            r#"select exists (select from pg_database where datname = $1) as "exists!""#,
+            DATABASE
+        )
+        .fetch_one(&mut conn)
+        .await
+        .context("looking up the embedded database")?;
         if !exists {
-            match sqlx::query("create database sandbox_agents")
+            match sqlx::query!("create database sandbox_agents")
                 .execute(&mut conn)
                 .await
             {
