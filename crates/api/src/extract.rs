@@ -252,6 +252,17 @@ pub fn page_window(
     Ok((limit, offset))
 }
 
+/// Parses a session id from a path; anything that is not an id names no session.
+pub fn session_id(raw: &str) -> Result<sandbox_agents_domain::SessionId, ApiError> {
+    sandbox_agents_domain::SessionId::parse(raw)
+        .ok_or_else(|| ApiError::NotFound(format!("session '{raw}' not found")))
+}
+
+/// The named 404 of a session, for `or_not_found`.
+pub fn session_not_found(raw: &str) -> impl FnOnce() -> String + '_ {
+    move || format!("session '{raw}' not found")
+}
+
 /// The `{session_id}` of a route's path, parsed: anything that is not a session id is the
 /// same named 404 as a session of another project or none at all. `raw` is the path's text,
 /// for messages and traces.
@@ -274,7 +285,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
             .ok_or_else(|| {
                 ApiError::Internal(anyhow::anyhow!("the route has no {{session_id}}"))
             })?;
-        let id = crate::routes::sessions::session_id(&raw)?;
+        let id = session_id(&raw)?;
         Ok(SessionPath { id, raw })
     }
 }

@@ -202,3 +202,10 @@ mod tests {
         );
     }
 }
+
+/// The types a webhook subscription can name: every stored type. Ephemeral ones (text
+/// deltas, `stream_gap`) are never delivered, so naming them would be a subscription that
+/// never fires.
+pub fn subscribable() -> impl Iterator<Item = EventType> {
+    EventType::ALL.into_iter().filter(|t| !t.is_ephemeral())
+}

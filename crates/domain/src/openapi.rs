@@ -4,7 +4,7 @@
 //! nothing on the wire. Used with `#[schema(schema_with = ...)]`, which replaces the field's
 //! whole schema, so each carries its field's description too.
 
-use crate::webhook::subscribable;
+use crate::event::subscribable;
 use utoipa::openapi::schema::{
     ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, SchemaType, Type,
 };
@@ -19,7 +19,7 @@ fn port() -> ObjectBuilder {
         .maximum(Some(65535))
 }
 
-/// An agent's `exposed_ports`: ports the sandbox publishes (on 127.0.0.1 only) so that
+/// An agent's `exposed_ports`: ports the sandbox publishes (on loopback only) so that
 /// previews can reach them. Stored sorted, without duplicates.
 pub fn exposed_ports() -> RefOr<Schema> {
     ArrayBuilder::new()

@@ -13,11 +13,7 @@ use utoipa::ToSchema;
 pub const MAX_NAME: usize = 200;
 pub const MAX_URL: usize = 2048;
 
-/// The types a subscription can name: every stored type. Ephemeral ones (text deltas,
-/// `stream_gap`) are never delivered, so naming them would be a subscription that never fires.
-pub fn subscribable() -> impl Iterator<Item = EventType> {
-    EventType::ALL.into_iter().filter(|t| !t.is_ephemeral())
-}
+pub use crate::event::subscribable;
 
 /// A webhook subscription: stored events of the project's sessions, POSTed to `url` signed
 /// with the subscription's secret (`X-Anecdote-Signature`), at least once and retried with

@@ -10,20 +10,13 @@ use axum::http::HeaderMap;
 use axum::Json;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::session::{Session, SessionDetail, SessionPatch, SessionStatus};
-use sandbox_agents_domain::{Patch, SessionId};
+use sandbox_agents_domain::Patch;
 use sandbox_agents_store::{agents, sessions};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
 
-/// Parses a session id from a path; anything that is not an id names no session.
-pub fn session_id(raw: &str) -> ApiResult<SessionId> {
-    SessionId::parse(raw).ok_or_else(|| ApiError::NotFound(format!("session '{raw}' not found")))
-}
-
-pub fn session_not_found(raw: &str) -> impl FnOnce() -> String + '_ {
-    move || format!("session '{raw}' not found")
-}
+pub use crate::extract::{session_id, session_not_found};
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
