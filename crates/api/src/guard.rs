@@ -69,7 +69,11 @@ impl HostPolicy {
                         "--allowed-hosts: '{raw}' is not a host name (no scheme, port or path)"
                     ))
                 }
-                _ if h.starts_with('.') => p.suffixes.push(h),
+                // `.example.com`: the domain itself and every name under it.
+                _ if h.starts_with('.') => {
+                    p.names.push(h[1..].to_owned());
+                    p.suffixes.push(h);
+                }
                 _ => p.names.push(h),
             }
         }
@@ -344,6 +348,7 @@ mod tests {
             "agents.example.com",
             "ops.internal:8000",
             "a.corp.example",
+            "corp.example",
         ] {
             assert!(p.allows_host(ok), "{ok}");
         }

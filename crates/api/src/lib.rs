@@ -16,6 +16,7 @@ pub mod project;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod web;
 
 use axum::extract::DefaultBodyLimit;
 use std::future::IntoFuture;

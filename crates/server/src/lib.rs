@@ -10,8 +10,8 @@ pub use teardown::teardown;
 use anyhow::Context;
 use config::Config;
 use sandbox_agents_agent::{ModelClients, Runs};
-use sandbox_agents_api::guard::HostPolicy;
-use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
+use sandbox_agents_api::preview::PreviewKey;
+use sandbox_agents_api::web::{WebOptions, WebSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_credentials::Credentials;
 use sandbox_agents_sandbox::docker::DockerBackend;
@@ -156,51 +156,27 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     Ok(())
 }
 
-/// What browsers see of the server: its public URLs, the hosts each listener answers for,
-/// and how preview URLs are made.
-struct WebSettings {
-    public_url: String,
-    hosts: HostPolicy,
-    preview: PreviewSettings,
-    preview_hosts: HostPolicy,
-}
-
+/// What browsers see of the server, from the flags (`sandbox_agents_api::web`), with the
+/// preview key from `--preview-key` or its file.
 fn web_settings(
     config: &Config,
     api: std::net::SocketAddr,
     preview: std::net::SocketAddr,
 ) -> anyhow::Result<WebSettings> {
-    let key = match &config.preview_key {
+    let preview_key = match &config.preview_key {
         Some(k) => PreviewKey::new(k.as_bytes()).map_err(anyhow::Error::msg)?,
         None => PreviewKey::load_or_create(&config.data_dir.join("preview.key")).context(
             "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
         )?,
     };
-    let domain = config
-        .preview_domain
-        .as_deref()
-        .map(PreviewDomain::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let public_url = config.public_url_at(api);
-    let preview_public_url = config.preview_public_url_at(preview);
-    let hosts = HostPolicy::new(api, &[&public_url], &config.allowed_hosts)
-        .map_err(|e| anyhow::anyhow!("--public-url or --allowed-hosts: {e}"))?;
-    let mut preview_hosts = HostPolicy::new(preview, &[&preview_public_url], &config.allowed_hosts)
-        .map_err(|e| anyhow::anyhow!("--preview-public-url: {e}"))?;
-    if let Some(d) = &domain {
-        preview_hosts = preview_hosts.with_subdomains_of(&d.domain);
-    }
-    Ok(WebSettings {
-        public_url,
-        hosts,
-        preview: PreviewSettings {
-            key,
-            public_url: preview_public_url,
-            domain,
-        },
-        preview_hosts,
-    })
+    let options = WebOptions {
+        preview_key,
+        public_url: config.public_url_at(api),
+        preview_public_url: config.preview_public_url_at(preview),
+        preview_domain: config.preview_domain.as_deref(),
+        allowed_hosts: &config.allowed_hosts,
+    };
+    sandbox_agents_api::web::web_settings(options, api, preview).map_err(anyhow::Error::msg)
 }
 
 /// A master key rotation in progress: moves every stored value to the current key and says

@@ -13,8 +13,8 @@ pub mod sse;
 pub use database::{database_url, fresh_database, fresh_named_database};
 
 use sandbox_agents_agent::{ModelClients, Runs};
-use sandbox_agents_api::guard::HostPolicy;
-use sandbox_agents_api::preview::{PreviewDomain, PreviewKey, PreviewSettings};
+use sandbox_agents_api::preview::PreviewKey;
+use sandbox_agents_api::web::WebOptions;
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_credentials::Credentials;
 use sandbox_agents_sandbox::docker::DockerBackend;
@@ -303,8 +303,10 @@ pub struct AppOptions {
     pub auth: sandbox_agents_api::auth::Auth,
     pub webhooks: WebhookSettings,
     pub warm_pool: usize,
-    /// Previews under a wildcard domain instead of `/preview/{token}/`.
-    pub preview_domain: Option<PreviewDomain>,
+    /// `--preview-domain`: previews under a wildcard domain instead of `/preview/{token}/`.
+    pub preview_domain: Option<String>,
+    /// `--allowed-hosts`.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AppOptions {
@@ -316,6 +318,7 @@ impl Default for AppOptions {
             webhooks: test_webhook_settings(),
             warm_pool: 0,
             preview_domain: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -335,6 +338,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         webhooks: webhook_settings,
         warm_pool,
         preview_domain,
+        allowed_hosts,
     } = opts;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -346,6 +350,19 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     let preview_addr = preview_listener.local_addr().expect("local addr");
     let base = format!("http://{api_addr}");
     let preview_base = format!("http://{preview_addr}");
+    // The binary's own translation of the flags into listeners' settings.
+    let web = sandbox_agents_api::web::web_settings(
+        WebOptions {
+            preview_key: PreviewKey::random(),
+            public_url: base.clone(),
+            preview_public_url: preview_base.clone(),
+            preview_domain: preview_domain.as_deref(),
+            allowed_hosts: &allowed_hosts,
+        },
+        api_addr,
+        preview_addr,
+    )
+    .expect("the test server's web settings");
     let shutdown = CancellationToken::new();
     let (sessions, runs, blobs_dir) = test_services(&db, shutdown.clone(), models, warm_pool).await;
     let hub = EventHub::start(db.clone(), shutdown.clone());
@@ -371,21 +388,10 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
             }],
             heartbeat: HEARTBEAT,
             model_proxy,
-            public_url: base.clone(),
-            hosts: Arc::new(HostPolicy::new(api_addr, &[&base], &[]).expect("a host policy")),
-            preview_hosts: match &preview_domain {
-                Some(d) => HostPolicy::new(preview_addr, &[&preview_base], &[])
-                    .expect("a host policy")
-                    .with_subdomains_of(&d.domain),
-                None => {
-                    HostPolicy::new(preview_addr, &[&preview_base], &[]).expect("a host policy")
-                }
-            },
-            preview: PreviewSettings {
-                key: PreviewKey::random(),
-                public_url: preview_base.clone(),
-                domain: preview_domain,
-            },
+            public_url: web.public_url,
+            hosts: Arc::new(web.hosts),
+            preview_hosts: web.preview_hosts,
+            preview: web.preview,
             auth: Arc::new(auth),
         }),
         shutdown: shutdown.clone(),

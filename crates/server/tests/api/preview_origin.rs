@@ -3,7 +3,6 @@
 
 use crate::auth::{call, signed_in_person};
 use reqwest::Method;
-use sandbox_agents_api::preview::PreviewDomain;
 use sandbox_agents_testkit::{eventually, spawn_app_with_options, AppOptions, TestApp, BOOT};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -268,7 +267,7 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
 async fn a_preview_domain_gives_each_session_and_port_an_origin_of_its_own() {
     let app = spawn_app_with_options(AppOptions {
         auth: sandbox_agents_api::auth::Auth::new(Some(TOKEN)),
-        preview_domain: Some(PreviewDomain::parse("http://preview.localhost").unwrap()),
+        preview_domain: Some("http://preview.localhost".into()),
         ..Default::default()
     })
     .await;

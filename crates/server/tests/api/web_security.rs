@@ -336,3 +336,29 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
         .unwrap()
         .contains("default-src 'none'"));
 }
+
+#[tokio::test]
+async fn allowed_hosts_add_names_the_server_answers_for() {
+    use sandbox_agents_testkit::{spawn_app_with_options, AppOptions};
+    let app = spawn_app_with_options(AppOptions {
+        allowed_hosts: vec!["agents.internal".into(), ".corp.example".into()],
+        ..Default::default()
+    })
+    .await;
+    let status = |host: &'static str| {
+        app.http
+            .get(app.url("/api/agents"))
+            .header("host", host)
+            .send()
+    };
+    for ok in ["agents.internal", "ui.corp.example:8443", "corp.example"] {
+        assert_eq!(status(ok).await.unwrap().status(), 200, "{ok}");
+    }
+    for bad in ["agents.internal.evil.example", "evilcorp.example"] {
+        assert_eq!(
+            status(bad).await.unwrap().status(),
+            StatusCode::MISDIRECTED_REQUEST,
+            "{bad}"
+        );
+    }
+}
