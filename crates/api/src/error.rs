@@ -161,9 +161,9 @@ pub trait NotFoundExt<T> {
 impl<T> NotFoundExt<T> for Result<T, sandbox_agents_errors::ServiceError> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T> {
         match self {
-            Err(sandbox_agents_errors::ServiceError::Store(sandbox_agents_store::Error::NotFound)) => {
-                Err(ApiError::NotFound(what()))
-            }
+            Err(sandbox_agents_errors::ServiceError::Store(
+                sandbox_agents_store::Error::NotFound,
+            )) => Err(ApiError::NotFound(what())),
             other => other.map_err(Into::into),
         }
     }

@@ -10,8 +10,8 @@ pub mod guard;
 pub mod limits;
 pub mod pages;
 pub mod people;
-pub mod principal;
 pub mod preview;
+pub mod principal;
 pub mod project;
 pub mod routes;
 pub mod sse;
@@ -19,13 +19,13 @@ pub mod state;
 pub mod web;
 
 use axum::extract::DefaultBodyLimit;
-use std::future::IntoFuture;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
 use routes::{
     agents, deliveries, events, identity, lifecycle, sessions, snapshots, system, webhooks,
 };
+use std::future::IntoFuture;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;

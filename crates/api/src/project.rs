@@ -5,8 +5,8 @@
 //! ("never guess"). A project that does not exist, or that the caller cannot reach (a key
 //! bound to another), is a 404 that does not confirm it exists.
 
-use crate::principal::Principal;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;

@@ -2,8 +2,8 @@
 //! the event hub, the HTTP server, and one shutdown signal that every part listens to.
 
 pub mod config;
-pub mod telemetry;
 mod teardown;
+pub mod telemetry;
 
 pub use teardown::teardown;
 
@@ -78,7 +78,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let preview_listener = tokio::net::TcpListener::bind(preview_bind)
         .await
         .with_context(|| {
-            format!("cannot listen for previews on {preview_bind} (choose another with --preview-bind)")
+            format!(
+                "cannot listen for previews on {preview_bind} (choose another with --preview-bind)"
+            )
         })?;
     let web = web_settings(
         &config,

@@ -44,8 +44,7 @@ impl SessionLock {
 
     pub(crate) async fn release(mut self) {
         if let Some(mut conn) = self.conn.take() {
-            if session_locks::unlock(&mut conn, self.key).await.is_err()
-            {
+            if session_locks::unlock(&mut conn, self.key).await.is_err() {
                 // The lock is tied to the connection: closing it is the sure way to let go.
                 let _ = conn.detach();
             }

@@ -169,10 +169,7 @@ pub async fn delete(
     Project(project): Project,
     Path(r): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let mut conn = st
-        .db
-        .acquire()
-        .await?;
+    let mut conn = st.db.acquire().await?;
     let agent = agents::get(&mut *conn, project, &AgentRef::parse(&r))
         .await
         .or_not_found(not_found(&r))?;

@@ -3,7 +3,6 @@
 //! reaches every project. Operators see the resolved project's keys and the unbound ones.
 
 use crate::auth::{require_operator, Principal};
-use sandbox_agents_vault::tokens;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::project::MaybeProject;
@@ -14,6 +13,7 @@ use axum::Json;
 use sandbox_agents_domain::identity::{ApiKey, ApiKeyCreate, ApiKeyCreated};
 use sandbox_agents_domain::{ProjectId, Violations};
 use sandbox_agents_store::api_keys::{self, NewApiKey};
+use sandbox_agents_vault::tokens;
 use uuid::Uuid;
 
 /// Which keys a request sees: those of `project` (when one resolves) and, for callers that

@@ -61,10 +61,7 @@ pub async fn list(
         })?),
     };
     let (limit, offset) = page_window(q.limit, q.offset, 50)?;
-    let mut conn = st
-        .db
-        .acquire()
-        .await?;
+    let mut conn = st.db.acquire().await?;
     webhooks::get(&mut *conn, project, id)
         .await
         .or_not_found(not_found(&raw))?;

@@ -1,8 +1,8 @@
 //! A session's event log: one page at a time, or as a resumable SSE stream.
 
-use crate::extract::SessionPath;
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiQuery;
+use crate::extract::SessionPath;
 use crate::project::Project;
 use crate::routes::sessions::session_not_found;
 use crate::sse::event_stream;

@@ -91,10 +91,7 @@ pub async fn list(
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Vec<WorkspaceEntry>>> {
     let path = q.path.as_deref().unwrap_or(".");
-    let entries = st
-        .sessions
-        .list_files(project, id, path)
-        .await?;
+    let entries = st.sessions.list_files(project, id, path).await?;
     Ok(Json(entries))
 }
 
@@ -115,10 +112,7 @@ pub async fn content(
     SessionPath { id, raw }: SessionPath,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> ApiResult<Response> {
-    let file = st
-        .sessions
-        .read_file(project, id, &q.path)
-        .await?;
+    let file = st.sessions.read_file(project, id, &q.path).await?;
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,

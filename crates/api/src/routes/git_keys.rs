@@ -56,7 +56,10 @@ pub async fn create(
     let mut errors = Violations::new();
     check_name(&mut errors, &body.name);
     errors.into_result().map_err(ApiError::Validation)?;
-    let key = st.credentials.create_git_key(project, body.name.trim()).await?;
+    let key = st
+        .credentials
+        .create_git_key(project, body.name.trim())
+        .await?;
     Ok((StatusCode::CREATED, Json(key.to_wire())))
 }
 

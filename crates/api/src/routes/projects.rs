@@ -66,10 +66,7 @@ pub async fn create(
     } else {
         body.slug.clone()
     };
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
+    let mut tx = st.db.begin().await?;
     let created = projects::insert(
         &mut *tx,
         ProjectId::new(),
@@ -84,8 +81,7 @@ pub async fn create(
     } else {
         None
     };
-    tx.commit()
-        .await?;
+    tx.commit().await?;
     tracing::info!(project.id = %created.id, slug = %created.slug, "project created");
     Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
@@ -251,10 +247,7 @@ pub async fn remove_member(
     require_admin(&p, project.project_id(), &st)?;
     let id = uuid::Uuid::try_parse(&member)
         .map_err(|_| ApiError::NotFound(format!("member '{member}' not found")))?;
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
+    let mut tx = st.db.begin().await?;
     memberships::remove(&mut tx, project.project_id(), id)
         .await
         .map_err(|e| match e {
@@ -263,7 +256,6 @@ pub async fn remove_member(
             }
             other => other.into(),
         })?;
-    tx.commit()
-        .await?;
+    tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -57,10 +57,7 @@ pub async fn list(
         })?),
     };
     let (limit, offset) = page_window(q.limit, q.offset, 100)?;
-    let mut conn = st
-        .db
-        .acquire()
-        .await?;
+    let mut conn = st.db.acquire().await?;
     let agent = match q.agent_id.as_deref() {
         None => None,
         Some(r) => match agents::get(&mut *conn, project, &AgentRef::parse(r)).await {

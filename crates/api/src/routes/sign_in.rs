@@ -6,9 +6,7 @@
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::people::{
-    hash_password, open_session, session_cookie, set_cookie, verify_password,
-};
+use crate::people::{hash_password, open_session, session_cookie, set_cookie, verify_password};
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -107,13 +105,14 @@ pub async fn recover(
         ]));
     }
     let hash = hash_password(body.password).await?;
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
-    let person = people::recover(&mut tx, &sandbox_agents_vault::tokens::digest(body.code.trim()), &hash).await?;
-    tx.commit()
-        .await?;
+    let mut tx = st.db.begin().await?;
+    let person = people::recover(
+        &mut tx,
+        &sandbox_agents_vault::tokens::digest(body.code.trim()),
+        &hash,
+    )
+    .await?;
+    tx.commit().await?;
     let Some(person) = person else {
         return Err(ApiError::BadRequest(
             "the recovery code is unknown, used or expired; ask an operator for a new one".into(),

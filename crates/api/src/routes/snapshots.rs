@@ -32,10 +32,7 @@ pub async fn list(
     Project(project): Project,
     SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Vec<Snapshot>>> {
-    let all = st
-        .sessions
-        .list_snapshots(project, id)
-        .await?;
+    let all = st.sessions.list_snapshots(project, id).await?;
     Ok(Json(all.iter().map(wire).collect()))
 }
 

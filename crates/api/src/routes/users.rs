@@ -133,18 +133,14 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
+    let mut tx = st.db.begin().await?;
     if !st.settings.auth.token_configured() {
         people::ensure_another_operator(&mut tx, id).await?;
     }
     people::delete(&mut *tx, id)
         .await
         .or_not_found(|| format!("user '{raw}' not found"))?;
-    tx.commit()
-        .await?;
+    tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -168,10 +164,7 @@ pub async fn update(
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
     let not_found = || format!("user '{raw}' not found");
-    let mut tx = st
-        .db
-        .begin()
-        .await?;
+    let mut tx = st.db.begin().await?;
     let mut person = people::get(&mut *tx, id).await.or_not_found(not_found)?;
     if let Some(name) = &body.name {
         person = people::set_name(&mut *tx, id, name.trim())
@@ -187,7 +180,6 @@ pub async fn update(
             .or_not_found(not_found)?;
         tracing::info!(operator, "operator flag changed");
     }
-    tx.commit()
-        .await?;
+    tx.commit().await?;
     Ok(Json(wire(&person)))
 }

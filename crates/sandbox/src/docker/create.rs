@@ -150,7 +150,11 @@ mod tests {
         let b = &hc.port_bindings.as_ref().unwrap()["8080/tcp"]
             .as_ref()
             .unwrap()[0];
-        assert_eq!(b.host_ip.as_deref(), Some("127.0.0.2"), "never the API's loopback host");
+        assert_eq!(
+            b.host_ip.as_deref(),
+            Some("127.0.0.2"),
+            "never the API's loopback host"
+        );
         assert_eq!(body.labels.as_ref().unwrap()[LABEL_SESSION], "s1");
         assert_eq!(body.user.as_deref(), Some("1000:1000"));
     }

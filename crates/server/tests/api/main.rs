@@ -25,6 +25,6 @@ mod secrets;
 mod sessions;
 mod streaming;
 mod teardown;
-mod webhooks;
 mod web_security;
+mod webhooks;
 mod webhooks_crash;

@@ -130,7 +130,10 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
         .await
         .unwrap();
     let url = preview_url(&app, &a, 8080).await;
-    assert!(url.starts_with(&format!("{}/preview/", app.preview_base)), "{url}");
+    assert!(
+        url.starts_with(&format!("{}/preview/", app.preview_base)),
+        "{url}"
+    );
     assert!(url.ends_with('/'), "{url}");
     assert_eq!(
         detail(app.http.get(&url).send().await.unwrap()).await,
@@ -165,7 +168,10 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let prefix = url.strip_prefix(&app.preview_base).unwrap().trim_end_matches('/');
+    let prefix = url
+        .strip_prefix(&app.preview_base)
+        .unwrap()
+        .trim_end_matches('/');
     let r = no_redirects
         .get(format!("{url}sub?x=1"))
         .send()
