@@ -225,13 +225,7 @@ impl Runs {
 
     async fn write_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {
         let a: WriteArgs = parse("write_file", args)?;
-        let data = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(a.content))]);
-        let r = self
-            .inner
-            .sessions
-            .put_file(p, id, Some(&a.path), None, data, false)
-            .await
-            .map_err(|e| format!("error: {e}"))?;
+        let r = self.put_text(p, id, &a.path, a.content).await?;
         Ok(format!("wrote {} bytes to {}", r.size, r.path))
     }
 
@@ -257,14 +251,24 @@ impl Runs {
         let text =
             String::from_utf8(buf).map_err(|_| format!("error: {} is not UTF-8 text", a.path))?;
         let edited = replace_once(&text, &a.old_text, &a.new_text, &a.path)?;
-        let data = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(edited))]);
-        let r = self
-            .inner
-            .sessions
-            .put_file(p, id, Some(&a.path), None, data, false)
-            .await
-            .map_err(|e| format!("error: {e}"))?;
+        let r = self.put_text(p, id, &a.path, edited).await?;
         Ok(format!("edited {} ({} bytes)", r.path, r.size))
+    }
+
+    /// Writes `text` to `path` in the workspace, as the file tools do (the tool error on failure).
+    async fn put_text(
+        &self,
+        p: ProjectId,
+        id: SessionId,
+        path: &str,
+        text: String,
+    ) -> Result<sandbox_agents_domain::session::UploadResult, String> {
+        let data = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(text))]);
+        self.inner
+            .sessions
+            .put_file(p, id, Some(path), None, data, false)
+            .await
+            .map_err(|e| format!("error: {e}"))
     }
 
     async fn list_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {
