@@ -4,6 +4,7 @@
 
 use crate::finish::Outcome;
 use crate::Runs;
+use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::Result;
 use sandbox_agents_sessions::not_found;
@@ -58,7 +59,7 @@ impl Runs {
         let deadline = Instant::now() + CANCEL_GRACE;
         while Instant::now() < deadline {
             match runs::get(db, run_id).await? {
-                Some(r) if r.status == "running" => {}
+                Some(r) if r.status == RunStatus::Running => {}
                 _ => return Ok(()),
             }
             tokio::time::sleep(Duration::from_millis(25)).await;

@@ -15,6 +15,8 @@ use crate::stop::Stop;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::ClientToolCall;
+use sandbox_agents_domain::session::{RunStatus, SessionStatus};
+use sandbox_agents_domain::state::ToolCallStatus;
 use sandbox_agents_domain::tools::{ClientTool, DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS};
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -64,10 +66,10 @@ pub(crate) fn deadline(t: &ClientTool, from: OffsetDateTime) -> OffsetDateTime {
 /// The message the model gets for a call that is no longer pending.
 pub(crate) fn answer(call: &ToolCallRecord) -> Message {
     let output = call.output.clone().unwrap_or_default();
-    let content = match (call.status.as_str(), call.is_error) {
-        ("answered", false) => output,
-        ("answered", true) => format!("error: the tool failed: {output}"),
-        ("timed_out", _) => output,
+    let content = match (call.status, call.is_error) {
+        (ToolCallStatus::Answered, false) => output,
+        (ToolCallStatus::Answered, true) => format!("error: the tool failed: {output}"),
+        (ToolCallStatus::TimedOut, _) => output,
         _ => "The turn was interrupted before the client answered.".to_owned(),
     };
     Message::tool(call.call_id.clone(), content)
@@ -92,7 +94,7 @@ fn result_event(run: RunId, call: &ToolCallRecord, output: &str, is_error: bool)
         "output": output,
         "is_error": is_error,
     });
-    if call.status == "timed_out" {
+    if call.status == ToolCallStatus::TimedOut {
         payload["timed_out"] = true.into();
     }
     NewEvent::new(EventType::AgentClientToolResult, Some(run), payload)
@@ -142,7 +144,7 @@ impl Runs {
                 ))
             })?;
         let run = RunId(call.run_id);
-        tool_calls::resolve(&mut tx, call.id, "answered", output, is_error).await?;
+        tool_calls::resolve(&mut tx, call.id, ToolCallStatus::Answered, output, is_error).await?;
         events::append(&mut tx, id, &[result_event(run, &call, output, is_error)]).await?;
         let resume = self.take_if_ready(&mut tx, id, run, worker).await?;
         tx.commit().await?;
@@ -166,7 +168,9 @@ impl Runs {
         let Some(r) = runs::lock(&mut *tx, run).await? else {
             return Ok(None);
         };
-        if r.status != "running" || !r.parked || tool_calls::count_pending(&mut *tx, run).await? > 0
+        if r.status != RunStatus::Running
+            || !r.parked
+            || tool_calls::count_pending(&mut *tx, run).await? > 0
         {
             return Ok(None);
         }
@@ -177,7 +181,7 @@ impl Runs {
         if !runs::unpark(&mut *tx, run, worker).await? {
             return Ok(None);
         }
-        Ok(Some(status == "stopped"))
+        Ok(Some(status == SessionStatus::Stopped))
     }
 
     /// Continues a parked run whose calls are all answered, if this process can take it.
@@ -191,7 +195,7 @@ impl Runs {
         tx.commit().await?;
         if let Some(wake) = resume {
             tracing::info!(run.id = %run, "continuing a parked run whose calls were answered");
-            self.spawn_drive(ProjectId(s.project_id), id, run, wake);
+            self.spawn_drive(s.project_id, id, run, wake);
         }
         Ok(())
     }
@@ -253,7 +257,7 @@ impl Runs {
     ) -> std::result::Result<(), Stop> {
         let mut tx = self.inner.db.begin().await?;
         match runs::lock(&mut tx, run).await? {
-            Some(r) if r.status == "running" => {}
+            Some(r) if r.status == RunStatus::Running => {}
             _ => return Err(Stop::Gone),
         }
         let waited = call
@@ -264,9 +268,9 @@ impl Runs {
             "The client did not answer within {} seconds.",
             waited.round()
         );
-        if tool_calls::resolve(&mut tx, call.id, "timed_out", &output, true).await? {
+        if tool_calls::resolve(&mut tx, call.id, ToolCallStatus::TimedOut, &output, true).await? {
             let mut timed_out = call.clone();
-            timed_out.status = "timed_out".into();
+            timed_out.status = ToolCallStatus::TimedOut;
             events::append(&mut tx, id, &[result_event(run, &timed_out, &output, true)]).await?;
         }
         tx.commit().await?;

@@ -7,6 +7,7 @@ use crate::finish::Outcome;
 use crate::stop::Stop;
 use crate::usage::turn_usage;
 use crate::Runs;
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::Message;
 use sandbox_agents_store::{runs, sessions};
@@ -99,9 +100,9 @@ impl Runs {
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             let s = sessions::get(db, project, id).await?;
-            match s.status.as_str() {
-                "running" => return Ok(()),
-                "provisioning" if Instant::now() < deadline => {
+            match s.status {
+                SessionStatus::Running => return Ok(()),
+                SessionStatus::Provisioning if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(100)).await
                 }
                 _ => {

@@ -6,6 +6,7 @@
 use crate::usage;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::{RunStatus, RunStopReason};
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::runs::{self, Finish};
@@ -36,22 +37,22 @@ impl Runs {
     ) -> Result<bool> {
         let (status, stop_reason, final_output, error, kind) = match outcome {
             Outcome::Completed(text) => (
-                "completed",
-                "end_turn",
+                RunStatus::Completed,
+                RunStopReason::EndTurn,
                 Some(text.clone()),
                 None,
                 EventType::SessionStatusIdle,
             ),
             Outcome::Cancelled => (
-                "cancelled",
-                "cancelled",
+                RunStatus::Cancelled,
+                RunStopReason::Cancelled,
                 None,
                 None,
                 EventType::SessionStatusIdle,
             ),
             Outcome::MaxTurns(n) => (
-                "failed",
-                "max_turns",
+                RunStatus::Failed,
+                RunStopReason::MaxTurns,
                 None,
                 Some(format!(
                     "the turn reached its limit of {n} model steps before the model finished"
@@ -59,8 +60,8 @@ impl Runs {
                 EventType::SessionStatusError,
             ),
             Outcome::Failed(e) => (
-                "failed",
-                "error",
+                RunStatus::Failed,
+                RunStopReason::Error,
                 None,
                 Some(e.clone()),
                 EventType::SessionStatusError,
@@ -106,7 +107,7 @@ impl Runs {
         }
         events::append(&mut tx, session, &[NewEvent::new(kind, Some(run), payload)]).await?;
         tx.commit().await?;
-        tracing::info!(run.id = %run, status, stop_reason, turns, "run finished");
+        tracing::info!(run.id = %run, %status, %stop_reason, turns, "run finished");
         Ok(true)
     }
 }

@@ -4,9 +4,10 @@
 use crate::service::Inner;
 use crate::Runs;
 use async_trait::async_trait;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_errors::Result;
-use sandbox_agents_sessions::{RunHooks, StopReason};
+use sandbox_agents_sessions::RunHooks;
 use sandbox_agents_store::runs;
 use sandbox_agents_store::sessions::SessionRecord;
 use std::sync::{Arc, Weak};
@@ -32,11 +33,11 @@ impl Hooks {
 impl RunHooks for Hooks {
     /// A run in flight is cancelled (its terminal event comes before the stop's); an idle
     /// release finds a run that started meanwhile and gives up.
-    async fn before_stop(&self, id: SessionId, reason: StopReason) -> Result<bool> {
+    async fn before_stop(&self, id: SessionId, reason: StoppedReason) -> Result<bool> {
         let Some(rt) = self.runs() else {
             return Ok(true);
         };
-        if reason != StopReason::Idle {
+        if reason != StoppedReason::Idle {
             rt.cancel_run_of(id).await?;
             return Ok(true);
         }

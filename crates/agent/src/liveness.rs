@@ -9,7 +9,6 @@
 
 use crate::finish::Outcome;
 use crate::Runs;
-use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::{liveness, runs};
 use serde_json::Map;
@@ -114,7 +113,7 @@ impl Runs {
                 "the server process running this turn stopped (it was restarted or crashed); send the message again".into(),
             );
             self.finish_run(
-                SessionId(run.session_id),
+                run.session_id,
                 run.run_id(),
                 &outcome,
                 run.turns,
@@ -125,8 +124,7 @@ impl Runs {
         }
         drop(conn);
         for run in runs::parked_and_answered(db).await? {
-            self.resume_parked(SessionId(run.session_id), run.run_id())
-                .await?;
+            self.resume_parked(run.session_id, run.run_id()).await?;
         }
         Ok(())
     }

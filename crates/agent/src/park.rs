@@ -9,6 +9,7 @@ use crate::stop::Stop;
 use crate::usage::{add_into, turn_usage};
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_model::{Message, Usage};
 use sandbox_agents_store::runs::RunRecord;
@@ -63,7 +64,7 @@ impl Runs {
     ) -> Result<Parked, Stop> {
         let mut tx = self.inner.db.begin().await?;
         match runs::lock(&mut tx, run).await? {
-            Some(r) if r.status == "running" => {}
+            Some(r) if r.status == RunStatus::Running => {}
             _ => return Err(Stop::Gone),
         }
         let calls = tool_calls::by_ids(&mut *tx, deferrable).await?;

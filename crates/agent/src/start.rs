@@ -6,6 +6,7 @@
 use crate::client_tools;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::Violations;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
@@ -79,7 +80,7 @@ impl Runs {
         )
         .await?;
         tx.commit().await?;
-        let wake = status == "stopped";
+        let wake = status == SessionStatus::Stopped;
         self.spawn_drive(project, id, run_id, wake);
         tracing::info!(run.id = %run_id, wake, "run started");
         Ok(run)
@@ -95,7 +96,7 @@ impl Runs {
         s: &SessionRecord,
     ) -> Result<Option<RunId>> {
         let id = s.session_id();
-        let project = ProjectId(s.project_id);
+        let project = s.project_id;
         let Some(prompt) = runs::take_first_prompt(tx, id).await? else {
             return Ok(None);
         };

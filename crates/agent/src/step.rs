@@ -11,6 +11,7 @@ use crate::turn::Kind;
 use crate::Runs;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_model::{ChatRequest, Completion, StreamEvent, ToolCall};
@@ -69,7 +70,7 @@ impl Runs {
         }
         let mut tx = self.inner.db.begin().await?;
         match runs::get(&mut *tx, run).await? {
-            Some(r) if r.status == "running" => {}
+            Some(r) if r.status == RunStatus::Running => {}
             _ => return Err(Stop::Gone),
         }
         let written = events::append(&mut tx, id, &batch).await?;
@@ -149,7 +150,7 @@ impl Runs {
         }
         let mut tx = self.inner.db.begin().await?;
         match runs::get(&mut *tx, run).await? {
-            Some(r) if r.status == "running" => {}
+            Some(r) if r.status == RunStatus::Running => {}
             _ => return Err(Stop::Gone),
         }
         events::append(&mut tx, id, batch).await?;

@@ -2,6 +2,7 @@
 
 use crate::finish::Outcome;
 use crate::Runs;
+use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::RunId;
 use sandbox_agents_store::runs;
 use tokio_util::sync::CancellationToken;
@@ -46,7 +47,7 @@ impl Runs {
             return Err(Stop::Outcome(Outcome::Cancelled));
         }
         match runs::get(&self.inner.db, run).await? {
-            Some(r) if r.status != "running" => Err(Stop::Gone),
+            Some(r) if r.status != RunStatus::Running => Err(Stop::Gone),
             Some(r) if r.cancel_requested => Err(Stop::Outcome(Outcome::Cancelled)),
             None => Err(Stop::Gone),
             Some(_) => Ok(()),

@@ -13,6 +13,7 @@ pub mod patch;
 pub mod secret;
 pub mod session;
 pub mod slug;
+pub mod state;
 pub mod tools;
 pub mod validation;
 pub mod webhook;

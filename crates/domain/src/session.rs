@@ -6,38 +6,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
-/// The compute plane's state: `provisioning` (booting), `running` (the sandbox is up),
-/// `stopped` (no container; the workspace is archived) or `error` (a boot failed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionStatus {
-    Provisioning,
-    Running,
-    Stopped,
-    Error,
-}
-
-impl SessionStatus {
-    pub const ALL: [SessionStatus; 4] = [
-        Self::Provisioning,
-        Self::Running,
-        Self::Stopped,
-        Self::Error,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Provisioning => "provisioning",
-            Self::Running => "running",
-            Self::Stopped => "stopped",
-            Self::Error => "error",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-}
+pub use crate::state::{RunStatus, RunStopReason, SessionActivity, SessionStatus, StoppedReason};
 
 /// One conversation with an agent and the sandbox (container) it owns. `status` is the
 /// sandbox's state and `activity` the conversation's: a running session may be idle. Every
@@ -53,15 +22,15 @@ pub struct Session {
     pub title: String,
     /// `provisioning` | `running` | `stopped` | `error`. `error` means a boot failed, with the
     /// reason in `error`; `start` tries again.
-    pub status: String,
+    pub status: SessionStatus,
     /// `idle` | `busy`: `busy` from a message until its run's terminal event.
-    pub activity: String,
+    pub activity: SessionActivity,
     /// Why the last boot failed, while `status` is `error`; otherwise null.
     pub error: Option<String>,
     /// Why the sandbox is stopped, only while `status` is `stopped`: `requested` (a stop),
     /// `idle` (released after `idle_ttl_seconds` unused; asleep, the next message wakes it) or
     /// `restart` (the server restarted without it). Null otherwise.
-    pub stopped_reason: Option<String>,
+    pub stopped_reason: Option<StoppedReason>,
     /// The compute plane it runs on, e.g. `docker`.
     pub backend: String,
     /// The container's id on the backend while one exists; null otherwise.
@@ -103,10 +72,10 @@ pub struct Run {
     pub prompt: String,
     /// `running` | `completed` | `failed` | `cancelled`. A run parked on deferrable client
     /// tools stays `running`.
-    pub status: String,
+    pub status: RunStatus,
     /// How it ended: `end_turn` (the model finished), `cancelled` (interrupt or stop),
     /// `max_turns` (the step limit), `error`; null while running.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<RunStopReason>,
     /// The model's answer, once it completed; otherwise null.
     pub final_output: Option<String>,
     /// Why it failed; null unless `status` is `failed`.

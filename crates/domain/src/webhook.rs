@@ -71,7 +71,7 @@ pub struct Delivery {
     pub event_type: String,
     /// `pending` (waiting for its next attempt), `delivered` (a 2xx answer) or `failed` (out
     /// of attempts; redeliver queues it again).
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempt: i32,
     /// The receiver's HTTP status at the latest attempt; null when there was no response.
@@ -120,28 +120,7 @@ pub struct PingResult {
     pub duration_ms: i64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    Pending,
-    Delivered,
-    Failed,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 3] = [Self::Pending, Self::Delivered, Self::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Delivered => "delivered",
-            Self::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.as_str() == s)
-    }
-}
+pub use crate::state::DeliveryStatus;
 
 fn yes() -> bool {
     true

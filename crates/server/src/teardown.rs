@@ -15,8 +15,7 @@
 use crate::config::Config;
 use crate::{open_database, services, Database};
 use anyhow::Context;
-use sandbox_agents_domain::SessionId;
-use sandbox_agents_sessions::StopReason;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_store::{sessions, EventHub};
 use tokio_util::sync::CancellationToken;
 
@@ -46,7 +45,7 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
         let active = sessions::active(&db).await?;
         let (mut stopped, mut failed) = (0usize, 0usize);
         for s in &active {
-            match sessions.stop(None, SessionId(s.id), StopReason::Requested).await {
+            match sessions.stop(None, s.id, StoppedReason::Requested).await {
                 Ok(_) => stopped += 1,
                 Err(e) => {
                     failed += 1;

@@ -8,6 +8,7 @@ use crate::lock::SessionLock;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::Sandbox;
@@ -57,7 +58,7 @@ impl Sessions {
         let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
             return Ok(());
         };
-        if s.status != "provisioning" {
+        if s.status != SessionStatus::Provisioning {
             return Ok(());
         }
         let started = std::time::Instant::now();
@@ -103,12 +104,8 @@ impl Sessions {
         .await?
         {
             Some(_) => {
-                sandbox_agents_store::secrets::mark_used(
-                    &mut *tx,
-                    ProjectId(s.project_id),
-                    &secrets.ids,
-                )
-                .await?;
+                sandbox_agents_store::secrets::mark_used(&mut *tx, s.project_id, &secrets.ids)
+                    .await?;
                 events::append(
                     &mut tx,
                     id,
@@ -123,7 +120,7 @@ impl Sessions {
                 tx.commit().await?;
                 tracing::info!(container.id = %sandbox.id, ms = started.elapsed().as_millis() as u64, "session running");
                 if let Some(run) = first {
-                    self.runs().drive(ProjectId(s.project_id), id, run);
+                    self.runs().drive(s.project_id, id, run);
                 }
             }
             None => {

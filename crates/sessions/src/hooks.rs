@@ -12,8 +12,8 @@
 //! * the reconciler and the periodic sweep fail runs whose process died before they look at
 //!   sandboxes ([`RunHooks::recover`]).
 
-use crate::StopReason;
 use async_trait::async_trait;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::sessions::SessionRecord;
@@ -25,7 +25,7 @@ pub trait RunHooks: Send + Sync + 'static {
     /// run in flight (or parked) and returns once its terminal event is committed: `true`.
     /// For an idle release: `false` when a run is in flight (the session is not idle after
     /// all), `true` otherwise (a parked run waits on people, not on the sandbox).
-    async fn before_stop(&self, session: SessionId, reason: StopReason) -> Result<bool>;
+    async fn before_stop(&self, session: SessionId, reason: StoppedReason) -> Result<bool>;
 
     /// Inside the transaction that records a boot's `session.status_running`: starts the
     /// session's first prompt, if it has one. The caller drives the returned run after commit.
@@ -48,7 +48,7 @@ pub(crate) struct NoRuns;
 
 #[async_trait]
 impl RunHooks for NoRuns {
-    async fn before_stop(&self, _: SessionId, _: StopReason) -> Result<bool> {
+    async fn before_stop(&self, _: SessionId, _: StoppedReason) -> Result<bool> {
         Ok(true)
     }
 

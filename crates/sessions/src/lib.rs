@@ -48,11 +48,9 @@ mod service;
 mod snapshots;
 mod start;
 mod stop;
-mod stop_reason;
 
 pub use exec::MAX_OUTPUT_BYTES;
 pub use hooks::RunHooks;
 pub use lock::not_found;
 pub use running::{not_running, require_running};
 pub use service::{SessionSettings, Sessions};
-pub use stop_reason::StopReason;

@@ -2,7 +2,7 @@
 //! swept, runs whose process died recovered and garbage collected.
 
 use crate::Sessions;
-use crate::StopReason;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::sessions;
 
@@ -14,7 +14,7 @@ impl Sessions {
         let expired = sessions::idle_expired(&st.db, ttl).await?;
         for id in &expired {
             tracing::info!(session.id = %id, "releasing an idle sandbox");
-            if let Err(e) = self.stop(None, *id, StopReason::Idle).await {
+            if let Err(e) = self.stop(None, *id, StoppedReason::Idle).await {
                 tracing::warn!(session.id = %id, error = %e, "could not release an idle sandbox");
             }
         }

@@ -6,7 +6,6 @@ use crate::Sessions;
 use bytes::Bytes;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::AgentRef;
-use sandbox_agents_domain::ProjectId;
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::sessions::SessionRecord;
@@ -24,12 +23,7 @@ impl Sessions {
         s: &SessionRecord,
     ) -> Result<(Sandbox, BTreeMap<String, String>, secrets::Resolved)> {
         let st = &self.inner;
-        let agent = agents::get(
-            &st.db,
-            ProjectId(s.project_id),
-            &AgentRef::Id(s.agent_id.into()),
-        )
-        .await?;
+        let agent = agents::get(&st.db, s.project_id, &AgentRef::Id(s.agent_id.into())).await?;
         let manifest = match &s.manifest {
             Some(m) => agent.spec.manifest.merged_with(&m.0),
             None => agent.spec.manifest.clone(),
@@ -38,7 +32,7 @@ impl Sessions {
             .inner
             .credentials
             .resolve_secrets(
-                ProjectId(s.project_id),
+                s.project_id,
                 &agent.spec.secret_bindings,
                 &s.secret_bindings,
             )
@@ -77,7 +71,7 @@ impl Sessions {
                 let tar = self.blob_stream(key).await?;
                 st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
             } else if let Some(snap) = s.boot_snapshot_id {
-                let snap = snapshots::get(&st.db, ProjectId(s.project_id), snap).await?;
+                let snap = snapshots::get(&st.db, s.project_id, snap).await?;
                 let tar = self.blob_stream(&snap.archive).await?;
                 st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
             } else if !manifest.entries.is_empty() {

@@ -2,7 +2,8 @@
 //! containers nobody owns are removed (also on every periodic sweep).
 
 use crate::Sessions;
-use crate::StopReason;
+use sandbox_agents_domain::session::SessionStatus;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::{sandbox_pool, sessions};
@@ -18,8 +19,8 @@ impl Sessions {
         let st = &self.inner;
         self.runs().recover().await?;
         for s in sessions::active(&st.db).await? {
-            let id = SessionId(s.id);
-            if s.status == "provisioning" {
+            let id = s.id;
+            if s.status == SessionStatus::Provisioning {
                 tracing::info!(session.id = %id, "booting a session a previous run left provisioning");
                 self.spawn_boot(id);
                 continue;
@@ -59,7 +60,7 @@ impl Sessions {
             let _ = st.backend.remove(&c).await;
         }
         if self
-            .record_stopped(id, StopReason::Restart, archive.as_deref())
+            .record_stopped(id, StoppedReason::Restart, archive.as_deref())
             .await?
             .is_some()
         {
@@ -99,7 +100,7 @@ impl Sessions {
                     let row =
                         sessions::get_for_worker(&st.db, SessionId(session.expect("matched")))
                             .await?;
-                    row.is_some_and(|r| r.status == "provisioning")
+                    row.is_some_and(|r| r.status == SessionStatus::Provisioning)
                 }
                 None => false,
             };

@@ -1,14 +1,15 @@
 //! The one answer for an operation that needs a sandbox up: which container it is, or the 409
 //! that says what the session is instead (`stopped, idle`, `provisioning`, ...).
 
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::sessions::SessionRecord;
 
 /// The 409 for a session whose sandbox is not up.
 pub fn not_running(s: &SessionRecord) -> ServiceError {
-    let state = match s.stopped_reason.as_deref() {
-        Some(r) if s.status == "stopped" => format!("stopped, {r}"),
-        _ => s.status.clone(),
+    let state = match s.stopped_reason {
+        Some(r) if s.status == SessionStatus::Stopped => format!("stopped, {r}"),
+        _ => s.status.to_string(),
     };
     ServiceError::Conflict(format!(
         "session is not running (it is {state}); start it first"
@@ -17,8 +18,8 @@ pub fn not_running(s: &SessionRecord) -> ServiceError {
 
 /// The container of a session whose sandbox is up; [`not_running`] otherwise.
 pub fn require_running(s: &SessionRecord) -> Result<&str> {
-    match (s.status.as_str(), &s.container_id) {
-        ("running", Some(container)) => Ok(container),
+    match (s.status, &s.container_id) {
+        (SessionStatus::Running, Some(container)) => Ok(container),
         _ => Err(not_running(s)),
     }
 }

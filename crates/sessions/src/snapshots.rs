@@ -6,6 +6,7 @@
 use crate::lock::not_found;
 use crate::lock::SessionLock;
 use crate::Sessions;
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::garbage;
@@ -70,15 +71,15 @@ impl Sessions {
     ) -> Result<SnapshotRecord> {
         let st = &self.inner;
         {
-            let (size, image) = match (s.status.as_str(), &s.container_id, &s.workspace_archive) {
-                ("running", Some(container), _) => {
+            let (size, image) = match (s.status, &s.container_id, &s.workspace_archive) {
+                (SessionStatus::Running, Some(container), _) => {
                     let stream = st.backend.get_archive(container, sandbox_agents_sandbox::WORKDIR).await?;
                     let size = self.put_stream(key, stream).await?;
                     let image = st.backend.snapshot_image(container, &snap.simple().to_string()).await?;
                     queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
                     (size, Some(image))
                 }
-                ("stopped", _, Some(archive)) => {
+                (SessionStatus::Stopped, _, Some(archive)) => {
                     let data = st.blobs.get(archive).await.map_err(|e| anyhow::anyhow!("reading the workspace archive: {e}"))?;
                     let size = st.blobs.put(key, data).await.map_err(|e| anyhow::anyhow!("writing the snapshot: {e}"))?;
                     (size, None)
@@ -167,7 +168,10 @@ impl Sessions {
             let s = sessions::get(&st.db, project, id)
                 .await
                 .map_err(|e| not_found(e, id))?;
-            if !matches!(s.status.as_str(), "running" | "stopped" | "error") {
+            if !matches!(
+                s.status,
+                SessionStatus::Running | SessionStatus::Stopped | SessionStatus::Error
+            ) {
                 return Err(ServiceError::Conflict(format!(
                     "session is {}; wait until it is running",
                     s.status

@@ -5,9 +5,9 @@
 
 use crate::lock::{not_found, SessionLock};
 use crate::Sessions;
-use crate::StopReason;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::{SessionStatus, StoppedReason};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::WORKDIR;
@@ -54,7 +54,7 @@ impl Sessions {
         &self,
         project: Option<ProjectId>,
         id: SessionId,
-        reason: StopReason,
+        reason: StoppedReason,
     ) -> Result<SessionRecord> {
         let st = &self.inner;
         if let Some(p) = project {
@@ -78,7 +78,7 @@ impl Sessions {
         &self,
         project: Option<ProjectId>,
         id: SessionId,
-        reason: StopReason,
+        reason: StoppedReason,
     ) -> Result<SessionRecord> {
         let st = &self.inner;
         let s = match project {
@@ -89,10 +89,13 @@ impl Sessions {
                 .await?
                 .ok_or_else(|| ServiceError::NotFound(format!("session '{id}' not found")))?,
         };
-        if !matches!(s.status.as_str(), "running" | "provisioning") {
+        if !matches!(
+            s.status,
+            SessionStatus::Running | SessionStatus::Provisioning
+        ) {
             return Ok(s);
         }
-        if reason == StopReason::Idle {
+        if reason == StoppedReason::Idle {
             // The reaper chose this session before taking its lock; a use recorded since
             // (an exec's touch, from any process) means it is not idle after all.
             let ttl = st.settings.idle_ttl.as_secs() as i64;
@@ -135,7 +138,7 @@ impl Sessions {
     pub(crate) async fn record_stopped(
         &self,
         id: SessionId,
-        reason: StopReason,
+        reason: StoppedReason,
         archive: Option<&str>,
     ) -> Result<Option<SessionRecord>> {
         let mut tx = self.inner.db.begin().await?;
@@ -143,7 +146,7 @@ impl Sessions {
             // The previous archive goes with this transaction (the caller collects it).
             garbage::queue_replaced_archive(&mut *tx, id, archive).await?;
         }
-        let Some(row) = sessions::mark_stopped(&mut tx, id, reason.as_str(), archive).await? else {
+        let Some(row) = sessions::mark_stopped(&mut tx, id, reason, archive).await? else {
             return Ok(None);
         };
         let payload = json!({"reason": reason.as_str()});

@@ -24,7 +24,7 @@ pub struct DeliveryRecord {
     pub event_seq: i64,
     pub session_id: Uuid,
     pub event_type: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempt: i32,
     pub status_code: Option<i32>,
     pub error: Option<String>,
@@ -41,7 +41,7 @@ impl DeliveryRecord {
             event_seq: self.event_seq,
             session_id: self.session_id.to_string(),
             event_type: self.event_type.clone(),
-            status: self.status.clone(),
+            status: self.status,
             attempt: self.attempt,
             status_code: self.status_code,
             error: self.error.clone(),
@@ -59,8 +59,9 @@ macro_rules! delivery_query {
         sqlx::query_as!(
             DeliveryRecord,
             $head
-                + "d.id, d.webhook_id, d.event_seq, d.session_id, d.event_type, d.status, d.attempt,
-                   d.status_code, d.error, d.next_attempt_at, d.delivered_at, d.created_at"
+                + r#"d.id, d.webhook_id, d.event_seq, d.session_id, d.event_type,
+                   d.status as "status: DeliveryStatus", d.attempt,
+                   d.status_code, d.error, d.next_attempt_at, d.delivered_at, d.created_at"#
                 + $tail
             $(, $arg)*
         )
@@ -77,7 +78,6 @@ pub async fn list(
     limit: i64,
     offset: i64,
 ) -> Result<(Vec<DeliveryRecord>, i64)> {
-    let status = status.map(DeliveryStatus::as_str);
     let rows = delivery_query!(
         "select ",
         " from webhook_deliveries d join webhooks w on w.id = d.webhook_id
@@ -86,7 +86,7 @@ pub async fn list(
           limit $4 offset $5",
         webhook.0,
         project.0,
-        status,
+        status as _,
         limit,
         offset,
     )
@@ -97,7 +97,7 @@ pub async fn list(
          where d.webhook_id = $1 and w.project_id = $2 and ($3::text is null or d.status = $3)"#,
         webhook.0,
         project.0,
-        status,
+        status as _,
     )
     .fetch_one(&mut *db)
     .await?;
@@ -368,7 +368,7 @@ pub async fn record(
                 coalesce((select bool_or(deactivated) from bad), false) as "deactivated!""#,
         claimed.id.0,
         claimed.lease_token,
-        outcome.status.as_str(),
+        outcome.status as _,
         outcome.status_code,
         outcome.error.as_deref(),
         outcome.next_attempt_at,

@@ -6,23 +6,24 @@
 //! inserts the run, which is safe because an insert locks no existing run.
 
 use crate::error::{Error, Result};
-use sandbox_agents_domain::session::Run;
+use sandbox_agents_domain::session::{
+    Run, RunStatus, RunStopReason, SessionActivity, SessionStatus,
+};
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// A run row.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct RunRecord {
-    pub id: Uuid,
-    pub session_id: Uuid,
+    pub id: RunId,
+    pub session_id: SessionId,
     pub prompt: String,
-    pub status: String,
-    pub stop_reason: Option<String>,
+    pub status: RunStatus,
+    pub stop_reason: Option<RunStopReason>,
     pub final_output: Option<String>,
     pub error: Option<String>,
     pub turns: i32,
@@ -43,7 +44,7 @@ pub struct RunRecord {
 
 impl RunRecord {
     pub fn run_id(&self) -> RunId {
-        RunId(self.id)
+        self.id
     }
 
     pub fn to_wire(&self) -> Run {
@@ -51,8 +52,8 @@ impl RunRecord {
             id: self.id.to_string(),
             session_id: self.session_id.to_string(),
             prompt: self.prompt.clone(),
-            status: self.status.clone(),
-            stop_reason: self.stop_reason.clone(),
+            status: self.status,
+            stop_reason: self.stop_reason,
             final_output: self.final_output.clone(),
             error: self.error.clone(),
             turns: self.turns,
@@ -70,7 +71,9 @@ macro_rules! run_query {
         sqlx::query_as!(
             RunRecord,
             $head
-                + r#"id, session_id, prompt, status, stop_reason, final_output, error, turns,
+                + r#"id as "id: RunId", session_id as "session_id: SessionId", prompt,
+                    status as "status: RunStatus", stop_reason as "stop_reason: RunStopReason",
+                    final_output, error, turns,
                     usage as "usage: Json<Map<String, Value>>", created_at, finished_at, max_turns,
                     cancel_requested, client_tools as "client_tools: Json<Vec<ClientTool>>",
                     progress as "progress: Json<Value>", parked, worker"#
@@ -101,13 +104,13 @@ pub async fn claim_session(
     tx: &mut sqlx::PgConnection,
     project: ProjectId,
     session: SessionId,
-) -> Result<std::result::Result<String, Refusal>> {
+) -> Result<std::result::Result<SessionStatus, Refusal>> {
     let claimed = sqlx::query_scalar!(
-        "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
+        r#"update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where project_id = $1 and id = $2 and activity = 'idle'
            and (status = 'running' or (status = 'stopped' and stopped_reason = 'idle'))
            and not exists (select 1 from runs r where r.session_id = $2 and r.status = 'running')
-         returning status",
+         returning status as "status: SessionStatus""#,
         project.0,
         session.0,
     )
@@ -117,7 +120,8 @@ pub async fn claim_session(
         return Ok(Ok(status));
     }
     let row = sqlx::query!(
-        "select status, activity from sessions where project_id = $1 and id = $2",
+        r#"select status as "status: SessionStatus", activity as "activity: SessionActivity"
+           from sessions where project_id = $1 and id = $2"#,
         project.0,
         session.0,
     )
@@ -131,11 +135,11 @@ pub async fn claim_session(
     )
     .fetch_optional(&mut *tx)
     .await?;
-    Ok(Err(match (status.as_str(), activity.as_str()) {
-        (_, "busy") => Refusal::Busy,
+    Ok(Err(match (status, activity) {
+        (_, SessionActivity::Busy) => Refusal::Busy,
         _ if parked.is_some() => Refusal::Parked,
-        ("provisioning", _) => Refusal::Provisioning,
-        ("error", _) => Refusal::Error,
+        (SessionStatus::Provisioning, _) => Refusal::Provisioning,
+        (SessionStatus::Error, _) => Refusal::Error,
         _ => Refusal::Stopped,
     }))
 }
@@ -221,13 +225,13 @@ pub async fn unpark(tx: &mut sqlx::PgConnection, id: RunId, worker: i32) -> Resu
 pub async fn claim_for_resume(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
-) -> Result<Option<String>> {
+) -> Result<Option<SessionStatus>> {
     Ok(sqlx::query_scalar!(
-        "update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
+        r#"update sessions set activity = 'busy', last_used_at = now(), updated_at = now()
          where id = $1 and activity = 'idle'
            and (status = 'running'
                 or (status = 'stopped' and stopped_reason in ('idle', 'restart')))
-         returning status",
+         returning status as "status: SessionStatus""#,
         session.0,
     )
     .fetch_optional(&mut *tx)
@@ -353,8 +357,8 @@ pub async fn conversation(db: impl PgExecutor<'_>, session: SessionId) -> Result
 /// How a run ended.
 #[derive(Clone, Debug)]
 pub struct Finish<'a> {
-    pub status: &'a str,
-    pub stop_reason: &'a str,
+    pub status: RunStatus,
+    pub stop_reason: RunStopReason,
     pub final_output: Option<&'a str>,
     pub error: Option<&'a str>,
     pub turns: i32,
@@ -376,8 +380,8 @@ pub async fn finish(
          returning ",
         "",
         id.0,
-        f.status,
-        f.stop_reason,
+        f.status as _,
+        f.stop_reason as _,
         f.final_output,
         f.error,
         f.turns,

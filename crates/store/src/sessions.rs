@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::manifest::ManifestSpec;
-use sandbox_agents_domain::session::{Session, SessionStatus};
+use sandbox_agents_domain::session::{Session, SessionActivity, SessionStatus, StoppedReason};
 use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{AgentId, ProjectId, SessionId};
 use serde_json::{Map, Value};
@@ -17,14 +17,14 @@ use uuid::Uuid;
 /// A session row.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct SessionRecord {
-    pub id: Uuid,
-    pub project_id: Uuid,
-    pub agent_id: Uuid,
+    pub id: SessionId,
+    pub project_id: ProjectId,
+    pub agent_id: AgentId,
     pub title: String,
-    pub status: String,
-    pub activity: String,
+    pub status: SessionStatus,
+    pub activity: SessionActivity,
     pub error: Option<String>,
-    pub stopped_reason: Option<String>,
+    pub stopped_reason: Option<StoppedReason>,
     pub backend: String,
     pub container_id: Option<String>,
     pub exposed_ports: Vec<i32>,
@@ -53,7 +53,7 @@ pub struct SessionRecord {
 
 impl SessionRecord {
     pub fn session_id(&self) -> SessionId {
-        SessionId(self.id)
+        self.id
     }
 
     pub fn to_wire(&self) -> Session {
@@ -61,10 +61,10 @@ impl SessionRecord {
             id: self.id.to_string(),
             agent_id: self.agent_id.to_string(),
             title: self.title.clone(),
-            status: self.status.clone(),
-            activity: self.activity.clone(),
+            status: self.status,
+            activity: self.activity,
             error: self.error.clone(),
-            stopped_reason: self.stopped_reason.clone(),
+            stopped_reason: self.stopped_reason,
             backend: self.backend.clone(),
             container_id: self.container_id.clone(),
             exposed_ports: self.exposed_ports.clone(),
@@ -88,7 +88,10 @@ macro_rules! session_query {
         sqlx::query_as!(
             SessionRecord,
             $head
-                + r#"id, project_id, agent_id, title, status, activity, error, stopped_reason, backend,
+                + r#"id as "id: SessionId", project_id as "project_id: ProjectId",
+                    agent_id as "agent_id: AgentId", title, status as "status: SessionStatus",
+                    activity as "activity: SessionActivity", error,
+                    stopped_reason as "stopped_reason: StoppedReason", backend,
                     container_id, exposed_ports, workdir, model, instructions,
                     manifest as "manifest: Json<ManifestSpec>",
                     usage as "usage: Json<Map<String, Value>>",
@@ -184,7 +187,7 @@ pub async fn list(
     offset: i64,
 ) -> Result<(Vec<SessionRecord>, i64)> {
     let agent = filter.agent.map(|a| a.0);
-    let status = filter.status.map(|s| s.as_str());
+    let status = filter.status;
     let rows = session_query!(
         "select ",
         " from sessions
@@ -193,7 +196,7 @@ pub async fn list(
          limit $4 offset $5",
         project.0,
         agent,
-        status,
+        status as _,
         limit,
         offset,
     )
@@ -204,7 +207,7 @@ pub async fn list(
          where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)"#,
         project.0,
         agent,
-        status,
+        status as _,
     )
     .fetch_one(&mut *db)
     .await?;
@@ -362,7 +365,7 @@ pub async fn mark_boot_failed(
 pub async fn mark_stopped(
     tx: &mut sqlx::PgConnection,
     id: SessionId,
-    reason: &str,
+    reason: StoppedReason,
     archive: Option<&str>,
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
@@ -373,7 +376,7 @@ pub async fn mark_stopped(
          returning ",
         "",
         id.0,
-        reason,
+        reason as _,
         archive,
     )
     .fetch_optional(&mut *tx)

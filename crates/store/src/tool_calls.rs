@@ -4,6 +4,7 @@
 //! `pending` exactly once, in the transaction that writes what became of it.
 
 use crate::error::Result;
+use sandbox_agents_domain::state::ToolCallStatus;
 use sandbox_agents_domain::{RunId, SessionId};
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
@@ -22,7 +23,7 @@ pub struct ToolCallRecord {
     pub deferrable: bool,
     pub seq: i64,
     pub deadline: Option<OffsetDateTime>,
-    pub status: String,
+    pub status: ToolCallStatus,
     pub output: Option<String>,
     pub is_error: bool,
     pub created_at: OffsetDateTime,
@@ -31,7 +32,7 @@ pub struct ToolCallRecord {
 
 impl ToolCallRecord {
     pub fn is_pending(&self) -> bool {
-        self.status == "pending"
+        self.status == ToolCallStatus::Pending
     }
 }
 
@@ -42,8 +43,8 @@ macro_rules! tool_call_query {
         sqlx::query_as!(
             ToolCallRecord,
             $head
-                + "id, run_id, session_id, call_id, tool, arguments, parks as deferrable, seq, deadline,
-                   status, output, is_error, created_at, answered_at"
+                + r#"id, run_id, session_id, call_id, tool, arguments, parks as deferrable, seq, deadline,
+                   status as "status: ToolCallStatus", output, is_error, created_at, answered_at"#
                 + $tail
             $(, $arg)*
         )
@@ -161,7 +162,7 @@ pub async fn lock_pending(
 pub async fn resolve(
     tx: &mut sqlx::PgConnection,
     id: i64,
-    status: &str,
+    status: ToolCallStatus,
     output: &str,
     is_error: bool,
 ) -> Result<bool> {
@@ -169,7 +170,7 @@ pub async fn resolve(
         "update tool_calls set status = $2, output = $3, is_error = $4, answered_at = now()
          where id = $1 and status = 'pending'",
         id,
-        status,
+        status as _,
         output,
         is_error,
     )

@@ -8,8 +8,8 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
-use sandbox_agents_sessions::StopReason;
 
 /// Create a session
 ///
@@ -61,7 +61,7 @@ pub async fn stop(
 ) -> ApiResult<Json<Session>> {
     let row = st
         .sessions
-        .stop(Some(project), id, StopReason::Requested)
+        .stop(Some(project), id, StoppedReason::Requested)
         .await?;
     Ok(Json(row.to_wire()))
 }

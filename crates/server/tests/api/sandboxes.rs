@@ -273,10 +273,17 @@ async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_runni
     let sid = sandbox_agents_domain::SessionId::parse(&id).unwrap();
     let s = app
         .sessions
-        .stop(None, sid, sandbox_agents_sessions::StopReason::Idle)
+        .stop(
+            None,
+            sid,
+            sandbox_agents_domain::session::StoppedReason::Idle,
+        )
         .await
         .unwrap();
-    assert_eq!(s.status, "running");
+    assert_eq!(
+        s.status,
+        sandbox_agents_domain::session::SessionStatus::Running
+    );
     assert_eq!(app.session(&id).await["status"], "running");
     app.http
         .delete(app.url(&format!("/api/sessions/{id}")))

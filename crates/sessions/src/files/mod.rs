@@ -23,6 +23,7 @@ use crate::Sessions;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::session::{UploadResult, WorkspaceEntry};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -69,9 +70,9 @@ impl Sessions {
         let s = sessions::get(&st.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        match (s.status.as_str(), &s.container_id) {
-            ("running", Some(c)) => Ok(Workspace::Live(c.clone(), sandbox_env(&s))),
-            ("stopped", _) => {
+        match (s.status, &s.container_id) {
+            (SessionStatus::Running, Some(c)) => Ok(Workspace::Live(c.clone(), sandbox_env(&s))),
+            (SessionStatus::Stopped, _) => {
                 if let Some(key) = &s.workspace_archive {
                     return Ok(Workspace::Archived(key.clone()));
                 }
