@@ -123,26 +123,27 @@ text_enum!(
 mod tests {
     use super::*;
 
-    fn agree<T: serde::Serialize + Copy + PartialEq + std::fmt::Debug>(
-        all: &[T],
-        as_str: fn(T) -> &'static str,
-        parse: fn(&str) -> Option<T>,
-    ) {
-        for v in all {
-            assert_eq!(serde_json::to_value(v).unwrap(), as_str(*v), "{v:?}");
-            assert_eq!(parse(as_str(*v)), Some(*v));
-        }
+    /// Serde's word and `as_str` agree for every variant, and `parse` reads it back.
+    macro_rules! agree {
+        ($($t:ident),+) => {$(
+            for v in $t::ALL {
+                assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+                assert_eq!($t::parse(v.as_str()), Some(*v));
+            }
+        )+};
     }
 
     #[test]
     fn serde_and_as_str_spell_every_variant_alike() {
-        agree(SessionStatus::ALL, SessionStatus::as_str, SessionStatus::parse);
-        agree(SessionActivity::ALL, SessionActivity::as_str, SessionActivity::parse);
-        agree(StoppedReason::ALL, StoppedReason::as_str, StoppedReason::parse);
-        agree(RunStatus::ALL, RunStatus::as_str, RunStatus::parse);
-        agree(RunStopReason::ALL, RunStopReason::as_str, RunStopReason::parse);
-        agree(ToolCallStatus::ALL, ToolCallStatus::as_str, ToolCallStatus::parse);
-        agree(DeliveryStatus::ALL, DeliveryStatus::as_str, DeliveryStatus::parse);
+        agree!(
+            SessionStatus,
+            SessionActivity,
+            StoppedReason,
+            RunStatus,
+            RunStopReason,
+            ToolCallStatus,
+            DeliveryStatus
+        );
         assert_eq!(SessionActivity::parse("Busy"), None);
     }
 }
