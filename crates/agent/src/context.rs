@@ -57,7 +57,7 @@ impl Runs {
     ) -> Result<Context, Stop> {
         let db = &self.inner.db;
         let session = sessions::get(db, project, id).await?;
-        let agent = agents::get(db, project, &AgentRef::Id(session.agent_id.into())).await?;
+        let agent = agents::get(db, project, &AgentRef::Id(session.agent_id)).await?;
         let record = runs::get(db, run).await?.ok_or(Stop::Gone)?;
         turn.agent = agent.slug.to_string();
         turn.model = session

@@ -55,7 +55,7 @@ impl Runs {
         let agent = agents::get(
             &st.db,
             project,
-            &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id.into()),
+            &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id),
         )
         .await?;
         if let Some(reason) = agent.spec.unsupported() {
@@ -103,7 +103,7 @@ impl Runs {
         let agent = agents::get(
             &mut *tx,
             project,
-            &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id.into()),
+            &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id),
         )
         .await?;
         let worker = self.worker_key().await?;

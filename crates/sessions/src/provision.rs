@@ -23,7 +23,7 @@ impl Sessions {
         s: &SessionRecord,
     ) -> Result<(Sandbox, BTreeMap<String, String>, secrets::Resolved)> {
         let st = &self.inner;
-        let agent = agents::get(&st.db, s.project_id, &AgentRef::Id(s.agent_id.into())).await?;
+        let agent = agents::get(&st.db, s.project_id, &AgentRef::Id(s.agent_id)).await?;
         let manifest = match &s.manifest {
             Some(m) => agent.spec.manifest.merged_with(&m.0),
             None => agent.spec.manifest.clone(),
