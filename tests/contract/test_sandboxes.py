@@ -33,6 +33,7 @@ from sandbox_agents import (
 )
 
 import sandboxes
+from harness import wait_until
 from sandboxes import Janitor
 
 BRIEF = "# Brief\n\nRenewals for Q3 — the three accounts at risk.\n"
@@ -611,10 +612,11 @@ def web_session(client, janitor, new_slug):
 
 def poll_http(url: str, *, timeout: float = 30.0) -> httpx.Response:
     """GETs `url` until it answers 200 (the server in the sandbox takes a moment to listen)."""
-    deadline = time.monotonic() + timeout
     last: object = None
     with httpx.Client(timeout=10.0) as h:
-        while True:
+
+        def answered() -> httpx.Response | None:
+            nonlocal last
             try:
                 response = h.get(url)
                 if response.status_code == 200:
@@ -622,9 +624,9 @@ def poll_http(url: str, *, timeout: float = 30.0) -> httpx.Response:
                 last = f"{response.status_code} {response.text[:200]!r}"
             except httpx.HTTPError as exc:
                 last = repr(exc)
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"{url} did not answer 200 within {timeout:g}s; last: {last}")
-            time.sleep(0.2)
+            return None
+
+        return wait_until(answered, timeout, f"{url} to answer 200", 0.2, last=lambda: last)
 
 
 def test_port_preview_serves_http(client, server, web_session):
@@ -660,11 +662,15 @@ def test_port_preview_tunnels_websockets(client, web_session):
     assert url.scheme == "http", "this test speaks plain-text WebSocket"
     port = url.port or 80
 
-    deadline = time.monotonic() + 30
-    while True:
+    status = b""
+
+    def upgraded():
+        """One handshake attempt: (socket, key, head) once the answer is a 101."""
+        nonlocal status
         key = base64.b64encode(os.urandom(16))
-        sock = socket.create_connection((url.host, port), timeout=10)
+        sock = None
         try:
+            sock = socket.create_connection((url.host, port), timeout=10)
             sock.sendall(
                 b"GET " + url.path.encode() + b"chat?room=1 HTTP/1.1\r\n"
                 b"Host: " + f"{url.host}:{port}".encode() + b"\r\n"
@@ -679,13 +685,16 @@ def test_port_preview_tunnels_websockets(client, web_session):
                 head += chunk
             status = head.split(b"\r\n", 1)[0]
             if b" 101 " in status + b" ":
-                break
+                return sock, key, head
         except OSError:
             status = b"(connection failed)"
-        sock.close()
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"no WebSocket upgrade through {preview.url} within 30 s; last status {status!r}")
-        time.sleep(0.2)
+        if sock is not None:
+            sock.close()
+        return None
+
+    sock, key, head = wait_until(
+        upgraded, 30, f"a WebSocket upgrade through {preview.url}", 0.2, last=lambda: f"status {status!r}"
+    )
 
     try:
         lines = head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")

@@ -30,24 +30,46 @@ pub const DEFAULT_MODEL: &str = "test-default-model";
 /// How long a test waits for a sandbox to boot.
 pub const BOOT: Duration = Duration::from_secs(60);
 
-/// Polls `check` until it gives a value, and returns it; fails the test naming `what` when
-/// `within` passes first. The one way tests wait for a condition they cannot be told of:
-/// first after 10 ms, then backing off to every 100 ms.
-pub async fn eventually<T>(
+/// What one look of [`eventually`] found: `Some`/`Ok` is the value waited for; `None` is "not
+/// yet", and `Err(last)` is "not yet" with what was seen instead, which the failure reports.
+pub trait Outcome<T> {
+    fn into_outcome(self) -> Result<T, Option<String>>;
+}
+
+impl<T> Outcome<T> for Option<T> {
+    fn into_outcome(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T> Outcome<T> for Result<T, String> {
+    fn into_outcome(self) -> Result<T, Option<String>> {
+        self.map_err(Some)
+    }
+}
+
+/// Polls `check` until it gives a value, and returns it; fails the test naming `what` (and
+/// the last thing `check` saw, when it says) when `within` passes first. The one way tests
+/// wait for a condition they cannot be told of: first after 10 ms, then backing off to every
+/// 100 ms.
+pub async fn eventually<T, O: Outcome<T>>(
     what: &str,
     within: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
+    mut check: impl AsyncFnMut() -> O,
 ) -> T {
     let deadline = std::time::Instant::now() + within;
     let mut pause = Duration::from_millis(10);
     loop {
-        if let Some(v) = check().await {
-            return v;
+        let last = match check().await.into_outcome() {
+            Ok(v) => return v,
+            Err(last) => last,
+        };
+        if std::time::Instant::now() >= deadline {
+            match last {
+                Some(last) => panic!("timed out after {within:?} waiting for {what}; last: {last}"),
+                None => panic!("timed out after {within:?} waiting for {what}"),
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(100));
     }
