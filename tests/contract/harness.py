@@ -88,16 +88,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout: float, what: str, poll: float = POLL):
-    """Polls `predicate` until it returns something truthy, or fails after `timeout` seconds."""
+def poll_until(predicate, timeout: float, poll: float = POLL):
+    """Polls `predicate` until it returns something truthy and returns that; `None` once
+    `timeout` seconds pass first (for callers with a fallback, such as a SIGKILL)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            return None
         time.sleep(poll)
+
+
+def wait_until(predicate, timeout: float, what: str, poll: float = POLL, last=None):
+    """Polls `predicate` until it returns something truthy and returns that, or fails after
+    `timeout` seconds naming `what`, and what `last()` says was seen instead when given. The
+    one way the suite waits for a condition it cannot be told of."""
+    value = poll_until(predicate, timeout, poll)
+    if value:
+        return value
+    seen = f"; last: {last()}" if last is not None else ""
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{seen}")
 
 
 class ServerProcess:
@@ -187,17 +199,21 @@ class ServerProcess:
 
     def _wait_healthy(self, timeout: float) -> bool:
         """True once /api/health answers 200; False if the process exited first."""
-        deadline = time.monotonic() + timeout
         url = f"{self.base_url}/api/health"
-        while time.monotonic() < deadline:
+
+        def probe() -> str | None:
             if self.proc.poll() is not None:
-                return False
+                return "exited"
             try:
                 if httpx.get(url, timeout=2.0).status_code == 200:
-                    return True
+                    return "healthy"
             except httpx.HTTPError:
                 pass
-            time.sleep(POLL)
+            return None
+
+        outcome = poll_until(probe, timeout)
+        if outcome is not None:
+            return outcome == "healthy"
         self.kill()
         raise AssertionError(
             f"{self.name} did not answer /api/health within {timeout:g}s\n"
@@ -349,9 +365,7 @@ def stop_postgres(data_dir: str | Path, timeout: float = 60.0) -> None:
     if os.geteuid() == 0 and owner != "root":
         cmd = ["runuser", "-u", owner, "--", *cmd]
     subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout + 10)
-    deadline = time.monotonic() + timeout
-    while postgres_pids(data_dir) and time.monotonic() < deadline:
-        time.sleep(POLL)
+    poll_until(lambda: not postgres_pids(data_dir), timeout)
     for pid in postgres_pids(data_dir):
         try:
             os.kill(pid, signal.SIGKILL)

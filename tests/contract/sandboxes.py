@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from sandbox_agents import NotFoundError
 from sandbox_agents.models import Session, SessionDetail
 
 import seed
+from harness import wait_until
 
 SESSION_LABEL = "io.sandbox-agents.session"
 DEPLOYMENT_LABEL = "io.sandbox-agents.deployment"
@@ -131,31 +131,32 @@ def deployment_id(data_dir: str | Path) -> str:
 
 def wait_settled(client: sandbox_agents.Client, session_id: str, timeout: float = BOOT_DEADLINE) -> SessionDetail:
     """Polls the detail until the session is no longer `provisioning`; returns it."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def settled() -> SessionDetail | None:
         detail = client.sessions.get(session_id)
-        if detail.status != "provisioning":
-            return detail
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"session {session_id} was still provisioning after {timeout:g}s")
-        time.sleep(POLL)
+        return detail if detail.status != "provisioning" else None
+
+    return wait_until(settled, timeout, f"session {session_id} to leave provisioning", POLL)
 
 
 def wait_no_containers(session_ids: Iterable[str], timeout: float, what: str) -> None:
     """Polls Docker until no container carries any of `session_ids`, or fails naming them."""
     ids = list(session_ids)
-    deadline = time.monotonic() + timeout
-    while True:
-        left = {sid: session_containers(sid) for sid in ids}
-        left = {sid: c for sid, c in left.items() if c}
-        if not left:
-            return
-        if time.monotonic() >= deadline:
-            raise AssertionError(
-                f"{what}: containers still exist after {timeout:g}s for sessions {sorted(left)}:\n"
-                + describe(c for cs in left.values() for c in cs)
-            )
-        time.sleep(POLL)
+    left: dict[str, list] = {}
+
+    def gone() -> bool:
+        nonlocal left
+        left = {sid: c for sid in ids if (c := session_containers(sid))}
+        return not left
+
+    wait_until(
+        gone,
+        timeout,
+        f"{what}: no container of the sessions",
+        POLL,
+        last=lambda: f"containers of sessions {sorted(left)}:\n"
+        + describe(c for cs in left.values() for c in cs),
+    )
 
 
 class Janitor:

@@ -27,7 +27,8 @@ class StreamCollector:
         reconnect: bool = False,
     ) -> None:
         # `reconnect=False` by default: the client would paper over a stream the server closed
-        # on its own (API.md §5.2 says it never does), and a test should see that happen.
+        # on its own (a live stream is never closed by the server while it runs), and a test
+        # should see it if that happens.
         self.client = sandbox_agents.Client(base_url=base_url)
         self.session_id = session_id
         self.after = after

@@ -1,8 +1,10 @@
-"""Agents: the seven endpoints of API.md §2.3, driven through `client.agents`.
+"""Agents: the seven endpoints of `/api/agents`, driven through `client.agents`.
 
-Contract points covered: create defaults (§2.3, §3.2, §9.34), the optimistic lock (§1.10),
-absent vs null on PATCH (§1.8), archive/unarchive (§2.3), delete and its 409 while referenced,
-and 422 bodies shaped like FastAPI's (§1.4).
+Contract points covered: what a minimal create fills in (a `null` model shown as the server's
+default, empty tools and manifest), the optimistic lock (a PATCH naming a stale `version` is a
+409), absent vs null on PATCH (absent keeps a field, null clears it), archive/unarchive, delete
+and its 409 while a session refers to the agent, and 422 bodies shaped like FastAPI's
+(`detail` a list of `{type, loc, msg, input}`).
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def test_create_minimal_fills_in_the_defaults(recorded, new_slug):
     agent = client.agents.create(slug=slug, name="Minimal")
 
     ex = recorder.last("POST", "/api/agents")
-    assert ex.status == 201, f"POST /api/agents answered {ex.status}, API.md §2.1 says 201"
+    assert ex.status == 201, f"POST /api/agents answered {ex.status}; a create answers 201"
 
     assert isinstance(agent.id, str) and agent.id
     assert agent.id != slug

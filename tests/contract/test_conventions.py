@@ -1,5 +1,5 @@
-"""Conventions every endpoint shares (API.md §1): public and identity endpoints, `X-Project`,
-JSON 404/405 bodies, body-less POSTs, and the generated API reference."""
+"""Conventions every endpoint shares: public and identity endpoints, `X-Project`, JSON 404/405
+bodies, body-less POSTs, and the generated API reference."""
 from __future__ import annotations
 
 import re
@@ -119,7 +119,8 @@ def test_error_bodies_are_detail_sentences(client, raw, new_slug):
 
 
 def test_unknown_request_fields_are_ignored(raw, new_slug):
-    """§1.1: recommended, because callers pass plain dicts that may carry extra keys."""
+    """Fields a request body does not know are ignored, not refused: callers pass plain dicts
+    that may carry extra keys."""
     slug = new_slug("extra")
     response = raw.post("/api/agents", json={"slug": slug, "name": "Extra", "favourite_colour": "teal"})
     assert response.status_code == 201, response.text

@@ -1,4 +1,5 @@
-"""The event log (API.md §4.2, §4.8) and its SSE stream (§5), read through the client's
+"""The event log (pages after a cursor, in `seq` order) and its SSE stream (the backlog after
+the cursor, then live events, heartbeats during silence), read through the client's
 `history()`, `events()` and `stream()`.
 
 Sessions and events are seeded straight into PostgreSQL (see seed.py): `POST /api/sessions`
@@ -297,7 +298,8 @@ def test_sse_frames_carry_id_event_and_data(server, session_id):
 
 
 def test_heartbeat_comment_during_silence(server, session_id):
-    """`: ping` after 15 s without a frame (API.md §5.4); the client's read timeout is 60 s."""
+    """A stream writes `: ping` after 15 s without a frame, well inside the client's 60 s read
+    timeout."""
     seqs = seed.append_events(server.data_dir, session_id, seed.messages(1, tag="before-silence"))
     url = f"{server.base_url}/api/sessions/{session_id}/events/stream"
     with httpx.stream(

@@ -1,5 +1,6 @@
 """No sandbox outlives its session: concurrent create/delete, a server killed mid-boot, and a
-container removed behind the server's back while it was down (API.md §2.4, §4.6).
+container removed behind the server's back while it was down (its session is then `stopped`
+with reason `restart` and one `session.status_stopped` event, and can be started again).
 
 Each test has its own data directory and server (never the shared `server`), so its
 deployment id, and with it the `io.sandbox-agents.deployment` label of every container it

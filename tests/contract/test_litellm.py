@@ -1,7 +1,7 @@
-"""Runs through a real LiteLLM proxy (issue 4, "Done when"): the server's `proxy` transport
-talks to `litellm --config` (offline: `LITELLM_LOCAL_MODEL_COST_MAP=True`, a master key),
-which forwards to the scripted fake model. Streaming, tool calls and usage must survive the
-translation, and `GET /api/models` must show the proxy's catalogue.
+"""Runs through a real LiteLLM proxy, end to end: the server's `proxy` transport talks to
+`litellm --config` (offline: `LITELLM_LOCAL_MODEL_COST_MAP=True`, a master key), which forwards
+to the scripted fake model. Streaming, tool calls and usage must survive the translation, and
+`GET /api/models` must show the proxy's catalogue.
 
 `scripts/test` installs LiteLLM into `target/litellm-venv` and sets `SA_REQUIRE_LITELLM=1`, so
 CI fails rather than skips when it is missing; elsewhere a missing LiteLLM skips the module.

@@ -1,5 +1,6 @@
-"""Runs, driven through the published client against the scripted fake model (API.md §2.5,
-§4.3-4.7, §6, §9 items 10-15).
+"""Runs, driven through the published client against the scripted fake model: messages,
+the events a run writes (`user.message`, live `agent.text_delta`s, tool calls and results, a
+terminal `session.status_idle` or `session.status_error`), client tools, and the 409s.
 
 `run()` with a sandbox shell tool and a final answer, deltas seen live, client `Tool` handlers
 (also one that raises), a deferrable call answered later with `submit_tool_result` and

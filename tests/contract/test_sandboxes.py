@@ -1,5 +1,5 @@
-"""Sessions on real Docker sandboxes, driven through the published client (API.md §2.4, §2.6,
-§3.3, §3.4, §4.6, §4.7, §8.1, §8.2, §9 items 8-10, 17, 23-27).
+"""Sessions on real Docker sandboxes, driven through the published client: the lifecycle, its
+events, exec, files, snapshots and previews.
 
 Boot and the manifest, exec (`check()`, timeouts), the files API (upload, list, read, delete,
 path rules, the `user.file` event), stop/start with the workspace kept and readable while
@@ -33,6 +33,7 @@ from sandbox_agents import (
 )
 
 import sandboxes
+from harness import wait_until
 from sandboxes import Janitor
 
 BRIEF = "# Brief\n\nRenewals for Q3 — the three accounts at risk.\n"
@@ -137,7 +138,7 @@ def test_create_and_wait_boots_the_manifest(mclient, box, box_agent):
         sandboxes.describe(running),
     )
 
-    # §4.6: session.created, then session.status_running, both session-wide (run_id null).
+    # session.created, then session.status_running, both session-wide (run_id null).
     events = list(mclient.sessions.history(box.id))
     kinds = [e.type for e in events]
     assert "session.created" in kinds and "session.status_running" in kinds, kinds
@@ -146,7 +147,8 @@ def test_create_and_wait_boots_the_manifest(mclient, box, box_agent):
         if e.type in ("session.created", "session.status_running"):
             assert e.run_id is None, e
 
-    # The agent's file and dir, and the session's own entry (merged over the agent's, §9 item 9).
+    # The agent's file and dir, and the session's own entry (a session's manifest is merged
+    # over its agent's, entry by entry).
     assert exec_ok(mclient, box.id, "cat brief.md") == BRIEF
     assert exec_ok(mclient, box.id, "cat session.md") == SESSION_NOTE
     assert exec_ok(mclient, box.id, "test -d output && echo dir") == "dir\n"
@@ -169,7 +171,8 @@ def test_exec_results_and_check(mclient, box):
     assert result.stdout == "out\n"
     assert result.stderr == "err\n"
     assert not result.ok
-    # A failing command is not an HTTP error (§8.1); `.check()` is what raises, with the
+    # A failing command is not an HTTP error (exec answers 200 with the exit code); `.check()`
+    # is what raises, with the
     # client's base error type (not an API status error: the server said 200).
     with pytest.raises(SandboxAgentsError) as caught:
         result.check()
@@ -179,7 +182,7 @@ def test_exec_results_and_check(mclient, box):
     ok = mclient.sessions.exec(box.id, "printf 'a\\nb'")
     assert ok.check() is ok and ok.exit_code == 0 and ok.stdout == "a\nb"
 
-    # `timeout: null` is the server default (60 s, §9 item 25).
+    # `timeout: null` is the server default (60 s).
     assert mclient.sessions.exec(box.id, "echo default", timeout=None).check().stdout == "default\n"
 
 
@@ -188,7 +191,7 @@ def test_exec_timeout_gives_124_and_keeps_the_sandbox(mclient, box):
     result = mclient.sessions.exec(box.id, "sleep 30", timeout=1)
     elapsed = time.monotonic() - started
     assert result.exit_code == 124, result
-    assert result.stderr.strip(), "a timed-out command should say so in stderr (§9 item 25)"
+    assert result.stderr.strip(), "a timed-out command should say so in stderr"
     assert elapsed < 15, f"a 1 s timeout took {elapsed:.1f}s"
     # Only the command died: the sandbox still runs commands.
     assert exec_ok(mclient, box.id, "echo alive") == "alive\n"
@@ -196,7 +199,7 @@ def test_exec_timeout_gives_124_and_keeps_the_sandbox(mclient, box):
 
 
 def test_exec_timeout_above_the_maximum_is_refused(mclient, box):
-    # §9 item 25: the maximum is 600 s.
+    # The longest exec timeout is 600 s.
     with pytest.raises(APIStatusError) as caught:
         mclient.sessions.exec(box.id, "true", timeout=601)
     assert 400 <= caught.value.status_code < 500, caught.value
@@ -421,7 +424,7 @@ def test_stop_keeps_the_workspace_readable_and_start_restores_it(client, janitor
     assert stop_events[0].payload.get("reason") == "requested"
     assert not sandboxes.session_containers(sid, running_only=True), "the container still runs after stop"
 
-    # §2.6/§8.1: list and read work on a stopped session, from the archive, booting nothing.
+    # List and read work on a stopped session, from the archive, booting nothing.
     root = {e.path: e for e in client.sessions.list_files(sid)}
     assert root["out"].is_dir
     assert {e.path for e in client.sessions.list_files(sid, "out")} == {"out/kept.txt", "out/nested"}
@@ -439,7 +442,7 @@ def test_stop_keeps_the_workspace_readable_and_start_restores_it(client, janitor
     assert (detail.status, detail.stopped_reason) == ("stopped", "requested"), "reading a stopped session booted it"
     assert not sandboxes.session_containers(sid, running_only=True), "reading a stopped session started a container"
 
-    # §9 item 23: exec, upload and delete on a stopped session are 409.
+    # Exec, upload and delete on a stopped session are 409: they need a running sandbox.
     with pytest.raises(ConflictError):
         client.sessions.exec(sid, "true")
     with pytest.raises(ConflictError):
@@ -456,12 +459,12 @@ def test_stop_keeps_the_workspace_readable_and_start_restores_it(client, janitor
     assert exec_ok(client, sid, "sha256sum out/nested/noise.bin").split()[0] == noise_sum
     assert exec_ok(client, sid, "stat -c '%a %u' out/nested") == "750 1000\n"
 
-    # A new session.status_running after the stop (§2.4 start, §4.6).
+    # A start writes a new session.status_running after the stop.
     kinds = types_of(client, sid)
     assert kinds.count("session.status_running") >= 2, kinds
     assert max(i for i, k in enumerate(kinds) if k == "session.status_running") > kinds.index("session.status_stopped")
 
-    # §9 item 17: start on a running session is 200, unchanged.
+    # Start on a running session is 200, and changes nothing.
     again = client.sessions.start(sid)
     assert again.status == "running"
     assert client.sessions.get(sid).sandbox_seconds > 0
@@ -494,7 +497,7 @@ def test_snapshot_restore_and_fork(client, janitor, plain_agent):
     assert exec_ok(client, sid, "test -e data/new.txt || echo absent") == "absent\n"
     assert [s.id for s in client.sessions.snapshots(sid)] == [snap.id]
 
-    # Fork: a new session that starts from the snapshot's workspace (§8.2).
+    # Fork: a new session that starts from the snapshot's workspace.
     fork = client.sessions.create_and_wait(
         plain_agent.slug, timeout=sandboxes.BOOT_DEADLINE, title="fork", from_snapshot_id=snap.id
     )
@@ -507,7 +510,7 @@ def test_snapshot_restore_and_fork(client, janitor, plain_agent):
 
 
 def test_fork_from_an_unknown_snapshot_is_not_found(client, janitor, plain_agent):
-    # §9 item 8: 404 for an unknown snapshot id.
+    # An unknown snapshot id is a 404.
     with pytest.raises(NotFoundError):
         janitor.create(client, plain_agent.slug, from_snapshot_id=str(uuid.uuid4()))
 
@@ -525,11 +528,11 @@ def test_a_failed_boot_is_an_error_session(client, janitor, new_slug):
 
     detail = client.sessions.get(created.id)
     assert detail.status == "error"
-    assert detail.error, "a session with status error MUST have error set (§2.4)"
+    assert detail.error, "a session with status error MUST have error set"
     assert caught.value.detail == detail.error
     assert sandboxes.MISSING_IMAGE in detail.error, detail.error
 
-    # §4.6: session.created, then session.status_error{error} with run_id null.
+    # session.created, then session.status_error{error} with run_id null.
     events = list(client.sessions.history(created.id))
     failures = [e for e in events if e.type == "session.status_error"]
     assert len(failures) == 1, [e.type for e in events]
@@ -611,10 +614,11 @@ def web_session(client, janitor, new_slug):
 
 def poll_http(url: str, *, timeout: float = 30.0) -> httpx.Response:
     """GETs `url` until it answers 200 (the server in the sandbox takes a moment to listen)."""
-    deadline = time.monotonic() + timeout
     last: object = None
     with httpx.Client(timeout=10.0) as h:
-        while True:
+
+        def answered() -> httpx.Response | None:
+            nonlocal last
             try:
                 response = h.get(url)
                 if response.status_code == 200:
@@ -622,9 +626,9 @@ def poll_http(url: str, *, timeout: float = 30.0) -> httpx.Response:
                 last = f"{response.status_code} {response.text[:200]!r}"
             except httpx.HTTPError as exc:
                 last = repr(exc)
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"{url} did not answer 200 within {timeout:g}s; last: {last}")
-            time.sleep(0.2)
+            return None
+
+        return wait_until(answered, timeout, f"{url} to answer 200", 0.2, last=lambda: last)
 
 
 def test_port_preview_serves_http(client, server, web_session):
@@ -647,7 +651,7 @@ def test_port_preview_serves_http(client, server, web_session):
     nested = poll_http(str(url.join("sub/page.txt")))
     assert nested.text == "nested page"
 
-    # Only exposed ports have previews (§9 item 26).
+    # Only exposed ports have previews: any other port is a 404.
     with pytest.raises(NotFoundError):
         client.sessions.port(sid, 9999)
 
@@ -660,11 +664,15 @@ def test_port_preview_tunnels_websockets(client, web_session):
     assert url.scheme == "http", "this test speaks plain-text WebSocket"
     port = url.port or 80
 
-    deadline = time.monotonic() + 30
-    while True:
+    status = b""
+
+    def upgraded():
+        """One handshake attempt: (socket, key, head) once the answer is a 101."""
+        nonlocal status
         key = base64.b64encode(os.urandom(16))
-        sock = socket.create_connection((url.host, port), timeout=10)
+        sock = None
         try:
+            sock = socket.create_connection((url.host, port), timeout=10)
             sock.sendall(
                 b"GET " + url.path.encode() + b"chat?room=1 HTTP/1.1\r\n"
                 b"Host: " + f"{url.host}:{port}".encode() + b"\r\n"
@@ -679,13 +687,16 @@ def test_port_preview_tunnels_websockets(client, web_session):
                 head += chunk
             status = head.split(b"\r\n", 1)[0]
             if b" 101 " in status + b" ":
-                break
+                return sock, key, head
         except OSError:
             status = b"(connection failed)"
-        sock.close()
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"no WebSocket upgrade through {preview.url} within 30 s; last status {status!r}")
-        time.sleep(0.2)
+        if sock is not None:
+            sock.close()
+        return None
+
+    sock, key, head = wait_until(
+        upgraded, 30, f"a WebSocket upgrade through {preview.url}", 0.2, last=lambda: f"status {status!r}"
+    )
 
     try:
         lines = head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")

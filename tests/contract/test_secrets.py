@@ -1,4 +1,4 @@
-"""Secrets through the published client (API.md §2.7, §3.5, §8.4, §9 item 9).
+"""Secrets through the published client: per project, write-only values that sandboxes get.
 
 A secret's value reaches a session's sandbox as an environment variable through
 `SecretBinding`s on the agent and the session (the session's winning per variable), and no

@@ -1,5 +1,5 @@
-"""Sessions as far as the foundation serves them (API.md §1.7, §1.9, §2.4, §3.3): the paged
-list with `X-Total-Count`, the detail with its agent, and PATCH with merged metadata.
+"""Sessions without their sandboxes: the paged list with `X-Total-Count`, the detail with its
+agent, and PATCH with merged metadata.
 
 Session rows are seeded in PostgreSQL (see seed.py): `POST /api/sessions` needs the sandbox.
 """

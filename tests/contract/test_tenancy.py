@@ -1,7 +1,7 @@
-"""Credentials and projects through the published client (API.md §1.2, §1.3, §2.2): the shared
-token as operator, API keys bound to a project (`Client(api_key=...)`), `Client(project=...)`,
-the 400 when several projects are possible, and isolation: one project's key sees nothing of
-another's.
+"""Credentials and projects through the published client (who a caller is, which project a request
+is in, what each credential reaches): the shared token as operator, API keys bound to a project
+(`Client(api_key=...)`), `Client(project=...)`, the 400 when several projects are possible, and
+isolation: one project's key sees nothing of another's.
 
 A server of its own with `SANDBOX_AGENTS_TOKEN` set: the shared server is in open mode and must
 stay so (its first key would close it for every other test).

@@ -1,6 +1,7 @@
-"""Webhooks against the published client (API.md §2.7, §3.6, §7): a receiver written with
-`sandbox_agents.webhooks` gets every event of a real session, with a signature that
-`verify` accepts, a body that `parse` reads, and through a receiver outage at the start.
+"""Webhooks against the published client (signed deliveries of a project's events, retried until
+they land): a receiver written with `sandbox_agents.webhooks` gets every event of a real
+session, with a signature that `verify` accepts, a body that `parse` reads, and through a
+receiver outage at the start.
 """
 from __future__ import annotations
 

@@ -1,44 +1,12 @@
-//! People's credentials over HTTP: browser session cookies (`sa_session`, HttpOnly,
-//! SameSite=Lax; Secure behind https), opening sessions and issuing single-use recovery
-//! secrets. Minting and hashing are `sandbox_agents_vault::tokens`'; secrets are random, shown
-//! once, and stored as SHA-256 hashes.
+//! People's browser sessions over HTTP: the session cookie (`sa_session`, HttpOnly,
+//! SameSite=Lax; Secure behind https). Opening and ending sessions, passwords and recovery
+//! codes are `sandbox_agents_credentials::people`'s.
 
-use crate::error::ApiError;
 use axum::http::{header, HeaderMap, HeaderValue};
-use sandbox_agents_store::people;
-use sandbox_agents_vault::tokens;
-use time::{Duration, OffsetDateTime};
+use sandbox_agents_credentials::people::SESSION_TTL;
 
 /// The browser session cookie.
 pub const SESSION_COOKIE: &str = "sa_session";
-/// How long a browser session lasts.
-pub const SESSION_TTL: Duration = Duration::days(7);
-/// How long a recovery secret works.
-pub const RECOVERY_TTL: Duration = Duration::hours(24);
-
-fn vault_error(e: sandbox_agents_vault::VaultError) -> ApiError {
-    ApiError::Internal(e.into())
-}
-
-/// A random secret (a session token, a recovery code), shown once.
-pub fn new_secret() -> Result<String, ApiError> {
-    tokens::new_secret().map_err(vault_error)
-}
-
-/// An argon2id PHC string for `password` (on a blocking thread: it is slow on purpose).
-pub async fn hash_password(password: String) -> Result<String, ApiError> {
-    tokio::task::spawn_blocking(move || tokens::hash_password(&password))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .map_err(vault_error)
-}
-
-/// Whether `password` matches `hash` (false for a malformed hash), off the async threads.
-pub async fn verify_password(password: String, hash: String) -> bool {
-    tokio::task::spawn_blocking(move || tokens::verify_password(&password, &hash))
-        .await
-        .unwrap_or(false)
-}
 
 /// The session cookie's value, if the request carries exactly one. Several mean somebody
 /// planted one next to ours (a page on another port of the same host can set cookies for
@@ -73,50 +41,9 @@ pub fn set_cookie(token: Option<&str>, secure: bool) -> HeaderValue {
     HeaderValue::from_str(&value).expect("a cookie of hex and ASCII is a valid header")
 }
 
-/// Opens a browser session for `person`; returns the cookie's token.
-pub async fn open_session(
-    db: &sandbox_agents_store::Db,
-    person: uuid::Uuid,
-) -> Result<String, ApiError> {
-    let token = new_secret()?;
-    people::add_session(
-        db,
-        person,
-        &tokens::digest(&token),
-        OffsetDateTime::now_utc() + SESSION_TTL,
-    )
-    .await?;
-    Ok(token)
-}
-
-/// A fresh recovery secret for `person`; returns it (its hash is stored).
-pub async fn issue_recovery(
-    db: &sandbox_agents_store::Db,
-    person: uuid::Uuid,
-) -> Result<String, ApiError> {
-    let code = new_secret()?;
-    people::add_recovery_code(
-        db,
-        person,
-        &tokens::digest(&code),
-        OffsetDateTime::now_utc() + RECOVERY_TTL,
-    )
-    .await?;
-    Ok(code)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn passwords_hash_with_argon2id_and_verify() {
-        let h = hash_password("correct horse battery".into()).await.unwrap();
-        assert!(h.starts_with("$argon2id$"));
-        assert!(verify_password("correct horse battery".into(), h.clone()).await);
-        assert!(!verify_password("wrong".into(), h).await);
-        assert!(!verify_password("x".into(), "not a hash".into()).await);
-    }
 
     #[test]
     fn the_session_cookie_is_found_among_others() {

@@ -1,5 +1,7 @@
 //! Credentials a project stores for its sandboxes: secrets (values that become environment
-//! variables at boot) and git deploy keys (used by the control plane, never by a sandbox).
+//! variables at boot) and git deploy keys (used by the control plane, never by a sandbox);
+//! and the credentials of callers with what they reach: people (passwords, browser sessions,
+//! recovery codes), API keys, projects and their memberships.
 //! Every stored value is sealed under the deployment's master key with its owner's id as
 //! associated data; nothing here returns or logs a plaintext except to the code that uses it.
 //!
@@ -8,12 +10,18 @@
 //! resolves and seals a boot's variables and opens them for each command, the run loop masks
 //! tool output, and the API manages secrets and keys. Keeping them here means the master key
 //! has one owner, and what grows next (git checkouts with deploy keys, bucket credentials)
-//! finds the sealing and the probe in one place.
+//! finds the sealing and the probe in one place. The callers' side is here for the same
+//! reason one level up: the rules of who may sign in and what a credential reaches (the last
+//! operator stays, a project keeps an admin, a password is hashed before it is stored) are
+//! the API's to call and not its to hold, and they share the store's identity tables.
 //!
 //! Entry point: [`Credentials`].
 
+pub mod api_keys;
 pub mod git_keys;
 pub mod git_probe;
+pub mod people;
+pub mod projects;
 pub mod secrets;
 
 use sandbox_agents_store::Db;

@@ -354,10 +354,12 @@ async fn list_models_reads_names_and_limits_from_the_proxy() {
 
 #[tokio::test]
 async fn list_models_from_a_proxy_that_is_down_is_a_connect_error() {
-    let fake = FakeModel::start(Script::default());
-    let base = fake.root_url();
-    drop(fake);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // A port nothing listens on: bound, and closed before the request (dropping a std
+    // listener closes it at once; a dropped FakeModel's task would take a moment).
+    let base = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
     let err = client_at(Transport::Proxy {
         base,
         api_key: None,

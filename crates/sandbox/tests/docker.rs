@@ -178,24 +178,25 @@ async fn ports_are_published_on_loopback_and_reachable() {
         )
         .await;
     assert_eq!(out.exit_code, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let answer = loop {
-        let attempt = async {
-            let mut conn = tokio::net::TcpStream::connect(addr).await?;
-            conn.write_all(b"GET / HTTP/1.0\r\nHost: sandbox\r\n\r\n")
-                .await?;
-            let mut answer = Vec::new();
-            conn.read_to_end(&mut answer).await?;
-            Ok::<_, std::io::Error>(String::from_utf8_lossy(&answer).into_owned())
-        };
-        match tokio::time::timeout(Duration::from_secs(2), attempt).await {
-            Ok(Ok(a)) if a.starts_with("HTTP/") => break a,
-            _ if Instant::now() > deadline => {
-                panic!("the server in the sandbox never answered on {addr}")
+    let answer = sandbox_agents_testkit::eventually(
+        &format!("the server in the sandbox to answer on {addr}"),
+        Duration::from_secs(10),
+        async || {
+            let attempt = async {
+                let mut conn = tokio::net::TcpStream::connect(addr).await?;
+                conn.write_all(b"GET / HTTP/1.0\r\nHost: sandbox\r\n\r\n")
+                    .await?;
+                let mut answer = Vec::new();
+                conn.read_to_end(&mut answer).await?;
+                Ok::<_, std::io::Error>(String::from_utf8_lossy(&answer).into_owned())
+            };
+            match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+                Ok(Ok(a)) if a.starts_with("HTTP/") => Ok(a),
+                other => Err(format!("{other:?}")),
             }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+        },
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
     t.finish().await;
 }

@@ -12,8 +12,9 @@
 //! and any container no session owns. Workspaces, snapshots and the database stay: `serve`
 //! starts from them again.
 
+use crate::app::{services, ServiceSettings, Services};
 use crate::config::Config;
-use crate::{open_database, services, Database};
+use crate::{open_database, Database};
 use anyhow::Context;
 use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_store::{sessions, EventHub};
@@ -39,8 +40,8 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
         let mut config = config.clone();
         config.warm_pool_size = 0;
         // The run loop is registered with the lifecycle, so a stop cancels a run in flight.
-        let (sessions, runs, _credentials) =
-            services(&config, &db, config.master_key()?, shutdown.clone()).await?;
+        let Services { sessions, runs, .. } =
+            services(ServiceSettings::resolve(&config)?, &db, shutdown.clone()).await?;
         runs.attach_hub(hub);
         let active = sessions::active(&db).await?;
         let (mut stopped, mut failed) = (0usize, 0usize);

@@ -170,6 +170,15 @@ impl TestApp {
         id
     }
 
+    /// `POST /api/sessions` with `body` (of an agent that exists), once the session runs;
+    /// returns its id.
+    pub async fn boot_session(&self, body: serde_json::Value) -> String {
+        let s = self.create_session(body).await;
+        let id = s["id"].as_str().expect("an id").to_owned();
+        self.wait_for_status(&id, "running", crate::BOOT).await;
+        id
+    }
+
     /// `POST .../exec`, returning (exit_code, stdout, stderr).
     pub async fn exec(&self, id: &str, command: &str) -> (i64, String, String) {
         let r = self
@@ -188,18 +197,23 @@ impl TestApp {
         )
     }
 
-    /// The event types of a session's log, in order.
-    pub async fn event_types(&self, id: &str) -> Vec<String> {
-        let page: Vec<serde_json::Value> = self
-            .http
+    /// A session's log (its first 1000 events), in order.
+    pub async fn events(&self, id: &str) -> Vec<serde_json::Value> {
+        self.http
             .get(self.url(&format!("/api/sessions/{id}/events?limit=1000")))
             .send()
             .await
             .expect("GET events")
             .json()
             .await
-            .expect("events");
-        page.iter()
+            .expect("events")
+    }
+
+    /// The event types of a session's log, in order.
+    pub async fn event_types(&self, id: &str) -> Vec<String> {
+        self.events(id)
+            .await
+            .iter()
             .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
             .collect()
     }

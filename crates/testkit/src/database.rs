@@ -8,7 +8,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
 /// The shared cluster: options for its maintenance database, and a URL for it that
@@ -61,11 +61,13 @@ async fn start_shared_embedded() -> EmbeddedPostgres {
     let target = workspace_target();
     std::fs::create_dir_all(&target).expect("creating target/");
     let lock = target.join("test-pg.lock");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        match std::fs::create_dir(&lock) {
-            Ok(()) => break,
+    crate::eventually(
+        &format!("the lock {}", lock.display()),
+        Duration::from_secs(120),
+        async || match std::fs::create_dir(&lock) {
+            Ok(()) => Some(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // A lock left by a process that died while starting the cluster.
                 let stale = std::fs::metadata(&lock)
                     .and_then(|m| m.modified())
                     .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(120))
@@ -73,16 +75,12 @@ async fn start_shared_embedded() -> EmbeddedPostgres {
                 if stale {
                     let _ = std::fs::remove_dir(&lock);
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for {}",
-                    lock.display()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                None
             }
             Err(e) => panic!("cannot create {}: {e}", lock.display()),
-        }
-    }
+        },
+    )
+    .await;
     let started = EmbeddedPostgres::start(&target.join("test-pg")).await;
     let _ = std::fs::remove_dir(&lock);
     started.expect("starting the shared test PostgreSQL cluster")

@@ -1,5 +1,6 @@
 //! Test support: a fresh database per test, [`spawn_app`] (a real server on port 0 that the
-//! test owns), seeding helpers and an SSE reader.
+//! test owns, built by the binary's own wiring, `sandbox_agents_server::app`), seeding
+//! helpers and an SSE reader.
 //!
 //! Databases live in one shared cluster: the server named by `SANDBOX_AGENTS_TEST_DATABASE_URL`
 //! when set (the test script sets it), otherwise an embedded cluster under
@@ -13,20 +14,15 @@ pub mod sse;
 pub use database::{database_url, fresh_database, fresh_named_database};
 
 use sandbox_agents_agent::{ModelClients, Runs};
-use sandbox_agents_api::preview::PreviewKey;
-use sandbox_agents_api::web::WebOptions;
-use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
-use sandbox_agents_credentials::Credentials;
 use sandbox_agents_sandbox::docker::DockerBackend;
-use sandbox_agents_sandbox::unavailable::Unavailable;
-use sandbox_agents_sandbox::{Limits, SandboxBackend};
-use sandbox_agents_sessions::{SessionSettings, Sessions};
-use sandbox_agents_store::{Db, EventHub};
-use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings, Webhooks};
-use sandbox_agents_workspace::{LocalBlobStore, ManifestPolicy};
+use sandbox_agents_sandbox::SandboxBackend;
+use sandbox_agents_server::app::Settings;
+use sandbox_agents_server::config::{Config, LogFormat};
+use sandbox_agents_sessions::Sessions;
+use sandbox_agents_store::Db;
+use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings};
 use sqlx::postgres::PgConnectOptions;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -34,28 +30,51 @@ pub const DEFAULT_MODEL: &str = "test-default-model";
 /// How long a test waits for a sandbox to boot.
 pub const BOOT: Duration = Duration::from_secs(60);
 
-/// Polls `check` until it gives a value, and returns it; fails the test naming `what` when
-/// `within` passes first. The one way tests wait for a condition they cannot be told of:
-/// first after 10 ms, then backing off to every 100 ms.
-pub async fn eventually<T>(
+/// What one look of [`eventually`] found: `Some`/`Ok` is the value waited for; `None` is "not
+/// yet", and `Err(last)` is "not yet" with what was seen instead, which the failure reports.
+pub trait Outcome<T> {
+    fn into_outcome(self) -> Result<T, Option<String>>;
+}
+
+impl<T> Outcome<T> for Option<T> {
+    fn into_outcome(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T> Outcome<T> for Result<T, String> {
+    fn into_outcome(self) -> Result<T, Option<String>> {
+        self.map_err(Some)
+    }
+}
+
+/// Polls `check` until it gives a value, and returns it; fails the test naming `what` (and
+/// the last thing `check` saw, when it says) when `within` passes first. The one way tests
+/// wait for a condition they cannot be told of: first after 10 ms, then backing off to every
+/// 100 ms.
+pub async fn eventually<T, O: Outcome<T>>(
     what: &str,
     within: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
+    mut check: impl AsyncFnMut() -> O,
 ) -> T {
     let deadline = std::time::Instant::now() + within;
     let mut pause = Duration::from_millis(10);
     loop {
-        if let Some(v) = check().await {
-            return v;
+        let last = match check().await.into_outcome() {
+            Ok(v) => return v,
+            Err(last) => last,
+        };
+        if std::time::Instant::now() >= deadline {
+            match last {
+                Some(last) => panic!("timed out after {within:?} waiting for {what}; last: {last}"),
+                None => panic!("timed out after {within:?} waiting for {what}"),
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
+
 /// Test servers ping after this much silence, so heartbeats can be observed quickly.
 pub const HEARTBEAT: Duration = Duration::from_millis(300);
 
@@ -73,7 +92,9 @@ pub struct TestApp {
     pub sessions: Sessions,
     /// The run loop (registered with `sessions`; held here so it lives as long as the app).
     pub runs: Runs,
-    /// This server's blob store directory.
+    /// This server's `--data-dir` (a temporary directory, removed when the app is dropped).
+    pub data_dir: PathBuf,
+    /// This server's blob store directory (`<data_dir>/blobs`).
     pub blobs_dir: PathBuf,
     /// The webhook dispatcher, not running: drive it with `run_once`, or start its loop with
     /// [`TestApp::start_dispatcher`].
@@ -85,67 +106,61 @@ pub fn test_image() -> String {
     std::env::var("SANDBOX_AGENTS_IMAGE").unwrap_or_else(|_| "sandbox-agents-sandbox:1".into())
 }
 
-/// The services a test server uses: real Docker (or, when it is unreachable, a backend that
-/// says so on every call), blobs in a directory of its own, no periodic workers, runs that
-/// use `models`, and a warm pool of `warm_pool` sandboxes (0: none, which keeps boots
-/// deterministic; pool tests ask for one).
-pub async fn test_services(
-    db: &Db,
-    shutdown: CancellationToken,
-    models: ModelClients,
-    warm_pool: usize,
-) -> (Sessions, Runs, PathBuf) {
-    let deployment = sandbox_agents_store::deployment::id(db)
-        .await
-        .expect("reading the deployment id");
-    let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
-        Ok(b) => Arc::new(b),
-        Err(e) => Arc::new(Unavailable {
-            name: "docker",
-            reason: e.to_string(),
-        }),
-    };
-    let blobs_dir =
-        std::env::temp_dir().join(format!("sa-test-blobs-{}", uuid::Uuid::new_v4().simple()));
-    let blobs = LocalBlobStore::new(&blobs_dir).expect("creating a blob store");
-    let credentials = Credentials::new(
-        db.clone(),
-        test_master_key(&deployment),
-        blobs_dir.with_extension("known_hosts"),
-    );
-    let settings = SessionSettings {
-        default_image: test_image(),
+/// The configuration of a test server, as flags would give it: listeners on port 0 of
+/// loopback, state under `data_dir`, the test image and model, small sandbox limits, no warm
+/// pool unless asked (0 keeps boots deterministic; pool tests ask for one), path previews,
+/// open mode and the deployment's test master key. No environment variable but
+/// `SANDBOX_AGENTS_IMAGE` (the image to boot) plays a part, so a developer's other
+/// `SANDBOX_AGENTS_*` settings never change a test.
+pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
+    Config {
+        bind: "127.0.0.1:0".parse().expect("an address"),
+        data_dir,
+        database_url: None,
         default_model: DEFAULT_MODEL.into(),
-        limits: Limits {
-            cpus: 1.0,
-            memory_bytes: 512 * 1024 * 1024,
-            pids: 256,
-        },
-        idle_ttl: Duration::from_secs(1800),
-        sweep_interval: Duration::from_secs(3600),
-        manifest: ManifestPolicy::default(),
-        warm_pool,
-    };
-    let sessions = Sessions::new(
-        db.clone(),
-        backend,
-        Arc::new(blobs),
-        settings,
-        credentials,
-        shutdown,
-    );
-    let runs = Runs::new(sessions.clone(), models);
-    sessions.register_runs(runs.hooks());
-    (sessions, runs, blobs_dir)
+        db_max_connections: 32,
+        backend: "docker".into(),
+        image: test_image(),
+        sandbox_cpus: 1.0,
+        sandbox_memory_mb: 512,
+        sandbox_pids: 256,
+        warm_pool_size: 0,
+        idle_ttl_seconds: 1800,
+        local_dir_roots: Vec::new(),
+        git_known_hosts: None,
+        public_url: None,
+        preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
+        preview_public_url: None,
+        preview_domain: None,
+        allowed_hosts: Vec::new(),
+        preview_key: None,
+        token: None,
+        rate_limit_per_minute: 0,
+        rate_limit_burst: 0,
+        master_key: Some(test_master_key_text(deployment)),
+        previous_master_keys: Vec::new(),
+        // The webhook flags; a test server's delivery settings are `AppOptions::webhooks`.
+        webhook_allow_private: true,
+        webhook_max_attempts: 4,
+        webhook_retry_base_seconds: 0.1,
+        webhook_retry_max_seconds: 3.0,
+        webhook_deactivate_after: 0,
+        webhook_concurrency: 8,
+        webhook_per_subscription_concurrency: 2,
+        webhook_timeout_seconds: 2.0,
+        webhook_retention_days: 30,
+        log_format: LogFormat::Text,
+    }
 }
 
-/// The master key of a test deployment: derived from its id, so that every server a test
-/// starts on the same database (a restart, a second process) opens what another sealed, as the
-/// processes of a real deployment share `SANDBOX_AGENTS_MASTER_KEY`.
-pub fn test_master_key(deployment: &str) -> sandbox_agents_vault::MasterKey {
+/// The master key of a test deployment as `--master-key` takes it (64 hex digits): derived
+/// from its id, so that every server a test starts on the same database (a restart, a second
+/// process) opens what another sealed, as the processes of a real deployment share
+/// `SANDBOX_AGENTS_MASTER_KEY`.
+fn test_master_key_text(deployment: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("test master key {deployment}").as_bytes());
-    sandbox_agents_vault::MasterKey::from_bytes(&digest).expect("32 bytes")
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Logs to the test's output when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
@@ -330,80 +345,66 @@ pub async fn spawn_app_with_options(opts: AppOptions) -> TestApp {
     spawn_app_inner(db, options, opts).await
 }
 
+/// Builds the server with the binary's wiring (`sandbox_agents_server::app::build`) from
+/// [`test_config`] with `opts` applied, and serves it on ephemeral ports. What no flag sets
+/// (the model clients, the webhook settings' short poll, the heartbeat, a rate limit of the
+/// test's choosing, no periodic sweeps) replaces the resolved value. No background worker is
+/// started: tests drive the dispatcher, the pool and the reaper themselves.
 async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions) -> TestApp {
     let AppOptions {
         model_proxy,
         models,
         auth,
-        webhooks: webhook_settings,
+        webhooks,
         warm_pool,
         preview_domain,
         allowed_hosts,
     } = opts;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let deployment = sandbox_agents_store::deployment::id(&db)
+        .await
+        .expect("reading the deployment id");
+    let data_dir =
+        std::env::temp_dir().join(format!("sa-test-data-{}", uuid::Uuid::new_v4().simple()));
+    let mut config = test_config(data_dir.clone(), &deployment);
+    config.warm_pool_size = warm_pool;
+    config.preview_domain = preview_domain;
+    config.allowed_hosts = allowed_hosts;
+    let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");
-    let preview_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding port 0");
+    let preview_listener = tokio::net::TcpListener::bind(
+        config
+            .preview_bind()
+            .expect("the preview listener's address"),
+    )
+    .await
+    .expect("binding port 0");
     let api_addr = listener.local_addr().expect("local addr");
     let preview_addr = preview_listener.local_addr().expect("local addr");
-    let base = format!("http://{api_addr}");
-    let preview_base = format!("http://{preview_addr}");
-    // The binary's own translation of the flags into listeners' settings.
-    let web = sandbox_agents_api::web::web_settings(
-        WebOptions {
-            preview_key: PreviewKey::random(),
-            public_url: base.clone(),
-            preview_public_url: preview_base.clone(),
-            preview_domain: preview_domain.as_deref(),
-            allowed_hosts: &allowed_hosts,
-        },
-        api_addr,
-        preview_addr,
-    )
-    .expect("the test server's web settings");
+    let mut settings =
+        Settings::resolve(&config, api_addr, preview_addr).expect("the test server's settings");
+    settings.services.models = models;
+    settings.services.sessions.sweep_interval = Duration::from_secs(3600);
+    settings.model_proxy = model_proxy;
+    settings.webhooks = webhooks;
+    settings.auth = auth;
+    settings.heartbeat = HEARTBEAT;
+    let blobs_dir = settings.services.blobs_dir.clone();
     let shutdown = CancellationToken::new();
-    let (sessions, runs, blobs_dir) = test_services(&db, shutdown.clone(), models, warm_pool).await;
-    let hub = EventHub::start(db.clone(), shutdown.clone());
-    runs.attach_hub(hub.clone());
-    let webhooks = Webhooks::new(
-        webhook_settings,
-        sessions.credentials().master_key().clone(),
-    )
-    .expect("webhook settings");
-    let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
-    let state = AppState {
-        webhooks,
-        sessions: sessions.clone(),
-        runs: runs.clone(),
-        credentials: sessions.credentials().clone(),
-        db: db.clone(),
-        hub,
-        settings: Arc::new(ApiSettings {
-            default_model: DEFAULT_MODEL.into(),
-            backends: vec![BackendInfo {
-                name: "docker".into(),
-                default: true,
-            }],
-            heartbeat: HEARTBEAT,
-            model_proxy,
-            public_url: web.public_url,
-            hosts: Arc::new(web.hosts),
-            preview_hosts: web.preview_hosts,
-            preview: web.preview,
-            auth: Arc::new(auth),
-        }),
-        shutdown: shutdown.clone(),
-    };
+    let app = sandbox_agents_server::app::build(settings, db.clone(), shutdown.clone())
+        .await
+        .expect("building the test server");
+    let sessions = app.state.sessions.clone();
+    let runs = app.state.runs.clone();
+    let dispatcher = app.dispatcher.clone();
     let listeners = sandbox_agents_api::Listeners {
         api: listener,
         preview: Some(preview_listener),
     };
-    let server = tokio::spawn(sandbox_agents_api::serve(listeners, state));
+    let server = tokio::spawn(app.serve(listeners));
     TestApp {
-        base,
-        preview_base,
+        base: format!("http://{api_addr}"),
+        preview_base: format!("http://{preview_addr}"),
         http: reqwest::Client::new(),
         db,
         db_options,
@@ -411,6 +412,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         server,
         sessions,
         runs,
+        data_dir,
         blobs_dir,
         dispatcher,
     }
@@ -418,7 +420,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
 
 /// A test that fails halfway must not leave sandboxes behind: when its server is dropped,
 /// every container of its deployment (each test database is a deployment of its own) is
-/// removed, from a thread with a runtime of its own since `Drop` cannot await.
+/// removed, from a thread with a runtime of its own since `Drop` cannot await; then its data
+/// directory.
 impl Drop for TestApp {
     fn drop(&mut self) {
         // Pooled sandboxes carry the deployment label too, so the sweep below takes them; the
@@ -456,5 +459,6 @@ impl Drop for TestApp {
             });
         })
         .join();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

@@ -11,9 +11,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::identity::{ApiKey, ApiKeyCreate, ApiKeyCreated};
-use sandbox_agents_domain::{ProjectId, Violations};
-use sandbox_agents_store::api_keys::{self, NewApiKey};
-use sandbox_agents_vault::tokens;
+use sandbox_agents_domain::ProjectId;
+use sandbox_agents_store::api_keys;
 use uuid::Uuid;
 
 /// Which keys a request sees: those of `project` (when one resolves) and, for callers that
@@ -73,9 +72,6 @@ pub async fn create(
     ApiJson(body): ApiJson<ApiKeyCreate>,
 ) -> ApiResult<(StatusCode, Json<ApiKeyCreated>)> {
     require_operator(&p, &st.settings.auth)?;
-    let mut v = Violations::new();
-    let expires_at = body.validate(&mut v);
-    v.into_result().map_err(ApiError::Validation)?;
     // A key made by a bound key stays in that key's project.
     let project = match &p {
         Principal::ApiKey {
@@ -83,30 +79,17 @@ pub async fn create(
         } => Some(*b),
         _ => project,
     };
-    let (key, prefix) = tokens::new_api_key().map_err(|e| crate::ApiError::Internal(e.into()))?;
-    let hash = tokens::digest(&key);
     let created_by = p.subject().unwrap_or_default();
-    let record = api_keys::insert(
-        &st.db,
-        &NewApiKey {
-            id: Uuid::now_v7(),
-            project,
-            name: body.name.trim(),
-            description: &body.description,
-            prefix: &prefix,
-            hash: &hash,
-            created_by: &created_by,
-            expires_at,
-        },
-    )
-    .await?;
+    let minted = st
+        .credentials
+        .create_api_key(&body, project, &created_by)
+        .await?;
     st.settings.auth.credential_created();
-    tracing::info!(key.id = %record.id, project = ?project.map(|p| p.to_string()), "API key created");
     Ok((
         StatusCode::CREATED,
         Json(ApiKeyCreated {
-            key_info: record.to_wire(),
-            key,
+            key_info: minted.record.to_wire(),
+            key: minted.key,
         }),
     ))
 }

@@ -2,18 +2,18 @@
 //! not project-scoped: `{ref}` (id or slug) names the project, `X-Project` is ignored.
 
 use crate::auth::{require_operator, Principal};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiJson;
 use crate::project::{by_ref, reaches};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use sandbox_agents_domain::identity::{slug_from_name, Project, ProjectCreate, ProjectPatch};
 use sandbox_agents_domain::identity::{MemberCreate, ProjectMember};
-use sandbox_agents_domain::{ProjectId, Violations};
+use sandbox_agents_domain::identity::{Project, ProjectCreate, ProjectPatch};
+use sandbox_agents_domain::ProjectId;
 use sandbox_agents_store::memberships::{self, MemberRecord};
-use sandbox_agents_store::{people, projects};
+use sandbox_agents_store::projects;
 
 /// Project changes: operators, and the project's admins.
 fn require_admin(p: &Principal, project: ProjectId, st: &AppState) -> ApiResult<()> {
@@ -58,31 +58,12 @@ pub async fn create(
     if !matches!(p, Principal::Person { .. }) {
         require_operator(&p, &st.settings.auth)?;
     }
-    let mut v = Violations::new();
-    body.validate(&mut v);
-    v.into_result().map_err(ApiError::Validation)?;
-    let slug = if body.slug.is_empty() {
-        projects::free_slug(&st.db, &slug_from_name(&body.name)).await?
-    } else {
-        body.slug.clone()
+    let admin = match &p {
+        Principal::Person { id, .. } => Some(*id),
+        _ => None,
     };
-    let mut tx = st.db.begin().await?;
-    let created = projects::insert(
-        &mut *tx,
-        ProjectId::new(),
-        &slug,
-        body.name.trim(),
-        &body.description,
-    )
-    .await?;
-    let role = if let Principal::Person { id, .. } = &p {
-        memberships::add(&mut *tx, created.project_id(), *id, "admin").await?;
-        Some("admin")
-    } else {
-        None
-    };
-    tx.commit().await?;
-    tracing::info!(project.id = %created.id, slug = %created.slug, "project created");
+    let created = st.credentials.create_project(&body, admin).await?;
+    let role = admin.map(|_| "admin");
     Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
 
@@ -117,23 +98,10 @@ pub async fn update(
 ) -> ApiResult<Json<Project>> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
-    if body.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(ApiError::Validation(vec![
-            sandbox_agents_domain::FieldError {
-                kind: "string_too_short".into(),
-                loc: vec!["body".into(), "name".into()],
-                msg: "name must not be empty".into(),
-                input: serde_json::Value::from(""),
-            },
-        ]));
-    }
-    let updated = projects::update(
-        &st.db,
-        project.project_id(),
-        body.name.as_deref().map(str::trim),
-        body.description.as_deref(),
-    )
-    .await?;
+    let updated = st
+        .credentials
+        .update_project(project.project_id(), &body)
+        .await?;
     Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
 }
 
@@ -206,27 +174,10 @@ pub async fn add_member(
 ) -> ApiResult<(StatusCode, Json<ProjectMember>)> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
-    if !matches!(body.role.as_str(), "admin" | "member") {
-        let mut v = Violations::new();
-        v.literal(&["role"], &["admin", "member"], &body.role);
-        return Err(ApiError::Validation(v.into_result().unwrap_err()));
-    }
-    let person = people::by_email(&st.db, body.email.trim())
-        .await?
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "no user has the email '{}'; create the user first",
-                body.email.trim()
-            ))
-        })?;
-    let id = memberships::add(&st.db, project.project_id(), person.id, &body.role).await?;
-    let added = memberships::list(&st.db, project.project_id())
-        .await?
-        .into_iter()
-        .find(|m| m.id == id)
-        .ok_or_else(|| {
-            ApiError::Internal(anyhow::anyhow!("a membership vanished as it was added"))
-        })?;
+    let added = st
+        .credentials
+        .add_member(project.project_id(), &body.email, &body.role)
+        .await?;
     Ok((StatusCode::CREATED, Json(member_wire(&added))))
 }
 
@@ -247,15 +198,9 @@ pub async fn remove_member(
     require_admin(&p, project.project_id(), &st)?;
     let id = uuid::Uuid::try_parse(&member)
         .map_err(|_| ApiError::NotFound(format!("member '{member}' not found")))?;
-    let mut tx = st.db.begin().await?;
-    memberships::remove(&mut tx, project.project_id(), id)
+    st.credentials
+        .remove_member(project.project_id(), id)
         .await
-        .map_err(|e| match e {
-            sandbox_agents_store::Error::NotFound => {
-                ApiError::NotFound(format!("member '{member}' not found"))
-            }
-            other => other.into(),
-        })?;
-    tx.commit().await?;
+        .or_not_found(|| format!("member '{member}' not found"))?;
     Ok(StatusCode::NO_CONTENT)
 }

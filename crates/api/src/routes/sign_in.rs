@@ -6,14 +6,14 @@
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::people::{hash_password, open_session, session_cookie, set_cookie, verify_password};
+use crate::people::{session_cookie, set_cookie};
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use sandbox_agents_domain::identity::{password_problem, LoginBody, Profile, RecoveryBody};
-use sandbox_agents_store::people;
+use sandbox_agents_credentials::people::normalize_email;
+use sandbox_agents_domain::identity::{LoginBody, Profile, RecoveryBody};
 use std::net::SocketAddr;
 
 const WRONG: &str = "the email or the password is wrong";
@@ -36,28 +36,19 @@ pub async fn login(
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     ApiJson(body): ApiJson<LoginBody>,
 ) -> ApiResult<impl IntoResponse> {
-    let email = body.email.trim().to_lowercase();
+    let email = normalize_email(&body.email);
     st.settings.auth.check_sign_in(&email, addr.ip())?;
-    let found = people::credentials(&st.db, &email).await?;
-    let ok = match found {
-        Some((person, Some(hash))) if person.state == "active" => {
-            verify_password(body.password, hash).await.then_some(person)
-        }
-        _ => {
-            // Spend the same time as a real check, so a wrong email is not faster.
-            let _ = hash_password(body.password).await;
-            None
-        }
-    };
-    let Some(person) = ok else {
-        tracing::info!("a sign-in failed");
-        return Err(ApiError::Unauthorized(WRONG.into()));
-    };
-    let token = open_session(&st.db, person.id).await?;
-    tracing::info!(person.id = %person.id, "signed in");
+    let signed_in = st
+        .credentials
+        .sign_in(&email, body.password)
+        .await?
+        .ok_or_else(|| ApiError::Unauthorized(WRONG.into()))?;
     Ok((
         StatusCode::NO_CONTENT,
-        [(header::SET_COOKIE, set_cookie(Some(&token), secure(&st)))],
+        [(
+            header::SET_COOKIE,
+            set_cookie(Some(&signed_in.token), secure(&st)),
+        )],
     ))
 }
 
@@ -71,7 +62,7 @@ pub async fn logout(
     headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
     if let Some(token) = session_cookie(&headers) {
-        people::end_session(&st.db, &sandbox_agents_vault::tokens::digest(&token)).await?;
+        st.credentials.sign_out(&token).await?;
     }
     Ok((
         StatusCode::NO_CONTENT,
@@ -94,35 +85,22 @@ pub async fn recover(
     ApiJson(body): ApiJson<RecoveryBody>,
 ) -> ApiResult<impl IntoResponse> {
     st.settings.auth.check_sign_in("recovery", addr.ip())?;
-    if let Some(problem) = password_problem(&body.password) {
-        return Err(ApiError::Validation(vec![
-            sandbox_agents_domain::FieldError {
-                kind: "value_error".into(),
-                loc: vec!["body".into(), "password".into()],
-                msg: problem,
-                input: serde_json::Value::from("***"),
-            },
-        ]));
-    }
-    let hash = hash_password(body.password).await?;
-    let mut tx = st.db.begin().await?;
-    let person = people::recover(
-        &mut tx,
-        &sandbox_agents_vault::tokens::digest(body.code.trim()),
-        &hash,
-    )
-    .await?;
-    tx.commit().await?;
-    let Some(person) = person else {
-        return Err(ApiError::BadRequest(
-            "the recovery code is unknown, used or expired; ask an operator for a new one".into(),
-        ));
-    };
-    let token = open_session(&st.db, person.id).await?;
-    tracing::info!(person.id = %person.id, "password set through recovery");
+    let signed_in = st
+        .credentials
+        .recover(&body.code, body.password)
+        .await?
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "the recovery code is unknown, used or expired; ask an operator for a new one"
+                    .into(),
+            )
+        })?;
     Ok((
         StatusCode::NO_CONTENT,
-        [(header::SET_COOKIE, set_cookie(Some(&token), secure(&st)))],
+        [(
+            header::SET_COOKIE,
+            set_cookie(Some(&signed_in.token), secure(&st)),
+        )],
     ))
 }
 
@@ -150,7 +128,7 @@ pub async fn update_profile(
     let Principal::Person { id, .. } = &p else {
         return Err(not_a_person());
     };
-    people::set_name(&st.db, *id, body.name.trim()).await?;
+    st.credentials.rename_person(*id, &body.name).await?;
     Ok(Json(profile_of(&st, &p).await?))
 }
 
@@ -164,24 +142,7 @@ async fn profile_of(st: &AppState, p: &Principal) -> ApiResult<Profile> {
     let Principal::Person { id, projects, .. } = p else {
         return Err(not_a_person());
     };
-    let person = people::get(&st.db, *id).await?;
-    let mut listed = Vec::new();
-    for (project, role) in projects {
-        let r = sandbox_agents_store::projects::get(&st.db, *project).await?;
-        listed.push(sandbox_agents_domain::identity::ProfileProject {
-            id: r.id.to_string(),
-            slug: r.slug,
-            name: r.name,
-            role: role.clone(),
-        });
-    }
-    Ok(Profile {
-        id: person.id.to_string(),
-        email: person.email,
-        name: person.name,
-        verified: person.verified,
-        created_at: Some(person.created_at),
-        projects: listed,
-        settings_url: Some(format!("{}/settings", st.settings.public_url)),
-    })
+    let mut profile = st.credentials.profile(*id, projects).await?;
+    profile.settings_url = Some(format!("{}/settings", st.settings.public_url));
+    Ok(profile)
 }

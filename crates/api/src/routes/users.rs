@@ -5,13 +5,12 @@
 use crate::auth::{require_operator, Principal};
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::ApiJson;
-use crate::people::{hash_password, issue_recovery};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use sandbox_agents_credentials::people::PersonCreated;
 use sandbox_agents_domain::identity::{Recovery, User, UserCreate, UserCreated, UserPatch};
-use sandbox_agents_domain::Violations;
 use sandbox_agents_store::people::{self, PersonRecord};
 use uuid::Uuid;
 
@@ -30,6 +29,11 @@ pub(crate) fn wire(p: &PersonRecord) -> User {
 /// The link that sets a password with `code`.
 pub(crate) fn recovery_url(st: &AppState, code: &str) -> String {
     format!("{}/recovery?code={code}", st.settings.public_url)
+}
+
+/// Without a shared token people are the only operators, so the last one must stay one.
+fn keep_an_operator(st: &AppState) -> bool {
+    !st.settings.auth.token_configured()
 }
 
 fn person_id(raw: &str) -> ApiResult<Uuid> {
@@ -61,35 +65,21 @@ pub async fn create(
     ApiJson(body): ApiJson<UserCreate>,
 ) -> ApiResult<(StatusCode, Json<UserCreated>)> {
     require_operator(&p, &st.settings.auth)?;
-    let mut v = Violations::new();
-    body.validate(&mut v);
-    v.into_result().map_err(ApiError::Validation)?;
-    let hash = match body.password.clone() {
-        Some(pw) => Some(hash_password(pw).await?),
-        None => None,
-    };
-    let person = people::insert(
-        &st.db,
-        Uuid::now_v7(),
-        body.email.trim(),
-        body.name.trim(),
-        hash.as_deref(),
-        body.operator || matches!(p, Principal::Open),
-    )
-    .await?;
+    // An account made in open mode is an operator: once it exists the deployment is no longer
+    // open, and someone must still be able to manage it.
+    let PersonCreated {
+        person,
+        recovery_code,
+    } = st
+        .credentials
+        .create_person(&body, matches!(p, Principal::Open))
+        .await?;
     st.settings.auth.credential_created();
-    let (recovery_url, recovery_code) = if hash.is_none() {
-        let code = issue_recovery(&st.db, person.id).await?;
-        (Some(self::recovery_url(&st, &code)), Some(code))
-    } else {
-        (None, None)
-    };
-    tracing::info!(person.id = %person.id, "user created");
     Ok((
         StatusCode::CREATED,
         Json(UserCreated {
             user: wire(&person),
-            recovery_url,
+            recovery_url: recovery_code.as_deref().map(|c| recovery_url(&st, c)),
             recovery_code,
         }),
     ))
@@ -109,10 +99,11 @@ pub async fn recovery(
 ) -> ApiResult<Json<Recovery>> {
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
-    people::get(&st.db, id)
+    let code = st
+        .credentials
+        .issue_recovery(id)
         .await
-        .map_err(|_| ApiError::NotFound(format!("user '{raw}' not found")))?;
-    let code = issue_recovery(&st.db, id).await?;
+        .or_not_found(|| format!("user '{raw}' not found"))?;
     Ok(Json(Recovery {
         recovery_url: recovery_url(&st, &code),
         recovery_code: code,
@@ -133,14 +124,10 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
-    let mut tx = st.db.begin().await?;
-    if !st.settings.auth.token_configured() {
-        people::ensure_another_operator(&mut tx, id).await?;
-    }
-    people::delete(&mut *tx, id)
+    st.credentials
+        .delete_person(id, keep_an_operator(&st))
         .await
         .or_not_found(|| format!("user '{raw}' not found"))?;
-    tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -163,23 +150,10 @@ pub async fn update(
 ) -> ApiResult<Json<User>> {
     require_operator(&p, &st.settings.auth)?;
     let id = person_id(&raw)?;
-    let not_found = || format!("user '{raw}' not found");
-    let mut tx = st.db.begin().await?;
-    let mut person = people::get(&mut *tx, id).await.or_not_found(not_found)?;
-    if let Some(name) = &body.name {
-        person = people::set_name(&mut *tx, id, name.trim())
-            .await
-            .or_not_found(not_found)?;
-    }
-    if let Some(operator) = body.operator {
-        if !operator && !st.settings.auth.token_configured() {
-            people::ensure_another_operator(&mut tx, id).await?;
-        }
-        person = people::set_operator(&mut *tx, id, operator)
-            .await
-            .or_not_found(not_found)?;
-        tracing::info!(operator, "operator flag changed");
-    }
-    tx.commit().await?;
+    let person = st
+        .credentials
+        .update_person(id, &body, keep_an_operator(&st))
+        .await
+        .or_not_found(|| format!("user '{raw}' not found"))?;
     Ok(Json(wire(&person)))
 }

@@ -2,22 +2,19 @@
 //! calls that park the run in the database, answers from another server process, interrupts
 //! of parked runs, and the 404s for calls nothing waits on.
 
-use crate::runs::{events, send, start_run, test_agent, types, wait_for_run, TURN};
+use crate::runs::{send, start_run, test_agent, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{spawn_app_with_model_proxy, spawn_app_with_model_proxy_on, TestApp};
+use sandbox_agents_testkit::{
+    eventually, spawn_app_with_model_proxy, spawn_app_with_model_proxy_on, TestApp,
+};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 /// Polls the log until an event matches; returns it.
 async fn wait_for_event(app: &TestApp, id: &str, what: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + TURN;
-    loop {
-        if let Some(e) = events(app, id).await.into_iter().find(&what) {
-            return e;
-        }
-        assert!(Instant::now() < deadline, "no such event in {id}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(&format!("such an event in {id}"), TURN, async || {
+        app.events(id).await.into_iter().find(&what)
+    })
+    .await
 }
 
 async fn answer(app: &TestApp, id: &str, body: Value) -> reqwest::StatusCode {
@@ -251,17 +248,20 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
 
     // Two calls in one step: the ordinary one is answered first, then the run parks
     // on the deferrable one alone.
-    let calls: Vec<Value> = loop {
-        let c: Vec<Value> = events(&app, &id)
+    let calls: Vec<Value> = eventually("both tool calls", TURN, async || {
+        let c: Vec<Value> = app
+            .events(&id)
             .await
             .into_iter()
             .filter(call_event)
             .collect();
         if c.len() == 2 {
-            break c;
+            Ok(c)
+        } else {
+            Err(format!("{c:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    })
+    .await;
     let lookup = calls
         .iter()
         .find(|c| c["payload"]["tool"] == "lookup")
@@ -312,9 +312,9 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
     )
     .await
     .is_success());
-    let deadline = Instant::now() + TURN;
-    let evs = loop {
-        let evs: Vec<Value> = events(&other, &id)
+    let evs = eventually("the run to continue", TURN, async || {
+        let evs: Vec<Value> = other
+            .events(&id)
             .await
             .into_iter()
             .filter(|e| e["run_id"] == run)
@@ -323,14 +323,12 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
             .last()
             .is_some_and(|e| e["type"] == "session.status_idle" && !is_pause(e))
         {
-            break evs;
+            Ok(evs)
+        } else {
+            Err(format!("{evs:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the run did not continue: {evs:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    })
+    .await;
     let end = evs.last().unwrap();
     assert_eq!(end["payload"]["final_output"], "Refund issued.");
     assert_eq!(end["payload"]["run_status"], "completed");
@@ -344,9 +342,9 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
 
 /// Waits for the run's last event to be a terminal event other than a pause.
 async fn wait_for_end(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
-    let deadline = Instant::now() + TURN;
-    loop {
-        let evs: Vec<Value> = events(app, id)
+    eventually("the run to end", TURN, async || {
+        let evs: Vec<Value> = app
+            .events(id)
             .await
             .into_iter()
             .filter(|e| e["run_id"] == run)
@@ -355,11 +353,12 @@ async fn wait_for_end(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
             .last()
             .is_some_and(|e| crate::runs::is_terminal(e) && !is_pause(e))
         {
-            return evs;
+            Ok(evs)
+        } else {
+            Err(format!("{evs:?}"))
         }
-        assert!(Instant::now() < deadline, "the run did not end: {evs:?}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -501,7 +500,7 @@ async fn a_parked_session_may_sleep_and_the_answer_wakes_it_to_continue() {
     );
     let s = app.session(&id).await;
     assert_eq!(s["status"], "running");
-    let all = events(&app, &id).await;
+    let all = app.events(&id).await;
     let woke = all
         .iter()
         .rposition(|e| e["type"] == "session.status_running")

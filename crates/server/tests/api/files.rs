@@ -86,17 +86,6 @@ async fn detail(r: Response) -> String {
     v["detail"].as_str().unwrap_or_default().to_owned()
 }
 
-async fn events(app: &TestApp, id: &str) -> Vec<Value> {
-    app.http
-        .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn delete_session(app: &TestApp, id: &str) {
     let r = app
         .http
@@ -217,7 +206,7 @@ async fn files_are_uploaded_listed_read_and_deleted() {
     );
 
     // Each upload is in the log.
-    let log = events(&app, &id).await;
+    let log = app.events(&id).await;
     let uploads: Vec<&Value> = log.iter().filter(|e| e["type"] == "user.file").collect();
     assert_eq!(uploads.len(), 5);
     assert!(uploads[0]["run_id"].is_null());
@@ -410,7 +399,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let before = events(&app, &id).await.len();
+    let before = app.events(&id).await.len();
 
     assert_eq!(strip(list_ok(&app, &id, ".").await), live_root);
     assert_eq!(strip(list_ok(&app, &id, "docs").await), live_docs);
@@ -450,7 +439,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
 
     // Nothing booted.
     assert_eq!(app.session(&id).await["status"], "stopped");
-    let log = events(&app, &id).await;
+    let log = app.events(&id).await;
     assert_eq!(log.len(), before, "no event since the stop");
     assert_eq!(
         log.iter()
@@ -491,7 +480,7 @@ async fn uploads_larger_than_100_mib_get_413() {
     assert!(r.json::<Value>().await.unwrap()["detail"].is_string());
     assert_eq!(app.exec(&id, "ls -A").await.1, "", "nothing was written");
     assert!(
-        !events(&app, &id)
+        !app.events(&id)
             .await
             .iter()
             .any(|e| e["type"] == "user.file"),

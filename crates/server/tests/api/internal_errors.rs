@@ -2,7 +2,7 @@
 //! the cause: the run's `error` and every event of the session (which webhooks deliver as
 //! they are) carry `internal error (reference <id>)`; the server log has the cause.
 
-use crate::runs::{events, start_run, wait_for_run};
+use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::spawn_app_with_model_proxy;
 use serde_json::{json, Value};
@@ -58,7 +58,7 @@ async fn a_database_error_inside_a_run_reaches_the_user_as_a_reference_only() {
         .await
         .unwrap();
     assert_eq!(error.as_deref(), Some(said.as_str()));
-    let log = serde_json::to_string(&events(&app, &id).await).unwrap();
+    let log = serde_json::to_string(&app.events(&id).await).unwrap();
     for secret in ["boom-cause", "db-host-zq81", "s3cr3t-internal-xq7"] {
         assert!(
             !log.contains(secret),

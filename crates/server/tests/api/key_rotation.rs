@@ -4,9 +4,9 @@
 use crate::process::ServerProcess;
 use crate::webhooks::verify;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
-use sandbox_agents_testkit::{database_url, fresh_named_database};
+use sandbox_agents_testkit::{database_url, eventually, fresh_named_database};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const OLD: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 const NEW: &str = "2222222222222222222222222222222222222222222222222222222222222222";
@@ -86,11 +86,12 @@ async fn a_rotation_moves_every_stored_value_to_the_new_key() {
 
     // The new key with the old one as previous: everything is resealed at start.
     let second = ServerProcess::start(&url, &env_with(NEW, OLD)).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !all_open_with(&db, NEW).await {
-        assert!(Instant::now() < deadline, "the values were not resealed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the values to be resealed",
+        Duration::from_secs(30),
+        async || all_open_with(&db, NEW).await.then_some(()),
+    )
+    .await;
     second.terminate().await;
     assert!(
         !all_open_with(&db, OLD).await,

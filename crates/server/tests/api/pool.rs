@@ -4,12 +4,12 @@
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{
-    spawn_app, spawn_app_on, spawn_app_on_pooled, spawn_app_pooled, spawn_app_with_model_proxy,
-    TestApp,
+    eventually, spawn_app, spawn_app_on, spawn_app_on_pooled, spawn_app_pooled,
+    spawn_app_with_model_proxy, TestApp,
 };
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BOOT: Duration = Duration::from_secs(60);
 /// Starting a pooled sandbox on a busy host.
@@ -27,22 +27,19 @@ async fn pooled(app: &TestApp) -> Vec<String> {
 
 /// Polls until the pool holds exactly `n` ready containers and none is being created.
 async fn pool_settles_at(app: &TestApp, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + FILL;
-    loop {
+    eventually(&format!("the pool to settle at {n}"), FILL, async || {
         let (all,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool")
             .fetch_one(&app.db)
             .await
             .unwrap();
         let ready = pooled(app).await;
         if ready.len() == n && all as usize == n {
-            return ready;
+            Ok(ready)
+        } else {
+            Err(format!("{ready:?} ready of {all}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the pool did not settle at {n} in {FILL:?}: {ready:?} ready of {all}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// This deployment's containers: (id, pool label set, session label set).
@@ -64,13 +61,6 @@ async fn container_of(app: &TestApp, id: &str) -> String {
         .to_owned()
 }
 
-async fn boot(app: &TestApp, agent: &str) -> String {
-    let s = app.create_session(json!({"agent_id": agent})).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", BOOT).await;
-    id
-}
-
 fn greeting_agent() -> Value {
     json!({"manifest": {
         "entries": {"brief.md": {"kind": "file", "content": "# pooled\n"}},
@@ -83,7 +73,7 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
     app.create_agent("pooled", greeting_agent()).await;
     let waiting = pool_settles_at(&app, 1).await;
 
-    let id = boot(&app, "pooled").await;
+    let id = app.boot_session(json!({"agent_id": "pooled"})).await;
     assert_eq!(
         container_of(&app, &id).await,
         waiting[0],
@@ -153,7 +143,7 @@ async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_remo
     let first = spawn_app_pooled(2).await;
     first.create_agent("survivor", json!({})).await;
     let waiting = pool_settles_at(&first, 2).await;
-    let id = boot(&first, "survivor").await;
+    let id = first.boot_session(json!({"agent_id": "survivor"})).await;
     let session_container = container_of(&first, &id).await;
     assert!(waiting.contains(&session_container));
     let left = pool_settles_at(&first, 2).await;
@@ -226,7 +216,7 @@ async fn sessions_that_publish_ports_or_use_another_image_bypass_the_pool() {
     app.create_agent("ported", json!({"exposed_ports": [8080]}))
         .await;
     let waiting = pool_settles_at(&app, 1).await;
-    let id = boot(&app, "ported").await;
+    let id = app.boot_session(json!({"agent_id": "ported"})).await;
     assert!(!waiting.contains(&container_of(&app, &id).await));
     assert_eq!(pooled(&app).await, waiting, "the pool was left alone");
     app.stop().await;
@@ -236,7 +226,7 @@ async fn sessions_that_publish_ports_or_use_another_image_bypass_the_pool() {
 async fn without_a_pool_a_session_gets_its_own_labelled_sandbox_and_its_environment() {
     let app = spawn_app().await;
     app.create_agent("plain", greeting_agent()).await;
-    let id = boot(&app, "plain").await;
+    let id = app.boot_session(json!({"agent_id": "plain"})).await;
     assert!(pooled(&app).await.is_empty());
     let c = container_of(&app, &id).await;
     assert_eq!(containers(&app).await, [(c, false, true)]);
@@ -258,7 +248,7 @@ async fn the_runs_shell_tool_sees_the_manifest_environment() {
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
     app.create_agent("greeter", greeting_agent()).await;
-    let id = boot(&app, "greeter").await;
+    let id = app.boot_session(json!({"agent_id": "greeter"})).await;
     let r = app
         .http
         .post(app.url(&format!("/api/sessions/{id}/messages")))
@@ -267,23 +257,14 @@ async fn the_runs_shell_tool_sees_the_manifest_environment() {
         .await
         .unwrap();
     assert_eq!(r.status(), 202);
-    let deadline = Instant::now() + BOOT;
-    let output = loop {
-        let evs: Vec<Value> = app
-            .http
-            .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if let Some(e) = evs.iter().find(|e| e["type"] == "agent.tool_result") {
-            break e["payload"]["output"].as_str().unwrap().to_owned();
+    let output = eventually("the tool's result", BOOT, async || {
+        let evs = app.events(&id).await;
+        match evs.iter().find(|e| e["type"] == "agent.tool_result") {
+            Some(e) => Ok(e["payload"]["output"].as_str().unwrap().to_owned()),
+            None => Err(format!("no tool result: {evs:?}")),
         }
-        assert!(Instant::now() < deadline, "no tool result: {evs:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert!(
         output.contains("stdout:\nhello from the manifest\n"),
         "{output}"

@@ -1,8 +1,8 @@
 //! Port previews: `GET …/ports/{port}` and the `/preview/{token}/` proxy, on real sandboxes.
 
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BOOT: Duration = Duration::from_secs(60);
@@ -73,20 +73,21 @@ async fn preview_url(app: &TestApp, id: &str, port: u16) -> String {
 
 /// GETs `url` until it answers 200 with `body` (the server in the sandbox takes a moment).
 async fn wait_for_body(app: &TestApp, url: &str, body: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = app.http.get(url).send().await.unwrap();
-        let status = r.status();
-        let text = r.text().await.unwrap();
-        if status == 200 && text == body {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{url} never answered {body:?}; last {status}: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("{url} to answer {body:?}"),
+        Duration::from_secs(20),
+        async || {
+            let r = app.http.get(url).send().await.unwrap();
+            let status = r.status();
+            let text = r.text().await.unwrap();
+            if status == 200 && text == body {
+                Ok(())
+            } else {
+                Err(format!("{status}: {text}"))
+            }
+        },
+    )
+    .await
 }
 
 async fn detail(r: reqwest::Response) -> (u16, String) {
@@ -222,22 +223,27 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
     assert_eq!(app.exec(&a, &write_and_run("echo.py", ECHO_PY)).await.0, 0);
     let echo = preview_url(&app, &a, 8081).await;
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let r = loop {
-        let r = app
-            .http
-            .post(format!("{echo}upload?mode=echo"))
-            .header("authorization", "Bearer ak_secret")
-            .header("cookie", "ory_kratos_session=secret; theme=dark")
-            .body(payload.clone())
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 200 || Instant::now() > deadline {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let r = eventually(
+        "the echo server in the sandbox to answer",
+        Duration::from_secs(20),
+        async || {
+            let r = app
+                .http
+                .post(format!("{echo}upload?mode=echo"))
+                .header("authorization", "Bearer ak_secret")
+                .header("cookie", "ory_kratos_session=secret; theme=dark")
+                .body(payload.clone())
+                .send()
+                .await
+                .unwrap();
+            if r.status() == 200 {
+                Ok(r)
+            } else {
+                Err(r.status().to_string())
+            }
+        },
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let (_, _, mac_8081) = token_parts(&echo);
     let seen = |h: &str| {
@@ -260,29 +266,33 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
     let ws = preview_url(&app, &a, 8082).await;
     let path = format!("{}ws", ws.strip_prefix(&app.preview_base).unwrap());
     let addr = app.preview_base.strip_prefix("http://").unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (mut sock, head) = loop {
-        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let req = format!(
+    let (mut sock, head) = eventually(
+        "the WebSocket handshake through the preview",
+        Duration::from_secs(20),
+        async || {
+            let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         );
-        sock.write_all(req.as_bytes()).await.unwrap();
-        let mut head = Vec::new();
-        while !head.ends_with(b"\r\n\r\n") {
-            let mut byte = [0u8; 1];
-            if sock.read(&mut byte).await.unwrap() == 0 {
-                break;
+            sock.write_all(req.as_bytes()).await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                if sock.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
             }
-            head.push(byte[0]);
-        }
-        let head = String::from_utf8(head).unwrap();
-        if head.starts_with("HTTP/1.1 101") {
-            break (sock, head);
-        }
-        assert!(Instant::now() < deadline, "no WebSocket handshake: {head}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            let head = String::from_utf8(head).unwrap();
+            if head.starts_with("HTTP/1.1 101") {
+                Ok((sock, head))
+            } else {
+                Err(format!("no WebSocket handshake: {head}"))
+            }
+        },
+    )
+    .await;
     assert!(
         head.to_ascii_lowercase()
             .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),

@@ -1,7 +1,7 @@
 //! A `sandbox-agents serve` process, for tests about several processes or a crash.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A server process on `url`, killed when dropped.
 pub struct ServerProcess {
@@ -77,22 +77,19 @@ impl ServerProcess {
             .spawn()
             .expect("starting the server binary");
         let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = reqwest::get(format!("{base}/api/health")).await {
-                if r.status() == 200 {
-                    let body: serde_json::Value = r.json().await.unwrap();
-                    if body["event_listener"] == true {
-                        break;
-                    }
+        sandbox_agents_testkit::eventually(
+            "the server process to become healthy",
+            Duration::from_secs(30),
+            async || {
+                let r = reqwest::get(format!("{base}/api/health")).await.ok()?;
+                if r.status() != 200 {
+                    return None;
                 }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server process did not become healthy"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                let body: serde_json::Value = r.json().await.unwrap();
+                (body["event_listener"] == true).then_some(())
+            },
+        )
+        .await;
         ServerProcess {
             child,
             base,

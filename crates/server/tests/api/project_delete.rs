@@ -1,9 +1,9 @@
 //! Deleting a project removes what its rows pointed at outside the database (workspace
 //! archives, snapshot archives and images), through the garbage queue, which survives a crash.
 
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BOOT: Duration = Duration::from_secs(60);
 
@@ -46,21 +46,22 @@ fn blob_files(app: &TestApp) -> Vec<std::path::PathBuf> {
 }
 
 async fn wait_garbage_empty(app: &TestApp) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (n,): (i64,) = sqlx::query_as("select count(*) from garbage")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-        if n == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} garbage rows are still queued"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the garbage queue to empty",
+        Duration::from_secs(60),
+        async || {
+            let (n,): (i64,) = sqlx::query_as("select count(*) from garbage")
+                .fetch_one(&app.db)
+                .await
+                .unwrap();
+            if n == 0 {
+                Ok(())
+            } else {
+                Err(format!("{n} garbage rows are still queued"))
+            }
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -91,20 +92,17 @@ async fn a_deleted_project_leaves_no_archives_or_images() {
     .await;
     assert_eq!(s, 202, "{session}");
     let id = session["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + BOOT;
-    while send(
-        &app,
-        reqwest::Method::GET,
-        &format!("/api/sessions/{id}"),
-        Value::Null,
-    )
-    .await
-    .1["status"]
-        != "running"
-    {
-        assert!(Instant::now() < deadline, "the session did not boot");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the session to boot", BOOT, async || {
+        let (_, s) = send(
+            &app,
+            reqwest::Method::GET,
+            &format!("/api/sessions/{id}"),
+            Value::Null,
+        )
+        .await;
+        (s["status"] == "running").then_some(())
+    })
+    .await;
     let (s, snap) = send(
         &app,
         reqwest::Method::POST,

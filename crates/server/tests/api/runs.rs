@@ -2,7 +2,7 @@
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::{eventually, spawn_app_with_model_proxy, TestApp};
 use serde_json::{json, Value};
 
 /// What the runs tests' agents are: instructions, nothing else.
@@ -33,17 +33,6 @@ pub(crate) async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: 
     run["id"].as_str().unwrap().to_owned()
 }
 
-pub(crate) async fn events(app: &TestApp, id: &str) -> Vec<Value> {
-    app.http
-        .get(app.url(&format!("/api/sessions/{id}/events?limit=1000")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 pub(crate) fn is_terminal(e: &Value) -> bool {
     matches!(
         e["type"].as_str(),
@@ -53,19 +42,20 @@ pub(crate) fn is_terminal(e: &Value) -> bool {
 
 /// Polls the log until the run's terminal event; returns the run's events, in order.
 pub(crate) async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
-    let deadline = Instant::now() + TURN;
-    loop {
-        let mine: Vec<Value> = events(app, id)
+    eventually(&format!("run {run} to end"), TURN, async || {
+        let mine: Vec<Value> = app
+            .events(id)
             .await
             .into_iter()
             .filter(|e| e["run_id"] == run)
             .collect();
         if mine.iter().any(is_terminal) {
-            return mine;
+            Ok(mine)
+        } else {
+            Err(format!("{mine:?}"))
         }
-        assert!(Instant::now() < deadline, "run {run} did not end: {mine:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 pub(crate) fn types(evs: &[Value]) -> Vec<&str> {
@@ -87,7 +77,7 @@ async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_c
     ]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
     let id = app.running_session("runner", test_agent()).await;
-    let cursor = events(&app, &id).await.last().unwrap()["seq"]
+    let cursor = app.events(&id).await.last().unwrap()["seq"]
         .as_i64()
         .unwrap();
     let stream = app
@@ -224,7 +214,8 @@ async fn a_busy_session_refuses_a_message_and_interrupt_writes_the_cancelled_end
     assert_eq!(r.status(), 200);
     assert!(started.elapsed() < Duration::from_secs(10));
     // Already in the log when the answer came back.
-    let evs: Vec<Value> = events(&app, &id)
+    let evs: Vec<Value> = app
+        .events(&id)
         .await
         .into_iter()
         .filter(|e| e["run_id"] == run)
@@ -322,7 +313,7 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
 
     // 777_002 is nobody's: its run failed, and the session takes messages again.
     let (dead_session, dead_run) = runs[0];
-    let evs = events(&app, &dead_session.to_string()).await;
+    let evs = app.events(&dead_session.to_string()).await;
     let end = evs.last().unwrap();
     assert_eq!(end["type"], "session.status_error");
     assert_eq!(end["run_id"], dead_run.to_string());
@@ -346,19 +337,16 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
 
     // Once that server is gone too, the next sweep fails its run.
     drop(other);
-    let deadline = Instant::now() + TURN;
-    loop {
+    eventually("the dead server's run to be failed", TURN, async || {
         app.sessions.reconcile_on_start().await.unwrap();
         let s = app.session(&live_session.to_string()).await;
         if s["runs"][0]["status"] == "failed" {
-            break;
+            Ok(())
+        } else {
+            Err(s.to_string())
         }
-        assert!(
-            Instant::now() < deadline,
-            "the dead server's run was never failed: {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -373,18 +361,15 @@ async fn a_session_created_with_a_prompt_runs_it_right_after_the_boot() {
         .await;
     let id = s["id"].as_str().unwrap().to_owned();
     // No run id comes back: the first terminal event in the log is the first run's.
-    let deadline = Instant::now() + BOOT + TURN;
-    let evs = loop {
-        let evs = events(&app, &id).await;
+    let evs = eventually("the first prompt to end", BOOT + TURN, async || {
+        let evs = app.events(&id).await;
         if evs.iter().any(is_terminal) {
-            break evs;
+            Ok(evs)
+        } else {
+            Err(format!("{evs:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the first prompt never ended: {evs:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert_eq!(
         types(&evs),
         [
@@ -465,15 +450,15 @@ async fn an_interrupt_kills_the_tool_process_the_run_started() {
     let id = app.running_session("sleeper", test_agent()).await;
     let run = start_run(&app, &id, "wait a long time", Value::Null).await;
     // The tool is running once both sleeps are up.
-    let deadline = Instant::now() + TURN;
-    loop {
+    eventually("the tool to start", TURN, async || {
         let got = app.exec(&id, "pgrep -c -f '^sleep 600$'").await;
         if got.1.starts_with("2\n") {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
         }
-        assert!(Instant::now() < deadline, "the tool never started: {got:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     let r = app
         .http
         .post(app.url(&format!("/api/sessions/{id}/interrupt")))
@@ -484,16 +469,13 @@ async fn an_interrupt_kills_the_tool_process_the_run_started() {
     let evs = wait_for_run(&app, &id, &run).await;
     assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
     // Both sleeps die, the one that left the process group too.
-    let deadline = Instant::now() + TURN;
-    loop {
+    eventually("the tool's processes to die", TURN, async || {
         let (code, out, _) = app.exec(&id, "pgrep -c -f '^sleep 600$'").await;
         if code == 1 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("they live on: {out}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the tool's processes live on: {out}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }

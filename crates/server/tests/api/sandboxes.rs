@@ -552,6 +552,7 @@ async fn snapshots_restore_in_place_and_fork_with_installed_files() {
 async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
     let app = spawn_app().await;
     let id = app.running_session("timer", json!({})).await;
+    // A second of the sandbox's time passes: what the counter is tested to count.
     app.exec(&id, "sleep 1").await;
     let d = app.session(&id).await;
     let secs = d["sandbox_seconds"].as_f64().unwrap();

@@ -39,13 +39,6 @@ fn session_body(agent: &str, bindings: Value) -> Value {
            "secret_bindings": bindings})
 }
 
-async fn start_session(app: &TestApp, agent: &str, bindings: Value) -> String {
-    let s = app.create_session(session_body(agent, bindings)).await;
-    let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", BOOT).await;
-    id
-}
-
 /// Stops and starts a session, and waits until it runs again (a new boot).
 async fn reboot(app: &TestApp, id: &str) {
     for action in ["stop", "start"] {
@@ -113,12 +106,12 @@ async fn a_secret_reaches_the_sandbox_environment_and_no_interface_shows_it() {
     )
     .await;
     // The session's binding wins over the agent's for the same variable.
-    let id = start_session(
-        &app,
-        "sec",
-        json!([{"secret": "SESSION_TOKEN", "env": "OVERRIDDEN"}]),
-    )
-    .await;
+    let id = app
+        .boot_session(session_body(
+            "sec",
+            json!([{"secret": "SESSION_TOKEN", "env": "OVERRIDDEN"}]),
+        ))
+        .await;
     let (code, out, _) = app
         .exec(
             &id,
@@ -214,7 +207,7 @@ async fn a_rotation_reaches_the_next_boot_and_not_the_running_sandbox() {
         json!({"secret_bindings": [{"secret": "ROTATING", "env": "R"}]}),
     )
     .await;
-    let id = start_session(&app, "rot", json!([])).await;
+    let id = app.boot_session(session_body("rot", json!([]))).await;
     let sid = s["id"].as_str().unwrap();
     let (status, body) = call(
         &app,
@@ -435,7 +428,7 @@ async fn a_secret_a_command_prints_reaches_neither_the_model_nor_the_log() {
         json!({"secret_bindings": [{"secret": "PRINTED", "env": "TOKEN"}]}),
     )
     .await;
-    let id = start_session(&app, "printer", json!([])).await;
+    let id = app.boot_session(session_body("printer", json!([]))).await;
     let run = super::runs::start_run(&app, &id, "print the token", Value::Null).await;
     let evs = super::runs::wait_for_run(&app, &id, &run).await;
     let result = evs

@@ -4,10 +4,10 @@
 use crate::process::ServerProcess;
 use crate::webhooks::verify;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
-use sandbox_agents_testkit::{database_url, fresh_named_database, spawn_app_on};
+use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, spawn_app_on};
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -73,32 +73,37 @@ async fn deliveries_pending_at_a_kill_9_all_arrive_after_the_restart() {
         .await
         .unwrap();
     assert!(stored.len() >= seqs.len());
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (pending,): (i64,) =
-            sqlx::query_as("select count(*) from webhook_deliveries where status <> 'delivered'")
-                .fetch_one(&db)
-                .await
-                .unwrap();
-        let (all,): (i64,) = sqlx::query_as("select count(*) from webhook_deliveries")
+    eventually(
+        "every delivery to be made after the restart",
+        WAIT,
+        async || {
+            let (pending,): (i64,) = sqlx::query_as(
+                "select count(*) from webhook_deliveries where status <> 'delivered'",
+            )
             .fetch_one(&db)
             .await
             .unwrap();
-        // Every stored event of the session (its session.created too) has a delivery.
-        if pending == 0 && all as usize == stored.len() {
-            break;
-        }
-        if Instant::now() >= deadline {
+            let (all,): (i64,) = sqlx::query_as("select count(*) from webhook_deliveries")
+                .fetch_one(&db)
+                .await
+                .unwrap();
+            // Every stored event of the session (its session.created too) has a delivery.
+            if pending == 0 && all as usize == stored.len() {
+                return Ok(());
+            }
             let rows: Vec<(i64, String, String)> = sqlx::query_as(
                 "select event_seq, event_type, status from webhook_deliveries order by event_seq",
             )
             .fetch_all(&db)
             .await
             .unwrap();
-            panic!("{pending} of {all} deliveries ({} events) not delivered after the restart: {rows:?}", stored.len());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            Err(format!(
+                "{pending} of {all} deliveries ({} events) not delivered: {rows:?}",
+                stored.len()
+            ))
+        },
+    )
+    .await;
     let got = receiver.received();
     let delivered: HashSet<i64> = got
         .iter()

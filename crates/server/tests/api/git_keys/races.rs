@@ -10,30 +10,27 @@ use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_domain::Slug;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agents, git_keys, Db};
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::{eventually, spawn_app};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits until some session of this database waits on a row lock.
 async fn wait_until_blocked(db: &Db) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (waiting,): (i64,) = sqlx::query_as(
-            "select count(*) from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'",
-        )
-        .fetch_one(db)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nothing ever waited on the key's row"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(
+        "a session to wait on the key's row",
+        Duration::from_secs(15),
+        async || {
+            let (waiting,): (i64,) = sqlx::query_as(
+                "select count(*) from pg_stat_activity
+                 where datname = current_database() and wait_event_type = 'Lock'",
+            )
+            .fetch_one(db)
+            .await
+            .unwrap();
+            (waiting > 0).then_some(())
+        },
+    )
+    .await
 }
 
 fn key_id(key: &Value) -> GitKeyId {

@@ -4,11 +4,11 @@
 //! the test fails, saying so: it must not pass by skipping.
 
 use super::{create_key, list_keys, test_key};
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::{eventually, spawn_app};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -31,7 +31,7 @@ fn run(cmd: &mut Command) {
 impl Sshd {
     /// Starts sshd on a free port of 127.0.0.1, letting in `root` with `authorized_key` only,
     /// and waits (bounded) until it accepts connections.
-    fn start(authorized_key: &str) -> Sshd {
+    async fn start(authorized_key: &str) -> Sshd {
         assert!(
             Path::new(SSHD).exists(),
             "{SSHD} is not installed: the end-to-end deploy key test needs the OpenSSH server \
@@ -75,7 +75,7 @@ impl Sshd {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {SSHD}: {e}"));
         let mut sshd = Sshd { child, dir, port };
-        sshd.wait_until_listening(Duration::from_secs(15));
+        sshd.wait_until_listening(Duration::from_secs(15)).await;
         sshd
     }
 
@@ -83,23 +83,25 @@ impl Sshd {
         std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
     }
 
-    fn wait_until_listening(&mut self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("sshd exited ({status}) before listening:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sshd did not listen on 127.0.0.1:{} within {within:?}:\n{}",
-                self.port,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
+    async fn wait_until_listening(&mut self, within: Duration) {
+        let port = self.port;
+        eventually(
+            &format!("sshd to listen on 127.0.0.1:{port}"),
+            within,
+            async || {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                if let Ok(Some(status)) = self.child.try_wait() {
+                    panic!("sshd exited ({status}) before listening:\n{}", self.log());
+                }
+                Err(format!("its log:\n{}", self.log()))
+            },
+        )
+        .await
     }
 }
 
@@ -153,7 +155,7 @@ async fn a_generated_key_reads_a_repository_from_a_real_sshd_and_another_key_doe
     let app = spawn_app().await;
     let key = create_key(&app, "e2e").await;
     let stranger = create_key(&app, "not-registered").await;
-    let sshd = Sshd::start(key["public_key"].as_str().unwrap());
+    let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
     let repo = Repo::new();
     let body = json!({"repo": repo.bare(), "host": format!("root@127.0.0.1:{}", sshd.port)});
 

@@ -12,7 +12,9 @@ use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_store::events;
 use sandbox_agents_testkit::receiver::{Answer, Received, Receiver};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_webhooks, test_webhook_settings, TestApp};
+use sandbox_agents_testkit::{
+    eventually, spawn_app, spawn_app_with_webhooks, test_webhook_settings, TestApp,
+};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use std::collections::{HashMap, HashSet};
@@ -85,18 +87,15 @@ pub async fn attempts(app: &TestApp, webhook: &str, delivery: &str) -> Vec<Value
 
 /// Polls a webhook's deliveries until every one of them has `status`.
 pub async fn wait_all(app: &TestApp, webhook: &str, n: usize, status: &str) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    eventually(&format!("{n} deliveries, all {status}"), WAIT, async || {
         let (rows, _) = deliveries(app, webhook, "limit=1000&offset=0").await;
         if rows.len() == n && rows.iter().all(|d| d["status"] == status) {
-            return rows;
+            Ok(rows)
+        } else {
+            Err(format!("{rows:#?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "deliveries did not all become {status}: {rows:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 pub async fn session(app: &TestApp, slug: &str) -> SessionId {

@@ -1,0 +1,288 @@
+//! The wiring: the services and the API's state built from resolved settings. The binary
+//! (`serve`, `teardown`) and the test harness (`testkit::spawn_app*`) both build their server
+//! here, so a test runs the wiring that ships; what differs is only the settings they pass
+//! and which background workers they start (the binary starts them all, a test drives them).
+
+use crate::config::Config;
+use anyhow::Context;
+use sandbox_agents_agent::{ModelClients, Runs};
+use sandbox_agents_api::auth::{Auth, RateLimit};
+use sandbox_agents_api::preview::PreviewKey;
+use sandbox_agents_api::web::{WebOptions, WebSettings};
+use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
+use sandbox_agents_credentials::Credentials;
+use sandbox_agents_model::Catalogue;
+use sandbox_agents_sandbox::docker::DockerBackend;
+use sandbox_agents_sandbox::unavailable::Unavailable;
+use sandbox_agents_sandbox::{Limits, SandboxBackend};
+use sandbox_agents_sessions::{SessionSettings, Sessions};
+use sandbox_agents_store::{Db, EventHub};
+use sandbox_agents_vault::MasterKey;
+use sandbox_agents_webhooks::{Dispatcher, WebhookSettings, Webhooks};
+use sandbox_agents_workspace::{LocalBlobStore, ManifestPolicy};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often the periodic workers (idle reaper, reconciler, garbage) sweep in a server.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What the services are built from: the flags resolved into values (the master key read or
+/// created, paths made absolute) and the model clients from the environment.
+pub struct ServiceSettings {
+    pub master_key: MasterKey,
+    pub sessions: SessionSettings,
+    /// Where workspace archives and uploads are kept (`<data-dir>/blobs`).
+    pub blobs_dir: PathBuf,
+    /// The known_hosts file git uses with deploy keys.
+    pub git_known_hosts: PathBuf,
+    /// The clients runs call models with.
+    pub models: ModelClients,
+}
+
+impl ServiceSettings {
+    /// The flags' values, with the model clients that `LITELLM_PROXY_*` and `OPENAI_*` name.
+    pub fn resolve(config: &Config) -> anyhow::Result<Self> {
+        Ok(ServiceSettings {
+            master_key: config.master_key()?,
+            sessions: SessionSettings {
+                default_image: config.image.clone(),
+                default_model: config.default_model.clone(),
+                limits: Limits {
+                    cpus: config.sandbox_cpus,
+                    memory_bytes: config.sandbox_memory_mb * 1024 * 1024,
+                    pids: config.sandbox_pids,
+                },
+                idle_ttl: Duration::from_secs(config.idle_ttl_seconds),
+                sweep_interval: SWEEP_INTERVAL,
+                manifest: ManifestPolicy {
+                    local_dir_roots: config.local_dir_roots.clone(),
+                },
+                warm_pool: config.warm_pool_size,
+            },
+            blobs_dir: config.data_dir.join("blobs"),
+            git_known_hosts: config.git_known_hosts()?,
+            models: model_clients(),
+        })
+    }
+}
+
+/// Everything a serving process is built from: the services' settings and the API's (what
+/// browsers see of it, credentials, webhooks, the model catalogue).
+pub struct Settings {
+    pub services: ServiceSettings,
+    /// Public URLs, the hosts each listener answers for, preview URLs.
+    pub web: WebSettings,
+    pub webhooks: WebhookSettings,
+    /// The LiteLLM proxy whose catalogue `GET /api/models` shows.
+    pub model_proxy: Option<Catalogue>,
+    /// The shared token and the per-credential rate limit.
+    pub auth: Auth,
+    /// Silence after which an event stream writes `: ping`.
+    pub heartbeat: Duration,
+}
+
+impl Settings {
+    /// The flags resolved for listeners bound to `api` and `preview` (the real ports when the
+    /// flags asked for port 0).
+    pub fn resolve(config: &Config, api: SocketAddr, preview: SocketAddr) -> anyhow::Result<Self> {
+        Ok(Settings {
+            web: web_settings(config, api, preview)?,
+            webhooks: config.webhook_settings()?,
+            services: ServiceSettings::resolve(config)?,
+            model_proxy: model_proxy(),
+            auth: Auth::new(config.token.as_deref()).with_rate_limit(Some(RateLimit {
+                per_minute: config.rate_limit_per_minute,
+                burst: config.rate_limit_burst,
+            })),
+            heartbeat: sandbox_agents_api::routes::events::HEARTBEAT,
+        })
+    }
+}
+
+/// The services every command that touches sessions needs.
+pub struct Services {
+    pub sessions: Sessions,
+    /// The run loop, registered with `sessions`.
+    pub runs: Runs,
+    pub credentials: Credentials,
+}
+
+/// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
+/// store, its settings), the run loop registered with it, and the credentials both use. A
+/// backend that cannot be reached is logged and replaced by one that refuses every operation
+/// with the reason, so the API still answers.
+pub async fn services(
+    settings: ServiceSettings,
+    db: &Db,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Services> {
+    let deployment = sandbox_agents_store::deployment::id(db)
+        .await
+        .context("reading the deployment id")?;
+    let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
+            Arc::new(Unavailable {
+                name: "docker",
+                reason: e.to_string(),
+            })
+        }
+    };
+    let blobs = LocalBlobStore::new(&settings.blobs_dir).context("creating the blob store")?;
+    let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts);
+    let sessions = Sessions::new(
+        db.clone(),
+        backend,
+        Arc::new(blobs),
+        settings.sessions,
+        credentials.clone(),
+        shutdown,
+    );
+    let runs = Runs::new(sessions.clone(), settings.models);
+    sessions.register_runs(runs.hooks());
+    Ok(Services {
+        sessions,
+        runs,
+        credentials,
+    })
+}
+
+/// A server, built and not yet serving: its state, and the webhook dispatcher, not running.
+/// No background worker runs yet either; [`App::start_workers`] starts what a serving process
+/// runs, a test starts what it needs.
+pub struct App {
+    pub state: AppState,
+    pub dispatcher: Dispatcher,
+}
+
+/// Builds the server on `db`: the services, the event hub (its `LISTEN` connection starts
+/// here), webhook delivery and the API's state. Everything stops when `shutdown` is cancelled.
+pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> anyhow::Result<App> {
+    let Settings {
+        services: service_settings,
+        web,
+        webhooks,
+        model_proxy,
+        auth,
+        heartbeat,
+    } = settings;
+    let default_model = service_settings.sessions.default_model.clone();
+    let Services {
+        sessions,
+        runs,
+        credentials,
+    } = services(service_settings, &db, shutdown.clone()).await?;
+    let hub = EventHub::start(db.clone(), shutdown.clone());
+    runs.attach_hub(hub.clone());
+    let webhooks = Webhooks::new(webhooks, credentials.master_key().clone())
+        .context("setting up webhook delivery")?;
+    let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
+    let state = AppState {
+        db,
+        hub,
+        sessions,
+        runs,
+        credentials,
+        settings: Arc::new(ApiSettings {
+            default_model,
+            backends: vec![BackendInfo {
+                name: "docker".into(),
+                default: true,
+            }],
+            heartbeat,
+            model_proxy,
+            public_url: web.public_url,
+            hosts: Arc::new(web.hosts),
+            preview: web.preview,
+            preview_hosts: web.preview_hosts,
+            auth: Arc::new(auth),
+        }),
+        webhooks,
+        shutdown,
+    };
+    Ok(App { state, dispatcher })
+}
+
+impl App {
+    /// What a serving process runs beside its listeners: adopts the sandboxes that exist
+    /// (reconcile), starts the periodic workers, the webhook dispatcher and the warm pool's
+    /// refill. Returns the dispatcher's task, which ends after shutdown.
+    pub async fn start_workers(&self) -> tokio::task::JoinHandle<()> {
+        let sessions = &self.state.sessions;
+        if let Err(e) = sessions.reconcile_on_start().await {
+            tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
+        }
+        sessions.spawn_workers();
+        let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
+        sessions.start_pool();
+        dispatcher
+    }
+
+    /// Serves the API and the previews on `listeners` until shutdown
+    /// (`sandbox_agents_api::serve`).
+    pub async fn serve(self, listeners: sandbox_agents_api::Listeners) -> std::io::Result<()> {
+        sandbox_agents_api::serve(listeners, self.state).await
+    }
+}
+
+/// What browsers see of the server, from the flags (`sandbox_agents_api::web`), with the
+/// preview key from `--preview-key` or its file.
+fn web_settings(
+    config: &Config,
+    api: SocketAddr,
+    preview: SocketAddr,
+) -> anyhow::Result<WebSettings> {
+    let preview_key = match &config.preview_key {
+        Some(k) => PreviewKey::new(k.as_bytes()).map_err(anyhow::Error::msg)?,
+        None => PreviewKey::load_or_create(&config.data_dir.join("preview.key")).context(
+            "reading or creating the preview key (set SANDBOX_AGENTS_PREVIEW_KEY instead)",
+        )?,
+    };
+    let options = WebOptions {
+        preview_key,
+        public_url: config.public_url_at(api),
+        preview_public_url: config.preview_public_url_at(preview),
+        preview_domain: config.preview_domain.as_deref(),
+        allowed_hosts: &config.allowed_hosts,
+    };
+    sandbox_agents_api::web::web_settings(options, api, preview).map_err(anyhow::Error::msg)
+}
+
+/// The model clients runs use: the LiteLLM proxy (`LITELLM_PROXY_API_BASE`,
+/// `LITELLM_PROXY_API_KEY`) for the `proxy`/`litellm` transports, OpenAI (`OPENAI_API_KEY`,
+/// `OPENAI_BASE_URL`) for `openai`. A transport left unconfigured fails its runs with a
+/// clear error.
+fn model_clients() -> ModelClients {
+    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+    let build = |name: &str, t: Result<Transport, sandbox_agents_model::ModelError>| {
+        let client = t.and_then(|t| ModelClient::new(ModelConfig::new(t)));
+        match client {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::info!(transport = name, reason = %e, "model transport not configured");
+                None
+            }
+        }
+    };
+    ModelClients {
+        proxy: build("proxy", Transport::proxy_from_env()),
+        openai: build("openai", Transport::openai_from_env()),
+    }
+}
+
+/// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one.
+fn model_proxy() -> Option<Catalogue> {
+    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+    let transport = Transport::proxy_from_env().ok()?;
+    match ModelClient::new(ModelConfig::new(transport)) {
+        Ok(client) => Some(Catalogue::new(client)),
+        Err(e) => {
+            tracing::error!(error = %e, "the LiteLLM proxy settings are not usable");
+            None
+        }
+    }
+}
