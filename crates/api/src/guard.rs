@@ -124,8 +124,7 @@ impl HostPolicy {
         if name.starts_with('[') || name.parse::<IpAddr>().is_ok() {
             return true; // split_host let only a real IPv6 address keep its brackets
         }
-        self.names.iter().any(|n| *n == name)
-            || self.suffixes.iter().any(|s| name.ends_with(s.as_str()))
+        self.names.contains(&name) || self.suffixes.iter().any(|s| name.ends_with(s.as_str()))
     }
 
     /// Whether a page of `origin` may change state through a request sent to `host`.

@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod limits;
+pub mod multipart;
 pub mod pages;
 pub mod people;
 pub mod preview;
@@ -59,6 +60,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
         (name = "secrets", description = "Values sandboxes get as environment variables; write-only"),
+        (name = "skill-bundles", description = "Named skills trees that CI pushes to, and their numbered versions"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
     )
 )]
@@ -136,6 +138,19 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(deliveries::attempts))
         .routes(routes!(deliveries::redeliver))
         .routes(routes!(deliveries::ping))
+        .routes(routes!(
+            routes::skill_bundles::list,
+            routes::skill_bundles::create
+        ))
+        .routes(routes!(
+            routes::skill_bundles::get,
+            routes::skill_bundles::delete
+        ))
+        .routes(routes!(
+            routes::skill_bundles::versions,
+            routes::skill_bundles::push
+        ))
+        .routes(routes!(routes::skill_bundles::retire))
 }
 
 /// The OpenAPI document, generated from the routes themselves.

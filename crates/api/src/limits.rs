@@ -1,6 +1,6 @@
 //! Request body limits per route, so that no body is read into memory unbounded. Most bodies
 //! are a few fields; only agent definitions and session creates carry manifests with file
-//! contents inline, and uploads stream under limits of their own (`routes::files`). A body
+//! contents inline, and uploads stream under limits of their own (`routes::files`, `routes::skill_bundles`). A body
 //! over its route's limit is a 413 before any handler runs, whether or not it declared its
 //! length.
 
@@ -34,6 +34,7 @@ pub fn body_limit(method: &Method, path: &str) -> Option<usize> {
         ["agents", ..] => MANIFEST_BODY_LIMIT,
         ["sessions"] => MANIFEST_BODY_LIMIT,
         ["sessions", _, "files"] => return None,
+        ["skill-bundles", _, "versions"] => return None,
         ["sessions", _, "tool-results"] => TOOL_RESULT_BODY_LIMIT,
         ["sessions", _, "messages" | "exec"] => PROMPT_BODY_LIMIT,
         ["secrets", ..] => SECRET_BODY_LIMIT,
@@ -83,6 +84,11 @@ mod tests {
             Some(MANIFEST_BODY_LIMIT)
         );
         assert_eq!(body_limit(&post, "/api/sessions/s/files"), None);
+        assert_eq!(body_limit(&post, "/api/skill-bundles/b/versions"), None);
+        assert_eq!(
+            body_limit(&post, "/api/skill-bundles"),
+            Some(SMALL_BODY_LIMIT)
+        );
         assert_eq!(
             body_limit(&post, "/api/sessions/s/messages"),
             Some(PROMPT_BODY_LIMIT)

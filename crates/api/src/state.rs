@@ -52,6 +52,8 @@ pub struct AppState {
     pub runs: Runs,
     /// Secrets and git deploy keys.
     pub credentials: Credentials,
+    /// Skill bundles and their versions.
+    pub bundles: sandbox_agents_skills::Bundles,
     /// Sealing webhook secrets, checking their URLs, and test pings.
     pub webhooks: sandbox_agents_webhooks::Webhooks,
     /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.

@@ -3,6 +3,7 @@
 //! published client expects. Nothing here performs IO.
 
 pub mod agent;
+pub mod bundle;
 pub mod event;
 pub mod git_key;
 pub mod identity;

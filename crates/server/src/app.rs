@@ -16,10 +16,11 @@ use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_sessions::{SessionSettings, Sessions};
+use sandbox_agents_skills::Bundles;
 use sandbox_agents_store::{Db, EventHub};
 use sandbox_agents_vault::MasterKey;
 use sandbox_agents_webhooks::{Dispatcher, WebhookSettings, Webhooks};
-use sandbox_agents_workspace::{LocalBlobStore, ManifestPolicy};
+use sandbox_agents_workspace::{BlobStore, LocalBlobStore, ManifestPolicy};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -108,6 +109,8 @@ pub struct Services {
     /// The run loop, registered with `sessions`.
     pub runs: Runs,
     pub credentials: Credentials,
+    /// Skill bundles, over the same blob store.
+    pub bundles: Bundles,
 }
 
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
@@ -132,12 +135,14 @@ pub async fn services(
             })
         }
     };
-    let blobs = LocalBlobStore::new(&settings.blobs_dir).context("creating the blob store")?;
+    let blobs: Arc<dyn BlobStore> =
+        Arc::new(LocalBlobStore::new(&settings.blobs_dir).context("creating the blob store")?);
+    let bundles = Bundles::new(db.clone(), blobs.clone());
     let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts);
     let sessions = Sessions::new(
         db.clone(),
         backend,
-        Arc::new(blobs),
+        blobs,
         settings.sessions,
         credentials.clone(),
         shutdown,
@@ -148,6 +153,7 @@ pub async fn services(
         sessions,
         runs,
         credentials,
+        bundles,
     })
 }
 
@@ -175,6 +181,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         sessions,
         runs,
         credentials,
+        bundles,
     } = services(service_settings, &db, shutdown.clone()).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runs.attach_hub(hub.clone());
@@ -187,6 +194,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         sessions,
         runs,
         credentials,
+        bundles,
         settings: Arc::new(ApiSettings {
             default_model,
             backends: vec![BackendInfo {

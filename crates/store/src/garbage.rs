@@ -65,7 +65,7 @@ pub async fn due_now(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<()> {
 }
 
 /// Queues everything a project's rows point at outside the database: its sessions' workspace
-/// archives and its snapshots' archives and images. Call it in the transaction that deletes
+/// archives, its snapshots' archives and images, and its skill bundles' archives. Call it in the transaction that deletes
 /// the project, before the delete.
 pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Result<u64> {
     let r = sqlx::query!(
@@ -75,7 +75,11 @@ pub async fn queue_project(db: impl PgExecutor<'_>, project: ProjectId) -> Resul
          union all
          select 'blob', archive from snapshots where project_id = $1
          union all
-         select distinct 'image', image from snapshots where project_id = $1 and image is not null",
+         select distinct 'image', image from snapshots where project_id = $1 and image is not null
+         union all
+         select 'blob', v.blob_key from skill_bundle_versions v
+           join skill_bundles b on b.id = v.bundle_id
+          where b.project_id = $1 and v.retired_at is null",
         project.0,
     )
     .execute(db)

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod bundles;
 pub mod deliveries;
 pub mod deployment;
 pub mod embedded;

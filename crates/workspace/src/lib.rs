@@ -19,6 +19,7 @@
 
 pub mod archive;
 pub mod blobs;
+pub mod bundle;
 pub mod listing;
 pub mod manifest;
 pub mod paths;

@@ -5,6 +5,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{lenient_bool, ApiQuery, SessionPath};
+use crate::multipart::{file_part, FilePart};
 use crate::project::Project;
 use crate::state::AppState;
 use axum::body::Body;
@@ -12,14 +13,9 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::StreamExt;
 use sandbox_agents_domain::session::{UploadResult, WorkspaceEntry};
-use sandbox_agents_domain::FieldError;
 use sandbox_agents_sessions::files::MAX_UPLOAD_BYTES;
 use serde::Deserialize;
-use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
 /// The largest upload request accepted: the file plus room for the multipart framing.
@@ -144,67 +140,17 @@ pub async fn upload(
     ApiQuery(q): ApiQuery<UploadQuery>,
     req: Request,
 ) -> ApiResult<(StatusCode, Json<UploadResult>)> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > UPLOAD_BODY_LIMIT) {
-        return Err(too_large());
-    }
-    let boundary = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|ct| multer::parse_boundary(ct).ok())
-        .ok_or_else(|| {
-            missing_file("the body must be multipart/form-data with a part named 'file'")
-        })?;
-    let constraints = multer::Constraints::new()
-        .size_limit(multer::SizeLimit::new().whole_stream(UPLOAD_BODY_LIMIT));
-    let mut form = multer::Multipart::with_constraints(
-        req.into_body().into_data_stream(),
-        boundary,
-        constraints,
-    );
-    let field = loop {
-        match form.next_field().await.map_err(multipart_error)? {
-            Some(f) if f.name() == Some("file") => break f,
-            Some(_) => continue,
-            None => {
-                return Err(missing_file(
-                    "Field required: a multipart part named 'file'",
-                ))
-            }
-        }
-    };
-    let filename = field.file_name().map(str::to_owned);
-    let over = Arc::new(AtomicBool::new(false));
-    let flag = over.clone();
-    let mut seen: u64 = 0;
-    let data = field
-        .map(move |chunk| match chunk {
-            Ok(bytes) => {
-                seen += bytes.len() as u64;
-                if seen > MAX_UPLOAD_BYTES {
-                    flag.store(true, Ordering::Relaxed);
-                }
-                Ok(bytes)
-            }
-            Err(e) => {
-                if is_size_error(&e) {
-                    flag.store(true, Ordering::Relaxed);
-                }
-                Err(std::io::Error::other(e.to_string()))
-            }
-        })
-        .boxed();
+    let FilePart {
+        filename,
+        data,
+        overflow,
+    } = file_part(req, UPLOAD_BODY_LIMIT, MAX_UPLOAD_BYTES, too_large).await?;
     let result = st
         .sessions
         .upload_file(project, id, q.path.as_deref(), filename.as_deref(), data)
-        .await;
-    if over.load(Ordering::Relaxed) {
-        return Err(too_large());
-    }
+        .await
+        .map_err(ApiError::from);
+    let result = overflow.or_too_large(result, too_large);
     Ok((StatusCode::CREATED, Json(result?)))
 }
 
@@ -236,28 +182,4 @@ fn too_large() -> ApiError {
         "the upload is too large: files of at most {} MiB are accepted",
         MAX_UPLOAD_BYTES / (1024 * 1024)
     ))
-}
-
-fn missing_file(msg: &str) -> ApiError {
-    ApiError::Validation(vec![FieldError {
-        kind: "missing".into(),
-        loc: vec!["body".into(), "file".into()],
-        msg: msg.into(),
-        input: Value::Null,
-    }])
-}
-
-fn is_size_error(e: &multer::Error) -> bool {
-    matches!(
-        e,
-        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. }
-    )
-}
-
-fn multipart_error(e: multer::Error) -> ApiError {
-    if is_size_error(&e) {
-        too_large()
-    } else {
-        ApiError::BadRequest(format!("the multipart body could not be read: {e}"))
-    }
 }

@@ -15,6 +15,7 @@ pub mod runs;
 pub mod secrets;
 pub mod sessions;
 pub mod sign_in;
+pub mod skill_bundles;
 pub mod snapshots;
 pub mod system;
 pub mod users;

@@ -99,7 +99,7 @@ pub async fn get(
     let session = sessions::get(&st.db, project, id)
         .await
         .or_not_found(session_not_found(&raw))?;
-    let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id.into())).await?;
+    let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id)).await?;
     let marks = sandbox_agents_store::events::boot_marks(&st.db, id).await?;
     let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
     Ok(Json(SessionDetail {

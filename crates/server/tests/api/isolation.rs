@@ -46,9 +46,12 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
     match (method, path) {
         (
             "GET",
-            "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys",
+            "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys"
+            | "/api/skill-bundles",
         ) => List,
-        ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys") => CreateOwn,
+        ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys" | "/api/skill-bundles") => {
+            CreateOwn
+        }
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),
         ("POST", "/api/webhooks") => CreateFromA(
             json!({"name": "w", "url": "https://example.com/hook", "agent_id": a.agent}),
@@ -79,6 +82,7 @@ struct Ids {
     webhook: Option<String>,
     secret: String,
     git_key: String,
+    bundle: String,
 }
 
 impl Ids {
@@ -97,6 +101,8 @@ impl Ids {
             .replace("{key_id}", &self.git_key)
             .replace("{delivery_id}", "00000000-0000-7000-8000-00000000beef")
             .replace("{port}", "8080")
+            .replace("{slug}", &self.bundle)
+            .replace("{version}", "1")
             // Routes with a required query (files) get it; the others ignore it.
             + "?path=notes.md"
     }
@@ -120,6 +126,11 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
         ("api_keys", "project_id = $1::uuid"),
         ("secrets", "project_id = $1::uuid"),
         ("git_keys", "project_id = $1::uuid"),
+        ("skill_bundles", "project_id = $1::uuid"),
+        (
+            "skill_bundle_versions",
+            "bundle_id in (select id from skill_bundles where project_id = $1::uuid)",
+        ),
     ] {
         let rows: Vec<(String,)> = sqlx::query_as(&format!(
             "select t::text from {table} t where {filter} order by 1"
@@ -255,6 +266,30 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     assert_eq!(s, 201, "{secret}");
     let (s, git_key) = call(&app, "POST", "/api/git-keys", &key_a, &json!({"name": "a"})).await;
     assert_eq!(s, 201, "{git_key}");
+    let (s, bundle) = call(
+        &app,
+        "POST",
+        "/api/skill-bundles",
+        &key_a,
+        &json!({"slug": "a-bundle"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{bundle}");
+    let r = app
+        .http
+        .post(app.url("/api/skill-bundles/a-bundle/versions"))
+        .bearer_auth(&key_a)
+        .multipart(
+            reqwest::multipart::Form::new().part(
+                "file",
+                reqwest::multipart::Part::bytes(crate::skill_bundles::skills_tree("a"))
+                    .file_name("bundle.tar"),
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
     let ids = Ids {
         agent: agent_id.clone(),
         session: sid.to_string(),
@@ -262,6 +297,7 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         webhook,
         secret: secret["id"].as_str().unwrap().to_owned(),
         git_key: git_key["id"].as_str().unwrap().to_owned(),
+        bundle: bundle["id"].as_str().unwrap().to_owned(),
     };
     let a_ids = [
         ids.agent.clone(),
@@ -269,6 +305,7 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         ids.snapshot.clone(),
         ids.secret.clone(),
         ids.git_key.clone(),
+        ids.bundle.clone(),
     ];
     let before = fingerprint(&app, &project_a).await;
 

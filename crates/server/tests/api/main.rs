@@ -23,6 +23,7 @@ mod runs;
 mod sandboxes;
 mod secrets;
 mod sessions;
+mod skill_bundles;
 mod streaming;
 mod teardown;
 mod web_security;
