@@ -1,5 +1,6 @@
-//! The HTTP surface of the control plane. [`router`] builds every route with its middleware;
-//! [`openapi`] is the document generated from the same routes.
+//! The HTTP surface of the control plane. [`router`] builds every route with its middleware,
+//! and serves the web UI ([`ui`]) from whatever no route takes; [`openapi`] is the document
+//! generated from the same routes.
 
 pub mod auth;
 pub mod credentials;
@@ -16,10 +17,11 @@ pub mod project;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod ui;
 pub mod web;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{HeaderMap, HeaderName, Method, Request, StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::Router;
 use routes::{
@@ -144,14 +146,19 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Every route, with request ids, tracing, body limits, and 404/405 answers as
-/// `{"detail": ...}` like every other error.
+/// `{"detail": ...}` like every other error; the web UI answers what no route takes (see
+/// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
+    let assets = state.settings.ui.clone();
     api.merge(docs::routes(doc))
         .merge(preview::moved())
         .merge(pages::routes())
-        .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
+        .fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
+            let assets = assets.clone();
+            async move { ui::fallback(&assets, &method, &uri, &headers).await }
+        })
         .method_not_allowed_fallback(|| async {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })

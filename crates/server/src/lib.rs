@@ -133,10 +133,14 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                     },
                 )),
             ),
+            ui: sandbox_agents_api::ui::UiAssets::Embedded,
         }),
         webhooks,
         shutdown: shutdown.clone(),
     };
+    if !state.settings.ui.is_built() {
+        tracing::warn!("this binary was built without the web UI: / explains how to build it (cd web && npm ci && npm run build, or scripts/serve)");
+    }
     tracing::info!(addr = %listener.local_addr()?, previews = %preview_listener.local_addr()?, "listening");
     let listeners = sandbox_agents_api::Listeners {
         api: listener,

@@ -307,6 +307,8 @@ pub struct AppOptions {
     pub preview_domain: Option<String>,
     /// `--allowed-hosts`.
     pub allowed_hosts: Vec<String>,
+    /// The web UI's files (the binary's embedded ones by default).
+    pub ui: sandbox_agents_api::ui::UiAssets,
 }
 
 impl Default for AppOptions {
@@ -319,6 +321,7 @@ impl Default for AppOptions {
             warm_pool: 0,
             preview_domain: None,
             allowed_hosts: Vec::new(),
+            ui: Default::default(),
         }
     }
 }
@@ -339,6 +342,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         warm_pool,
         preview_domain,
         allowed_hosts,
+        ui,
     } = opts;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -393,6 +397,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
             preview_hosts: web.preview_hosts,
             preview: web.preview,
             auth: Arc::new(auth),
+            ui,
         }),
         shutdown: shutdown.clone(),
     };

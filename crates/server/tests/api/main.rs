@@ -25,6 +25,7 @@ mod secrets;
 mod sessions;
 mod streaming;
 mod teardown;
+mod ui;
 mod web_security;
 mod webhooks;
 mod webhooks_crash;
