@@ -152,6 +152,10 @@ pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
+    let checks = std::sync::Arc::new(guard::Guard {
+        hosts: state.settings.hosts.clone(),
+        page_csp: guard::page_csp(&state.settings.preview.frame_sources()),
+    });
     api.merge(docs::routes(doc))
         .merge(preview::moved())
         .merge(pages::routes())
@@ -167,10 +171,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         // Outside the auth layer: a rebound or cross-site request is refused before any
         // credential is looked at.
-        .layer(axum::middleware::from_fn_with_state(
-            state.settings.hosts.clone(),
-            guard::layer,
-        ))
+        .layer(axum::middleware::from_fn_with_state(checks, guard::layer))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {

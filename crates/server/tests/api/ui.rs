@@ -2,7 +2,7 @@
 //! cached for good, the placeholder when no UI was built, and never in the way of a route of
 //! ours (the API, the reference, the account pages, previews).
 
-use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_api::ui::UiAssets;
 use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
@@ -203,6 +203,59 @@ async fn the_ui_never_shadows_the_api_the_reference_the_account_pages_or_preview
     // The UI is only ever read: anything else to a client route is no route.
     let r = app.http.post(app.url("/agents")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn pages_may_frame_previews_and_nothing_else_and_run_only_our_scripts() {
+    let dist = Dist::new(true);
+    let app = app_with(&dist, None).await;
+    let directives =
+        |csp: &str| -> Vec<String> { csp.split(';').map(|d| d.trim().to_owned()).collect() };
+    for path in [
+        "/",
+        "/sessions",
+        "/assets/index-abc123.js",
+        "/login",
+        "/docs",
+    ] {
+        let r = get(&app, path).await;
+        let csp = header(&r, CONTENT_SECURITY_POLICY);
+        let d = directives(&csp);
+        for want in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "font-src 'self' data:",
+            "worker-src 'self' blob:",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "object-src 'none'",
+        ] {
+            assert!(d.iter().any(|x| x == want), "{path}: no {want} in {csp}");
+        }
+        assert!(
+            d.contains(&format!("frame-src {}", app.preview_base)),
+            "{path}: previews' origin not frameable: {csp}"
+        );
+        assert_eq!(header(&r, "x-frame-options".parse().unwrap()), "DENY");
+    }
+    // JSON is never a document.
+    let r = get(&app, "/api/health").await;
+    assert!(header(&r, CONTENT_SECURITY_POLICY).starts_with("default-src 'none'"));
+
+    // With a preview domain, every preview origin under it.
+    let app = app_with(&dist, Some("http://preview.localhost:8001")).await;
+    let csp = header(&get(&app, "/").await, CONTENT_SECURITY_POLICY);
+    assert!(
+        directives(&csp).contains(&format!(
+            "frame-src {} http://*.preview.localhost:8001",
+            app.preview_base
+        )),
+        "{csp}"
+    );
 }
 
 #[tokio::test]
