@@ -62,6 +62,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "events", description = "The ordered event log and its SSE stream"),
         (name = "secrets", description = "Values sandboxes get as environment variables; write-only"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
+        (name = "usage", description = "What a project spent: tokens, requests and sandbox time over a window"),
     )
 )]
 struct ApiDoc;
@@ -138,6 +139,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(deliveries::attempts))
         .routes(routes!(deliveries::redeliver))
         .routes(routes!(deliveries::ping))
+        .routes(routes!(routes::usage::report))
 }
 
 /// The OpenAPI document, generated from the routes themselves.

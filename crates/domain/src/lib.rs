@@ -14,6 +14,7 @@ pub mod secret;
 pub mod session;
 pub mod slug;
 pub mod tools;
+pub mod usage;
 pub mod validation;
 pub mod webhook;
 

@@ -17,5 +17,6 @@ pub mod sessions;
 pub mod sign_in;
 pub mod snapshots;
 pub mod system;
+pub mod usage;
 pub mod users;
 pub mod webhooks;

@@ -46,7 +46,8 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
     match (method, path) {
         (
             "GET",
-            "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys",
+            "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys"
+            | "/api/usage",
         ) => List,
         ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys") => CreateOwn,
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),

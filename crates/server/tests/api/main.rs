@@ -26,6 +26,7 @@ mod sessions;
 mod streaming;
 mod teardown;
 mod ui;
+mod usage;
 mod web_security;
 mod webhooks;
 mod webhooks_crash;

@@ -180,7 +180,7 @@ async fn the_ui_never_shadows_the_api_the_reference_the_account_pages_or_preview
     let r = get(&app, "/api/health").await;
     assert_eq!(r.status(), 200);
     let doc: Value = get(&app, "/openapi.json").await.json().await.unwrap();
-    assert!(doc["paths"]["/api/me"].is_object());
+    assert!(doc["paths"]["/api/usage"].is_object());
     assert!(get(&app, "/docs")
         .await
         .text()
