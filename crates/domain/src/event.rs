@@ -184,6 +184,13 @@ pub struct EventTypeInfo {
     pub group: String,
 }
 
+/// The types a webhook subscription can name: every stored type. Ephemeral ones (text
+/// deltas, `stream_gap`) are never delivered, so naming them would be a subscription that
+/// never fires.
+pub fn subscribable() -> impl Iterator<Item = EventType> {
+    EventType::ALL.into_iter().filter(|t| !t.is_ephemeral())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,11 +208,4 @@ mod tests {
             14
         );
     }
-}
-
-/// The types a webhook subscription can name: every stored type. Ephemeral ones (text
-/// deltas, `stream_gap`) are never delivered, so naming them would be a subscription that
-/// never fires.
-pub fn subscribable() -> impl Iterator<Item = EventType> {
-    EventType::ALL.into_iter().filter(|t| !t.is_ephemeral())
 }

@@ -155,7 +155,7 @@ pub fn downstream(h: &mut HeaderMap, port: u16, prefix: &str) {
         .filter(|v| {
             // A nameless cookie (`=sa_session=x`) some browsers read as a name: dropped too.
             let name = v.to_str().ok().and_then(|v| v.split('=').next());
-            !name.map_or(true, |n| n.trim().is_empty() || is_ours(n))
+            !name.is_none_or(|n| n.trim().is_empty() || is_ours(n))
         })
         .cloned()
         .collect();
