@@ -48,6 +48,79 @@ ensure_rust() {
   exit 1
 }
 
+# ---- Node, Chromium and the web UI -----------------------------------------------------------
+
+# Node.js 20 or later with npm, for building and testing the web UI (web/).
+ensure_node() {
+  if ! command -v node >/dev/null 2>&1; then
+    log "installing Node.js (nodejs)"
+    apt_install nodejs
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    log "installing npm"
+    apt_install npm
+  fi
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -lt 20 ]; then
+    echo "error: the web UI needs Node.js 20 or later, and $(command -v node) is $(node --version 2>/dev/null);" >&2
+    echo "install a newer one (https://nodejs.org/en/download, or NodeSource's packages) and run this again." >&2
+    return 1
+  fi
+}
+
+# Chromium, which the web UI's end-to-end tests drive (playwright-core does not download a
+# browser here). CHROMIUM_BIN names another one.
+ensure_chromium() {
+  [ -x "${CHROMIUM_BIN:-/usr/bin/chromium}" ] && return 0
+  log "installing Chromium"
+  apt_install chromium
+}
+
+# The repository root's view of what the web UI is built from: its sources, public files,
+# top-level files (index.html, package.json and its lock, every config) and the OpenAPI
+# document its API types are generated from. A change to any of them means a new build.
+web_sources_hash() {
+  (
+    cd "$lib_repo_root" &&
+      { find web/src web/public -type f 2>/dev/null
+        find web -maxdepth 1 -type f \( -name '*.html' -o -name '*.json' -o -name '*.ts' \
+          -o -name '*.js' -o -name '*.mjs' -o -name '*.cjs' -o -name '.npmrc' \)
+        echo openapi/openapi.json; } |
+      LC_ALL=C sort | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+  )
+}
+
+# build_web_if_changed: web/dist up to date with the UI's sources. `npm ci` when node_modules is
+# missing or package-lock.json changed since the last install, `npm run build` when the sources
+# changed since the last build (or web/dist/index.html is gone); the hashes are stamped under
+# target/web/. Does nothing, saying so, while there is no web/package.json. The server embeds
+# web/dist when it is compiled in release mode, so call this before that build.
+build_web_if_changed() {
+  local web="$lib_repo_root/web" stamps="$lib_repo_root/target/web" lock_hash sources_hash
+  if [ ! -f "$web/package.json" ]; then
+    log "no web/package.json: not building the web UI (the server then serves a page saying how)"
+    return 0
+  fi
+  ensure_node || return 1
+  mkdir -p "$stamps"
+  lock_hash=$(sha256sum "$web/package-lock.json" 2>/dev/null | cut -d' ' -f1)
+  if [ ! -d "$web/node_modules" ] || [ "$lock_hash" != "$(cat "$stamps/npm-ci.sha256" 2>/dev/null)" ]; then
+    log "installing the web UI's dependencies (npm ci)"
+    (cd "$web" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+    echo "$lock_hash" >"$stamps/npm-ci.sha256"
+  fi
+  sources_hash=$(web_sources_hash)
+  if [ -f "$web/dist/index.html" ] && [ "$sources_hash" = "$(cat "$stamps/build.sha256" 2>/dev/null)" ]; then
+    log "the web UI is up to date (web/dist)"
+    return 0
+  fi
+  log "building the web UI (npm run build, into web/dist)"
+  rm -f "$stamps/build.sha256"
+  (cd "$web" && npm run build) || return 1
+  echo "$sources_hash" >"$stamps/build.sha256"
+}
+
 # ---- Docker Engine and the sandbox image --------------------------------------------------
 
 # The repository root, fixed when this file is sourced (the functions below may run after a cd).

@@ -17,6 +17,10 @@
 //! * There is no CORS allowance, so the custom header the auth layer asks of cookie sessions
 //!   cannot be sent by another origin without a preflight that fails.
 
+// The checks' `Err` is the refusal itself, a response built once and sent at once: boxing it
+// would only move it to the heap.
+#![allow(clippy::result_large_err)]
+
 use crate::error::ApiError;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -25,15 +29,45 @@ use axum::response::{IntoResponse, Response};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-/// The policy of HTML pages: scripts only from our own files (no inline script, no eval),
-/// nothing framed, nothing framing us. Inline styles stay allowed: the reference page's
-/// renderer injects its styles at run time.
-pub const HTML_CSP: &str =
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
-img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; \
-object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+// The text of `HTML_CSP`, for `concat!`.
+macro_rules! html_csp {
+    () => {
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; \
+object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    };
+}
+/// The policy of HTML pages (the web UI, the reference, the account pages): scripts only from
+/// our own files (no inline script, no eval), requests only to this origin, nothing framing
+/// us. Inline styles stay allowed: the reference page's renderer and the UI's component
+/// library inject style tags at run time. `blob:` images and workers are the UI's own
+/// (downloads previewed, editors' workers). What may be framed is added by [`page_csp`]:
+/// only previews.
+pub const HTML_CSP: &str = html_csp!();
 
-/// Everything that is not HTML (JSON, event streams, scripts) is never a document.
+/// [`HTML_CSP`] with `frame-src` naming the previews' origins (`'none'` without any): a page
+/// of ours may frame a sandbox's preview, never anything else.
+pub fn page_csp(frame_sources: &[String]) -> HeaderValue {
+    let frames = if frame_sources.is_empty() {
+        "'none'".to_owned()
+    } else {
+        frame_sources.join(" ")
+    };
+    HeaderValue::from_str(&format!("{HTML_CSP}; frame-src {frames}"))
+        .unwrap_or_else(|_| HeaderValue::from_static(HTML_CSP_NO_FRAMES))
+}
+
+const HTML_CSP_NO_FRAMES: &str = concat!(html_csp!(), "; frame-src 'none'");
+
+/// What the API listener's guard checks, and the policy its pages carry.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    pub hosts: Arc<HostPolicy>,
+    /// [`page_csp`] for this deployment's previews.
+    pub page_csp: HeaderValue,
+}
+
+/// Everything else (JSON, event streams, styles, images) is never a document.
 const NON_HTML_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// The hosts and origins a listener answers for.
@@ -283,17 +317,24 @@ fn check_cross_site(policy: &HostPolicy, req: &Request) -> Result<(), Response> 
 
 /// The API listener's guard: host, cross-site checks, then the security headers on whatever
 /// the route answered.
-pub async fn layer(State(policy): State<Arc<HostPolicy>>, req: Request, next: Next) -> Response {
-    if let Err(r) = check_host(&policy, &req).and_then(|()| check_cross_site(&policy, &req)) {
-        return with_security_headers(r);
+pub async fn layer(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    let policy = &guard.hosts;
+    if let Err(r) = check_host(policy, &req).and_then(|()| check_cross_site(policy, &req)) {
+        return with_headers(r, &guard.page_csp);
     }
-    with_security_headers(next.run(req).await)
+    with_headers(next.run(req).await, &guard.page_csp)
+}
+
+/// [`with_headers`] with the pages' policy that frames nothing (the previews' listener).
+pub fn with_security_headers(resp: Response) -> Response {
+    with_headers(resp, &HeaderValue::from_static(HTML_CSP_NO_FRAMES))
 }
 
 /// `nosniff`, no referrer, no framing, no embedding by other origins, and a content security
-/// policy (the strict one for HTML pages).
-pub fn with_security_headers(mut resp: Response) -> Response {
-    let html = is_html(resp.headers());
+/// policy: `page_csp` for HTML pages and scripts (a worker runs under its script's policy),
+/// the one that allows nothing for everything else.
+pub fn with_headers(mut resp: Response, page_csp: &HeaderValue) -> Response {
+    let page = is_page_or_script(resp.headers());
     let h = resp.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -310,15 +351,23 @@ pub fn with_security_headers(mut resp: Response) -> Response {
     );
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(if html { HTML_CSP } else { NON_HTML_CSP }),
+        if page {
+            page_csp.clone()
+        } else {
+            HeaderValue::from_static(NON_HTML_CSP)
+        },
     );
     resp
 }
 
-fn is_html(h: &HeaderMap) -> bool {
-    h.get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/html"))
+fn is_page_or_script(h: &HeaderMap) -> bool {
+    let Some(v) = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let v = v.trim_start().to_ascii_lowercase();
+    ["text/html", "text/javascript", "application/javascript"]
+        .iter()
+        .any(|t| v.starts_with(t))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The HTTP surface of the control plane. [`router`] builds every route with its middleware;
-//! [`openapi`] is the document generated from the same routes.
+//! The HTTP surface of the control plane. [`router`] builds every route with its middleware,
+//! and serves the web UI ([`ui`]) from whatever no route takes; [`openapi`] is the document
+//! generated from the same routes.
 
 pub mod auth;
 pub mod credentials;
@@ -17,10 +18,11 @@ pub mod project;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod ui;
 pub mod web;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{HeaderMap, HeaderName, Method, Request, StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::Router;
 use routes::{
@@ -62,6 +64,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "secrets", description = "Values sandboxes get as environment variables; write-only"),
         (name = "skill-bundles", description = "Named skills trees that CI pushes to, and their numbered versions"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
+        (name = "usage", description = "What a project spent: tokens, requests and sandbox time over a window"),
     )
 )]
 struct ApiDoc;
@@ -151,6 +154,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
             routes::skill_bundles::push
         ))
         .routes(routes!(routes::skill_bundles::retire))
+        .routes(routes!(routes::usage::report))
 }
 
 /// The OpenAPI document, generated from the routes themselves.
@@ -159,14 +163,23 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Every route, with request ids, tracing, body limits, and 404/405 answers as
-/// `{"detail": ...}` like every other error.
+/// `{"detail": ...}` like every other error; the web UI answers what no route takes (see
+/// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
+    let assets = state.settings.ui.clone();
+    let checks = std::sync::Arc::new(guard::Guard {
+        hosts: state.settings.hosts.clone(),
+        page_csp: guard::page_csp(&state.settings.preview.frame_sources()),
+    });
     api.merge(docs::routes(doc))
         .merge(preview::moved())
         .merge(pages::routes())
-        .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))) })
+        .fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
+            let assets = assets.clone();
+            async move { ui::fallback(&assets, &method, &uri, &headers).await }
+        })
         .method_not_allowed_fallback(|| async {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
@@ -175,10 +188,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         // Outside the auth layer: a rebound or cross-site request is refused before any
         // credential is looked at.
-        .layer(axum::middleware::from_fn_with_state(
-            state.settings.hosts.clone(),
-            guard::layer,
-        ))
+        .layer(axum::middleware::from_fn_with_state(checks, guard::layer))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {

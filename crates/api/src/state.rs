@@ -32,6 +32,8 @@ pub struct ApiSettings {
     pub preview_hosts: crate::guard::HostPolicy,
     /// Checks credentials (the shared token, API keys) or reports open mode.
     pub auth: Arc<crate::credentials::Auth>,
+    /// Where the web UI's files come from: the embedded build (the binary), or a folder.
+    pub ui: crate::ui::UiAssets,
 }
 
 /// `BackendInfo`.

@@ -16,6 +16,7 @@ pub mod session;
 pub mod slug;
 pub mod state;
 pub mod tools;
+pub mod usage;
 pub mod validation;
 pub mod webhook;
 

@@ -8,6 +8,7 @@ use anyhow::Context;
 use sandbox_agents_agent::{ModelClients, Runs};
 use sandbox_agents_api::auth::{Auth, RateLimit};
 use sandbox_agents_api::preview::PreviewKey;
+use sandbox_agents_api::ui::UiAssets;
 use sandbox_agents_api::web::{WebOptions, WebSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_credentials::Credentials;
@@ -83,6 +84,8 @@ pub struct Settings {
     pub auth: Auth,
     /// Silence after which an event stream writes `: ping`.
     pub heartbeat: Duration,
+    /// The web UI's files: the ones embedded in the binary (tests may give others).
+    pub ui: UiAssets,
 }
 
 impl Settings {
@@ -99,6 +102,7 @@ impl Settings {
                 burst: config.rate_limit_burst,
             })),
             heartbeat: sandbox_agents_api::routes::events::HEARTBEAT,
+            ui: UiAssets::Embedded,
         })
     }
 }
@@ -175,6 +179,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         model_proxy,
         auth,
         heartbeat,
+        ui,
     } = settings;
     let default_model = service_settings.sessions.default_model.clone();
     let Services {
@@ -208,6 +213,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
             preview: web.preview,
             preview_hosts: web.preview_hosts,
             auth: Arc::new(auth),
+            ui,
         }),
         webhooks,
         shutdown,

@@ -83,6 +83,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let master_key_rotating = settings.services.master_key.has_previous();
     let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
     let app = app::build(settings, db.clone(), shutdown.clone()).await?;
+    if !app.state.settings.ui.is_built() {
+        tracing::warn!("this binary was built without the web UI: / explains how to build it (cd web && npm ci && npm run build, or scripts/serve)");
+    }
     let sessions = app.state.sessions.clone();
     if master_key_rotating {
         reseal_in_background(

@@ -26,6 +26,7 @@ pub mod session_locks;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;
+pub mod usage;
 pub mod webhooks;
 
 pub use error::{Error, Result};

@@ -322,6 +322,8 @@ pub struct AppOptions {
     pub preview_domain: Option<String>,
     /// `--allowed-hosts`.
     pub allowed_hosts: Vec<String>,
+    /// The web UI's files (the binary's embedded ones by default).
+    pub ui: sandbox_agents_api::ui::UiAssets,
 }
 
 impl Default for AppOptions {
@@ -334,6 +336,7 @@ impl Default for AppOptions {
             warm_pool: 0,
             preview_domain: None,
             allowed_hosts: Vec::new(),
+            ui: Default::default(),
         }
     }
 }
@@ -359,6 +362,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         warm_pool,
         preview_domain,
         allowed_hosts,
+        ui,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -389,6 +393,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     settings.webhooks = webhooks;
     settings.auth = auth;
     settings.heartbeat = HEARTBEAT;
+    settings.ui = ui;
     let blobs_dir = settings.services.blobs_dir.clone();
     let shutdown = CancellationToken::new();
     let app = sandbox_agents_server::app::build(settings, db.clone(), shutdown.clone())

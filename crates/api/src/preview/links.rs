@@ -16,6 +16,31 @@ pub struct PreviewSettings {
     pub domain: Option<PreviewDomain>,
 }
 
+impl PreviewSettings {
+    /// Where preview pages come from, as Content-Security-Policy sources for `frame-src` (the
+    /// UI shows previews in a frame): the preview listener's public origin, and with a domain
+    /// every host directly under it. A URL that is no plain origin is left out.
+    pub fn frame_sources(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((scheme, rest)) = self.public_url.split_once("://") {
+            let authority = rest.split('/').next().unwrap_or_default();
+            let plain = |s: &str| {
+                !s.is_empty()
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+            };
+            if (scheme == "http" || scheme == "https") && plain(authority) {
+                out.push(format!("{scheme}://{}", authority.to_ascii_lowercase()));
+            }
+        }
+        if let Some(d) = &self.domain {
+            let port = d.port.map(|p| format!(":{p}")).unwrap_or_default();
+            out.push(format!("{}://*.{}{port}", d.scheme, d.domain));
+        }
+        out
+    }
+}
+
 /// `--preview-domain`: a bare domain (`preview.example.com`, served over https) or an origin
 /// (`http://preview.localhost:8001`) whose scheme and port the URLs keep.
 #[derive(Clone, Debug, PartialEq, Eq)]

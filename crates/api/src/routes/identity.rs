@@ -27,6 +27,11 @@ pub struct Me {
     /// For people: the person's email, the key's name, or `shared token`; null when
     /// anonymous.
     pub label: Option<String>,
+    /// Whether the caller may do operators' work: manage people, API keys and every
+    /// project. True in open mode, for the shared token and for operator people (and for an
+    /// unbound API key while no shared token is configured); false when anonymous. A UI
+    /// shows those pages only when this is true; the routes check it themselves (403).
+    pub operator: bool,
     /// The sign-in page.
     pub login_url: Option<String>,
     /// The sign-out page.
@@ -47,8 +52,10 @@ pub struct AuthCheck {
 /// Who am I
 ///
 /// Who the caller is. Always 200, with or without a credential: `auth_required` says whether
-/// credentials are checked, `kind` which one was seen (`api_key`, `token`; null when
-/// anonymous or in open mode).
+/// credentials are checked, `kind` which one was seen (`api_key`, `token`, `user`; null when
+/// anonymous or in open mode), `operator` whether operators' routes (people, API keys,
+/// every project) will answer. The projects the caller reaches, with its role in each, are
+/// `GET /api/projects`.
 #[utoipa::path(get, path = "/api/me", operation_id = "get_me", tag = "identity", responses((status = 200, body = Me)))]
 pub async fn me(State(st): State<AppState>, principal: Principal) -> ApiResult<Json<Me>> {
     let auth_required = st.settings.auth.auth_required(&st.db).await?;
@@ -58,6 +65,7 @@ pub async fn me(State(st): State<AppState>, principal: Principal) -> ApiResult<J
         Principal::Person { email, .. } => (true, Some(email.clone())),
         Principal::Open | Principal::Anonymous { .. } => (false, None),
     };
+    let operator = crate::auth::require_operator(&principal, &st.settings.auth).is_ok();
     let page = |p: &str| Some(format!("{}/{p}", st.settings.public_url));
     Ok(Json(Me {
         authenticated,
@@ -70,6 +78,7 @@ pub async fn me(State(st): State<AppState>, principal: Principal) -> ApiResult<J
             _ => None,
         },
         label,
+        operator,
         login_url: page("login"),
         logout_url: page("logout"),
         recovery_url: page("recovery"),

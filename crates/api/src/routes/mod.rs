@@ -18,5 +18,6 @@ pub mod sign_in;
 pub mod skill_bundles;
 pub mod snapshots;
 pub mod system;
+pub mod usage;
 pub mod users;
 pub mod webhooks;

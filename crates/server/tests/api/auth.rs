@@ -66,6 +66,7 @@ async fn open_mode_lasts_until_the_first_key_and_that_key_can_manage_keys() {
     let (s, me) = call(&app, Method::GET, "/api/me", None, None, None).await;
     assert_eq!(s, 200);
     assert_eq!(me["auth_required"], false);
+    assert_eq!(me["operator"], true, "in open mode everyone operates");
     assert_eq!(
         call(&app, Method::GET, "/api/agents", None, None, None)
             .await

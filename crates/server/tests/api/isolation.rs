@@ -47,7 +47,7 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         (
             "GET",
             "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys"
-            | "/api/skill-bundles",
+            | "/api/skill-bundles" | "/api/usage",
         ) => List,
         ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys" | "/api/skill-bundles") => {
             CreateOwn

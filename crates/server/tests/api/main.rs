@@ -26,6 +26,8 @@ mod sessions;
 mod skill_bundles;
 mod streaming;
 mod teardown;
+mod ui;
+mod usage;
 mod web_security;
 mod webhooks;
 mod webhooks_crash;

@@ -65,6 +65,7 @@ fn the_document_covers_every_route() {
             "post",
             "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore",
         ),
+        ("get", "/api/usage"),
     ];
     let json = serde_json::to_value(&doc).unwrap();
     for (method, path) in expected {

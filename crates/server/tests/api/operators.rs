@@ -44,6 +44,14 @@ async fn the_first_person_operates_the_deployment_and_operators_cannot_all_go() 
     let (second, s2) = person(&app, Some(&s1), "second@example.com", false).await;
     let (s, _) = as_person(&app, Method::GET, "/api/users", &s2, None).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+    // `/api/me` says so beforehand, for a UI that hides what would be refused.
+    let operator = async |session: Option<&str>| match session {
+        Some(s) => as_person(&app, Method::GET, "/api/me", s, None).await.1["operator"].clone(),
+        None => call(&app, Method::GET, "/api/me", None, None, None).await.1["operator"].clone(),
+    };
+    assert_eq!(operator(Some(&s1)).await, true);
+    assert_eq!(operator(Some(&s2)).await, false);
+    assert_eq!(operator(None).await, false);
 
     // The only operator cannot stop being one, nor be deleted.
     let demote = json!({"operator": false});

@@ -313,7 +313,7 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
     }
     let js = app
         .http
-        .get(app.url("/assets/account.js"))
+        .get(app.url("/_account/account.js"))
         .send()
         .await
         .unwrap();

@@ -1,0 +1,60 @@
+//! `/api/usage`: what a project spent over a window, summed in the database.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiQuery;
+use crate::project::Project;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use sandbox_agents_domain::usage::{UsageQuery, UsageReport, UsageTotals};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReportQuery {
+    /// The window's start, inclusive: RFC 3339 with an offset (`2026-12-01T00:00:00Z`;
+    /// percent-encode a `+`). Default: 30 days before `to`.
+    pub from: Option<String>,
+    /// The window's end, exclusive, after `from` and at most 366 days later. Default: now.
+    pub to: Option<String>,
+    /// `agent`, `model` or `day` (UTC days). Default: `day`.
+    #[param(value_type = Option<sandbox_agents_domain::usage::UsageGroupBy>, inline)]
+    pub group_by: Option<String>,
+}
+
+/// Get usage
+///
+/// The project's usage within `[from, to)`, one group per agent, model or UTC day: tokens,
+/// model requests, turns and the seconds they worked, from the turns that started in the
+/// window (a turn in flight counts what it has recorded so far); and the seconds sandboxes
+/// were up within the window (by agent and model, those of the sessions of that agent or
+/// using that model). Groups without usage are left out. Bad parameters are a 422 naming
+/// each.
+#[utoipa::path(get, path = "/api/usage", operation_id = "get_usage", tag = "usage", params(ReportQuery),
+    responses((status = 200, body = UsageReport),
+              (status = 422, description = "A parameter is invalid: not RFC 3339, an unknown group_by, from not before to, or a window over 366 days")))]
+#[tracing::instrument(skip_all)]
+pub async fn report(
+    State(st): State<AppState>,
+    Project(project): Project,
+    ApiQuery(q): ApiQuery<ReportQuery>,
+) -> ApiResult<Json<UsageReport>> {
+    let q = UsageQuery::parse(
+        q.from.as_deref(),
+        q.to.as_deref(),
+        q.group_by.as_deref(),
+        time::OffsetDateTime::now_utc(),
+    )
+    .map_err(ApiError::Validation)?;
+    let groups =
+        sandbox_agents_store::usage::report(&st.db, project, &q, &st.settings.default_model)
+            .await?;
+    Ok(Json(UsageReport {
+        from: q.from,
+        to: q.to,
+        group_by: q.group_by,
+        total: UsageTotals::sum(&groups),
+        groups,
+    }))
+}

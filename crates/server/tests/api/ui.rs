@@ -1,0 +1,279 @@
+//! The web UI from the server's own origin: `index.html` for client routes, hashed assets
+//! cached for good, the placeholder when no UI was built, and never in the way of a route of
+//! ours (the API, the reference, the account pages, previews).
+
+use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use reqwest::{Method, StatusCode};
+use sandbox_agents_api::ui::UiAssets;
+use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
+use serde_json::Value;
+use std::path::PathBuf;
+
+const INDEX: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>Sandbox Agents</title>
+<script type="module" crossorigin src="/assets/index-abc123.js"></script>
+<link rel="stylesheet" href="/assets/index-def456.css"></head><body><div id="root"></div></body></html>"#;
+const SCRIPT: &str = "console.log('the UI');";
+
+/// A folder shaped like `npm run build`'s output, removed when dropped.
+struct Dist(PathBuf);
+
+impl Dist {
+    fn new(with_ui: bool) -> Dist {
+        let dir = std::env::temp_dir().join(format!("sa-ui-dist-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(dir.join("assets")).unwrap();
+        if with_ui {
+            std::fs::write(dir.join("index.html"), INDEX).unwrap();
+            std::fs::write(dir.join("assets/index-abc123.js"), SCRIPT).unwrap();
+            std::fs::write(dir.join("assets/index-def456.css"), "body{margin:0}").unwrap();
+            std::fs::write(
+                dir.join("favicon.svg"),
+                "<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+            )
+            .unwrap();
+        }
+        Dist(dir)
+    }
+}
+
+impl Drop for Dist {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn app_with(dist: &Dist, preview_domain: Option<&str>) -> TestApp {
+    spawn_app_with_options(AppOptions {
+        ui: UiAssets::Dir(dist.0.clone()),
+        preview_domain: preview_domain.map(str::to_owned),
+        ..Default::default()
+    })
+    .await
+}
+
+async fn get(app: &TestApp, path: &str) -> reqwest::Response {
+    app.http.get(app.url(path)).send().await.unwrap()
+}
+
+fn header(r: &reqwest::Response, name: reqwest::header::HeaderName) -> String {
+    r.headers()
+        .get(&name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// The JSON 404 of a path no route takes.
+async fn assert_json_404(app: &TestApp, path: &str) -> String {
+    let r = get(app, path).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+    assert!(
+        header(&r, CONTENT_TYPE).starts_with("application/json"),
+        "{path}: {}",
+        header(&r, CONTENT_TYPE)
+    );
+    let body: Value = r.json().await.unwrap();
+    body["detail"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn client_routes_get_the_uis_page_and_it_is_revalidated_on_every_load() {
+    let dist = Dist::new(true);
+    let app = app_with(&dist, None).await;
+    let session = uuid::Uuid::now_v7();
+    for path in [
+        "/".to_owned(),
+        "/index.html".to_owned(),
+        "/agents".to_owned(),
+        "/agents/reviewer".to_owned(),
+        format!("/sessions/{session}"),
+        format!("/sessions/{session}/files?path=a.txt"),
+        format!("/webhooks/{session}"),
+        "/developers".to_owned(),
+        "/settings/api-keys".to_owned(),
+        "/usage?group_by=model".to_owned(),
+    ] {
+        let r = get(&app, &path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(
+            header(&r, CONTENT_TYPE),
+            "text/html; charset=utf-8",
+            "{path}"
+        );
+        assert_eq!(header(&r, CACHE_CONTROL), "no-cache", "{path}");
+        assert_eq!(r.text().await.unwrap(), INDEX, "{path}");
+    }
+    // Revalidation costs nothing while the build is the same.
+    let r = get(&app, "/agents").await;
+    let etag = header(&r, ETAG);
+    assert!(etag.starts_with('"'), "{etag}");
+    let again = app
+        .http
+        .get(app.url("/sessions"))
+        .header(IF_NONE_MATCH, &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    let head = app
+        .http
+        .request(Method::HEAD, app.url("/agents"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    // Files at the root (Vite's `public/`) are served as themselves, revalidated too.
+    let r = get(&app, "/favicon.svg").await;
+    assert_eq!(r.status(), 200);
+    assert!(header(&r, CONTENT_TYPE).starts_with("image/svg+xml"));
+    assert_eq!(header(&r, CACHE_CONTROL), "no-cache");
+}
+
+#[tokio::test]
+async fn hashed_assets_are_cached_for_good_and_a_missing_one_is_a_404() {
+    let dist = Dist::new(true);
+    let app = app_with(&dist, None).await;
+    let r = get(&app, "/assets/index-abc123.js").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, CONTENT_TYPE), "text/javascript; charset=utf-8");
+    assert_eq!(
+        header(&r, CACHE_CONTROL),
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(
+        header(&r, "x-content-type-options".parse().unwrap()),
+        "nosniff"
+    );
+    assert_eq!(r.text().await.unwrap(), SCRIPT);
+    let r = get(&app, "/assets/index-def456.css").await;
+    assert_eq!(header(&r, CONTENT_TYPE), "text/css; charset=utf-8");
+    assert_eq!(
+        header(&r, CACHE_CONTROL),
+        "public, max-age=31536000, immutable"
+    );
+    // A bundle of an older build is gone: loudly, never the page in its place.
+    for path in [
+        "/assets/index-000000.js",
+        "/assets/",
+        "/assets/nested/../x.js",
+    ] {
+        let detail = assert_json_404(&app, path).await;
+        assert!(!detail.is_empty(), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_ui_never_shadows_the_api_the_reference_the_account_pages_or_previews() {
+    let dist = Dist::new(true);
+    let app = app_with(&dist, None).await;
+    for path in [
+        "/api",
+        "/api/",
+        "/api/no-such-route",
+        "/api/sessions/x/nothing-here",
+        "/docs/nothing",
+        "/openapi.json/x",
+        "/_account/nothing.js",
+    ] {
+        assert_eq!(assert_json_404(&app, path).await, "Not Found", "{path}");
+    }
+    let detail = assert_json_404(&app, "/preview/abc-3000-def/").await;
+    assert!(detail.contains("origin of their own"), "{detail}");
+    let r = get(&app, "/api/health").await;
+    assert_eq!(r.status(), 200);
+    let doc: Value = get(&app, "/openapi.json").await.json().await.unwrap();
+    assert!(doc["paths"]["/api/usage"].is_object());
+    assert!(get(&app, "/docs")
+        .await
+        .text()
+        .await
+        .unwrap()
+        .contains("redoc"));
+    for page in ["/login", "/logout", "/recovery", "/settings"] {
+        let body = get(&app, page).await.text().await.unwrap();
+        assert!(body.contains("/_account/account.js"), "{page}: {body}");
+        assert!(
+            !body.contains("id=\"root\""),
+            "{page} is the server's own page"
+        );
+    }
+    let r = get(&app, "/_account/account.js").await;
+    assert_eq!(r.status(), 200);
+    assert!(header(&r, CONTENT_TYPE).starts_with("text/javascript"));
+    let r = get(&app, "/_account/account.css").await;
+    assert!(header(&r, CONTENT_TYPE).starts_with("text/css"));
+    // The UI is only ever read: anything else to a client route is no route.
+    let r = app.http.post(app.url("/agents")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn pages_may_frame_previews_and_nothing_else_and_run_only_our_scripts() {
+    let dist = Dist::new(true);
+    let app = app_with(&dist, None).await;
+    let directives =
+        |csp: &str| -> Vec<String> { csp.split(';').map(|d| d.trim().to_owned()).collect() };
+    for path in [
+        "/",
+        "/sessions",
+        "/assets/index-abc123.js",
+        "/login",
+        "/docs",
+    ] {
+        let r = get(&app, path).await;
+        let csp = header(&r, CONTENT_SECURITY_POLICY);
+        let d = directives(&csp);
+        for want in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "font-src 'self' data:",
+            "worker-src 'self' blob:",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "object-src 'none'",
+        ] {
+            assert!(d.iter().any(|x| x == want), "{path}: no {want} in {csp}");
+        }
+        assert!(
+            d.contains(&format!("frame-src {}", app.preview_base)),
+            "{path}: previews' origin not frameable: {csp}"
+        );
+        assert_eq!(header(&r, "x-frame-options".parse().unwrap()), "DENY");
+    }
+    // JSON is never a document.
+    let r = get(&app, "/api/health").await;
+    assert!(header(&r, CONTENT_SECURITY_POLICY).starts_with("default-src 'none'"));
+
+    // With a preview domain, every preview origin under it.
+    let app = app_with(&dist, Some("http://preview.localhost:8001")).await;
+    let csp = header(&get(&app, "/").await, CONTENT_SECURITY_POLICY);
+    assert!(
+        directives(&csp).contains(&format!(
+            "frame-src {} http://*.preview.localhost:8001",
+            app.preview_base
+        )),
+        "{csp}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_built_ui_the_root_says_how_to_build_one() {
+    let dist = Dist::new(false);
+    let app = app_with(&dist, None).await;
+    for path in ["/", "/agents", "/sessions/x"] {
+        let r = get(&app, path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(header(&r, CONTENT_TYPE), "text/html; charset=utf-8");
+        assert_eq!(header(&r, CACHE_CONTROL), "no-cache");
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("cd web &amp;&amp; npm ci &amp;&amp; npm run build")
+                && body.contains("scripts/serve"),
+            "{body}"
+        );
+        assert!(!body.contains("<script"), "no script at all: {body}");
+    }
+    assert_json_404(&app, "/assets/index-abc123.js").await;
+}
