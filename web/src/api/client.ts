@@ -51,7 +51,9 @@ const headersMiddleware: Middleware = {
   },
 };
 
-export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
+// The page's own origin (same-origin requests; an absolute base also works where `Request`
+// does not resolve relative URLs, as in tests).
+export const api = createClient<paths>({ baseUrl: typeof window !== 'undefined' ? window.location.origin : '', credentials: 'same-origin', fetch: (req: Request) => globalThis.fetch(req) });
 api.use(headersMiddleware);
 
 /** An error answer of the API, with the sentence its `detail` says. */
