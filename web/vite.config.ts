@@ -7,7 +7,8 @@ import react from '@vitejs/plugin-react';
 // state-changing requests whose Origin names another origin, so the proxy drops the browser's
 // Origin and Sec-Fetch-Site headers: to the server the request then comes from its own origin.
 const api = process.env.SANDBOX_AGENTS_DEV_API ?? 'http://127.0.0.1:8000';
-const serverRoutes = ['/api', '/docs', '/openapi.json', '/login', '/logout', '/recovery', '/settings'];
+// Whole path segments only: `/api` must not catch a client route such as `/api-keys`.
+const serverRoutes = ['api', 'docs', 'openapi\\.json', 'login', 'logout', 'recovery', 'settings'].map((r) => `^/${r}(?:/|\\?|$)`);
 
 export default defineConfig({
   plugins: [react()],

@@ -36,7 +36,7 @@ export function App() {
           <Route path="agents/:ref/edit" element={<AgentFormPage />} />
           <Route path="webhooks" element={<WebhooksPage />} />
           <Route path="webhooks/:id" element={<WebhookDetailPage />} />
-          <Route path="api-keys" element={<ApiKeysPage />} />
+          <Route path="keys" element={<ApiKeysPage />} />
           <Route path="secrets" element={<SecretsPage />} />
           <Route path="git-keys" element={<GitKeysPage />} />
           <Route path="projects" element={<ProjectsPage />} />

@@ -44,7 +44,7 @@ const groups: { label: string; items: Item[] }[] = [
     label: 'Administer',
     items: [
       { to: '/projects', label: 'Projects', icon: <IconFolders size={18} /> },
-      { to: '/api-keys', label: 'API keys', icon: <IconKey size={18} />, operator: true },
+      { to: '/keys', label: 'API keys', icon: <IconKey size={18} />, operator: true },
       { to: '/users', label: 'Users', icon: <IconUsers size={18} />, operator: true },
     ],
   },

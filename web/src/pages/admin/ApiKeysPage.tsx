@@ -19,6 +19,7 @@ export default function ApiKeysPage() {
   const [description, setDescription] = useState('');
   const [expires, setExpires] = useState('');
   const [created, setCreated] = useState<Schemas['ApiKeyCreated'] | null>(null);
+  const [closed, setClosed] = useState(false);
   const keys = useQuery({ queryKey: ['api-keys'], queryFn: () => unwrap(api.GET('/api/api-keys')) });
   const refresh = () => qc.invalidateQueries({ queryKey: ['api-keys'] });
   const create = useMutation({
@@ -28,8 +29,10 @@ export default function ApiKeysPage() {
       setName('');
       setDescription('');
       setExpires('');
-      refresh();
-      qc.invalidateQueries({ queryKey: ['me'] });
+      // The first key closes an open deployment: from now on this browser has no credential,
+      // so leave the page as it is (the key stays on screen) rather than refetch into a 401.
+      if (me.auth_required) refresh();
+      else setClosed(true);
     },
   });
   const revoke = useMutation({ mutationFn: (id: string) => unwrap(api.POST('/api/api-keys/{key_id}/revoke', { params: { path: { key_id: id } } })), onSuccess: refresh });
@@ -59,6 +62,11 @@ export default function ApiKeysPage() {
       </form>
       <Stack>
         {created && <ShownOnce label={`API key ${created.name}`} value={created.key} />}
+        {closed && (
+          <Text size="sm" c="orange" data-testid="deployment-closed">
+            The deployment is closed now: API calls need this key (or the shared token), and people sign in at the next page load.
+          </Text>
+        )}
         <ErrorAlert error={create.error ?? revoke.error ?? remove.error ?? keys.error} />
         {keys.data && keys.data.length === 0 ? (
           <EmptyState title="No API keys">Create one for each service that calls the API; revoke it when the service goes away.</EmptyState>

@@ -1,6 +1,4 @@
 import { ActionIcon, Alert, Box, Button, Card, Group, Image, Loader, ScrollArea, SimpleGrid, Stack, Text, Tooltip, UnstyledButton, Code } from '@mantine/core';
-import { Dropzone } from '@mantine/dropzone';
-import '@mantine/dropzone/styles.css';
 import { IconChevronDown, IconChevronRight, IconDownload, IconFile, IconFolder, IconRefresh, IconTrash, IconUpload } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState } from 'react';
@@ -142,6 +140,7 @@ function Preview({ sessionId, entry }: { sessionId: string; entry: WorkspaceEntr
 export default function FilesTab({ session }: { session: SessionDetail }) {
   const qc = useQueryClient();
   const [selected, setSelected] = useState<WorkspaceEntry | null>(null);
+  const [dragging, setDragging] = useState(false);
   const stopped = session.status !== 'running';
   const refresh = () => qc.invalidateQueries({ queryKey: ['files', session.id] });
 
@@ -181,25 +180,32 @@ export default function FilesTab({ session }: { session: SessionDetail }) {
         </Alert>
       )}
       <SimpleGrid cols={{ base: 1, md: 2 }}>
-        <Card withBorder>
+        <Card
+          withBorder
+          data-testid="dropzone"
+          aria-label="Workspace files; drop files here to upload them"
+          style={dragging ? { outline: '2px dashed var(--mantine-color-blue-filled)', outlineOffset: -4 } : undefined}
+          onDragOver={(e) => {
+            if (stopped || !e.dataTransfer.types.includes('Files')) return;
+            e.preventDefault();
+            setDragging(true);
+          }}
+          onDragLeave={() => setDragging(false)}
+          onDrop={(e) => {
+            e.preventDefault();
+            setDragging(false);
+            if (!stopped && e.dataTransfer.files.length) upload.mutate([...e.dataTransfer.files]);
+          }}
+        >
           <Group justify="space-between" mb="xs">
-            <Text fw={600}>Workspace</Text>
+            <Text fw={600}>Workspace {upload.isPending && <Loader size="xs" ml="xs" />}</Text>
             <ActionIcon variant="subtle" onClick={refresh} aria-label="Refresh files">
               <IconRefresh size={16} />
             </ActionIcon>
           </Group>
-          <Dropzone
-            onDrop={(files) => upload.mutate(files)}
-            disabled={stopped}
-            activateOnClick={false}
-            loading={upload.isPending}
-            styles={{ root: { border: 'none', padding: 0, background: 'transparent' } }}
-            data-testid="dropzone"
-          >
-            <ScrollArea.Autosize mah="60vh">
-              <Dir sessionId={session.id} path="." depth={0} selected={selected?.path ?? null} onSelect={setSelected} />
-            </ScrollArea.Autosize>
-          </Dropzone>
+          <ScrollArea.Autosize mah="60vh">
+            <Dir sessionId={session.id} path="." depth={0} selected={selected?.path ?? null} onSelect={setSelected} />
+          </ScrollArea.Autosize>
           <Group mt="sm" gap="xs">
             <Button
               size="xs"
