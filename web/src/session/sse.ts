@@ -25,10 +25,12 @@ export class SseParser {
   push(chunk: string): string[] {
     this.buffer += chunk;
     const out: string[] = [];
+    let start = 0;
     let nl: number;
-    while ((nl = this.buffer.indexOf('\n')) >= 0) {
-      let line = this.buffer.slice(0, nl);
-      this.buffer = this.buffer.slice(nl + 1);
+    // One pass with an index; the unread rest is kept once at the end (no copy per line).
+    while ((nl = this.buffer.indexOf('\n', start)) >= 0) {
+      let line = this.buffer.slice(start, nl);
+      start = nl + 1;
       if (line.endsWith('\r')) line = line.slice(0, -1);
       if (line === '') {
         if (this.data.length) out.push(this.data.join('\n'));
@@ -39,6 +41,7 @@ export class SseParser {
       // `id:`, `event:`, `retry:` and `: ping` comments carry nothing the UI needs: the seq
       // and type are inside the data.
     }
+    this.buffer = this.buffer.slice(start);
     return out;
   }
 }
