@@ -135,17 +135,22 @@ export async function stopServer(s: Server) {
   // Sandboxes outlive a server process by design (the next one adopts them): `teardown`, with
   // the same data directory, stops what is left and removes the warm pool.
   const bin = process.env.SANDBOX_AGENTS_BIN || path.join(REPO_ROOT, 'target/debug/sandbox-agents');
-  await new Promise<void>((resolve) => {
-    const p = spawn(bin, ['teardown', '--data-dir', s.dataDir], { stdio: 'ignore' });
+  const code = await new Promise<number | null>((resolve) => {
+    const log = openSync(s.logPath, 'a');
+    const p = spawn(bin, ['teardown', '--data-dir', s.dataDir], { stdio: ['ignore', log, log], env: { ...process.env, NO_COLOR: '1' } });
     const t = setTimeout(() => {
       p.kill('SIGKILL');
-      resolve();
+      resolve(null);
     }, 120_000);
-    p.once('exit', () => {
+    p.once('exit', (c) => {
       clearTimeout(t);
-      resolve();
+      resolve(c);
     });
   });
+  if (code !== 0) {
+    console.error(`sandbox-agents teardown failed (${code}); containers may be left behind:\n${tail(s.logPath, 30)}`);
+    return;
+  }
   if (!process.env.SANDBOX_AGENTS_E2E_KEEP_DATA) {
     rmSync(s.dataDir, { recursive: true, force: true });
     rmSync(`${s.logPath}.key`, { force: true });

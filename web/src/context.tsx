@@ -1,7 +1,7 @@
 // Who the person is (`GET /api/me`) and which project they act in (`X-Project`).
 import { Button, Center, Loader, Stack, Text } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { createContext, useContext, useEffect, useMemo, useState, type ReactNode } from 'react';
+import { createContext, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { api, setApiProject, unwrap, type Me, type Project } from './api/client';
 import { ErrorAlert } from './components/common';
 
@@ -34,8 +34,9 @@ export function loginRedirect(me: Me): string | null {
 function isOperator(me: Me): boolean {
   const flag = (me as Me & { operator?: boolean }).operator;
   if (typeof flag === 'boolean') return flag;
-  // Before `operator` is reported: open mode and the shared token act as operators.
-  return !me.auth_required || me.kind === 'token';
+  // A server that does not report `operator` yet: show the operator pages to people and the
+  // shared token (the server answers a 403 with its reason to anyone else), not to API keys.
+  return !me.auth_required || me.kind !== 'api_key';
 }
 
 export function pickProject(projects: Project[], wanted: string | null): Project | null {
@@ -71,6 +72,17 @@ export function AppContextProvider({ children }: { children: ReactNode }) {
   // Set before children render, so their first requests already name the project.
   setApiProject(project?.slug ?? null);
 
+  // A change of project (picked, or the first one appearing) invalidates everything cached
+  // for the old one; mounted pages refetch for the new one.
+  const projectId = project?.id ?? null;
+  const seenProject = useRef<string | null | undefined>(undefined);
+  useEffect(() => {
+    if (seenProject.current !== undefined && seenProject.current !== projectId) {
+      qc.resetQueries({ predicate: (q) => !['me', 'projects', 'event-types', 'models'].includes(String(q.queryKey[0])) });
+    }
+    seenProject.current = projectId;
+  }, [projectId, qc]);
+
   const value = useMemo<Context | null>(
     () =>
       me
@@ -83,8 +95,7 @@ export function AppContextProvider({ children }: { children: ReactNode }) {
               localStorage.setItem(STORAGE_KEY, slug);
               setApiProject(slug);
               setWanted(slug);
-              // Everything cached belongs to the old project.
-              qc.removeQueries({ predicate: (q) => q.queryKey[0] !== 'me' && q.queryKey[0] !== 'projects' });
+              // Everything cached belongs to the old project (the effect below refetches).
             },
           }
         : null,

@@ -4,6 +4,8 @@ import { useState } from 'react';
 import { api, unwrap } from '../../api/client';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader, ShownOnce } from '../../components/common';
 import { RelTime } from '../../lib/time';
+import { useAppContext } from '../../context';
+import { Alert, Anchor } from '@mantine/core';
 
 export default function UsersPage() {
   const qc = useQueryClient();
@@ -12,6 +14,8 @@ export default function UsersPage() {
   const [password, setPassword] = useState('');
   const [operator, setOperator] = useState(false);
   const [link, setLink] = useState<{ label: string; value: string } | null>(null);
+  const { me } = useAppContext();
+  const [closedBy, setClosedBy] = useState<string | null>(null);
   const users = useQuery({ queryKey: ['users'], queryFn: () => unwrap(api.GET('/api/users')) });
   const refresh = () => qc.invalidateQueries({ queryKey: ['users'] });
   const recoveryLink = (url?: string | null, code?: string | null) => (url ? new URL(url, window.location.origin).toString() : (code ?? ''));
@@ -20,7 +24,10 @@ export default function UsersPage() {
     onSuccess: (u) => {
       if (u.recovery_url || u.recovery_code) setLink({ label: `Recovery link for ${u.email} (valid 24 h, single use)`, value: recoveryLink(u.recovery_url, u.recovery_code) });
       setEmail(''); setName(''); setPassword(''); setOperator(false);
-      refresh();
+      // The first person closes an open deployment (and is its operator): from now on this
+      // browser needs to sign in, so say so rather than refetch into a 401.
+      if (me.auth_required) refresh();
+      else setClosedBy(u.email);
     },
   });
   const recover = useMutation({
@@ -44,8 +51,13 @@ export default function UsersPage() {
       </form>
       <Stack>
         {link && <ShownOnce label={link.label} value={link.value} />}
+        {closedBy && (
+          <Alert color="orange" title="The deployment is closed now" data-testid="deployment-closed">
+            {closedBy} is its first operator, and every request needs a credential from now on. <Anchor href={me.login_url ?? '/login'}>Sign in</Anchor> to go on.
+          </Alert>
+        )}
         <ErrorAlert error={create.error ?? recover.error ?? promote.error ?? remove.error ?? users.error} />
-        {users.data && users.data.length === 0 ? (
+        {closedBy ? null : users.data && users.data.length === 0 ? (
           <EmptyState title="No users yet">Create an account; without a password the person gets a link to set one.</EmptyState>
         ) : (
           <Table.ScrollContainer minWidth={720}>
