@@ -75,6 +75,26 @@ test('create an agent, with validation as the server does it', async ({ page }) 
   await expect(page.getByRole('link', { name: 'E2E analyst' })).toBeVisible();
 });
 
+test('a stale edit gets the 409 explained and can be re-applied', async ({ page }) => {
+  await page.goto(`${UI()}/agents/${SLUG}/edit`);
+  await page.getByLabel('Description').fill('Edited in the browser');
+  // Meanwhile someone else saves a new version.
+  const current = await apiGet(`/api/agents/${SLUG}`);
+  const r = await fetch(`${API()}/api/agents/${SLUG}`, { method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ version: current.version, instructions: 'Changed by a script.' }) });
+  expect(r.ok).toBeTruthy();
+  await page.getByRole('button', { name: 'Save' }).click();
+  const conflict = page.getByTestId('conflict');
+  await expect(conflict).toContainText(`version ${current.version + 1}`);
+  await expect(conflict).toContainText('instructions');
+  await conflict.getByRole('button', { name: /Re-apply my changes/ }).click();
+  await expect(page).toHaveURL(new RegExp(`/agents/${SLUG}$`));
+  await expect(page.getByText('Edited in the browser')).toBeVisible();
+  const after = await apiGet(`/api/agents/${SLUG}`);
+  expect(after.version).toBe(current.version + 2);
+  expect(after.description).toBe('Edited in the browser');
+  expect(after.instructions).toBe('Changed by a script.'); // theirs, kept: I did not touch it
+});
+
 test('create a webhook and see its secret once', async ({ page }) => {
   await page.goto(`${UI()}/webhooks`);
   await page.getByRole('button', { name: 'New webhook' }).click();
@@ -177,6 +197,17 @@ test('upload a file, preview it and download it', async ({ page }) => {
   await expect(page.getByText('File uploaded: uploads/notes.md')).toBeVisible();
 });
 
+test('run a command in the terminal tab', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}/terminal`);
+  const terminal = page.getByTestId('terminal');
+  await expect(terminal).toContainText('One command per line');
+  await terminal.click();
+  await page.keyboard.type('echo hello-$((6*7)) && ls uploads');
+  await page.keyboard.press('Enter');
+  await expect(terminal).toContainText('hello-42');
+  await expect(terminal).toContainText('notes.md');
+});
+
 test('browse a stopped session’s files', async ({ page }) => {
   await page.goto(`${UI()}/sessions/${sessionId}`);
   await page.getByRole('button', { name: 'Stop' }).click();
@@ -275,10 +306,10 @@ test('create an API key and see it once', async ({ page }) => {
   const key = (await value.textContent())!;
   writeFileSync(`${process.env.E2E_SERVER_LOG}.key`, key);
   await expect(page.getByTestId('api-keys')).toContainText(key.slice(0, 11));
-  await shot(page, 'api-keys');
   await page.getByRole('link', { name: 'Secrets' }).click();
   await page.getByRole('link', { name: 'API keys' }).click();
   await expect(page.getByTestId('api-keys')).toContainText('ci');
   await expect(page.getByTestId('shown-once')).toHaveCount(0);
   await expect(page.getByText(key)).toHaveCount(0);
+  await shot(page, 'api-keys');
 });

@@ -34,6 +34,7 @@ import {
   EFFORTS,
   emptyAgentForm,
   formFromAgent,
+  rebaseForm,
   TRANSPORTS,
   validateAgentForm,
   type AgentFormValues,
@@ -70,7 +71,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   }, [values, touched]);
 
   const save = useMutation({
-    mutationFn: async (v: AgentFormValues) => {
+    mutationFn: async ({ v, base }: { v: AgentFormValues; base: Agent | null }) => {
       const body = agentBody(v);
       if (base) {
         return unwrap(
@@ -103,7 +104,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
     setTouched(true);
     const errs = validateAgentForm(values, { selfSlug: values.slug });
     setErrors(errs);
-    if (Object.keys(errs).length === 0) save.mutate(values);
+    if (Object.keys(errs).length === 0) save.mutate({ v: values, base });
   };
 
   const err = (k: string) => errors[k];
@@ -134,9 +135,11 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             <Button
               size="xs"
               onClick={() => {
+                const merged = base ? rebaseForm(formFromAgent(base), values, formFromAgent(conflict.current)) : values;
                 setBase(conflict.current);
+                setValues(merged);
                 setConflict(null);
-                save.mutate(values);
+                save.mutate({ v: merged, base: conflict.current });
               }}
             >
               Re-apply my changes on version {conflict.current.version}

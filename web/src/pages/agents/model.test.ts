@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../api/client';
-import { agentBody, agentSnippets, changedFields, emptyAgentForm, formFromAgent, validateAgentForm } from './model';
+import { agentBody, agentSnippets, changedFields, emptyAgentForm, formFromAgent, rebaseForm, validateAgentForm } from './model';
 
 const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
 
@@ -53,5 +53,14 @@ describe('agentBody and back', () => {
     expect(python).toContain('slug="analyst"');
     expect(curl).toContain('X-Project: default');
     expect(curl).toContain('"slug":"analyst"');
+  });
+});
+
+describe('rebaseForm', () => {
+  it('keeps my edits and takes theirs everywhere else', () => {
+    const base = { ...valid(), description: 'old', instructions: 'old' };
+    const mine = { ...base, description: 'mine' };
+    const theirs = { ...base, instructions: 'theirs', env: [{ key: 'A', value: '1' }] };
+    expect(rebaseForm(base, mine, theirs)).toEqual({ ...base, description: 'mine', instructions: 'theirs', env: [{ key: 'A', value: '1' }] });
   });
 });

@@ -303,3 +303,15 @@ print(result.text)`;
   -d '${JSON.stringify(compact).replace(/'/g, "'\\''")}'`;
   return { python, curl };
 }
+
+/**
+ * Re-applies my edits on top of a newer version: every form field I changed (against the
+ * version I started from) takes my value, every other field takes theirs.
+ */
+export function rebaseForm(base: AgentFormValues, mine: AgentFormValues, theirs: AgentFormValues): AgentFormValues {
+  const out = { ...theirs } as Record<string, unknown>;
+  for (const k of Object.keys(mine) as (keyof AgentFormValues)[]) {
+    if (JSON.stringify(mine[k]) !== JSON.stringify(base[k])) out[k] = mine[k];
+  }
+  return out as AgentFormValues;
+}
