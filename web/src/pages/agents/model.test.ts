@@ -64,3 +64,10 @@ describe('rebaseForm', () => {
     expect(rebaseForm(base, mine, theirs)).toEqual({ ...base, description: 'mine', instructions: 'theirs', env: [{ key: 'A', value: '1' }] });
   });
 });
+
+import { metadataPatch } from '../sessions/EditSessionModal';
+describe('metadataPatch', () => {
+  it('sets changed keys and nulls removed ones', () => {
+    expect(metadataPatch({ a: 1, b: 2, c: { x: 1 } }, { a: 1, c: { x: 2 }, d: 'new' })).toEqual({ b: null, c: { x: 2 }, d: 'new' });
+  });
+});

@@ -1,6 +1,6 @@
 import { Anchor, Badge, Button, Group, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconDownload, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconDownload, IconPencil, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -14,6 +14,7 @@ import { useEventLog } from '../../session/useEventLog';
 import type { StreamStatus } from '../../session/sse';
 import { StatusBadge } from './SessionsPage';
 import { RequiresActionBanner, Transcript } from './Transcript';
+import { EditSessionModal } from './EditSessionModal';
 
 const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
@@ -78,6 +79,7 @@ export default function SessionDetailPage() {
     [qc, sessionId],
   );
   const { log, status: streamStatus, error: streamError, reconnect } = useEventLog(sessionId, onEvents);
+  const [editing, setEditing] = useState(false);
 
   const act = useMutation({
     mutationFn: async (kind: 'start' | 'stop' | 'interrupt' | 'delete') => {
@@ -145,6 +147,9 @@ export default function SessionDetailPage() {
                 Stop
               </Button>
             )}
+            <Button variant="default" leftSection={<IconPencil size={16} />} onClick={() => setEditing(true)}>
+              Details
+            </Button>
             <Menu position="bottom-end">
               <Menu.Target>
                 <Button variant="default" leftSection={<IconDownload size={16} />}>
@@ -162,6 +167,7 @@ export default function SessionDetailPage() {
           </>
         }
       />
+      <EditSessionModal key={s.updated_at} session={s} opened={editing} onClose={() => setEditing(false)} />
       <ErrorAlert error={act.error} />
       {s.status === 'error' && s.error && <ErrorAlert error={new Error(s.error)} title="The sandbox failed to start" />}
       {streamError && <ErrorAlert error={streamError} title="The event stream stopped" />}
