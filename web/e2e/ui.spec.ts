@@ -247,6 +247,22 @@ test('the main pages, for the README', async ({ page }) => {
   await shot(page, 'developers');
   await page.goto(`${UI()}/models`);
   await expect(page.getByRole('cell', { name: 'fake-model' }).first()).toBeVisible();
+  // Dark from the system.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('agent-message').first()).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.getAttribute('data-mantine-color-scheme'))).toBe('dark');
+  await shot(page, 'session-dark');
+  // A phone-width screen: the navigation folds behind a burger and nothing overflows sideways.
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${UI()}/sessions`);
+  await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+  await page.getByRole('button', { name: 'Toggle navigation' }).click();
+  await page.getByRole('link', { name: 'Agents' }).click();
+  await expect(page.getByRole('heading', { name: 'Agents' })).toBeVisible();
+  await page.setViewportSize({ width: 1280, height: 800 });
 });
 
 test('create the first person (it closes the open deployment)', async ({ page }) => {
