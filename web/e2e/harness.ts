@@ -175,6 +175,7 @@ export async function startWebhookReceiver(): Promise<{ url: string; server: htt
   return { url: `http://127.0.0.1:${port}/hooks`, server, received };
 }
 
+export const UI_CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; worker-src 'self' blob:; font-src 'self' data:; frame-ancestors 'none'";
 const SERVER_ROUTES = ['/api', '/docs', '/openapi.json', '/login', '/logout', '/recovery', '/settings', '/preview'];
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2', '.json': 'application/json' };
 
@@ -208,7 +209,10 @@ export async function startStaticProxy(target: string): Promise<{ url: string; s
     }
     let file = path.join(dist, path.normalize(url.pathname).replace(/^(\.\.[/\\])+/, ''));
     if (!file.startsWith(dist) || !existsSync(file) || statSync(file).isDirectory()) file = path.join(dist, 'index.html');
-    res.writeHead(200, { 'Content-Type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+    const headers: Record<string, string> = { 'Content-Type': TYPES[path.extname(file)] ?? 'application/octet-stream' };
+    // The policy the server puts on the UI, so a violation shows in this mode too.
+    if (file.endsWith('index.html')) headers['Content-Security-Policy'] = UI_CSP;
+    res.writeHead(200, headers);
     createReadStream(file).pipe(res);
   });
   const port = await freePort();

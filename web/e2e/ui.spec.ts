@@ -28,7 +28,16 @@ async function apiGet(p: string) {
   return r.json();
 }
 
+const cspViolations: string[] = [];
+test.beforeEach(async ({ page }) => {
+  cspViolations.length = 0;
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+  });
+});
+
 test.afterEach(async ({}, testInfo) => {
+  expect(cspViolations, 'Content-Security-Policy violations').toEqual([]);
   if (testInfo.status !== testInfo.expectedStatus) {
     await testInfo.attach('server log', { body: tail(process.env.E2E_SERVER_LOG!, 80), contentType: 'text/plain' });
     console.log(`--- server log (tail) ---\n${tail(process.env.E2E_SERVER_LOG!, 40)}`);
