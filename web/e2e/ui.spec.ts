@@ -47,6 +47,8 @@ test.afterEach(async ({}, testInfo) => {
 test.beforeAll(async () => {
   await setScript(process.env.E2E_FAKE_MODEL_URL!, [
     { when: { last_message_role: 'tool', last_tool_result_contains: 'yes' }, reply: { text: 'Thanks, you said yes.' } },
+    { when: { last_message_role: 'tool', last_user_contains: 'report' }, reply: { text: 'Done: output/report.md is written.' } },
+    { when: { last_user_contains: 'report' }, reply: { reasoning: 'The person wants a report file.', tool_calls: [{ name: 'shell', arguments: { command: 'mkdir -p output && printf "# Report\\n\\nAll good.\\n" > output/report.md && ls output' } }] } },
     { when: { last_user_contains: 'question' }, reply: { tool_calls: [{ name: 'ask_user', arguments: { question: 'Proceed?' } }] } },
     { when: { last_user_contains: 'slowly' }, reply: { text: LONG, chunk_delay_ms: 120 } },
     { reply: { text: 'Hello from the fake model.' } },
@@ -97,7 +99,7 @@ test('a stale edit gets the 409 explained and can be re-applied', async ({ page 
   await expect(conflict).toContainText('instructions');
   await conflict.getByRole('button', { name: /Re-apply my changes/ }).click();
   await expect(page).toHaveURL(new RegExp(`/agents/${SLUG}$`));
-  await expect(page.getByText('Edited in the browser')).toBeVisible();
+  await expect(page.getByText('Edited in the browser', { exact: true })).toBeVisible();
   const after = await apiGet(`/api/agents/${SLUG}`);
   expect(after.version).toBe(current.version + 2);
   expect(after.description).toBe('Edited in the browser');
@@ -135,6 +137,23 @@ test('start a session, send a message and watch the answer stream in', async ({ 
   await expect(page.getByTestId('agent-message').last()).toContainText('word30', { timeout: 30_000 });
   await expect(page.getByTestId('streaming-message')).toHaveCount(0);
   await expect(page.getByTestId('run-end').last()).toContainText('Run finished');
+});
+
+test('a sandbox tool call folds open with its arguments and output, and thinking is folded', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await page.getByTestId('composer').fill('Write the report please');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('Done: output/report.md is written.');
+  const call = page.locator('[data-testid="tool-call"][data-tool="shell"]').last();
+  await expect(call).toContainText('done');
+  await call.getByRole('button').first().click();
+  await expect(call).toContainText('Arguments');
+  await expect(call).toContainText('report.md');
+  const thinking = page.getByRole('button', { name: 'Thinking' }).last();
+  await expect(thinking).toHaveAttribute('aria-expanded', 'false');
+  await thinking.click();
+  await expect(page.getByText('The person wants a report file.')).toBeVisible();
+  await page.getByTestId('transcript').evaluate((el) => (el.scrollTop = el.scrollHeight));
   await shot(page, 'session');
 });
 
@@ -157,7 +176,8 @@ test('answer a deferrable client tool call', async ({ page }) => {
 test('a reconnect in the middle of a stream loses and repeats nothing', async ({ page }) => {
   await page.goto(`${UI()}/sessions/${sessionId}`);
   await expect(page.getByTestId('stream-status')).toHaveText('live');
-  const before = await page.getByTestId('run-end').count();
+  const ends = async () => ((await apiGet(`/api/sessions/${sessionId}/events?limit=1000`)) as { type: string }[]).filter((e) => e.type === 'session.status_idle').length;
+  const before = await ends();
   await page.getByTestId('composer').fill('Once more, slowly');
   await page.getByRole('button', { name: 'Send' }).click();
   await expect(page.getByTestId('streaming-message')).toBeVisible();
@@ -165,17 +185,19 @@ test('a reconnect in the middle of a stream loses and repeats nothing', async ({
     await page.getByTestId('reconnect').click();
     await page.waitForTimeout(400);
   }
-  await expect(page.getByTestId('run-end')).toHaveCount(before + 1, { timeout: 30_000 });
+  await expect.poll(ends, { timeout: 30_000 }).toBe(before + 1);
+  await expect(page.getByTestId('streaming-message')).toHaveCount(0);
   await expect(page.getByTestId('stream-status')).toHaveText('live');
   const stored: { seq: number }[] = await apiGet(`/api/sessions/${sessionId}/events?limit=1000`);
   await page.getByRole('tab', { name: /Raw events/ }).click();
   await expect(page).toHaveURL(new RegExp(`/sessions/${sessionId}/events$`));
   const last = stored[stored.length - 1].seq;
   await expect(page.getByTestId('raw-summary')).toHaveText(`${stored.length} stored events · last seq ${last}`);
-  // The transcript shows each agent message once.
+  await expect(page.getByTestId('event-count')).toHaveText(String(stored.length));
+  // The answer that streamed across the reconnects is there whole, once.
   await page.getByRole('tab', { name: 'Transcript' }).click();
-  const texts = await page.getByTestId('agent-message').allTextContents();
-  expect(texts.filter((t) => t.includes('word30'))).toHaveLength(2);
+  await expect(page.getByTestId('agent-message').last()).toContainText('word1 word2');
+  await expect(page.getByTestId('agent-message').last()).toContainText('word30');
 });
 
 test('upload a file, preview it and download it', async ({ page }) => {
@@ -247,6 +269,11 @@ test('the main pages, for the README', async ({ page }) => {
   await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
   await expect(page.getByTestId('sessions-total')).toHaveText('1 session');
   await shot(page, 'sessions');
+  // Filters live in the URL, so a filtered list can be bookmarked.
+  await page.goto(`${UI()}/sessions?agent=${SLUG}&status=stopped`);
+  await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
+  await page.goto(`${UI()}/sessions?status=error`);
+  await expect(page.getByText('No session matches these filters')).toBeVisible();
   await page.goto(`${UI()}/agents`);
   await expect(page.getByRole('link', { name: 'E2E analyst' })).toBeVisible();
   await shot(page, 'agents');
