@@ -62,3 +62,17 @@ test('a session with 10,000 events opens quickly', async ({ page }) => {
   await expect(page.getByText('Question 2', { exact: true })).toBeVisible();
   expect(elapsed).toBeLessThan(Number(process.env.E2E_BENCH_LIMIT_MS ?? 5000));
 });
+
+test('the sessions page loads at most 300 KB of JavaScript, gzipped', async ({ page }) => {
+  const { gzipSync } = await import('node:zlib');
+  const scripts: Promise<number>[] = [];
+  page.on('response', (r) => {
+    if (r.request().resourceType() === 'script') scripts.push(r.body().then((b) => gzipSync(b, { level: 9 }).length));
+  });
+  await page.goto(`${process.env.E2E_UI_URL}/sessions`);
+  await expect(page.getByRole('heading', { name: 'Sessions' })).toBeVisible();
+  await page.waitForLoadState('networkidle');
+  const total = (await Promise.all(scripts)).reduce((a, b) => a + b, 0);
+  console.log(`sessions page first load: ${scripts.length} scripts, ${(total / 1024).toFixed(1)} KB gzipped`);
+  expect(total).toBeLessThanOrEqual(300 * 1024);
+});
