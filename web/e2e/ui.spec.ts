@@ -239,6 +239,24 @@ test('run a command in the terminal tab', async ({ page }) => {
   await expect(terminal).toContainText('notes.md');
 });
 
+test('take a snapshot and fork a new session from it', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}/snapshots`);
+  await expect(page.getByText('No snapshots yet')).toBeVisible();
+  await page.getByLabel('Label').fill('with the notes');
+  await page.getByRole('button', { name: 'Take snapshot' }).click();
+  await expect(page.getByRole('cell', { name: 'with the notes' })).toBeVisible({ timeout: 90_000 });
+  await page.getByRole('button', { name: 'Fork into a new session' }).click();
+  await expect(page).not.toHaveURL(new RegExp(sessionId));
+  await expect(page.getByRole('heading', { name: 'E2E session (fork)' })).toBeVisible();
+  await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });
+  await page.getByRole('tab', { name: 'Files' }).click();
+  await page.locator('[data-testid="file-entry"][data-path="uploads"]').click();
+  await expect(page.locator('[data-testid="file-entry"][data-path="uploads/notes.md"]')).toBeVisible();
+  // Stop the fork: one running sandbox at a time is enough on CI.
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await expect(page.getByTestId('session-status').first()).toHaveText('stopped', { timeout: 60_000 });
+});
+
 test('browse a stopped session’s files', async ({ page }) => {
   await page.goto(`${UI()}/sessions/${sessionId}`);
   await page.getByRole('button', { name: 'Stop' }).click();
@@ -266,12 +284,12 @@ test('read the webhook’s delivery log', async ({ page }) => {
 
 test('the main pages, for the README', async ({ page }) => {
   await page.goto(`${UI()}/sessions`);
-  await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
-  await expect(page.getByTestId('sessions-total')).toHaveText('1 session');
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
+  await expect(page.getByTestId('sessions-total')).toHaveText('2 sessions');
   await shot(page, 'sessions');
   // Filters live in the URL, so a filtered list can be bookmarked.
   await page.goto(`${UI()}/sessions?agent=${SLUG}&status=stopped`);
-  await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
   await page.goto(`${UI()}/sessions?status=error`);
   await expect(page.getByText('No session matches these filters')).toBeVisible();
   await page.goto(`${UI()}/agents`);
@@ -293,7 +311,7 @@ test('the main pages, for the README', async ({ page }) => {
   await page.emulateMedia({ colorScheme: 'light' });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`${UI()}/sessions`);
-  await expect(page.getByRole('link', { name: 'E2E session' })).toBeVisible();
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
   await page.getByRole('button', { name: 'Toggle navigation' }).click();
   await page.getByRole('link', { name: 'Agents' }).click();
