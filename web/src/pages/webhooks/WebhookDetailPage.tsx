@@ -62,9 +62,11 @@ function EditWebhook({ hook, opened, onClose }: { hook: Schemas['Webhook']; open
   const [url, setUrl] = useState(hook.url);
   const [eventTypes, setEventTypes] = useState<string[]>(hook.event_types);
   const [active, setActive] = useState(hook.active);
+  const [agent, setAgent] = useState<string | null>(hook.agent_id ?? null);
+  const agents = useQuery({ queryKey: ['agents', { archived: true }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
   const [errors, setErrors] = useState<Record<string, string>>({});
   const save = useMutation({
-    mutationFn: () => unwrap(api.PATCH('/api/webhooks/{webhook_id}', { params: { path: { webhook_id: hook.id } }, body: { name, url, event_types: eventTypes as Schemas['WebhookPatch']['event_types'], active } })),
+    mutationFn: () => unwrap(api.PATCH('/api/webhooks/{webhook_id}', { params: { path: { webhook_id: hook.id } }, body: { name, url, event_types: eventTypes as Schemas['WebhookPatch']['event_types'], agent_id: agent, active } })),
     onSuccess: (w) => {
       qc.setQueryData(['webhook', hook.id], w);
       qc.invalidateQueries({ queryKey: ['webhooks'] });
@@ -86,6 +88,7 @@ function EditWebhook({ hook, opened, onClose }: { hook: Schemas['Webhook']; open
           <TextInput label="Name" value={name} onChange={(e) => setName(e.currentTarget.value)} error={errors.name} />
           <TextInput label="URL" value={url} onChange={(e) => setUrl(e.currentTarget.value)} error={errors.url} />
           <MultiSelect label="Event types" description="None: every type." searchable data={(types.data ?? []).map((t) => t.type)} value={eventTypes} onChange={setEventTypes} />
+          <Select label="Agent" description="Only this agent's sessions; none: every agent." clearable data={(agents.data ?? []).map((a) => ({ value: a.id, label: a.slug }))} value={agent} onChange={setAgent} />
           <Switch label="Active" checked={active} onChange={(e) => setActive(e.currentTarget.checked)} />
           <ErrorAlert error={save.error} />
           <Group justify="flex-end">
