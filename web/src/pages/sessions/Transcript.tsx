@@ -290,6 +290,13 @@ export function Transcript({ log, pending, height }: { log: EventLogState; pendi
   useLayoutEffect(() => {
     if (stick.current && items.length) virtualizer.scrollToIndex(items.length - 1, { align: 'end' });
   }, [items, virtualizer]);
+  // Rows measured taller than estimated (a long message, an output folded open) grow the list
+  // after the scroll above: stay at the bottom if that is where the reader was.
+  const total = virtualizer.getTotalSize();
+  useLayoutEffect(() => {
+    const el = parent.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  }, [total]);
   useEffect(() => {
     const el = parent.current;
     if (!el) return;
