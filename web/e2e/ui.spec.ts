@@ -1,0 +1,385 @@
+// End to end, against the real server and the scripted fake model: one story, in order, the way
+// a person uses the UI. The API key comes last: the first key closes the open deployment.
+import { expect, test, type Page } from '@playwright/test';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT, setScript, tail } from './harness';
+
+const UI = () => process.env.E2E_UI_URL!;
+const API = () => process.env.E2E_API_URL!;
+const SHOTS = path.join(REPO_ROOT, 'docs/screenshots');
+const SLUG = 'e2e-analyst';
+const LONG = Array.from({ length: 30 }, (_, i) => `word${i + 1}`).join(' ');
+
+let sessionId = '';
+const ADA = { email: 'ada@example.com', password: 'correct horse battery' };
+
+test.describe.configure({ mode: 'serial' });
+
+async function shot(page: Page, name: string) {
+  mkdirSync(SHOTS, { recursive: true });
+  await page.waitForTimeout(300); // let transitions settle
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+}
+
+async function apiGet(p: string) {
+  const r = await fetch(`${API()}${p}`);
+  expect(r.ok, `${p}: ${r.status}`).toBeTruthy();
+  return r.json();
+}
+
+const cspViolations: string[] = [];
+test.beforeEach(async ({ page }) => {
+  cspViolations.length = 0;
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+  });
+});
+
+test.afterEach(async ({}, testInfo) => {
+  expect(cspViolations, 'Content-Security-Policy violations').toEqual([]);
+  if (testInfo.status !== testInfo.expectedStatus) {
+    await testInfo.attach('server log', { body: tail(process.env.E2E_SERVER_LOG!, 80), contentType: 'text/plain' });
+    console.log(`--- server log (tail) ---\n${tail(process.env.E2E_SERVER_LOG!, 40)}`);
+  }
+});
+
+test.beforeAll(async () => {
+  await setScript(process.env.E2E_FAKE_MODEL_URL!, [
+    { when: { last_message_role: 'tool', last_tool_result_contains: 'yes' }, reply: { text: 'Thanks, you said yes.' } },
+    { when: { last_message_role: 'tool', last_user_contains: 'report' }, reply: { text: 'Done: output/report.md is written.' } },
+    { when: { last_user_contains: 'report' }, reply: { reasoning: 'The person wants a report file.', tool_calls: [{ name: 'shell', arguments: { command: 'mkdir -p output && printf "# Report\\n\\nAll good.\\n" > output/report.md && ls output' } }] } },
+    { when: { last_user_contains: 'question' }, reply: { tool_calls: [{ name: 'ask_user', arguments: { question: 'Proceed?' } }] } },
+    { when: { last_user_contains: 'slowly' }, reply: { text: LONG, chunk_delay_ms: 120 } },
+    { reply: { text: 'Hello from the fake model.' } },
+  ]);
+});
+
+test('open mode goes straight in and shows empty states', async ({ page }) => {
+  await page.goto(`${UI()}/agents`);
+  await expect(page.getByRole('heading', { name: 'Agents' })).toBeVisible();
+  await expect(page.getByText('No agents yet')).toBeVisible();
+  await expect(page.getByTestId('me-label')).toHaveText('open mode');
+  await page.goto(`${UI()}/sessions`);
+  await expect(page.getByText('No sessions yet')).toBeVisible();
+});
+
+test('create an agent, with validation as the server does it', async ({ page }) => {
+  await page.goto(`${UI()}/agents/new`);
+  await page.getByLabel('Slug').fill('Not A Slug');
+  await page.getByLabel('Name', { exact: false }).first().fill('E2E analyst');
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await expect(page.getByText(/Lowercase letters, digits and -/).first()).toBeVisible();
+  await page.getByLabel('Slug').fill(SLUG);
+  await page.getByRole('tab', { name: 'Client tools' }).click();
+  await page.getByRole('button', { name: 'Add client tool' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('ask_user');
+  await page.getByLabel('Description', { exact: true }).fill('Ask the person a question');
+  await page.getByText('Deferrable (a question for a person)').click();
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await expect(page).toHaveURL(new RegExp(`/agents/${SLUG}$`));
+  await expect(page.getByRole('heading', { name: 'E2E analyst' })).toBeVisible();
+  await expect(page.getByText('ask_user (deferrable)')).toBeVisible();
+  await expect(page.getByText('client.agents.create(')).toBeVisible();
+  await shot(page, 'agent');
+  await page.goto(`${UI()}/agents`);
+  await expect(page.getByRole('link', { name: 'E2E analyst' })).toBeVisible();
+});
+
+test('a stale edit gets the 409 explained and can be re-applied', async ({ page }) => {
+  await page.goto(`${UI()}/agents/${SLUG}/edit`);
+  await page.getByLabel('Description').fill('Edited in the browser');
+  // Meanwhile someone else saves a new version.
+  const current = await apiGet(`/api/agents/${SLUG}`);
+  const r = await fetch(`${API()}/api/agents/${SLUG}`, { method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ version: current.version, instructions: 'Changed by a script.' }) });
+  expect(r.ok).toBeTruthy();
+  await page.getByRole('button', { name: 'Save' }).click();
+  const conflict = page.getByTestId('conflict');
+  await expect(conflict).toContainText(`version ${current.version + 1}`);
+  await expect(conflict).toContainText('instructions');
+  await conflict.getByRole('button', { name: /Re-apply my changes/ }).click();
+  await expect(page).toHaveURL(new RegExp(`/agents/${SLUG}$`));
+  await expect(page.getByText('Edited in the browser', { exact: true })).toBeVisible();
+  const after = await apiGet(`/api/agents/${SLUG}`);
+  expect(after.version).toBe(current.version + 2);
+  expect(after.description).toBe('Edited in the browser');
+  expect(after.instructions).toBe('Changed by a script.'); // theirs, kept: I did not touch it
+});
+
+test('create a webhook and see its secret once', async ({ page }) => {
+  await page.goto(`${UI()}/webhooks`);
+  await page.getByRole('button', { name: 'New webhook' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.getByLabel('Name').fill('e2e receiver');
+  await dialog.getByLabel('URL').fill(process.env.E2E_WEBHOOK_URL!);
+  await dialog.getByRole('button', { name: 'Create webhook' }).click();
+  await expect(page.getByTestId('shown-once')).toBeVisible();
+  await expect(page.getByTestId('shown-once-value')).not.toBeEmpty();
+  await page.reload();
+  await expect(page.getByRole('link', { name: 'e2e receiver' })).toBeVisible();
+  await expect(page.getByTestId('shown-once')).toHaveCount(0);
+});
+
+test('start a session, send a message and watch the answer stream in', async ({ page }) => {
+  await page.goto(`${UI()}/agents/${SLUG}`);
+  await page.getByRole('button', { name: 'Start a session' }).click();
+  await page.getByRole('dialog').getByLabel('Title').fill('E2E session');
+  await page.getByRole('dialog').getByRole('button', { name: 'Start session' }).click();
+  await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  sessionId = page.url().split('/sessions/')[1];
+  await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });
+  await expect(page.getByTestId('stream-status')).toHaveText('live');
+  await page.getByTestId('composer').fill('Please answer slowly');
+  await page.getByRole('button', { name: 'Send' }).click();
+  // The deltas show before the stored message replaces them.
+  await expect(page.getByTestId('streaming-message')).toBeVisible();
+  await expect(page.getByTestId('streaming-message')).toContainText('word1');
+  await expect(page.getByTestId('agent-message').last()).toContainText('word30', { timeout: 30_000 });
+  await expect(page.getByTestId('streaming-message')).toHaveCount(0);
+  await expect(page.getByTestId('run-end').last()).toContainText('Run finished');
+});
+
+test('a sandbox tool call folds open with its arguments and output, and thinking is folded', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await page.getByTestId('composer').fill('Write the report please');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('Done: output/report.md is written.');
+  const call = page.locator('[data-testid="tool-call"][data-tool="shell"]').last();
+  await expect(call).toContainText('done');
+  await call.getByRole('button').first().click();
+  await expect(call).toContainText('Arguments');
+  await expect(call).toContainText('report.md');
+  const thinking = page.getByRole('button', { name: 'Thinking' }).last();
+  await expect(thinking).toHaveAttribute('aria-expanded', 'false');
+  await thinking.click();
+  await expect(page.getByText('The person wants a report file.')).toBeVisible();
+  await page.getByTestId('transcript').evaluate((el) => (el.scrollTop = el.scrollHeight));
+  await shot(page, 'session');
+});
+
+test('answer a deferrable client tool call', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await page.getByTestId('composer').fill('Ask me a question');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const banner = page.getByTestId('requires-action');
+  await expect(banner).toBeVisible();
+  await expect(banner).toContainText('Requires action');
+  await expect(banner).toContainText('Proceed?');
+  await shot(page, 'requires-action');
+  await banner.getByLabel('Answer to ask_user').fill('yes');
+  await banner.getByRole('button', { name: 'Send answer' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('Thanks, you said yes.');
+  await expect(page.getByTestId('requires-action')).toHaveCount(0);
+  await expect(page.locator('[data-testid="tool-call"][data-tool="ask_user"]').last()).toContainText('done');
+});
+
+test('a reconnect in the middle of a stream loses and repeats nothing', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('stream-status')).toHaveText('live');
+  const ends = async () => ((await apiGet(`/api/sessions/${sessionId}/events?limit=1000`)) as { type: string }[]).filter((e) => e.type === 'session.status_idle').length;
+  const before = await ends();
+  await page.getByTestId('composer').fill('Once more, slowly');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('streaming-message')).toBeVisible();
+  for (let i = 0; i < 3; i++) {
+    await page.getByTestId('reconnect').click();
+    await page.waitForTimeout(400);
+  }
+  await expect.poll(ends, { timeout: 30_000 }).toBe(before + 1);
+  await expect(page.getByTestId('streaming-message')).toHaveCount(0);
+  await expect(page.getByTestId('stream-status')).toHaveText('live');
+  const stored: { seq: number }[] = await apiGet(`/api/sessions/${sessionId}/events?limit=1000`);
+  await page.getByRole('tab', { name: /Raw events/ }).click();
+  await expect(page).toHaveURL(new RegExp(`/sessions/${sessionId}/events$`));
+  const last = stored[stored.length - 1].seq;
+  await expect(page.getByTestId('raw-summary')).toHaveText(`${stored.length} stored events · last seq ${last}`);
+  await expect(page.getByTestId('event-count')).toHaveText(String(stored.length));
+  // The answer that streamed across the reconnects is there whole, once.
+  await page.getByRole('tab', { name: 'Transcript' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('word1 word2');
+  await expect(page.getByTestId('agent-message').last()).toContainText('word30');
+});
+
+test('upload a file, preview it and download it', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}/files`);
+  // Drag and drop…
+  const dt = await page.evaluateHandle(() => {
+    const d = new DataTransfer();
+    d.items.add(new File(['# Field notes\n\nAll *good*.\n'], 'notes.md', { type: 'text/markdown' }));
+    return d;
+  });
+  await page.getByTestId('dropzone').dispatchEvent('drop', { dataTransfer: dt });
+  // …and the file picker.
+  const chooser = page.waitForEvent('filechooser');
+  await page.getByRole('button', { name: 'Upload files' }).click();
+  await (await chooser).setFiles({ name: 'data.txt', mimeType: 'text/plain', buffer: Buffer.from('plain text') });
+  await page.locator('[data-testid="file-entry"][data-path="uploads"]').click();
+  await page.locator('[data-testid="file-entry"][data-path="uploads/data.txt"]').click();
+  await expect(page.getByTestId('text-preview')).toHaveText('plain text');
+  await page.locator('[data-testid="file-entry"][data-path="uploads/notes.md"]').click();
+  await expect(page.getByTestId('markdown-preview').getByRole('heading', { name: 'Field notes' })).toBeVisible();
+  await shot(page, 'files');
+  const download = page.waitForEvent('download');
+  await page.getByTestId('download').click();
+  const file = await (await download).path();
+  expect(readFileSync(file, 'utf8')).toBe('# Field notes\n\nAll *good*.\n');
+  // The upload is in the transcript too.
+  await page.getByRole('tab', { name: 'Transcript' }).click();
+  await expect(page.getByText('File uploaded: uploads/notes.md')).toBeVisible();
+});
+
+test('run a command in the terminal tab', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}/terminal`);
+  const terminal = page.getByTestId('terminal');
+  await expect(terminal).toContainText('One command per line');
+  await terminal.click();
+  await page.keyboard.type('echo hello-$((6*7)) && ls uploads');
+  await page.keyboard.press('Enter');
+  await expect(terminal).toContainText('hello-42');
+  await expect(terminal).toContainText('notes.md');
+});
+
+test('take a snapshot and fork a new session from it', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}/snapshots`);
+  await expect(page.getByText('No snapshots yet')).toBeVisible();
+  await page.getByLabel('Label').fill('with the notes');
+  await page.getByRole('button', { name: 'Take snapshot' }).click();
+  await expect(page.getByRole('cell', { name: 'with the notes' })).toBeVisible({ timeout: 90_000 });
+  await page.getByRole('button', { name: 'Fork into a new session' }).click();
+  await expect(page).not.toHaveURL(new RegExp(sessionId));
+  await expect(page.getByRole('heading', { name: 'E2E session (fork)' })).toBeVisible();
+  await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });
+  await page.getByRole('tab', { name: 'Files' }).click();
+  await page.locator('[data-testid="file-entry"][data-path="uploads"]').click();
+  await expect(page.locator('[data-testid="file-entry"][data-path="uploads/notes.md"]')).toBeVisible();
+  // Stop the fork: one running sandbox at a time is enough on CI.
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await expect(page.getByTestId('session-status').first()).toHaveText('stopped', { timeout: 60_000 });
+});
+
+test('browse a stopped session’s files', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await expect(page.getByTestId('session-status').first()).toHaveText('stopped', { timeout: 60_000 });
+  await page.getByRole('tab', { name: 'Files' }).click();
+  await expect(page.getByText('The sandbox is not running')).toBeVisible();
+  await page.locator('[data-testid="file-entry"][data-path="uploads"]').click();
+  await page.locator('[data-testid="file-entry"][data-path="uploads/notes.md"]').click();
+  await expect(page.getByTestId('markdown-preview')).toContainText('Field notes');
+  const detail = await apiGet(`/api/sessions/${sessionId}`);
+  expect(detail.status).toBe('stopped'); // reading files booted nothing
+});
+
+test('read the webhook’s delivery log', async ({ page }) => {
+  await page.goto(`${UI()}/webhooks`);
+  await page.getByRole('link', { name: 'e2e receiver' }).click();
+  await expect(page.getByTestId('delivery').first()).toBeVisible({ timeout: 30_000 });
+  await page.getByRole('textbox', { name: 'Filter deliveries by status' }).click();
+  await page.getByRole('option', { name: 'delivered' }).click();
+  await expect(page.getByTestId('delivery').first()).toContainText('delivered', { timeout: 30_000 });
+  await page.getByTestId('delivery').first().getByRole('button', { name: 'Attempts' }).click();
+  await expect(page.getByTestId('attempts')).toContainText('200');
+  await shot(page, 'webhook');
+});
+
+test('the main pages, for the README', async ({ page }) => {
+  await page.goto(`${UI()}/sessions`);
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
+  await expect(page.getByTestId('sessions-total')).toHaveText('2 sessions');
+  await shot(page, 'sessions');
+  // Filters live in the URL, so a filtered list can be bookmarked.
+  await page.goto(`${UI()}/sessions?agent=${SLUG}&status=stopped`);
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
+  await page.goto(`${UI()}/sessions?status=error`);
+  await expect(page.getByText('No session matches these filters')).toBeVisible();
+  await page.goto(`${UI()}/agents`);
+  await expect(page.getByRole('link', { name: 'E2E analyst' })).toBeVisible();
+  await shot(page, 'agents');
+  await page.goto(`${UI()}/developers`);
+  await expect(page.getByText('pip install sandbox-agents')).toBeVisible();
+  await expect(page.getByText('session.status_idle').first()).toBeVisible();
+  await shot(page, 'developers');
+  await page.goto(`${UI()}/models`);
+  await expect(page.getByRole('cell', { name: 'fake-model' }).first()).toBeVisible();
+  // Dark from the system.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('agent-message').first()).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.getAttribute('data-mantine-color-scheme'))).toBe('dark');
+  await shot(page, 'session-dark');
+  // A phone-width screen: the navigation folds behind a burger and nothing overflows sideways.
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${UI()}/sessions`);
+  await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+  await page.getByRole('button', { name: 'Toggle navigation' }).click();
+  await page.getByRole('link', { name: 'Agents' }).click();
+  await expect(page.getByRole('heading', { name: 'Agents' })).toBeVisible();
+  await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+test('create the first person (it closes the open deployment)', async ({ page }) => {
+  await page.goto(`${UI()}/users`);
+  await page.getByLabel('Email').fill(ADA.email);
+  await page.getByLabel('Name', { exact: true }).fill('Ada');
+  await page.getByLabel('Password').fill(ADA.password);
+  await page.getByRole('button', { name: 'Create user' }).click();
+  await expect(page.getByTestId('deployment-closed')).toContainText(ADA.email);
+  await page.reload();
+  await expect(page).toHaveURL(/\/login/);
+});
+
+test('sign in as a person and act with the cookie session', async ({ page }) => {
+  const { email, password } = ADA;
+  await page.goto(`${UI()}/sessions`);
+  await expect(page).toHaveURL(/\/login/);
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL((u) => !u.pathname.startsWith('/login'));
+  await page.goto(`${UI()}/sessions`);
+  await expect(page.getByTestId('me-label')).toHaveText(email);
+  // A person reaches projects through memberships: Ada has none yet, and the UI says so.
+  await expect(page.getByText('you are not in any project yet')).toBeVisible();
+  // A change with the cookie alone (the UI sends X-Requested-With, so the server takes it):
+  // a project of her own, which the switcher then selects.
+  await page.getByRole('link', { name: 'Projects' }).click();
+  await page.getByLabel('Name').fill('E2E team');
+  await page.getByRole('button', { name: 'Create project' }).click();
+  await expect(page.getByRole('link', { name: 'E2E team' })).toBeVisible();
+  await expect(page.getByTestId('project-switcher')).toHaveValue('E2E team');
+  await page.getByRole('link', { name: 'Secrets' }).click();
+  await page.getByLabel('Name').fill('E2E_TOKEN');
+  await page.getByLabel('Value').fill('s3cret-value');
+  await page.getByRole('button', { name: 'Add secret' }).click();
+  await expect(page.getByRole('cell', { name: 'E2E_TOKEN' })).toBeVisible();
+  await expect(page.getByText('s3cret-value')).toHaveCount(0);
+  await shot(page, 'secrets');
+  // Her project's members: she is its admin.
+  await page.getByRole('link', { name: 'Projects' }).click();
+  await page.getByRole('link', { name: 'E2E team' }).click();
+  await expect(page.getByRole('cell', { name: email })).toBeVisible();
+});
+
+test('create an API key and see it once', async ({ page }) => {
+  await page.goto(`${UI()}/sessions`);
+  await page.getByLabel('Email').fill(ADA.email);
+  await page.getByLabel('Password').fill(ADA.password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL((u) => !u.pathname.startsWith('/login'));
+  await page.goto(`${UI()}/keys`);
+  await page.getByLabel('Name').fill('ci');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const value = page.getByTestId('shown-once-value');
+  await expect(value).toHaveText(/^ak_/);
+  const key = (await value.textContent())!;
+  writeFileSync(`${process.env.E2E_SERVER_LOG}.key`, key);
+  await expect(page.getByTestId('api-keys')).toContainText(key.slice(0, 11));
+  await page.getByRole('link', { name: 'Secrets' }).click();
+  await page.getByRole('link', { name: 'API keys' }).click();
+  await expect(page.getByTestId('api-keys')).toContainText('ci');
+  await expect(page.getByTestId('shown-once')).toHaveCount(0);
+  await expect(page.getByText(key)).toHaveCount(0);
+  await shot(page, 'api-keys');
+});

@@ -1,0 +1,33 @@
+import { Alert, Table } from '@mantine/core';
+import { useQuery } from '@tanstack/react-query';
+import { api, ApiError, unwrap } from '../../api/client';
+import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
+import { formatNumber } from '../../lib/time';
+
+export default function ModelsPage() {
+  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
+  const upstream = models.error instanceof ApiError && models.error.status === 502;
+  return (
+    <>
+      <PageHeader title="Models" description="The LiteLLM proxy's catalogue: names an agent's model takes with the proxy and litellm transports (openai takes any OpenAI model)." />
+      {upstream ? (
+        <Alert color="orange" title="The model proxy did not answer (502)">
+          {(models.error as ApiError).detail} The server reads this list through to its LiteLLM proxy on every call; it is down, unreachable, or not configured (LITELLM_PROXY_API_BASE). Agents can still be saved with any model name, and runs fail until the proxy is back.
+        </Alert>
+      ) : (
+        <ErrorAlert error={models.error} />
+      )}
+      {models.data && models.data.length === 0 && <EmptyState title="The proxy lists no models">Configure models in the LiteLLM proxy.</EmptyState>}
+      {models.data && models.data.length > 0 && (
+        <Table>
+          <Table.Thead><Table.Tr><Table.Th>Model</Table.Th><Table.Th>Provider</Table.Th><Table.Th>Max input tokens</Table.Th><Table.Th>Max output tokens</Table.Th></Table.Tr></Table.Thead>
+          <Table.Tbody>
+            {models.data.map((m) => (
+              <Table.Tr key={m.id}><Table.Td ff="monospace">{m.id}</Table.Td><Table.Td>{m.owned_by || '—'}</Table.Td><Table.Td>{formatNumber(m.max_input_tokens)}</Table.Td><Table.Td>{formatNumber(m.max_output_tokens)}</Table.Td></Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,332 @@
+import {
+  ActionIcon,
+  Alert,
+  Autocomplete,
+  Button,
+  Card,
+  Checkbox,
+  Group,
+  Input,
+  MultiSelect,
+  NumberInput,
+  Select,
+  SimpleGrid,
+  Stack,
+  Switch,
+  Tabs,
+  Text,
+  TextInput,
+  Textarea,
+} from '@mantine/core';
+import { notifications } from '@mantine/notifications';
+import { IconPlus, IconTrash } from '@tabler/icons-react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
+import { Link, useNavigate, useParams } from 'react-router-dom';
+import { api, ApiError, unwrap, type Agent } from '../../api/client';
+import { ErrorAlert, PageHeader } from '../../components/common';
+import { LazyCodeEditor } from '../../components/LazyCodeEditor';
+import { PageFallback } from '../../Layout';
+import {
+  agentBody,
+  CAPABILITIES,
+  changedFields,
+  EFFORTS,
+  emptyAgentForm,
+  formFromAgent,
+  rebaseForm,
+  TRANSPORTS,
+  validateAgentForm,
+  type AgentFormValues,
+  type Errors,
+} from './model';
+
+export default function AgentFormPage() {
+  const { ref } = useParams();
+  const editing = !!ref;
+  const agent = useQuery({
+    queryKey: ['agent', ref],
+    queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: ref! } } })),
+    enabled: editing,
+  });
+  if (editing && agent.isPending) return <PageFallback />;
+  if (editing && agent.error) return <ErrorAlert error={agent.error} />;
+  return <AgentForm base={agent.data ?? null} key={agent.data?.id ?? 'new'} />;
+}
+
+function AgentForm({ base: initialBase }: { base: Agent | null }) {
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const [base, setBase] = useState<Agent | null>(initialBase);
+  const [values, setValues] = useState<AgentFormValues>(() => (initialBase ? formFromAgent(initialBase) : emptyAgentForm()));
+  const [errors, setErrors] = useState<Errors>({});
+  const [touched, setTouched] = useState(false);
+  const [conflict, setConflict] = useState<{ current: Agent; fields: string[] } | null>(null);
+  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
+  const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
+
+  const set = <K extends keyof AgentFormValues>(k: K, v: AgentFormValues[K]) => setValues((s) => ({ ...s, [k]: v }));
+  useEffect(() => {
+    if (touched) setErrors(validateAgentForm(values, { selfSlug: values.slug }));
+  }, [values, touched]);
+
+  const save = useMutation({
+    mutationFn: async ({ v, base }: { v: AgentFormValues; base: Agent | null }) => {
+      const body = agentBody(v);
+      if (base) {
+        return unwrap(
+          api.PATCH('/api/agents/{ref}', { params: { path: { ref: base.slug } }, body: { ...body, version: base.version } }),
+        );
+      }
+      return unwrap(api.POST('/api/agents', { body }));
+    },
+    onSuccess: (a) => {
+      qc.invalidateQueries({ queryKey: ['agents'] });
+      qc.setQueryData(['agent', a.slug], a);
+      notifications.show({ color: 'teal', message: base ? `Saved ${a.slug} (version ${a.version})` : `Created ${a.slug}` });
+      navigate(`/agents/${a.slug}`);
+    },
+    onError: async (err) => {
+      if (err instanceof ApiError && err.status === 409 && base) {
+        // Stale version: fetch what is there now and show what changed since this form was loaded.
+        try {
+          const current = await unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: base.slug } } }));
+          if (current.version !== base.version) setConflict({ current, fields: changedFields(base, current) });
+        } catch {
+          /* the error alert shows the 409 */
+        }
+      }
+    },
+  });
+
+  const submit = (e: React.FormEvent) => {
+    e.preventDefault();
+    setTouched(true);
+    const errs = validateAgentForm(values, { selfSlug: values.slug });
+    setErrors(errs);
+    if (Object.keys(errs).length === 0) save.mutate({ v: values, base });
+  };
+
+  const err = (k: string) => errors[k];
+  const sectionHasErrors = (prefixes: string[]) => Object.keys(errors).some((k) => prefixes.some((p) => k === p || k.startsWith(p + '.')));
+
+  return (
+    <form onSubmit={submit} noValidate>
+      <PageHeader
+        title={base ? `Edit ${base.name}` : 'New agent'}
+        description={base ? `Version ${base.version}. Saving replaces lists and the manifest as a whole.` : 'Only the slug and the name are required.'}
+        actions={
+          <>
+            <Button variant="default" component={Link} to={base ? `/agents/${base.slug}` : '/agents'}>
+              Cancel
+            </Button>
+            <Button type="submit" loading={save.isPending}>
+              {base ? 'Save' : 'Create agent'}
+            </Button>
+          </>
+        }
+      />
+      {conflict && (
+        <Alert color="orange" title={`Someone saved version ${conflict.current.version} meanwhile`} mb="md" data-testid="conflict">
+          <Text size="sm">
+            Changed since you opened the form: {conflict.fields.length ? conflict.fields.join(', ') : 'nothing visible (only the version)'}.
+          </Text>
+          <Group mt="xs">
+            <Button
+              size="xs"
+              onClick={() => {
+                const merged = base ? rebaseForm(formFromAgent(base), values, formFromAgent(conflict.current)) : values;
+                setBase(conflict.current);
+                setValues(merged);
+                setConflict(null);
+                save.mutate({ v: merged, base: conflict.current });
+              }}
+            >
+              Re-apply my changes on version {conflict.current.version}
+            </Button>
+            <Button
+              size="xs"
+              variant="default"
+              onClick={() => {
+                setBase(conflict.current);
+                setValues(formFromAgent(conflict.current));
+                setConflict(null);
+                save.reset();
+              }}
+            >
+              Discard mine, load theirs
+            </Button>
+          </Group>
+        </Alert>
+      )}
+      {!conflict && <ErrorAlert error={save.error} title="The server refused the agent" />}
+      {Object.keys(errors).length > 0 && (
+        <Alert color="red" mb="md" title="Fix these first">
+          {Object.entries(errors).map(([k, v]) => (
+            <Text size="sm" key={k}>
+              {k}: {v}
+            </Text>
+          ))}
+        </Alert>
+      )}
+      <Tabs defaultValue="basics" keepMounted={false}>
+        <Tabs.List mb="md">
+          <Tabs.Tab value="basics" color={sectionHasErrors(['slug', 'name', 'description', 'model', 'transport']) ? 'red' : undefined}>
+            Basics
+          </Tabs.Tab>
+          <Tabs.Tab value="instructions">Instructions</Tabs.Tab>
+          <Tabs.Tab value="sandbox" color={sectionHasErrors(['image', 'exposed_ports', 'idle_ttl_seconds', 'environment_id', 'env', 'entries']) ? 'red' : undefined}>
+            Sandbox
+          </Tabs.Tab>
+          <Tabs.Tab value="tools" color={sectionHasErrors(['client_tools']) ? 'red' : undefined}>
+            Client tools
+          </Tabs.Tab>
+          <Tabs.Tab value="secrets" color={sectionHasErrors(['secret_bindings']) ? 'red' : undefined}>
+            Secrets
+          </Tabs.Tab>
+          <Tabs.Tab value="advanced" color={sectionHasErrors(['subagents', 'skills_source', 'workspace_source']) ? 'red' : undefined}>
+            Subagents & skills
+          </Tabs.Tab>
+        </Tabs.List>
+
+        <Tabs.Panel value="basics">
+          <Stack maw={720}>
+            <SimpleGrid cols={{ base: 1, sm: 2 }}>
+              <TextInput label="Slug" description="The stable name callers use." required value={values.slug} disabled={!!base} error={err('slug')} onChange={(e) => set('slug', e.currentTarget.value)} name="slug" />
+              <TextInput label="Name" required value={values.name} error={err('name')} onChange={(e) => set('name', e.currentTarget.value)} name="name" />
+            </SimpleGrid>
+            <Textarea label="Description" description="For people, at most 4000 characters." autosize minRows={2} value={values.description} error={err('description')} onChange={(e) => set('description', e.currentTarget.value)} />
+            <SimpleGrid cols={{ base: 1, sm: 3 }}>
+              <Select label="Transport" data={[...TRANSPORTS]} value={values.transport} allowDeselect={false} onChange={(v) => set('transport', v ?? 'proxy')} error={err('transport')} />
+              <Autocomplete
+                label="Model"
+                placeholder="server default"
+                description={models.error ? 'The model catalogue is unavailable.' : undefined}
+                data={(models.data ?? []).map((m) => m.id)}
+                value={values.model}
+                onChange={(v) => set('model', v)}
+                error={err('model')}
+              />
+              <Select label="Reasoning effort" placeholder="provider default" clearable data={[...EFFORTS]} value={values.reasoning_effort || null} onChange={(v) => set('reasoning_effort', v ?? '')} />
+            </SimpleGrid>
+            <Checkbox label="Default capabilities (shell and filesystem)" checked={values.defaultCapabilities} onChange={(e) => set('defaultCapabilities', e.currentTarget.checked)} />
+            {!values.defaultCapabilities && (
+              <MultiSelect label="Capabilities" description="compaction, memory and skills are kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
+            )}
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="instructions">
+          <Input.Wrapper label="Instructions" description="The system prompt, in Markdown.">
+            <LazyCodeEditor language="markdown" value={values.instructions} onChange={(v) => set('instructions', v)} minHeight={280} ariaLabel="Instructions" />
+          </Input.Wrapper>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="sandbox">
+          <Stack maw={820}>
+            <SimpleGrid cols={{ base: 1, sm: 2 }}>
+              <TextInput label="Image" placeholder="server default image" value={values.image} error={err('image')} onChange={(e) => set('image', e.currentTarget.value)} />
+              <TextInput label="Environment" placeholder="server default" value={values.environment_id} error={err('environment_id')} onChange={(e) => set('environment_id', e.currentTarget.value)} />
+              <TextInput label="Exposed ports" description="Comma-separated, 1–65535, for previews." value={values.exposed_ports} error={err('exposed_ports')} onChange={(e) => set('exposed_ports', e.currentTarget.value)} />
+              <NumberInput label="Idle TTL (seconds)" description="Empty: server default; 0: never released." min={0} allowDecimal={false} value={values.idle_ttl_seconds === '' ? '' : Number(values.idle_ttl_seconds)} error={err('idle_ttl_seconds')} onChange={(v) => set('idle_ttl_seconds', v === '' ? '' : String(v))} />
+            </SimpleGrid>
+            <Input.Wrapper label="Environment variables" description="Set in the container for every command.">
+              <Stack gap="xs" mt={4}>
+                {values.env.map((row, i) => (
+                  <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
+                    <TextInput placeholder="NAME" value={row.key} error={err(`env.${i}.key`)} aria-label="Variable name" onChange={(e) => set('env', values.env.map((r, j) => (j === i ? { ...r, key: e.currentTarget.value } : r)))} />
+                    <TextInput placeholder="value" style={{ flex: 1 }} value={row.value} aria-label="Variable value" onChange={(e) => set('env', values.env.map((r, j) => (j === i ? { ...r, value: e.currentTarget.value } : r)))} />
+                    <ActionIcon variant="subtle" color="red" aria-label="Remove variable" onClick={() => set('env', values.env.filter((_, j) => j !== i))} mt={6}>
+                      <IconTrash size={16} />
+                    </ActionIcon>
+                  </Group>
+                ))}
+                <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('env', [...values.env, { key: '', value: '' }])}>
+                  Add variable
+                </Button>
+              </Stack>
+            </Input.Wrapper>
+            <Input.Wrapper
+              label="Workspace entries"
+              description='Path → entry: {"kind":"file","content":"…"}, {"kind":"dir"}, {"kind":"git_repo","repo":"owner/name","ref":"main"}, {"kind":"local_dir","src":"/abs"}, {"kind":"s3_mount","bucket":"…"}'
+              error={err('entries')}
+            >
+              <LazyCodeEditor language="json" value={values.entries} onChange={(v) => set('entries', v)} ariaLabel="Workspace entries" />
+            </Input.Wrapper>
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="tools">
+          <Stack maw={820}>
+            <Text size="sm" c="dimmed">
+              Tools your code (or a person) answers. A deferrable tool parks the run until it is answered, however long that takes; an ordinary one holds it for its timeout.
+            </Text>
+            {values.client_tools.map((t, i) => {
+              const upd = (patch: Partial<typeof t>) => set('client_tools', values.client_tools.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+              return (
+                <Card withBorder key={i}>
+                  <Stack gap="xs">
+                    <Group align="flex-start" grow>
+                      <TextInput label="Name" value={t.name} error={err(`client_tools.${i}.name`)} onChange={(e) => upd({ name: e.currentTarget.value })} />
+                      <TextInput label="Timeout (s)" placeholder="120" disabled={t.deferrable} value={t.timeout_seconds} error={err(`client_tools.${i}.timeout_seconds`)} onChange={(e) => upd({ timeout_seconds: e.currentTarget.value })} />
+                    </Group>
+                    <TextInput label="Description" value={t.description} onChange={(e) => upd({ description: e.currentTarget.value })} />
+                    <Switch label="Deferrable (a question for a person)" checked={t.deferrable} onChange={(e) => upd({ deferrable: e.currentTarget.checked, timeout_seconds: e.currentTarget.checked ? '' : t.timeout_seconds })} />
+                    <Input.Wrapper label="Parameters (JSON Schema)" error={err(`client_tools.${i}.parameters`)}>
+                      <LazyCodeEditor language="json" value={t.parameters} onChange={(v) => upd({ parameters: v })} minHeight={80} ariaLabel={`Parameters of ${t.name || 'tool'}`} />
+                    </Input.Wrapper>
+                    <Button variant="subtle" color="red" size="xs" w="fit-content" onClick={() => set('client_tools', values.client_tools.filter((_, j) => j !== i))}>
+                      Remove tool
+                    </Button>
+                  </Stack>
+                </Card>
+              );
+            })}
+            <Button
+              variant="light"
+              w="fit-content"
+              leftSection={<IconPlus size={14} />}
+              onClick={() => set('client_tools', [...values.client_tools, { name: '', description: '', deferrable: false, timeout_seconds: '', parameters: '{\n  "type": "object",\n  "properties": {}\n}' }])}
+            >
+              Add client tool
+            </Button>
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="secrets">
+          <Stack maw={720} gap="xs">
+            <Text size="sm" c="dimmed">
+              Project secrets become environment variables of every command the sandbox runs, resolved at boot. Values are never shown.
+            </Text>
+            {values.secret_bindings.map((b, i) => (
+              <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
+                <Autocomplete placeholder="secret name" data={(secrets.data ?? []).map((s) => s.name)} value={b.secret} error={err(`secret_bindings.${i}.secret`)} aria-label="Secret" onChange={(v) => set('secret_bindings', values.secret_bindings.map((r, j) => (j === i ? { ...r, secret: v } : r)))} />
+                <TextInput placeholder="ENV_VAR" value={b.env} error={err(`secret_bindings.${i}.env`)} aria-label="Environment variable" onChange={(e) => set('secret_bindings', values.secret_bindings.map((r, j) => (j === i ? { ...r, env: e.currentTarget.value } : r)))} />
+                <ActionIcon variant="subtle" color="red" aria-label="Remove binding" mt={6} onClick={() => set('secret_bindings', values.secret_bindings.filter((_, j) => j !== i))}>
+                  <IconTrash size={16} />
+                </ActionIcon>
+              </Group>
+            ))}
+            <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('secret_bindings', [...values.secret_bindings, { secret: '', env: '' }])}>
+              Bind a secret
+            </Button>
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="advanced">
+          <Stack maw={820}>
+            <Input.Wrapper label="Subagents" description='[{"agent":"other-slug","mode":"tool"|"handoff","description":"","tool_name":null}]' error={err('subagents')}>
+              <LazyCodeEditor language="json" value={values.subagents} onChange={(v) => set('subagents', v)} minHeight={80} ariaLabel="Subagents" />
+            </Input.Wrapper>
+            <Input.Wrapper label="Skills source" description='Empty for none, or {"kind":"git_repo","repo":"o/r","ref":"main","ssh_key_id":null} | {"kind":"local_dir","src":"/abs"} | {"kind":"bundle","bundle":"slug","version":"latest"}' error={err('skills_source')}>
+              <LazyCodeEditor language="json" value={values.skills_source} onChange={(v) => set('skills_source', v)} minHeight={80} ariaLabel="Skills source" />
+            </Input.Wrapper>
+            <Input.Wrapper label="Workspace source" description='Empty for none, or {"kind":"same_as_skills","dest":"pstack"}' error={err('workspace_source')}>
+              <LazyCodeEditor language="json" value={values.workspace_source} onChange={(v) => set('workspace_source', v)} minHeight={80} ariaLabel="Workspace source" />
+            </Input.Wrapper>
+          </Stack>
+        </Tabs.Panel>
+      </Tabs>
+    </form>
+  );
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import type { Agent } from '../../api/client';
+import { agentBody, agentSnippets, changedFields, emptyAgentForm, formFromAgent, rebaseForm, validateAgentForm } from './model';
+
+const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
+
+describe('validateAgentForm', () => {
+  it('accepts the minimal agent', () => {
+    expect(validateAgentForm(valid())).toEqual({});
+  });
+  it('checks the slug like the server', () => {
+    for (const slug of ['', 'Analyst', '-a', 'a_b', 'a'.repeat(64)]) expect(validateAgentForm({ ...valid(), slug }).slug).toBeTruthy();
+    for (const slug of ['a', '0-a', 'a'.repeat(63)]) expect(validateAgentForm({ ...valid(), slug }).slug).toBeUndefined();
+  });
+  it('checks names, ports, ttl and variables', () => {
+    const e = validateAgentForm({ ...valid(), name: '  ', exposed_ports: '80, 70000, x', idle_ttl_seconds: '-1', env: [{ key: '1A', value: '' }] });
+    expect(Object.keys(e).sort()).toEqual(['env.0.key', 'exposed_ports', 'idle_ttl_seconds', 'name']);
+  });
+  it('checks client tools: names, sandbox clashes, duplicates, timeouts and schemas', () => {
+    const tool = (name: string, extra = {}) => ({ name, description: '', deferrable: false, timeout_seconds: '', parameters: '{}', ...extra });
+    const e = validateAgentForm({ ...valid(), client_tools: [tool('shell'), tool('ask'), tool('ask'), tool('bad name'), tool('t', { deferrable: true, timeout_seconds: '5' }), tool('p', { parameters: '[]' })] });
+    expect(e['client_tools.0.name']).toMatch(/sandbox/);
+    expect(e['client_tools.2.name']).toMatch(/Duplicate/);
+    expect(e['client_tools.3.name']).toBeTruthy();
+    expect(e['client_tools.4.timeout_seconds']).toMatch(/deferrable/);
+    expect(e['client_tools.5.parameters']).toMatch(/object/);
+  });
+  it('checks manifest entries and subagents', () => {
+    expect(validateAgentForm({ ...valid(), entries: '{"../x":{"kind":"dir"}}' }).entries).toMatch(/\.\./);
+    expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"file"}}' }).entries).toMatch(/content/);
+    expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"local_dir","src":"rel"}}' }).entries).toMatch(/absolute/);
+    expect(validateAgentForm({ ...valid(), entries: '{' }).entries).toMatch(/JSON/);
+    expect(validateAgentForm({ ...valid(), subagents: '[{"agent":"analyst"}]' }, { selfSlug: 'analyst' }).subagents).toMatch(/own/);
+    expect(validateAgentForm({ ...valid(), subagents: '[{"agent":"other","mode":"x"}]' }).subagents).toMatch(/mode/);
+  });
+});
+
+describe('agentBody and back', () => {
+  it('round-trips an agent through the form', () => {
+    const agent = {
+      id: 'A', slug: 'a', name: 'A', description: 'd', instructions: 'i', transport: 'proxy', model: 'm', reasoning_effort: null, image: null, capabilities: null,
+      manifest: { entries: { 'out': { kind: 'dir' } }, environment: { X: '1' } }, exposed_ports: [8000], client_tools: [{ name: 'ask', description: '', deferrable: true, parameters: { type: 'object' }, timeout_seconds: null }],
+      secret_bindings: [{ secret: 'S', env: 'TOKEN' }], subagents: [], skills_source: null, workspace_source: null, idle_ttl_seconds: 0, environment_id: null, version: 3, created_at: '', updated_at: '',
+    } as unknown as Agent;
+    const body = agentBody(formFromAgent(agent));
+    expect(body).toMatchObject({ slug: 'a', model: 'm', capabilities: null, exposed_ports: [8000], idle_ttl_seconds: 0, manifest: agent.manifest, secret_bindings: agent.secret_bindings });
+    expect(body.client_tools?.[0]).toMatchObject({ name: 'ask', deferrable: true, timeout_seconds: null });
+    expect(changedFields(agent, { ...agent, instructions: 'new', version: 4 })).toEqual(['instructions']);
+  });
+  it('writes the Python and curl equivalents', () => {
+    const { python, curl } = agentSnippets(agentBody(valid()), 'http://h', 'default');
+    expect(python).toContain('client.agents.create(');
+    expect(python).toContain('slug="analyst"');
+    expect(curl).toContain('X-Project: default');
+    expect(curl).toContain('"slug":"analyst"');
+  });
+});
+
+describe('rebaseForm', () => {
+  it('keeps my edits and takes theirs everywhere else', () => {
+    const base = { ...valid(), description: 'old', instructions: 'old' };
+    const mine = { ...base, description: 'mine' };
+    const theirs = { ...base, instructions: 'theirs', env: [{ key: 'A', value: '1' }] };
+    expect(rebaseForm(base, mine, theirs)).toEqual({ ...base, description: 'mine', instructions: 'theirs', env: [{ key: 'A', value: '1' }] });
+  });
+});
+
+import { metadataPatch } from '../sessions/EditSessionModal';
+describe('metadataPatch', () => {
+  it('sets changed keys and nulls removed ones', () => {
+    expect(metadataPatch({ a: 1, b: 2, c: { x: 1 } }, { a: 1, c: { x: 2 }, d: 'new' })).toEqual({ b: null, c: { x: 2 }, d: 'new' });
+  });
+});

@@ -1,0 +1,317 @@
+// The agent form's values, their conversion to and from the API's shapes, and validation with
+// the rules of openapi.json's AgentCreate (patterns, lengths, ranges), so the form says what
+// is wrong before the server does. The server's 422 is still shown as it says it.
+import type { Agent, AgentCreate, ClientTool } from '../../api/client';
+
+export const SLUG_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+export const ENV_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const SANDBOX_TOOLS = ['shell', 'read_file', 'write_file', 'edit_file', 'list_files'];
+export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills'] as const;
+export const TRANSPORTS = ['proxy', 'litellm', 'openai'] as const;
+export const EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
+const ENTRY_KINDS = ['file', 'dir', 'git_repo', 'local_dir', 's3_mount'];
+
+export type ToolRow = {
+  name: string;
+  description: string;
+  deferrable: boolean;
+  timeout_seconds: string;
+  parameters: string; // JSON text
+};
+
+export type AgentFormValues = {
+  slug: string;
+  name: string;
+  description: string;
+  instructions: string;
+  transport: string;
+  model: string;
+  reasoning_effort: string;
+  image: string;
+  defaultCapabilities: boolean;
+  capabilities: string[];
+  exposed_ports: string;
+  idle_ttl_seconds: string;
+  environment_id: string;
+  env: { key: string; value: string }[];
+  entries: string; // JSON object: path -> EntrySpec
+  client_tools: ToolRow[];
+  secret_bindings: { secret: string; env: string }[];
+  subagents: string; // JSON array
+  skills_source: string; // JSON object or ''
+  workspace_source: string; // JSON object or ''
+};
+
+export function emptyAgentForm(): AgentFormValues {
+  return {
+    slug: '',
+    name: '',
+    description: '',
+    instructions: '',
+    transport: 'proxy',
+    model: '',
+    reasoning_effort: '',
+    image: '',
+    defaultCapabilities: true,
+    capabilities: ['shell', 'filesystem'],
+    exposed_ports: '',
+    idle_ttl_seconds: '',
+    environment_id: '',
+    env: [],
+    entries: '{}',
+    client_tools: [],
+    secret_bindings: [],
+    subagents: '[]',
+    skills_source: '',
+    workspace_source: '',
+  };
+}
+
+const pretty = (v: unknown) => JSON.stringify(v, null, 2);
+
+export function formFromAgent(a: Agent): AgentFormValues {
+  return {
+    slug: a.slug,
+    name: a.name,
+    description: a.description,
+    instructions: a.instructions,
+    transport: (a.transport as string) ?? 'proxy',
+    model: a.model ?? '',
+    reasoning_effort: (a.reasoning_effort as string | null) ?? '',
+    image: a.image ?? '',
+    defaultCapabilities: a.capabilities == null,
+    capabilities: (a.capabilities as string[] | null) ?? ['shell', 'filesystem'],
+    exposed_ports: (a.exposed_ports ?? []).join(', '),
+    idle_ttl_seconds: a.idle_ttl_seconds == null ? '' : String(a.idle_ttl_seconds),
+    environment_id: a.environment_id ?? '',
+    env: Object.entries(a.manifest?.environment ?? {}).map(([key, value]) => ({ key, value: String(value) })),
+    entries: pretty(a.manifest?.entries ?? {}),
+    client_tools: (a.client_tools ?? []).map((t) => ({
+      name: t.name,
+      description: t.description ?? '',
+      deferrable: !!t.deferrable,
+      timeout_seconds: t.timeout_seconds == null ? '' : String(t.timeout_seconds),
+      parameters: pretty(t.parameters ?? {}),
+    })),
+    secret_bindings: (a.secret_bindings ?? []).map((b) => ({ secret: b.secret, env: b.env })),
+    subagents: pretty(a.subagents ?? []),
+    skills_source: a.skills_source ? pretty(a.skills_source) : '',
+    workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
+  };
+}
+
+export type Errors = Record<string, string>;
+
+const blank = (s: string) => s.trim() === '';
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (e) {
+    return { ok: false, error: `not valid JSON: ${(e as Error).message}` };
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return !!v && typeof v === 'object' && !Array.isArray(v);
+}
+
+export function validateEntryPath(path: string): string | null {
+  if (path === '' || path === '.' || path === './') return 'names the workspace itself';
+  if (path.startsWith('/')) return 'must be relative to the workspace (no leading /)';
+  if (path.includes('\0')) return 'contains NUL';
+  if (path.split('/').includes('..')) return 'must not contain ..';
+  return null;
+}
+
+/** Every field error at once, keyed by field (`client_tools.0.name` for nested rows). */
+export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string } = {}): Errors {
+  const e: Errors = {};
+  if (!SLUG_RE.test(v.slug)) e.slug = 'Lowercase letters, digits and -, starting with a letter or digit; at most 63 characters.';
+  if (blank(v.name)) e.name = 'Required.';
+  else if (v.name.length > 200) e.name = 'At most 200 characters.';
+  if (v.description.length > 4000) e.description = 'At most 4000 characters.';
+  if (!TRANSPORTS.includes(v.transport as (typeof TRANSPORTS)[number])) e.transport = 'proxy, litellm or openai.';
+  if (v.model !== '' && blank(v.model)) e.model = 'Leave empty for the default, or name a model.';
+  if (v.image !== '' && blank(v.image)) e.image = 'Leave empty for the default image.';
+  if (v.environment_id !== '' && blank(v.environment_id)) e.environment_id = 'Leave empty for the default.';
+  if (v.idle_ttl_seconds.trim() !== '') {
+    const n = Number(v.idle_ttl_seconds);
+    if (!Number.isInteger(n) || n < 0) e.idle_ttl_seconds = 'A whole number of seconds, 0 or more (0: never released).';
+  }
+  if (v.exposed_ports.trim() !== '') {
+    const bad = v.exposed_ports
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .filter((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 65535);
+    if (bad.length) e.exposed_ports = `Ports are 1 to 65535: ${bad.join(', ')}.`;
+  }
+  const envKeys = new Set<string>();
+  v.env.forEach((row, i) => {
+    if (!ENV_RE.test(row.key)) e[`env.${i}.key`] = 'Letters, digits and _, not starting with a digit.';
+    else if (envKeys.has(row.key)) e[`env.${i}.key`] = 'Duplicate variable.';
+    envKeys.add(row.key);
+  });
+  const entries = parseJson(v.entries || '{}');
+  if (!entries.ok) e.entries = entries.error;
+  else if (!isObject(entries.value)) e.entries = 'An object of workspace path → entry.';
+  else {
+    for (const [path, spec] of Object.entries(entries.value)) {
+      const pe = validateEntryPath(path);
+      if (pe) {
+        e.entries = `"${path}": ${pe}`;
+        break;
+      }
+      if (!isObject(spec) || !ENTRY_KINDS.includes(String(spec.kind))) {
+        e.entries = `"${path}": kind must be one of ${ENTRY_KINDS.join(', ')}.`;
+        break;
+      }
+      const need: Record<string, string> = { file: 'content', git_repo: 'repo', local_dir: 'src', s3_mount: 'bucket' };
+      const key = need[String(spec.kind)];
+      if (key && typeof spec[key] !== 'string') {
+        e.entries = `"${path}": a ${spec.kind} entry needs "${key}".`;
+        break;
+      }
+      if (spec.kind === 'local_dir' && !String(spec.src).startsWith('/')) {
+        e.entries = `"${path}": src must be an absolute path.`;
+        break;
+      }
+    }
+  }
+  const names = new Set<string>();
+  v.client_tools.forEach((t, i) => {
+    if (!TOOL_NAME_RE.test(t.name)) e[`client_tools.${i}.name`] = '1 to 64 letters, digits, _ or -.';
+    else if (SANDBOX_TOOLS.includes(t.name)) e[`client_tools.${i}.name`] = 'That is a sandbox tool’s name.';
+    else if (names.has(t.name)) e[`client_tools.${i}.name`] = 'Duplicate tool name.';
+    names.add(t.name);
+    if (t.timeout_seconds.trim() !== '') {
+      const n = Number(t.timeout_seconds);
+      if (t.deferrable) e[`client_tools.${i}.timeout_seconds`] = 'A deferrable tool takes no timeout.';
+      else if (!(n > 0 && n <= 3600)) e[`client_tools.${i}.timeout_seconds`] = 'More than 0 and at most 3600 seconds.';
+    }
+    const p = parseJson(t.parameters || '{}');
+    if (!p.ok) e[`client_tools.${i}.parameters`] = p.error;
+    else if (!isObject(p.value)) e[`client_tools.${i}.parameters`] = 'The JSON Schema must be an object.';
+  });
+  const bound = new Set<string>();
+  v.secret_bindings.forEach((b, i) => {
+    if (blank(b.secret)) e[`secret_bindings.${i}.secret`] = 'Name a secret.';
+    if (!ENV_RE.test(b.env)) e[`secret_bindings.${i}.env`] = 'Letters, digits and _, not starting with a digit.';
+    else if (bound.has(b.env)) e[`secret_bindings.${i}.env`] = 'Duplicate variable.';
+    bound.add(b.env);
+  });
+  const subs = parseJson(v.subagents || '[]');
+  if (!subs.ok) e.subagents = subs.error;
+  else if (!Array.isArray(subs.value)) e.subagents = 'A list of subagents.';
+  else {
+    for (const s of subs.value) {
+      if (!isObject(s) || typeof s.agent !== 'string' || !SLUG_RE.test(s.agent)) {
+        e.subagents = 'Each subagent needs "agent": the slug of another agent.';
+        break;
+      }
+      if (opts.selfSlug && s.agent === opts.selfSlug) {
+        e.subagents = 'An agent cannot be its own subagent.';
+        break;
+      }
+      if (s.mode !== undefined && s.mode !== 'tool' && s.mode !== 'handoff') {
+        e.subagents = '"mode" is tool or handoff.';
+        break;
+      }
+    }
+  }
+  for (const field of ['skills_source', 'workspace_source'] as const) {
+    if (v[field].trim() === '') continue;
+    const p = parseJson(v[field]);
+    if (!p.ok) e[field] = p.error;
+    else if (!isObject(p.value)) e[field] = 'An object, or empty for none.';
+    else if (field === 'skills_source' && !['git_repo', 'local_dir', 'bundle'].includes(String(p.value.kind))) e[field] = 'kind is git_repo, local_dir or bundle.';
+  }
+  return e;
+}
+
+const orNull = (s: string) => (s.trim() === '' ? null : s.trim());
+
+/** The body for POST (and, with `version`, PATCH): every field, lists replacing. */
+export function agentBody(v: AgentFormValues): AgentCreate {
+  const tools: ClientTool[] = v.client_tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    deferrable: t.deferrable,
+    parameters: JSON.parse(t.parameters || '{}'),
+    timeout_seconds: t.deferrable || t.timeout_seconds.trim() === '' ? null : Number(t.timeout_seconds),
+  }));
+  return {
+    slug: v.slug,
+    name: v.name,
+    description: v.description,
+    instructions: v.instructions,
+    transport: v.transport as AgentCreate['transport'],
+    model: orNull(v.model),
+    reasoning_effort: (orNull(v.reasoning_effort) as AgentCreate['reasoning_effort']) ?? null,
+    image: orNull(v.image),
+    capabilities: v.defaultCapabilities ? null : (v.capabilities as AgentCreate['capabilities']),
+    manifest: {
+      entries: JSON.parse(v.entries || '{}'),
+      environment: Object.fromEntries(v.env.map((r) => [r.key, r.value])),
+    },
+    exposed_ports: v.exposed_ports.split(/[\s,]+/).filter(Boolean).map(Number),
+    client_tools: tools,
+    secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
+    subagents: JSON.parse(v.subagents || '[]'),
+    skills_source: v.skills_source.trim() ? JSON.parse(v.skills_source) : null,
+    workspace_source: v.workspace_source.trim() ? JSON.parse(v.workspace_source) : null,
+    idle_ttl_seconds: v.idle_ttl_seconds.trim() === '' ? null : Number(v.idle_ttl_seconds),
+    environment_id: orNull(v.environment_id),
+  } as AgentCreate;
+}
+
+/** Fields whose values differ between two agents (what changed under a stale edit). */
+export function changedFields(a: Agent, b: Agent): string[] {
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id'] as const;
+  return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
+}
+
+/** "Use from code": the Python client call and the curl that create this agent. */
+export function agentSnippets(body: AgentCreate, baseUrl: string, project: string | null) {
+  const compact: Record<string, unknown> = {};
+  for (const [k, val] of Object.entries(body)) {
+    if (val === null || val === '' || (Array.isArray(val) && val.length === 0)) continue;
+    if (k === 'manifest' && isObject(val) && Object.keys((val as { entries: object }).entries).length === 0 && Object.keys((val as { environment: object }).environment).length === 0) continue;
+    compact[k] = val;
+  }
+  const py = (v: unknown, indent = 4): string =>
+    JSON.stringify(v, null, indent)
+      .replace(/\btrue\b/g, 'True')
+      .replace(/\bfalse\b/g, 'False')
+      .replace(/\bnull\b/g, 'None');
+  const args = Object.entries(compact)
+    .map(([k, val]) => `    ${k}=${py(val).split('\n').join('\n    ')},`)
+    .join('\n');
+  const python = `from sandbox_agents import Client
+
+client = Client(base_url=${JSON.stringify(baseUrl)}${project ? `, project=${JSON.stringify(project)}` : ''})
+agent = client.agents.create(
+${args}
+)
+session = client.sessions.create_and_wait(agent.slug)
+result = client.sessions.run(session.id, "Hello!")
+print(result.text)`;
+  const curl = `curl -X POST ${baseUrl}/api/agents \\
+  -H "Authorization: Bearer $SANDBOX_AGENTS_API_KEY" \\${project ? `\n  -H "X-Project: ${project}" \\` : ''}
+  -H "Content-Type: application/json" \\
+  -d '${JSON.stringify(compact).replace(/'/g, "'\\''")}'`;
+  return { python, curl };
+}
+
+/**
+ * Re-applies my edits on top of a newer version: every form field I changed (against the
+ * version I started from) takes my value, every other field takes theirs.
+ */
+export function rebaseForm(base: AgentFormValues, mine: AgentFormValues, theirs: AgentFormValues): AgentFormValues {
+  const out = { ...theirs } as Record<string, unknown>;
+  for (const k of Object.keys(mine) as (keyof AgentFormValues)[]) {
+    if (JSON.stringify(mine[k]) !== JSON.stringify(base[k])) out[k] = mine[k];
+  }
+  return out as AgentFormValues;
+}

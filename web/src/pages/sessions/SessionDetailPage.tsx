@@ -1,0 +1,267 @@
+import { Anchor, Badge, Button, Group, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
+import { notifications } from '@mantine/notifications';
+import { IconDownload, IconPencil, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { lazy, Suspense, useCallback, useState } from 'react';
+import { Link, useNavigate, useParams } from 'react-router-dom';
+import { api, unwrap, type SessionEvent } from '../../api/client';
+import { ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
+import { PageFallback } from '../../Layout';
+import { RelTime } from '../../lib/time';
+import { activeRun } from '../../session/eventLog';
+import { transcriptMarkdown } from '../../session/transcript';
+import { useEventLog } from '../../session/useEventLog';
+import type { StreamStatus } from '../../session/sse';
+import { StatusBadge } from './SessionsPage';
+import { RequiresActionBanner, Transcript } from './Transcript';
+import { EditSessionModal } from './EditSessionModal';
+
+const FilesTab = lazy(() => import('./FilesTab'));
+const TerminalTab = lazy(() => import('./TerminalTab'));
+const RawEventsTab = lazy(() => import('./RawEventsTab'));
+const SessionExtrasTabs = lazy(() => import('./SessionExtras'));
+
+const TABS = ['transcript', 'files', 'terminal', 'ports', 'snapshots', 'events', 'usage'] as const;
+
+function download(name: string, text: string, type: string) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+function StreamBadge({ status, onReconnect }: { status: StreamStatus; onReconnect: () => void }) {
+  const color = { live: 'teal', connecting: 'yellow', reconnecting: 'orange', closed: 'gray', error: 'red' }[status];
+  return (
+    <Group gap={4}>
+      <Badge variant="dot" color={color} data-testid="stream-status">
+        {status === 'live' ? 'live' : status}
+      </Badge>
+      <Tooltip label="Drop the connection and resume from the last event">
+        <Button size="compact-xs" variant="subtle" onClick={onReconnect} aria-label="Reconnect the event stream" data-testid="reconnect">
+          <IconRefresh size={14} />
+        </Button>
+      </Tooltip>
+    </Group>
+  );
+}
+
+export default function SessionDetailPage() {
+  const { id, tab: tabParam } = useParams();
+  const sessionId = id!;
+  const tab = (TABS as readonly string[]).includes(tabParam ?? '') ? (tabParam as (typeof TABS)[number]) : 'transcript';
+  const navigate = useNavigate();
+  const qc = useQueryClient();
+
+  const detail = useQuery({
+    queryKey: ['session', sessionId],
+    queryFn: () => unwrap(api.GET('/api/sessions/{session_id}', { params: { path: { session_id: sessionId } } })),
+    refetchInterval: (q) => (q.state.data?.status === 'provisioning' ? 2000 : false),
+  });
+  const toolCalls = useQuery({
+    queryKey: ['tool-calls', sessionId],
+    queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/tool-calls', { params: { path: { session_id: sessionId } } })),
+    enabled: detail.data?.status !== undefined,
+  });
+
+  const onEvents = useCallback(
+    (events: SessionEvent[]) => {
+      const types = new Set(events.map((e) => e.type));
+      const refreshSession = ['session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created'];
+      if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: ['session', sessionId] });
+      if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
+        qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] });
+      }
+      if (types.has('user.file')) qc.invalidateQueries({ queryKey: ['files', sessionId] });
+    },
+    [qc, sessionId],
+  );
+  const { log, status: streamStatus, error: streamError, reconnect } = useEventLog(sessionId, onEvents);
+  const [editing, setEditing] = useState(false);
+
+  const act = useMutation({
+    mutationFn: async (kind: 'start' | 'stop' | 'interrupt' | 'delete') => {
+      const path = { params: { path: { session_id: sessionId } } };
+      if (kind === 'start') return unwrap(api.POST('/api/sessions/{session_id}/start', path));
+      if (kind === 'stop') return unwrap(api.POST('/api/sessions/{session_id}/stop', path));
+      if (kind === 'interrupt') return unwrap(api.POST('/api/sessions/{session_id}/interrupt', path));
+      await unwrap(api.DELETE('/api/sessions/{session_id}', path));
+      return null;
+    },
+    onSuccess: (_s, kind) => {
+      if (kind === 'delete') {
+        qc.invalidateQueries({ queryKey: ['sessions'] });
+        notifications.show({ message: 'Session deleted' });
+        navigate('/sessions');
+        return;
+      }
+      qc.invalidateQueries({ queryKey: ['session', sessionId] });
+    },
+  });
+
+  if (detail.isPending) return <PageFallback />;
+  if (detail.error) return <ErrorAlert error={detail.error} />;
+  const s = detail.data;
+  const agent = s.agent;
+  const running = activeRun(log);
+  const busy = s.activity === 'busy' || !!running;
+  const pending = toolCalls.data ?? [];
+  const title = s.title || 'Untitled session';
+
+  return (
+    <Stack gap="sm">
+      <PageHeader
+        title={title}
+        description={
+          <Group gap="xs" component="span">
+            <StatusBadge session={s} />
+            {agent && (
+              <Anchor component={Link} to={`/agents/${agent.slug}`} size="sm">
+                {agent.name}
+              </Anchor>
+            )}
+            <Text span size="sm" c="dimmed" ff="monospace">
+              {s.id}
+            </Text>
+            <Text span size="sm" c="dimmed">
+              created <RelTime value={s.created_at} />
+            </Text>
+            <StreamBadge status={streamStatus} onReconnect={reconnect} />
+          </Group>
+        }
+        actions={
+          <>
+            {busy && (
+              <Button variant="light" color="orange" leftSection={<IconPlayerPause size={16} />} onClick={() => act.mutate('interrupt')} loading={act.isPending && act.variables === 'interrupt'}>
+                Interrupt
+              </Button>
+            )}
+            {s.status === 'stopped' || s.status === 'error' ? (
+              <Button variant="light" leftSection={<IconPlayerPlay size={16} />} onClick={() => act.mutate('start')} loading={act.isPending && act.variables === 'start'}>
+                Start
+              </Button>
+            ) : (
+              <Button variant="default" leftSection={<IconPlayerStop size={16} />} onClick={() => act.mutate('stop')} loading={act.isPending && act.variables === 'stop'}>
+                Stop
+              </Button>
+            )}
+            <Button variant="default" leftSection={<IconPencil size={16} />} onClick={() => setEditing(true)}>
+              Details
+            </Button>
+            <Menu position="bottom-end">
+              <Menu.Target>
+                <Button variant="default" leftSection={<IconDownload size={16} />}>
+                  Export
+                </Button>
+              </Menu.Target>
+              <Menu.Dropdown>
+                <Menu.Item onClick={() => download(`session-${s.id}.md`, transcriptMarkdown(title, log.events), 'text/markdown')}>Transcript as Markdown</Menu.Item>
+                <Menu.Item onClick={() => download(`session-${s.id}.json`, JSON.stringify(log.events, null, 2), 'application/json')}>Events as JSON</Menu.Item>
+              </Menu.Dropdown>
+            </Menu>
+            <ConfirmButton variant="subtle" color="red" leftSection={<IconTrash size={16} />} message="Delete the session and its sandbox? This cannot be undone." onConfirm={() => act.mutate('delete')} confirmLabel="Delete">
+              Delete
+            </ConfirmButton>
+          </>
+        }
+      />
+      <EditSessionModal key={s.updated_at} session={s} opened={editing} onClose={() => setEditing(false)} />
+      <ErrorAlert error={act.error} />
+      {s.status === 'error' && s.error && <ErrorAlert error={new Error(s.error)} title="The sandbox failed to start" />}
+      {streamError && <ErrorAlert error={streamError} title="The event stream stopped" />}
+      <Tabs value={tab} onChange={(v) => navigate(`/sessions/${sessionId}${v && v !== 'transcript' ? `/${v}` : ''}`, { replace: true })} keepMounted={false}>
+        <Tabs.List>
+          <Tabs.Tab value="transcript">Transcript</Tabs.Tab>
+          <Tabs.Tab value="files">Files</Tabs.Tab>
+          <Tabs.Tab value="terminal">Terminal</Tabs.Tab>
+          <Tabs.Tab value="ports">Ports</Tabs.Tab>
+          <Tabs.Tab value="snapshots">Snapshots</Tabs.Tab>
+          <Tabs.Tab value="events">
+            Raw events{' '}
+            <Badge size="xs" variant="light" data-testid="event-count">
+              {log.events.length}
+            </Badge>
+          </Tabs.Tab>
+          <Tabs.Tab value="usage">Usage</Tabs.Tab>
+        </Tabs.List>
+        <Tabs.Panel value="transcript" pt="sm">
+          <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] })} />
+          <Transcript log={log} pending={pending} height="calc(100vh - 400px)" />
+          <Composer sessionId={sessionId} disabled={s.status === 'provisioning'} busy={busy} />
+        </Tabs.Panel>
+        <Suspense fallback={<PageFallback />}>
+          <Tabs.Panel value="files" pt="sm">
+            <FilesTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="terminal" pt="sm">
+            <TerminalTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="events" pt="sm">
+            <RawEventsTab log={log} />
+          </Tabs.Panel>
+          {(tab === 'ports' || tab === 'snapshots' || tab === 'usage') && (
+            <Tabs.Panel value={tab} pt="sm">
+              <SessionExtrasTabs tab={tab} session={s} />
+            </Tabs.Panel>
+          )}
+        </Suspense>
+      </Tabs>
+    </Stack>
+  );
+}
+
+function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: boolean; busy: boolean }) {
+  const [prompt, setPrompt] = useState('');
+  const [maxTurns, setMaxTurns] = useState<number | ''>('');
+  const send = useMutation({
+    mutationFn: () =>
+      unwrap(
+        api.POST('/api/sessions/{session_id}/messages', {
+          params: { path: { session_id: sessionId } },
+          body: { prompt, max_turns: maxTurns === '' ? null : maxTurns },
+        }),
+      ),
+    onSuccess: () => setPrompt(''),
+  });
+  const submit = () => {
+    if (prompt.trim() && !send.isPending) send.mutate();
+  };
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        submit();
+      }}
+    >
+      <Stack gap={6} mt="sm">
+        <ErrorAlert error={send.error} title="The message was not accepted" />
+        <Group align="flex-end" gap="xs" wrap="nowrap">
+          <Textarea
+            style={{ flex: 1 }}
+            aria-label="Message"
+            placeholder={busy ? 'A turn is in flight: interrupt it, or wait for it to end' : 'Message the agent (Ctrl+Enter to send)'}
+            autosize
+            minRows={2}
+            maxRows={8}
+            value={prompt}
+            disabled={disabled}
+            onChange={(e) => setPrompt(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+                e.preventDefault();
+                submit();
+              }
+            }}
+            data-testid="composer"
+          />
+          <NumberInput aria-label="Max turns" placeholder="max turns" min={1} max={1000} w={110} value={maxTurns} onChange={(v) => setMaxTurns(typeof v === 'number' ? v : '')} allowDecimal={false} />
+          <Button type="submit" leftSection={<IconSend size={16} />} loading={send.isPending} disabled={disabled || !prompt.trim()}>
+            Send
+          </Button>
+        </Group>
+      </Stack>
+    </form>
+  );
+}

@@ -1,0 +1,243 @@
+import { Alert, Anchor, Button, Card, Group, NumberInput, SimpleGrid, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { IconExternalLink } from '@tabler/icons-react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useNavigate } from 'react-router-dom';
+import { api, unwrap, type SessionDetail } from '../../api/client';
+import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
+import { formatBytes, formatDuration, formatNumber, RelTime } from '../../lib/time';
+
+function Ports({ session }: { session: SessionDetail }) {
+  const [port, setPort] = useState<number | ''>(session.exposed_ports[0] ?? '');
+  const open = useMutation({
+    mutationFn: (p: number) => unwrap(api.GET('/api/sessions/{session_id}/ports/{port}', { params: { path: { session_id: session.id, port: p } } })),
+    onSuccess: (r) => window.open(r.url, '_blank', 'noopener,noreferrer'),
+  });
+  return (
+    <Stack maw={640}>
+      <Text size="sm" c="dimmed">
+        A service the agent starts inside the sandbox is reachable through a signed preview URL on the preview origin, while the session runs.
+      </Text>
+      {session.exposed_ports.length === 0 ? (
+        <EmptyState title="No exposed ports">Add exposed ports to the agent (its Sandbox tab) to preview services of new sessions.</EmptyState>
+      ) : (
+        <Group>
+          {session.exposed_ports.map((p) => (
+            <Button key={p} variant="light" rightSection={<IconExternalLink size={14} />} onClick={() => open.mutate(p)} loading={open.isPending && open.variables === p}>
+              Open port {p}
+            </Button>
+          ))}
+        </Group>
+      )}
+      <Group align="flex-end">
+        <NumberInput label="Another port" min={1} max={65535} value={port} onChange={(v) => setPort(typeof v === 'number' ? v : '')} w={140} />
+        <Button variant="default" disabled={port === ''} onClick={() => port !== '' && open.mutate(port)}>
+          Open preview
+        </Button>
+      </Group>
+      {open.data && (
+        <Text size="sm">
+          Preview: <Anchor href={open.data.url} target="_blank" rel="noopener noreferrer">{open.data.url}</Anchor>
+        </Text>
+      )}
+      <ErrorAlert error={open.error} />
+    </Stack>
+  );
+}
+
+function Snapshots({ session }: { session: SessionDetail }) {
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const [label, setLabel] = useState('');
+  const list = useQuery({ queryKey: ['snapshots', session.id], queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/snapshots', { params: { path: { session_id: session.id } } })) });
+  const create = useMutation({
+    mutationFn: () => unwrap(api.POST('/api/sessions/{session_id}/snapshots', { params: { path: { session_id: session.id } }, body: { label } })),
+    onSuccess: () => {
+      setLabel('');
+      qc.invalidateQueries({ queryKey: ['snapshots', session.id] });
+    },
+  });
+  const restore = useMutation({
+    mutationFn: (sid: string) => unwrap(api.POST('/api/sessions/{session_id}/snapshots/{snapshot_id}/restore', { params: { path: { session_id: session.id, snapshot_id: sid } } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ['session', session.id] }),
+  });
+  const fork = useMutation({
+    mutationFn: (sid: string) =>
+      unwrap(
+        api.POST('/api/sessions', {
+          body: { agent_id: session.agent_id, title: `${session.title || 'Session'} (fork)`, model: null, instructions: null, manifest: null, from_snapshot_id: sid, environment_id: null, prompt: null },
+        }),
+      ),
+    onSuccess: (s) => navigate(`/sessions/${s.id}`),
+  });
+  return (
+    <Stack>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          create.mutate();
+        }}
+      >
+        <Group align="flex-end">
+          <TextInput label="Label" placeholder="before the refactor" value={label} onChange={(e) => setLabel(e.currentTarget.value)} />
+          <Button type="submit" loading={create.isPending}>
+            Take snapshot
+          </Button>
+        </Group>
+      </form>
+      <Text size="xs" c="dimmed">Mounted buckets are not included.</Text>
+      <ErrorAlert error={create.error ?? restore.error ?? fork.error ?? list.error} />
+      {list.data && list.data.length === 0 ? (
+        <EmptyState title="No snapshots yet">A snapshot saves the workspace and the container's image; restore it here or fork a new session from it.</EmptyState>
+      ) : (
+        <Table>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Label</Table.Th>
+              <Table.Th>Size</Table.Th>
+              <Table.Th>Taken</Table.Th>
+              <Table.Th />
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {(list.data ?? []).map((s) => (
+              <Table.Tr key={s.id}>
+                <Table.Td>{s.label || <Text c="dimmed" span size="sm">{s.id.slice(0, 8)}</Text>}</Table.Td>
+                <Table.Td>{formatBytes(s.size_bytes)}</Table.Td>
+                <Table.Td>
+                  <RelTime value={s.created_at} size="sm" />
+                </Table.Td>
+                <Table.Td>
+                  <Group gap="xs" justify="flex-end">
+                    <ConfirmButton size="xs" variant="light" color="orange" message="Replace this session's workspace with the snapshot?" onConfirm={() => restore.mutate(s.id)} confirmLabel="Restore">
+                      Restore
+                    </ConfirmButton>
+                    <Button size="xs" variant="default" onClick={() => fork.mutate(s.id)} loading={fork.isPending && fork.variables === s.id}>
+                      Fork into a new session
+                    </Button>
+                  </Group>
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      )}
+    </Stack>
+  );
+}
+
+type Tokens = { input_tokens?: number; output_tokens?: number; total_tokens?: number; requests?: number; active_seconds?: number };
+
+function Breakdown({ title, data }: { title: string; data: Record<string, Tokens> | undefined }) {
+  const rows = Object.entries(data ?? {});
+  return (
+    <Card withBorder>
+      <Title order={5} mb="xs">
+        {title}
+      </Title>
+      {rows.length === 0 ? (
+        <Text size="sm" c="dimmed">
+          Nothing yet.
+        </Text>
+      ) : (
+        <Table>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Name</Table.Th>
+              <Table.Th>Input</Table.Th>
+              <Table.Th>Output</Table.Th>
+              <Table.Th>Requests</Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {rows.map(([k, v]) => (
+              <Table.Tr key={k}>
+                <Table.Td ff="monospace">{k}</Table.Td>
+                <Table.Td>{formatNumber(v.input_tokens)}</Table.Td>
+                <Table.Td>{formatNumber(v.output_tokens)}</Table.Td>
+                <Table.Td>{formatNumber(v.requests)}</Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      )}
+    </Card>
+  );
+}
+
+function Usage({ session }: { session: SessionDetail }) {
+  const u = (session.usage ?? {}) as Tokens & { by_model?: Record<string, Tokens>; by_agent?: Record<string, Tokens> };
+  return (
+    <Stack>
+      <SimpleGrid cols={{ base: 2, sm: 5 }}>
+        {[
+          ['Input tokens', formatNumber(u.input_tokens)],
+          ['Output tokens', formatNumber(u.output_tokens)],
+          ['Requests', formatNumber(u.requests)],
+          ['Model time', formatDuration(u.active_seconds)],
+          ['Sandbox time', formatDuration(session.sandbox_seconds)],
+        ].map(([k, v]) => (
+          <Card withBorder key={k}>
+            <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
+              {k}
+            </Text>
+            <Text fw={700} size="lg">
+              {v}
+            </Text>
+          </Card>
+        ))}
+      </SimpleGrid>
+      <SimpleGrid cols={{ base: 1, md: 2 }}>
+        <Breakdown title="By model" data={u.by_model} />
+        <Breakdown title="By agent" data={u.by_agent} />
+      </SimpleGrid>
+      <Card withBorder>
+        <Title order={5} mb="xs">
+          Runs
+        </Title>
+        {session.runs.length === 0 ? (
+          <Text size="sm" c="dimmed">No runs yet.</Text>
+        ) : (
+          <Table>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Prompt</Table.Th>
+                <Table.Th>Status</Table.Th>
+                <Table.Th>Turns</Table.Th>
+                <Table.Th>Tokens</Table.Th>
+                <Table.Th>Started</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {session.runs.map((r) => (
+                <Table.Tr key={r.id}>
+                  <Table.Td>
+                    <Text size="sm" lineClamp={1}>
+                      {r.prompt}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    {r.status}
+                    {r.stop_reason ? ` · ${r.stop_reason}` : ''}
+                  </Table.Td>
+                  <Table.Td>{r.turns}</Table.Td>
+                  <Table.Td>{formatNumber((r.usage as Tokens)?.total_tokens)}</Table.Td>
+                  <Table.Td>
+                    <RelTime value={r.created_at} size="sm" />
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        )}
+      </Card>
+    </Stack>
+  );
+}
+
+export default function SessionExtras({ tab, session }: { tab: 'ports' | 'snapshots' | 'usage'; session: SessionDetail }) {
+  if (tab === 'ports') return <Ports session={session} />;
+  if (tab === 'snapshots') return <Snapshots session={session} />;
+  if (session.status === 'error') return <Alert color="red">{session.error}</Alert>;
+  return <Usage session={session} />;
+}

@@ -1,0 +1,172 @@
+import { Anchor, Badge, Button, Group, Pagination, Select, Skeleton, Table, Text } from '@mantine/core';
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { Link, useSearchParams } from 'react-router-dom';
+import { api, unwrap, unwrapPage, type Session } from '../../api/client';
+import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
+import { RelTime } from '../../lib/time';
+
+const PAGE = 25;
+const STATUSES = ['provisioning', 'running', 'stopped', 'error'];
+
+export function statusColor(status: string): string {
+  return { provisioning: 'yellow', running: 'teal', stopped: 'gray', error: 'red' }[status] ?? 'gray';
+}
+
+export function StatusBadge({ session }: { session: Pick<Session, 'status' | 'activity' | 'stopped_reason'> }) {
+  const asleep = session.status === 'stopped' && session.stopped_reason === 'idle';
+  return (
+    <Group gap={4} wrap="nowrap">
+      <Badge color={statusColor(session.status)} variant="light" data-testid="session-status">
+        {asleep ? 'asleep' : session.status}
+      </Badge>
+      {session.activity === 'busy' && (
+        <Badge color="blue" variant="dot">
+          busy
+        </Badge>
+      )}
+    </Group>
+  );
+}
+
+export default function SessionsPage() {
+  const [params, setParams] = useSearchParams();
+  const agent = params.get('agent');
+  const status = params.get('status');
+  const page = Math.max(1, Number(params.get('page') ?? 1) || 1);
+  const set = (k: string, v: string | null) => {
+    const next = new URLSearchParams(params);
+    if (v) next.set(k, v);
+    else next.delete(k);
+    if (k !== 'page') next.delete('page');
+    setParams(next, { replace: k !== 'page' });
+  };
+  const agents = useQuery({ queryKey: ['agents', { archived: true }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
+  const sessions = useQuery({
+    queryKey: ['sessions', { agent, status, page }],
+    queryFn: () =>
+      unwrapPage(
+        api.GET('/api/sessions', {
+          params: { query: { ...(agent ? { agent_id: agent } : {}), ...(status ? { status: status as 'running' } : {}), limit: PAGE, offset: (page - 1) * PAGE } },
+        }),
+      ),
+    placeholderData: keepPreviousData,
+    // Live status: poll while something is on the move.
+    refetchInterval: (q) => (q.state.data?.items.some((s) => s.status === 'provisioning' || s.activity === 'busy') ? 2000 : 10000),
+  });
+  const agentById = new Map((agents.data ?? []).map((a) => [a.id, a]));
+  const total = sessions.data?.total ?? sessions.data?.items.length ?? 0;
+  const pages = Math.max(1, Math.ceil(total / PAGE));
+
+  return (
+    <>
+      <PageHeader
+        title="Sessions"
+        description="Each session is one conversation and the sandbox it owns."
+        actions={
+          <Button component={Link} to="/agents" variant="light">
+            Start from an agent
+          </Button>
+        }
+      />
+      <Group mb="md">
+        <Select
+          placeholder="Any agent"
+          aria-label="Filter by agent"
+          clearable
+          searchable
+          data={(agents.data ?? []).map((a) => ({ value: a.slug, label: `${a.name} (${a.slug})` }))}
+          value={agent}
+          onChange={(v) => set('agent', v)}
+          w={260}
+        />
+        <Select placeholder="Any status" aria-label="Filter by status" clearable data={STATUSES} value={status} onChange={(v) => set('status', v)} w={180} />
+        {sessions.data && (
+          <Text size="sm" c="dimmed" data-testid="sessions-total">
+            {total} session{total === 1 ? '' : 's'}
+          </Text>
+        )}
+      </Group>
+      <ErrorAlert error={sessions.error} />
+      {sessions.isPending ? (
+        <Skeleton h={160} />
+      ) : sessions.data && sessions.data.items.length === 0 ? (
+        <EmptyState
+          title={agent || status ? 'No session matches these filters' : 'No sessions yet'}
+          action={
+            !(agent || status) && (
+              <Button component={Link} to="/agents" variant="light">
+                Pick an agent to start one
+              </Button>
+            )
+          }
+        >
+          {agent || status ? 'Clear a filter to see more.' : 'Open an agent and press “Start a session”, or create one from code.'}
+        </EmptyState>
+      ) : (
+        <>
+          <Table.ScrollContainer minWidth={720}>
+            <Table highlightOnHover verticalSpacing="sm">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Session</Table.Th>
+                  <Table.Th>Agent</Table.Th>
+                  <Table.Th>Status</Table.Th>
+                  <Table.Th>Tokens</Table.Th>
+                  <Table.Th>Last event</Table.Th>
+                  <Table.Th>Created</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {(sessions.data?.items ?? []).map((s) => {
+                  const a = agentById.get(s.agent_id);
+                  const usage = (s.usage ?? {}) as Record<string, unknown>;
+                  return (
+                    <Table.Tr key={s.id}>
+                      <Table.Td>
+                        <Anchor component={Link} to={`/sessions/${s.id}`} fw={600}>
+                          {s.title || 'Untitled'}
+                        </Anchor>
+                        <Text size="xs" c="dimmed" ff="monospace">
+                          {s.id}
+                        </Text>
+                      </Table.Td>
+                      <Table.Td>
+                        {a ? (
+                          <Anchor component={Link} to={`/agents/${a.slug}`} size="sm">
+                            {a.slug}
+                          </Anchor>
+                        ) : (
+                          <Text size="sm" ff="monospace">
+                            {s.agent_id.slice(0, 8)}
+                          </Text>
+                        )}
+                      </Table.Td>
+                      <Table.Td>
+                        <StatusBadge session={s} />
+                        {s.error && (
+                          <Text size="xs" c="red" lineClamp={1}>
+                            {s.error}
+                          </Text>
+                        )}
+                      </Table.Td>
+                      <Table.Td>
+                        <Text size="sm">{typeof usage.total_tokens === 'number' ? usage.total_tokens.toLocaleString() : '—'}</Text>
+                      </Table.Td>
+                      <Table.Td>
+                        <RelTime value={s.last_event_at} size="sm" />
+                      </Table.Td>
+                      <Table.Td>
+                        <RelTime value={s.created_at} size="sm" />
+                      </Table.Td>
+                    </Table.Tr>
+                  );
+                })}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+          {pages > 1 && <Pagination mt="md" total={pages} value={page} onChange={(p) => set('page', String(p))} />}
+        </>
+      )}
+    </>
+  );
+}

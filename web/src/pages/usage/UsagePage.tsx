@@ -1,0 +1,80 @@
+import { BarChart } from '@mantine/charts';
+import '@mantine/charts/styles.css';
+import { Alert, Card, Group, SegmentedControl, SimpleGrid, Table, Text, TextInput, Title } from '@mantine/core';
+import { useQuery } from '@tanstack/react-query';
+import { useSearchParams } from 'react-router-dom';
+import { ApiError } from '../../api/client';
+import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
+import { formatDuration, formatNumber } from '../../lib/time';
+import { fetchUsage, type GroupBy } from './usageApi';
+
+const day = (d: Date) => d.toISOString().slice(0, 10);
+
+export default function UsagePage() {
+  const [params, setParams] = useSearchParams();
+  const groupBy = (params.get('group_by') as GroupBy) || 'day';
+  const to = params.get('to') || day(new Date(Date.now() + 24 * 3600 * 1000));
+  const from = params.get('from') || day(new Date(Date.now() - 30 * 24 * 3600 * 1000));
+  const set = (k: string, v: string) => {
+    const n = new URLSearchParams(params);
+    n.set(k, v);
+    setParams(n, { replace: true });
+  };
+  const usage = useQuery({ queryKey: ['usage', { from, to, groupBy }], queryFn: () => fetchUsage({ from, to, groupBy }), retry: false });
+  const groups = usage.data?.groups ?? [];
+  const totals = groups.reduce((a, g) => ({ input: a.input + g.input_tokens, output: a.output + g.output_tokens, requests: a.requests + g.requests, active: a.active + g.active_seconds }), { input: 0, output: 0, requests: 0, active: 0 });
+  const missing = usage.error instanceof ApiError && (usage.error.status === 404 || usage.error.status === 405);
+
+  return (
+    <>
+      <PageHeader title="Usage" description="Tokens and model time in this project, over time, by agent and by model." />
+      <Group mb="md" align="flex-end">
+        <SegmentedControl value={groupBy} onChange={(v) => set('group_by', v)} data={[{ value: 'day', label: 'By day' }, { value: 'agent', label: 'By agent' }, { value: 'model', label: 'By model' }]} aria-label="Group by" />
+        <TextInput type="date" label="From" value={from} onChange={(e) => set('from', e.currentTarget.value)} />
+        <TextInput type="date" label="To" value={to} onChange={(e) => set('to', e.currentTarget.value)} />
+      </Group>
+      {missing ? (
+        <Alert color="gray" title="This server has no usage endpoint yet">
+          GET /api/usage is not served by this build. Each session's own usage is on its Usage tab.
+        </Alert>
+      ) : (
+        <ErrorAlert error={usage.error} />
+      )}
+      {usage.data && (
+        <>
+          <SimpleGrid cols={{ base: 2, sm: 4 }} mb="md">
+            {[
+              ['Input tokens', formatNumber(totals.input)],
+              ['Output tokens', formatNumber(totals.output)],
+              ['Requests', formatNumber(totals.requests)],
+              ['Model time', formatDuration(totals.active)],
+            ].map(([k, v]) => (
+              <Card withBorder key={k}>
+                <Text size="xs" c="dimmed" tt="uppercase" fw={600}>{k}</Text>
+                <Text fw={700} size="lg">{v}</Text>
+              </Card>
+            ))}
+          </SimpleGrid>
+          {groups.length === 0 ? (
+            <EmptyState title="No usage in this period">Runs in this project's sessions show up here.</EmptyState>
+          ) : (
+            <>
+              <Card withBorder mb="md">
+                <Title order={5} mb="sm">Tokens</Title>
+                <BarChart h={280} data={groups} dataKey="key" type="stacked" series={[{ name: 'input_tokens', label: 'Input', color: 'blue.6' }, { name: 'output_tokens', label: 'Output', color: 'teal.6' }]} withLegend />
+              </Card>
+              <Table>
+                <Table.Thead><Table.Tr><Table.Th>{groupBy}</Table.Th><Table.Th>Input</Table.Th><Table.Th>Output</Table.Th><Table.Th>Total</Table.Th><Table.Th>Requests</Table.Th><Table.Th>Model time</Table.Th></Table.Tr></Table.Thead>
+                <Table.Tbody>
+                  {groups.map((g) => (
+                    <Table.Tr key={g.key}><Table.Td ff="monospace">{g.key}</Table.Td><Table.Td>{formatNumber(g.input_tokens)}</Table.Td><Table.Td>{formatNumber(g.output_tokens)}</Table.Td><Table.Td>{formatNumber(g.total_tokens)}</Table.Td><Table.Td>{formatNumber(g.requests)}</Table.Td><Table.Td>{formatDuration(g.active_seconds)}</Table.Td></Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </>
+          )}
+        </>
+      )}
+    </>
+  );
+}

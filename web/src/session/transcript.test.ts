@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import type { SessionEvent } from '../api/client';
+import { buildTranscript, transcriptMarkdown, type ToolItem } from './transcript';
+
+const ev = (seq: number, type: string, payload: Record<string, unknown> = {}): SessionEvent =>
+  ({ seq, type, payload, run_id: 'R', session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
+
+describe('buildTranscript', () => {
+  it('pairs tool calls with results and nests subagent steps under their call', () => {
+    const sub = { agent: 'researcher', call_id: 'c1' };
+    const items = buildTranscript([
+      ev(1, 'user.message', { text: 'go' }),
+      ev(2, 'agent.tool_use', { tool: 'researcher', call_id: 'c1', arguments: '{"task":"look"}' }),
+      ev(3, 'agent.tool_use', { tool: 'shell', call_id: 'c2', arguments: '{"cmd":"ls"}', subagent: sub }),
+      ev(4, 'agent.tool_result', { tool: 'shell', call_id: 'c2', output: 'a b', subagent: sub }),
+      ev(5, 'agent.message', { text: 'found', subagent: sub }),
+      ev(6, 'agent.tool_result', { tool: 'researcher', call_id: 'c1', output: 'found' }),
+      ev(7, 'agent.handoff', { from: 'main', to: 'closer' }),
+      ev(8, 'agent.message', { text: 'done' }),
+      ev(9, 'session.status_idle', { stop_reason: 'end_turn', usage: { input_tokens: 3 } }),
+    ]);
+    expect(items.map((i) => i.kind)).toEqual(['user', 'tool', 'handoff', 'agent', 'terminal']);
+    const call = items[1] as ToolItem;
+    expect(call.arguments).toEqual({ task: 'look' });
+    expect(call.result?.seq).toBe(6);
+    expect(call.children.map((c) => c.kind)).toEqual(['tool', 'agent']);
+    expect((call.children[0] as ToolItem).result?.seq).toBe(4);
+  });
+
+  it('shows streamed text at the end, and a subagent delta under its call', () => {
+    const items = buildTranscript([ev(1, 'agent.tool_use', { tool: 'helper', call_id: 'c1' })], [
+      { key: 'R|', runId: 'R', subagent: null, text: 'Hel' },
+      { key: 'R|c1', runId: 'R', subagent: { agent: 'helper', call_id: 'c1' }, text: 'sub' },
+    ]);
+    expect(items.map((i) => i.kind)).toEqual(['tool', 'streaming']);
+    expect((items[0] as ToolItem).children.map((c) => c.kind)).toEqual(['streaming']);
+  });
+
+  it('exports Markdown', () => {
+    const md = transcriptMarkdown('T', [ev(1, 'user.message', { text: 'hi' }), ev(2, 'agent.message', { text: 'hello' })]);
+    expect(md).toContain('# T');
+    expect(md).toContain('**User:** hi');
+    expect(md).toContain('**Agent:** hello');
+  });
+});

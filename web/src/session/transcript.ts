@@ -1,0 +1,159 @@
+// Turns the event log into what the transcript shows: messages, tool calls with their results
+// (client tools too), thinking, handoffs, status lines and each run's end, with a subagent's
+// steps nested under the call that invoked it (`payload.subagent.call_id`), and the text being
+// streamed right now where it belongs.
+import type { SessionEvent } from '../api/client';
+import { subagentOf, type StreamingText, type SubagentRef } from './eventLog';
+
+export type ToolItem = {
+  kind: 'tool';
+  id: string;
+  seq: number;
+  callId: string;
+  tool: string;
+  arguments: unknown;
+  client: boolean;
+  deferrable: boolean;
+  call: SessionEvent;
+  result: SessionEvent | null;
+  subagent: SubagentRef | null;
+  children: Item[];
+};
+
+export type Item =
+  | { kind: 'user'; id: string; seq: number; event: SessionEvent }
+  | { kind: 'agent'; id: string; seq: number; event: SessionEvent; subagent: SubagentRef | null }
+  | { kind: 'thinking'; id: string; seq: number; event: SessionEvent; subagent: SubagentRef | null }
+  | ToolItem
+  | { kind: 'handoff'; id: string; seq: number; event: SessionEvent; from: string; to: string }
+  | { kind: 'status'; id: string; seq: number; event: SessionEvent }
+  | { kind: 'terminal'; id: string; seq: number; event: SessionEvent }
+  | { kind: 'streaming'; id: string; text: string; subagent: SubagentRef | null; runId: string | null };
+
+const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
+
+export function parseArguments(raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw ?? {};
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+export function buildTranscript(events: SessionEvent[], streaming: StreamingText[] = []): Item[] {
+  const top: Item[] = [];
+  const tools = new Map<string, ToolItem>();
+
+  const place = (item: Item, sub: SubagentRef | null) => {
+    if (sub) {
+      const parent = tools.get(sub.call_id);
+      if (parent) {
+        parent.children.push(item);
+        return;
+      }
+    }
+    top.push(item);
+  };
+
+  for (const e of events) {
+    const p = (e.payload ?? {}) as Record<string, unknown>;
+    const seq = e.seq ?? 0;
+    const id = `e${seq}`;
+    const sub = subagentOf(e);
+    switch (e.type) {
+      case 'user.message':
+        top.push({ kind: 'user', id, seq, event: e });
+        break;
+      case 'agent.message':
+        place({ kind: 'agent', id, seq, event: e, subagent: sub }, sub);
+        break;
+      case 'agent.thinking':
+        place({ kind: 'thinking', id, seq, event: e, subagent: sub }, sub);
+        break;
+      case 'agent.tool_use':
+      case 'agent.client_tool_call': {
+        const callId = str(p.call_id) || id;
+        const item: ToolItem = {
+          kind: 'tool',
+          id,
+          seq,
+          callId,
+          tool: str(p.tool),
+          arguments: parseArguments(p.arguments ?? p.input),
+          client: e.type === 'agent.client_tool_call',
+          deferrable: p.deferrable === true,
+          call: e,
+          result: null,
+          subagent: sub,
+          children: [],
+        };
+        tools.set(callId, item);
+        place(item, sub);
+        break;
+      }
+      case 'agent.tool_result':
+      case 'agent.client_tool_result': {
+        const t = tools.get(str(p.call_id));
+        if (t) t.result = e;
+        else place({ kind: 'status', id, seq, event: e }, sub);
+        break;
+      }
+      case 'agent.handoff':
+        top.push({ kind: 'handoff', id, seq, event: e, from: str(p.from), to: str(p.to) });
+        break;
+      case 'session.status_idle':
+      case 'session.status_error':
+        top.push({ kind: 'terminal', id, seq, event: e });
+        break;
+      default:
+        top.push({ kind: 'status', id, seq, event: e });
+    }
+  }
+  for (const s of streaming) {
+    if (!s.text) continue;
+    place({ kind: 'streaming', id: `stream:${s.key}`, text: s.text, subagent: s.subagent, runId: s.runId }, s.subagent);
+  }
+  return top;
+}
+
+/** The transcript as Markdown, for export. */
+export function transcriptMarkdown(title: string, events: SessionEvent[]): string {
+  const out: string[] = [`# ${title || 'Session transcript'}`, ''];
+  const walk = (items: Item[], depth: number) => {
+    const q = depth > 0 ? '> '.repeat(depth) : '';
+    for (const it of items) {
+      const p = 'event' in it ? ((it.event.payload ?? {}) as Record<string, unknown>) : {};
+      switch (it.kind) {
+        case 'user':
+          out.push(`${q}**User:** ${str(p.text)}`, '');
+          break;
+        case 'agent':
+          out.push(`${q}**${it.subagent ? it.subagent.agent : 'Agent'}:** ${str(p.text)}`, '');
+          break;
+        case 'thinking':
+          out.push(`${q}_Thinking:_ ${str(p.text)}`, '');
+          break;
+        case 'tool': {
+          const rp = (it.result?.payload ?? {}) as Record<string, unknown>;
+          out.push(`${q}**${it.client ? 'Client tool' : 'Tool'} \`${it.tool}\`**`, '', '```json', JSON.stringify(it.arguments, null, 2), '```');
+          if (it.result) out.push('', `${q}Result${rp.is_error ? ' (error)' : ''}:`, '', '```', str(rp.output), '```');
+          out.push('');
+          walk(it.children, depth + 1);
+          break;
+        }
+        case 'handoff':
+          out.push(`${q}_Handoff: ${it.from} → ${it.to}_`, '');
+          break;
+        case 'terminal':
+          out.push(`${q}_${it.event.type}: ${str(p.stop_reason) || str(p.run_status)}${p.error ? ` — ${str(p.error)}` : ''}_`, '');
+          break;
+        case 'status':
+          out.push(`${q}_${it.event.type}_`, '');
+          break;
+      }
+    }
+  };
+  walk(buildTranscript(events), 0);
+  return out.join('\n');
+}
