@@ -349,6 +349,14 @@ pub fn with_headers(mut resp: Response, page_csp: &HeaderValue) -> Response {
         "cross-origin-resource-policy",
         HeaderValue::from_static("same-origin"),
     );
+    // A 304 carries no body and no content type, and the browser merges its headers into the
+    // response it stored: a policy here would replace the page's own (an index.html
+    // revalidated with its ETag would come back allowing nothing). Without one, the stored
+    // policy stands.
+    if resp.status() == axum::http::StatusCode::NOT_MODIFIED {
+        return resp;
+    }
+    let h = resp.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         if page {

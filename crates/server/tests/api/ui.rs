@@ -113,6 +113,14 @@ async fn client_routes_get_the_uis_page_and_it_is_revalidated_on_every_load() {
         .await
         .unwrap();
     assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    // The browser merges a 304's headers into the page it stored: a policy on the 304 would
+    // replace the page's own, so there is none (the stored page's policy stands).
+    assert!(
+        again.headers().get(CONTENT_SECURITY_POLICY).is_none(),
+        "a 304 must not carry a policy: {:?}",
+        again.headers().get(CONTENT_SECURITY_POLICY)
+    );
+    assert!(header(&r, CONTENT_SECURITY_POLICY).contains("script-src 'self'"));
     let head = app
         .http
         .request(Method::HEAD, app.url("/agents"))
