@@ -12,8 +12,10 @@
 //!   stale page asking for an old bundle must fail loudly, not parse HTML as script).
 //!   `index.html` and the other files at the root are `no-cache` (revalidated by ETag), so
 //!   a new build shows on the next load.
-//! * Any other GET is a client route: `index.html`, whose router draws the page. Without a
-//!   built UI, a short page says how to build one, so `cargo build` works without Node.
+//! * Any other GET that asks for HTML (a browser's navigation) is a client route:
+//!   `index.html`, whose router draws the page; one that does not (an API client probing a
+//!   path) is the JSON 404 of every unknown route. Without a built UI, a short page says how
+//!   to build one, so `cargo build` works without Node.
 
 use crate::error::ApiError;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -161,10 +163,30 @@ pub async fn fallback(
             return file(a, NO_CACHE, headers);
         }
     }
+    // A client route is for a browser's navigation, which asks for HTML; a client of the API
+    // probing a path it does not know (`Accept: */*` or JSON) gets the JSON 404 every unknown
+    // route answers. The root is the UI's whatever the request accepts.
+    if !rel.is_empty() && !wants_html(headers) {
+        return not_found();
+    }
     match assets.get("index.html").await {
         Some(a) => file(a, NO_CACHE, headers),
         None => placeholder(),
     }
+}
+
+/// Whether the request names `text/html` among what it accepts, as browsers do for a
+/// navigation (`text/html,application/xhtml+xml,...`). `*/*` alone is not enough.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.split(';').next().unwrap_or("").trim();
+            t.eq_ignore_ascii_case("text/html") || t.eq_ignore_ascii_case("application/xhtml+xml")
+        })
 }
 
 /// The fallback's JSON 404, as every unknown route of the API answers.

@@ -6,7 +6,7 @@ use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG
 use reqwest::{Method, StatusCode};
 use sandbox_agents_api::ui::UiAssets;
 use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 
 const INDEX: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>Sandbox Agents</title>
@@ -50,8 +50,17 @@ async fn app_with(dist: &Dist, preview_domain: Option<&str>) -> TestApp {
     .await
 }
 
+/// What a browser asks for when it navigates.
+const NAVIGATION: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+
+/// A GET as a browser's navigation sends it.
 async fn get(app: &TestApp, path: &str) -> reqwest::Response {
-    app.http.get(app.url(path)).send().await.unwrap()
+    app.http
+        .get(app.url(path))
+        .header(reqwest::header::ACCEPT, NAVIGATION)
+        .send()
+        .await
+        .unwrap()
 }
 
 fn header(r: &reqwest::Response, name: reqwest::header::HeaderName) -> String {
@@ -101,6 +110,29 @@ async fn client_routes_get_the_uis_page_and_it_is_revalidated_on_every_load() {
         assert_eq!(header(&r, CACHE_CONTROL), "no-cache", "{path}");
         assert_eq!(r.text().await.unwrap(), INDEX, "{path}");
     }
+    // A client of the API probing a path it does not know gets the JSON 404, not the page;
+    // the root is the UI's whatever the request accepts.
+    for accept in [None, Some("*/*"), Some("application/json")] {
+        let mut req = app.http.get(app.url("/nothing-here"));
+        if let Some(a) = accept {
+            req = req.header(reqwest::header::ACCEPT, a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{accept:?}");
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"detail": "Not Found"})
+        );
+        let mut req = app.http.get(app.url("/"));
+        if let Some(a) = accept {
+            req = req.header(reqwest::header::ACCEPT, a);
+        }
+        assert_eq!(
+            req.send().await.unwrap().text().await.unwrap(),
+            INDEX,
+            "{accept:?}"
+        );
+    }
     // Revalidation costs nothing while the build is the same.
     let r = get(&app, "/agents").await;
     let etag = header(&r, ETAG);
@@ -108,6 +140,7 @@ async fn client_routes_get_the_uis_page_and_it_is_revalidated_on_every_load() {
     let again = app
         .http
         .get(app.url("/sessions"))
+        .header(reqwest::header::ACCEPT, NAVIGATION)
         .header(IF_NONE_MATCH, &etag)
         .send()
         .await
@@ -124,6 +157,7 @@ async fn client_routes_get_the_uis_page_and_it_is_revalidated_on_every_load() {
     let head = app
         .http
         .request(Method::HEAD, app.url("/agents"))
+        .header(reqwest::header::ACCEPT, NAVIGATION)
         .send()
         .await
         .unwrap();
