@@ -14,6 +14,8 @@ const WebhookDetailPage = lazy(() => import('./pages/webhooks/WebhookDetailPage'
 const ApiKeysPage = lazy(() => import('./pages/admin/ApiKeysPage'));
 const SecretsPage = lazy(() => import('./pages/admin/SecretsPage'));
 const GitKeysPage = lazy(() => import('./pages/admin/GitKeysPage'));
+const SkillBundlesPage = lazy(() => import('./pages/skills/SkillBundlesPage'));
+const SkillBundleDetailPage = lazy(() => import('./pages/skills/SkillBundleDetailPage'));
 const ProjectsPage = lazy(() => import('./pages/admin/ProjectsPage'));
 const ProjectDetailPage = lazy(() => import('./pages/admin/ProjectDetailPage'));
 const UsersPage = lazy(() => import('./pages/admin/UsersPage'));
@@ -39,6 +41,8 @@ export function App() {
           <Route path="keys" element={<ApiKeysPage />} />
           <Route path="secrets" element={<SecretsPage />} />
           <Route path="git-keys" element={<GitKeysPage />} />
+          <Route path="skill-bundles" element={<SkillBundlesPage />} />
+          <Route path="skill-bundles/:slug" element={<SkillBundleDetailPage />} />
           <Route path="projects" element={<ProjectsPage />} />
           <Route path="projects/:ref" element={<ProjectDetailPage />} />
           <Route path="users" element={<UsersPage />} />

@@ -1,6 +1,7 @@
 import {
   ActionIcon,
   Alert,
+  Anchor,
   Autocomplete,
   Button,
   Card,
@@ -27,6 +28,7 @@ import { api, ApiError, unwrap, type Agent } from '../../api/client';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { PageFallback } from '../../Layout';
+import { bundleOfSkillsSource } from '../skills/bundles';
 import {
   agentBody,
   CAPABILITIES,
@@ -65,6 +67,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
 
+  const skillsBundle = bundleOfSkillsSource(values.skills_source);
   const set = <K extends keyof AgentFormValues>(k: K, v: AgentFormValues[K]) => setValues((s) => ({ ...s, [k]: v }));
   useEffect(() => {
     if (touched) setErrors(validateAgentForm(values, { selfSlug: values.slug }));
@@ -321,6 +324,11 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             <Input.Wrapper label="Skills source" description='Empty for none, or {"kind":"git_repo","repo":"o/r","ref":"main","ssh_key_id":null} | {"kind":"local_dir","src":"/abs"} | {"kind":"bundle","bundle":"slug","version":"latest"}' error={err('skills_source')}>
               <LazyCodeEditor language="json" value={values.skills_source} onChange={(v) => set('skills_source', v)} minHeight={80} ariaLabel="Skills source" />
             </Input.Wrapper>
+            {skillsBundle && (
+              <Text size="sm" mt={-8}>
+                Skill bundle: <Anchor component={Link} to={`/skill-bundles/${encodeURIComponent(skillsBundle)}`} ff="monospace">{skillsBundle}</Anchor> (its versions, and how to push one)
+              </Text>
+            )}
             <Input.Wrapper label="Workspace source" description='Empty for none, or {"kind":"same_as_skills","dest":"pstack"}' error={err('workspace_source')}>
               <LazyCodeEditor language="json" value={values.workspace_source} onChange={(v) => set('workspace_source', v)} minHeight={80} ariaLabel="Workspace source" />
             </Input.Wrapper>
