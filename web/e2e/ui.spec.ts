@@ -4,6 +4,7 @@ import { expect, test, type Page } from '@playwright/test';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, setScript, tail } from './harness';
+import { sha256, tar, tgz } from './tar';
 
 const UI = () => process.env.E2E_UI_URL!;
 const API = () => process.env.E2E_API_URL!;
@@ -286,6 +287,101 @@ test('read the webhook’s delivery log', async ({ page }) => {
   await page.getByTestId('delivery').first().getByRole('button', { name: 'Attempts' }).click();
   await expect(page.getByTestId('attempts')).toContainText('200');
   await shot(page, 'webhook');
+});
+
+test('a skill bundle: create it, push by drag and drop, see a hostile archive refused, retire, delete', async ({ page }) => {
+  const BUNDLE = 'e2e-skills';
+  await page.goto(`${UI()}/sessions`);
+  await page.getByRole('link', { name: 'Skill bundles' }).click();
+  await expect(page.getByRole('heading', { name: 'Skill bundles' })).toBeVisible();
+  await expect(page.getByText('No skill bundles yet')).toBeVisible();
+  await expect(page.getByTestId('push-from-code')).toContainText('-F file=@bundle.tgz');
+  await expect(page.getByTestId('push-from-code')).toContainText('client.skill_bundles.push(');
+  // The slug is checked as the server checks it, before anything is sent.
+  await page.getByLabel('Slug').fill('Not_A_Slug');
+  await expect(page.getByText(/Lowercase letters, digits and -/)).toBeVisible();
+  await page.getByLabel('Slug').fill('0195f3a2-7b1c-7d00-8a3e-0123456789ab');
+  await expect(page.getByText(/shaped like a UUID/)).toBeVisible();
+  await page.getByLabel('Slug').fill(BUNDLE);
+  await page.getByLabel('Description').fill('Skills the e2e suite pushes');
+  await page.getByRole('button', { name: 'Create bundle' }).click();
+  await expect(page).toHaveURL(new RegExp(`/skill-bundles/${BUNDLE}$`));
+  await expect(page.getByText(/nothing pushed yet/)).toBeVisible();
+  await expect(page.getByText('No versions yet')).toBeVisible();
+
+  // A valid tree, dropped on the page as a file from the desktop would be.
+  const good = tgz([
+    { name: 'skills/', type: 'dir' },
+    { name: 'skills/report/', type: 'dir' },
+    { name: 'skills/report/SKILL.md', content: '---\nname: report\ndescription: Write a report\n---\nWrite output/report.md.\n' },
+    { name: 'skills/report/scripts/run.sh', content: '#!/bin/sh\necho ok\n' },
+    { name: 'skills/triage/SKILL.md', content: '---\nname: triage\ndescription: Sort issues\n---\nSort them.\n' },
+  ]);
+  const dt = await page.evaluateHandle(({ data }) => {
+    const t = new DataTransfer();
+    t.items.add(new File([new Uint8Array(data)], 'bundle.tgz', { type: 'application/gzip' }));
+    return t;
+  }, { data: [...good] });
+  const zone = page.getByTestId('push-zone');
+  await zone.dispatchEvent('dragenter', { dataTransfer: dt });
+  await expect(zone).toContainText('Drop to push it as the next version');
+  await zone.dispatchEvent('drop', { dataTransfer: dt });
+  const rows = page.getByTestId('bundle-version');
+  await expect(rows).toHaveCount(1);
+  await expect(rows.first()).toContainText('v1');
+  await expect(rows.first()).toContainText('latest');
+  await expect(rows.first().getByTestId('bundle-skill')).toHaveText(['skills/report', 'skills/triage']);
+  await expect(rows.first()).toContainText(sha256(good).slice(0, 12));
+  await expect(rows.first().getByRole('cell').nth(2)).toHaveText('3');
+  await expect(page.getByText(/latest version 1/)).toBeVisible();
+
+  // A hostile archive, picked with the file button: refused whole, with the member and the rule.
+  const hostile = tar([{ name: 'SKILL.md', content: 'fine\n' }, { name: '../x', content: 'escape\n' }]);
+  await page.getByLabel('Archive to push').setInputFiles({ name: 'hostile.tar', mimeType: 'application/x-tar', buffer: hostile });
+  const refusal = page.getByTestId('push-error');
+  await expect(refusal).toContainText('The archive was refused');
+  await expect(refusal).toContainText('../x');
+  await expect(refusal).toContainText("'..'");
+  await expect(rows).toHaveCount(1);
+  expect((await apiGet(`/api/skill-bundles/${BUNDLE}/versions`)).map((v: { version: number }) => v.version)).toEqual([1]);
+  // And a symbolic link, dropped this time.
+  const link = await page.evaluateHandle(({ data }) => {
+    const t = new DataTransfer();
+    t.items.add(new File([new Uint8Array(data)], 'link.tgz'));
+    return t;
+  }, { data: [...tgz([{ name: 'SKILL.md', content: 'x\n' }, { name: 'etc', type: 'symlink', linkname: '/etc' }])] });
+  await zone.dispatchEvent('drop', { dataTransfer: link });
+  await expect(refusal).toContainText('symbolic link');
+  await expect(rows).toHaveCount(1);
+  await shot(page, 'skill-bundles');
+
+  // Retire the version: its number stays taken, and nothing is left to boot from.
+  await rows.first().getByRole('button', { name: 'Retire' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Retire' }).click();
+  await expect(page.getByText('No versions yet')).toBeVisible();
+  expect((await apiGet(`/api/skill-bundles/${BUNDLE}`)).latest_version).toBeNull();
+
+  // An agent's skills source names the bundle: the delete is refused, naming the agent.
+  const created = await fetch(`${API()}/api/agents`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ slug: 'e2e-bundled', name: 'Bundled', skills_source: { kind: 'bundle', bundle: BUNDLE } }) });
+  expect(created.status, await created.clone().text()).toBe(201);
+  // Its form links the skills source to the bundle's page.
+  await page.goto(`${UI()}/agents/e2e-bundled/edit`);
+  await page.getByRole('tab', { name: 'Subagents & skills' }).click();
+  await page.getByRole('link', { name: BUNDLE }).click();
+  await expect(page).toHaveURL(new RegExp(`/skill-bundles/${BUNDLE}$`));
+  await page.getByRole('button', { name: 'Delete bundle' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  const alert = page.getByRole('alert').filter({ hasText: 'The bundle was not deleted' });
+  await expect(alert).toBeVisible();
+  await expect(alert).toContainText('e2e-bundled');
+  const agent = await created.json();
+  const patched = await fetch(`${API()}/api/agents/e2e-bundled`, { method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ version: agent.version, skills_source: null }) });
+  expect(patched.ok, await patched.clone().text()).toBeTruthy();
+  expect((await fetch(`${API()}/api/agents/e2e-bundled`, { method: 'DELETE' })).ok).toBeTruthy();
+  await page.getByRole('button', { name: 'Delete bundle' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  await expect(page).toHaveURL(new RegExp('/skill-bundles$'));
+  await expect(page.getByText('No skill bundles yet')).toBeVisible();
 });
 
 test('the main pages, for the README', async ({ page }) => {
