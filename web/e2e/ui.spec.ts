@@ -53,6 +53,11 @@ test.afterEach(async ({}, testInfo) => {
 
 test.beforeAll(async () => {
   await setScript(process.env.E2E_FAKE_MODEL_URL!, [
+    // A client tool sent with one turn only: the model calls it when it is offered.
+    { when: { last_message_role: 'tool', last_tool_result_contains: 'shipped-42' }, reply: { text: 'Order 42 has shipped.' } },
+    { when: { has_tool: 'lookup_order', last_user_contains: 'lookup' }, reply: { tool_calls: [{ name: 'lookup_order', arguments: { order: '42' } }] } },
+    // The session's own model and instructions, from the "Start a session" dialog.
+    { when: { model: 'e2e-override-model', any_message_contains: 'Speak like a pirate' }, reply: { text: 'Arr, the overrides reached me.' } },
     { when: { last_message_role: 'tool', last_tool_result_contains: 'yes' }, reply: { text: 'Thanks, you said yes.' } },
     { when: { last_message_role: 'tool', last_user_contains: 'report' }, reply: { text: 'Done: output/report.md is written.' } },
     { when: { last_user_contains: 'report' }, reply: { reasoning: 'The person wants a report file.', tool_calls: [{ name: 'shell', arguments: { command: 'mkdir -p output && printf "# Report\\n\\nAll good.\\n" > output/report.md && ls output' } }] } },
@@ -178,6 +183,30 @@ test('answer a deferrable client tool call', async ({ page }) => {
   await expect(page.getByTestId('agent-message').last()).toContainText('Thanks, you said yes.');
   await expect(page.getByTestId('requires-action')).toHaveCount(0);
   await expect(page.locator('[data-testid="tool-call"][data-tool="ask_user"]').last()).toContainText('done');
+});
+
+test('a client tool for one turn, sent from the composer and answered from the UI', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('stream-status')).toHaveText('live');
+  await page.getByRole('button', { name: 'Client tools for this turn' }).click();
+  const tools = page.getByLabel('Turn client tools (JSON)');
+  // Checked before sending: a sandbox tool's name is refused here, as the server would.
+  await tools.fill('[{"name": "shell"}]');
+  await page.getByTestId('composer').fill('Please lookup order 42');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('turn-tools')).toContainText('sandbox tool');
+  await tools.fill(JSON.stringify([{ name: 'lookup_order', description: 'Look an order up', parameters: { type: 'object', properties: { order: { type: 'string' } } }, timeout_seconds: 300 }]));
+  await page.getByRole('button', { name: 'Send' }).click();
+  const banner = page.getByTestId('requires-action');
+  await expect(banner).toContainText('Waiting for a client tool');
+  await expect(banner).toContainText('lookup_order');
+  await banner.getByLabel('Answer to lookup_order').fill('shipped-42');
+  await banner.getByRole('button', { name: 'Send answer' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('Order 42 has shipped.');
+  await expect(page.getByTestId('requires-action')).toHaveCount(0);
+  // The tool went with that turn's request, and the agent itself does not have it.
+  const agent = await apiGet(`/api/agents/${SLUG}`);
+  expect((agent.client_tools as { name: string }[]).map((t) => t.name)).toEqual(['ask_user']);
 });
 
 test('a reconnect in the middle of a stream loses and repeats nothing', async ({ page }) => {
@@ -382,6 +411,71 @@ test('a skill bundle: create it, push by drag and drop, see a hostile archive re
   await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
   await expect(page).toHaveURL(new RegExp('/skill-bundles$'));
   await expect(page.getByText('No skill bundles yet')).toBeVisible();
+});
+
+test('start a session with overrides from the sessions list, and open a port preview', async ({ page, context }) => {
+  // An agent that exposes a port (made through the API: the agent form is covered above).
+  const r = await fetch(`${API()}/api/agents`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ slug: 'e2e-web', name: 'E2E web', exposed_ports: [8080] }) });
+  expect(r.status, await r.clone().text()).toBe(201);
+  await page.goto(`${UI()}/sessions`);
+  await page.getByRole('button', { name: 'Start a session' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.getByRole('textbox', { name: 'Agent' }).click();
+  await page.getByRole('option', { name: 'E2E web (e2e-web)' }).click();
+  await dialog.getByLabel('Title').fill('E2E overrides');
+  await dialog.getByLabel('First prompt').fill('Hello there');
+  await dialog.getByRole('button', { name: /Advanced/ }).click();
+  await dialog.getByRole('textbox', { name: 'Model', exact: true }).fill('e2e-override-model');
+  await dialog.getByText('Replace the agent’s instructions').click();
+  await dialog.getByLabel('Instructions override').fill('Speak like a pirate.');
+  await dialog.getByRole('button', { name: 'Add metadata' }).click();
+  await dialog.getByLabel('Metadata key 1').fill('ticket');
+  await dialog.getByLabel('Metadata value 1').fill('42');
+  // Checked as the server checks, next to the field…
+  await dialog.getByRole('button', { name: 'Bind a secret' }).click();
+  await dialog.getByRole('textbox', { name: 'Secret 1', exact: true }).fill('NOPE');
+  await dialog.getByLabel('Environment variable 1').fill('1BAD');
+  await dialog.getByRole('button', { name: 'Start session' }).click();
+  await expect(dialog.getByLabel('Environment variable 1')).toHaveAccessibleDescription('Letters, digits and _, not starting with a digit.');
+  // …and the server's 422 lands on the binding that names the missing secret.
+  await dialog.getByLabel('Environment variable 1').fill('TOKEN');
+  await dialog.getByRole('button', { name: 'Start session' }).click();
+  await expect(dialog.getByRole('textbox', { name: 'Secret 1', exact: true })).toHaveAccessibleDescription(/no secret named 'NOPE'/);
+  await dialog.getByRole('button', { name: 'Remove binding 1' }).click();
+  await dialog.getByRole('button', { name: 'Start session' }).click();
+  await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  const id = page.url().split('/sessions/')[1];
+  const detail = await apiGet(`/api/sessions/${id}`);
+  expect(detail.model).toBe('e2e-override-model');
+  expect(detail.metadata).toEqual({ ticket: 42 });
+  expect(detail.title).toBe('E2E overrides');
+  // The fake model answers so only to that model with those instructions.
+  await expect(page.getByTestId('agent-message').last()).toContainText('Arr, the overrides reached me.', { timeout: 90_000 });
+
+  // A web server in the sandbox, and its preview in a new tab.
+  const exec = await fetch(`${API()}/api/sessions/${id}/exec`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ command: 'mkdir -p site && echo hi > site/hello.txt && (nohup python3 -m http.server 8080 >/dev/null 2>&1 &)' }),
+  });
+  expect(exec.ok, await exec.clone().text()).toBeTruthy();
+  expect((await exec.json()).exit_code).toBe(0);
+  const { url } = await apiGet(`/api/sessions/${id}/ports/8080`);
+  await expect.poll(async () => (await fetch(url).catch(() => null))?.status ?? 0, { timeout: 30_000 }).toBe(200);
+  await page.getByRole('tab', { name: 'Ports' }).click();
+  const popup = context.waitForEvent('page');
+  await page.getByRole('button', { name: 'Open port 8080' }).click();
+  const preview = await popup;
+  await preview.waitForLoadState();
+  await expect(preview.locator('body')).toContainText('Directory listing');
+  await expect(preview.locator('body')).toContainText('site/');
+  expect(new URL(preview.url()).pathname).toBe(new URL(url).pathname);
+  expect(await preview.evaluate(() => window.opener === null && document.referrer === '')).toBe(true);
+  await preview.close();
+  await expect(page.getByTestId('preview-link')).toHaveAttribute('rel', 'noopener noreferrer');
+  // Gone again, so the list below counts the story's two sessions.
+  const del = await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' });
+  expect(del.ok).toBeTruthy();
 });
 
 test('the main pages, for the README', async ({ page }) => {

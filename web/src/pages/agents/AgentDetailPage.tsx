@@ -1,10 +1,10 @@
-import { Badge, Button, Card, Group, Modal, SimpleGrid, Stack, Tabs, Text, TextInput, Textarea, Title, Anchor, Table } from '@mantine/core';
+import { Badge, Button, Card, Group, SimpleGrid, Stack, Tabs, Text, Title, Anchor, Table } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { IconPlayerPlay } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
-import { api, ApiError, unwrap, unwrapPage, type Agent } from '../../api/client';
+import { api, ApiError, unwrap, unwrapPage } from '../../api/client';
 import { CodeBlock, ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
@@ -12,49 +12,7 @@ import { RelTime } from '../../lib/time';
 import { StatusBadge } from '../sessions/SessionsPage';
 import { agentBody, agentSnippets, formFromAgent } from './model';
 
-export function StartSessionModal({ agent, opened, onClose }: { agent: Agent; opened: boolean; onClose: () => void }) {
-  const navigate = useNavigate();
-  const qc = useQueryClient();
-  const [title, setTitle] = useState('');
-  const [prompt, setPrompt] = useState('');
-  const start = useMutation({
-    mutationFn: () =>
-      unwrap(
-        api.POST('/api/sessions', {
-          body: { agent_id: agent.slug, title, model: null, instructions: null, manifest: null, from_snapshot_id: null, environment_id: null, prompt: prompt.trim() ? prompt : null },
-        }),
-      ),
-    onSuccess: (s) => {
-      qc.invalidateQueries({ queryKey: ['sessions'] });
-      onClose();
-      navigate(`/sessions/${s.id}`);
-    },
-  });
-  return (
-    <Modal opened={opened} onClose={onClose} title={`Start a session with ${agent.name}`}>
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          start.mutate();
-        }}
-      >
-        <Stack>
-          <TextInput label="Title" placeholder="optional" value={title} onChange={(e) => setTitle(e.currentTarget.value)} data-autofocus />
-          <Textarea label="First prompt" description="Optional: the first turn starts as soon as the sandbox is up." autosize minRows={3} value={prompt} onChange={(e) => setPrompt(e.currentTarget.value)} />
-          <ErrorAlert error={start.error} />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={start.isPending} leftSection={<IconPlayerPlay size={16} />}>
-              Start session
-            </Button>
-          </Group>
-        </Stack>
-      </form>
-    </Modal>
-  );
-}
+import { StartSessionModal } from '../sessions/StartSessionModal';
 
 function Field({ label, children }: { label: string; children: React.ReactNode }) {
   return (

@@ -1,6 +1,6 @@
-import { Anchor, Badge, Button, Group, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
+import { Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconDownload, IconPencil, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -15,6 +15,9 @@ import type { StreamStatus } from '../../session/sse';
 import { StatusBadge } from './SessionsPage';
 import { RequiresActionBanner, Transcript } from './Transcript';
 import { EditSessionModal } from './EditSessionModal';
+import { LazyCodeEditor } from '../../components/LazyCodeEditor';
+import { parseTurnClientTools } from './startSession';
+import type { ClientTool } from '../../api/client';
 
 const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
@@ -212,21 +215,34 @@ export default function SessionDetailPage() {
   );
 }
 
+const TOOLS_PLACEHOLDER = '[\n  {\n    "name": "lookup_order",\n    "description": "Look an order up by its number",\n    "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},\n    "deferrable": false,\n    "timeout_seconds": 120\n  }\n]';
+
 function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: boolean; busy: boolean }) {
   const [prompt, setPrompt] = useState('');
   const [maxTurns, setMaxTurns] = useState<number | ''>('');
+  const [withTools, setWithTools] = useState(false);
+  const [toolsText, setToolsText] = useState('');
+  const [toolsError, setToolsError] = useState<string | null>(null);
   const send = useMutation({
-    mutationFn: () =>
+    mutationFn: (clientTools: ClientTool[] | null) =>
       unwrap(
         api.POST('/api/sessions/{session_id}/messages', {
           params: { path: { session_id: sessionId } },
-          body: { prompt, max_turns: maxTurns === '' ? null : maxTurns },
+          body: { prompt, max_turns: maxTurns === '' ? null : maxTurns, ...(clientTools ? { client_tools: clientTools } : {}) },
         }),
       ),
     onSuccess: () => setPrompt(''),
   });
   const submit = () => {
-    if (prompt.trim() && !send.isPending) send.mutate();
+    if (!prompt.trim() || send.isPending) return;
+    // The turn's client tools are checked here, as the server would, before anything is sent.
+    const tools = withTools ? parseTurnClientTools(toolsText) : ({ ok: true, tools: null } as const);
+    if (!tools.ok) {
+      setToolsError(tools.error);
+      return;
+    }
+    setToolsError(null);
+    send.mutate(tools.tools);
   };
   return (
     <form
@@ -237,6 +253,16 @@ function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: 
     >
       <Stack gap={6} mt="sm">
         <ErrorAlert error={send.error} title="The message was not accepted" />
+        {withTools && (
+          <Input.Wrapper
+            label="Client tools for this turn"
+            description="A JSON array of tools (name, description, parameters as JSON Schema, deferrable, timeout_seconds), added to the agent’s for this turn only; a name the agent has is replaced. Empty: none."
+            error={toolsError}
+            data-testid="turn-tools"
+          >
+            <LazyCodeEditor language="json" value={toolsText} onChange={(t) => { setToolsText(t); setToolsError(null); }} minHeight={80} maxHeight={240} placeholder={TOOLS_PLACEHOLDER} ariaLabel="Turn client tools (JSON)" />
+          </Input.Wrapper>
+        )}
         <Group align="flex-end" gap="xs" wrap="nowrap">
           <Textarea
             style={{ flex: 1 }}
@@ -257,6 +283,11 @@ function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: 
             data-testid="composer"
           />
           <NumberInput aria-label="Max turns" placeholder="max turns" min={1} max={1000} w={110} value={maxTurns} onChange={(v) => setMaxTurns(typeof v === 'number' ? v : '')} allowDecimal={false} />
+          <Tooltip label={withTools ? 'Send no client tools with this turn' : 'Client tools for this turn'}>
+            <Button variant={withTools ? 'light' : 'default'} onClick={() => { setWithTools((w) => !w); setToolsError(null); }} aria-pressed={withTools} aria-label="Client tools for this turn" px="xs">
+              <IconTool size={16} />
+            </Button>
+          </Tooltip>
           <Button type="submit" leftSection={<IconSend size={16} />} loading={send.isPending} disabled={disabled || !prompt.trim()}>
             Send
           </Button>

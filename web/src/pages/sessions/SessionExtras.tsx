@@ -7,11 +7,34 @@ import { api, unwrap, type SessionDetail } from '../../api/client';
 import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
 import { formatBytes, formatDuration, formatNumber, RelTime } from '../../lib/time';
 
+/**
+ * Opens a preview URL in a new tab with rel=noopener noreferrer: the preview cannot reach back
+ * into this window, and it gets no Referer with the session's URL. The signed URL is the only
+ * credential; no cookie or key is added to it. Anything but http(s) is refused.
+ */
+export function openPreview(url: string): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url, window.location.href);
+  } catch {
+    return false;
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return false;
+  const a = document.createElement('a');
+  a.href = parsed.href;
+  a.target = '_blank';
+  a.rel = 'noopener noreferrer';
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  return true;
+}
+
 function Ports({ session }: { session: SessionDetail }) {
   const [port, setPort] = useState<number | ''>(session.exposed_ports[0] ?? '');
   const open = useMutation({
     mutationFn: (p: number) => unwrap(api.GET('/api/sessions/{session_id}/ports/{port}', { params: { path: { session_id: session.id, port: p } } })),
-    onSuccess: (r) => window.open(r.url, '_blank', 'noopener,noreferrer'),
+    onSuccess: (r) => openPreview(r.url),
   });
   return (
     <Stack maw={640}>
@@ -37,7 +60,7 @@ function Ports({ session }: { session: SessionDetail }) {
       </Group>
       {open.data && (
         <Text size="sm">
-          Preview: <Anchor href={open.data.url} target="_blank" rel="noopener noreferrer">{open.data.url}</Anchor>
+          Preview (if no tab opened): <Anchor href={open.data.url} target="_blank" rel="noopener noreferrer" data-testid="preview-link">{open.data.url}</Anchor>
         </Text>
       )}
       <ErrorAlert error={open.error} />

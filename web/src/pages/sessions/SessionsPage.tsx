@@ -1,9 +1,11 @@
 import { Anchor, Badge, Button, Group, Pagination, Select, Skeleton, Table, Text } from '@mantine/core';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
 import { api, unwrap, unwrapPage, type Session } from '../../api/client';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { RelTime } from '../../lib/time';
+import { StartSessionModal } from './StartSessionModal';
 
 const PAGE = 25;
 const STATUSES = ['provisioning', 'running', 'stopped', 'error'];
@@ -30,6 +32,7 @@ export function StatusBadge({ session }: { session: Pick<Session, 'status' | 'ac
 
 export default function SessionsPage() {
   const [params, setParams] = useSearchParams();
+  const [starting, setStarting] = useState(false);
   const agent = params.get('agent');
   const status = params.get('status');
   const page = Math.max(1, Number(params.get('page') ?? 1) || 1);
@@ -63,11 +66,10 @@ export default function SessionsPage() {
         title="Sessions"
         description="Each session is one conversation and the sandbox it owns."
         actions={
-          <Button component={Link} to="/agents" variant="light">
-            Start from an agent
-          </Button>
+          <Button onClick={() => setStarting(true)}>Start a session</Button>
         }
       />
+      {starting && <StartSessionModal opened defaultAgent={agent ?? undefined} onClose={() => setStarting(false)} />}
       <Group mb="md">
         <Select
           placeholder="Any agent"

@@ -1,0 +1,69 @@
+import { MantineProvider } from '@mantine/core';
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { render, screen, waitFor } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { MemoryRouter } from 'react-router-dom';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Agent } from '../../api/client';
+import { StartSessionModal } from './StartSessionModal';
+
+const agent = { id: 'A', slug: 'analyst', name: 'Analyst', model: 'fake-model' } as Agent;
+const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('StartSessionModal', () => {
+  it('puts a 422 field error next to its field and sends the overrides', async () => {
+    const posted: unknown[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      const path = new URL(req.url).pathname;
+      if (path === '/api/models') return json([{ id: 'fake-model', owned_by: '' }]);
+      if (path === '/api/secrets') return json([]);
+      if (path === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'model'], msg: 'the proxy does not serve this model' }] }, 422);
+      }
+      return json({ detail: 'unexpected' }, 404);
+    });
+    render(
+      <MantineProvider>
+        <QueryClientProvider client={new QueryClient()}>
+          <MemoryRouter>
+            <StartSessionModal agent={agent} opened onClose={() => {}} />
+          </MemoryRouter>
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    const user = userEvent.setup({ delay: null });
+    await user.click(await screen.findByRole('button', { name: /Advanced/ }));
+    await user.type(screen.getByRole('textbox', { name: 'Model' }), 'gpt-nope');
+    await user.click(screen.getByRole('button', { name: 'Add metadata' }));
+    await user.type(screen.getByLabelText('Metadata key 1'), 'n');
+    await user.type(screen.getByLabelText('Metadata value 1'), '7');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(screen.getByRole('textbox', { name: 'Model' })).toHaveAccessibleDescription(/the proxy does not serve this model/));
+    expect(posted).toEqual([expect.objectContaining({ agent_id: 'analyst', model: 'gpt-nope', instructions: null, manifest: null, metadata: { n: 7 }, secret_bindings: [] })]);
+  }, 30_000);
+
+  it('checks fields before sending anything', async () => {
+    const fetch = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
+    render(
+      <MantineProvider>
+        <QueryClientProvider client={new QueryClient()}>
+          <MemoryRouter>
+            <StartSessionModal agent={agent} opened onClose={() => {}} />
+          </MemoryRouter>
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    const user = userEvent.setup({ delay: null });
+    await user.click(await screen.findByRole('button', { name: /Advanced/ }));
+    await user.click(screen.getByRole('button', { name: 'Bind a secret' }));
+    await user.type(screen.getByLabelText('Environment variable 1'), '1X');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    expect(await screen.findByText('Letters, digits and _, not starting with a digit.')).toBeInTheDocument();
+    expect(screen.getByText('Name a secret.')).toBeInTheDocument();
+    expect(fetch.mock.calls.some(([r]) => (r as Request).method === 'POST')).toBe(false);
+  }, 30_000);
+});

@@ -1,0 +1,202 @@
+import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, Select, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
+import { IconPlayerPlay, IconPlus, IconTrash } from '@tabler/icons-react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useNavigate } from 'react-router-dom';
+import { api, unwrap, type Agent } from '../../api/client';
+import { ErrorAlert } from '../../components/common';
+import { LazyCodeEditor } from '../../components/LazyCodeEditor';
+import { emptyStartSession, fieldErrorsOf, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
+
+const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
+
+/**
+ * "Start a session": with an agent (from its page) or a picker (from the sessions list), and
+ * under "Advanced" everything else POST /api/sessions takes. Checked as the server checks;
+ * a 422's field errors land next to their fields.
+ */
+export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { agent?: Agent; defaultAgent?: string; opened: boolean; onClose: () => void }) {
+  const navigate = useNavigate();
+  const qc = useQueryClient();
+  const [v, setV] = useState<StartSessionValues>(() => emptyStartSession(agent?.slug ?? defaultAgent ?? ''));
+  const [errors, setErrors] = useState<Errors>({});
+  const [advanced, setAdvanced] = useState<string | null>(null);
+  const set = <K extends keyof StartSessionValues>(k: K, value: StartSessionValues[K]) => setV((old) => ({ ...old, [k]: value }));
+  const agents = useQuery({
+    queryKey: ['agents', { archived: false }],
+    queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: false } } })),
+    enabled: opened && !agent,
+  });
+  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), enabled: opened, retry: false });
+  const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')), enabled: opened, retry: false });
+  const picked = agent ?? agents.data?.find((a) => a.slug === v.agent);
+  const start = useMutation({
+    mutationFn: (values: StartSessionValues) => unwrap(api.POST('/api/sessions', { body: startSessionBody(values) })),
+    onSuccess: (s) => {
+      qc.invalidateQueries({ queryKey: ['sessions'] });
+      onClose();
+      navigate(`/sessions/${s.id}`);
+    },
+    onError: (e, values) => {
+      const fields = fieldErrorsOf(e, values);
+      setErrors(fields);
+      if (Object.keys(fields).some((k) => !['agent_id', 'title', 'prompt'].includes(k))) setAdvanced('advanced');
+    },
+  });
+  const err = (k: string) => errors[k];
+  const submit = () => {
+    const e = validateStartSession(v);
+    setErrors(e);
+    if (Object.keys(e).length) {
+      if (Object.keys(e).some((k) => k !== 'agent_id')) setAdvanced('advanced');
+      return;
+    }
+    start.mutate(v);
+  };
+
+  return (
+    <Modal opened={opened} onClose={onClose} title={agent ? `Start a session with ${agent.name}` : 'Start a session'} size="lg">
+      <form
+        noValidate
+        onSubmit={(e) => {
+          e.preventDefault();
+          submit();
+        }}
+      >
+        <Stack>
+          {!agent && (
+            <Select
+              label="Agent"
+              placeholder="Pick an agent"
+              searchable
+              data={(agents.data ?? []).map((a) => ({ value: a.slug, label: `${a.name} (${a.slug})` }))}
+              value={v.agent || null}
+              onChange={(x) => set('agent', x ?? '')}
+              error={err('agent_id')}
+              data-autofocus
+            />
+          )}
+          <TextInput label="Title" placeholder="optional" value={v.title} onChange={(e) => set('title', e.currentTarget.value)} error={err('title')} data-autofocus={agent ? true : undefined} />
+          <Textarea label="First prompt" description="Optional: the first turn starts as soon as the sandbox is up." autosize minRows={3} value={v.prompt} onChange={(e) => set('prompt', e.currentTarget.value)} error={err('prompt')} />
+          <Accordion variant="contained" value={advanced} onChange={setAdvanced}>
+            <Accordion.Item value="advanced">
+              <Accordion.Control>Advanced: model, instructions, manifest, secrets, metadata</Accordion.Control>
+              <Accordion.Panel>
+                <Stack>
+                  <Autocomplete
+                    label="Model"
+                    description={picked?.model ? `Empty: the agent’s (${picked.model}).` : 'Empty: the agent’s model.'}
+                    placeholder={picked?.model ?? 'the agent’s'}
+                    data={(models.data ?? []).map((m) => m.id)}
+                    value={v.model}
+                    onChange={(x) => set('model', x)}
+                    error={err('model')}
+                  />
+                  <Stack gap={4}>
+                    <Switch label="Replace the agent’s instructions" checked={v.overrideInstructions} onChange={(e) => set('overrideInstructions', e.currentTarget.checked)} />
+                    {v.overrideInstructions && (
+                      <Input.Wrapper label="Instructions" description="For this session only, instead of the agent’s." error={err('instructions')}>
+                        <LazyCodeEditor language="markdown" value={v.instructions} onChange={(x) => set('instructions', x)} minHeight={100} ariaLabel="Instructions override" />
+                      </Input.Wrapper>
+                    )}
+                  </Stack>
+                  <Input.Wrapper
+                    label="Manifest"
+                    description="Optional: merged into the agent’s manifest, entry by entry and variable by variable (this session wins)."
+                    error={err('manifest') ?? Object.entries(errors).find(([k]) => k.startsWith('manifest.'))?.[1]}
+                  >
+                    <LazyCodeEditor language="json" value={v.manifest} onChange={(x) => set('manifest', x)} minHeight={80} placeholder={MANIFEST_PLACEHOLDER} ariaLabel="Manifest override" />
+                  </Input.Wrapper>
+                  <Input.Wrapper label="Secret bindings" description="Project secrets as environment variables, besides the agent’s (this session wins per variable)." error={err('secret_bindings')}>
+                    <Stack gap="xs" mt={4}>
+                      {secrets.error && (
+                        <Text size="xs" c="dimmed">
+                          The project’s secrets could not be listed; type a secret’s name.
+                        </Text>
+                      )}
+                      {v.secret_bindings.map((b, i) => (
+                        <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
+                          <Autocomplete
+                            placeholder="secret name"
+                            data={(secrets.data ?? []).map((s) => s.name)}
+                            value={b.secret}
+                            error={err(`secret_bindings.${i}.secret`)}
+                            aria-label={`Secret ${i + 1}`}
+                            onChange={(x) => set('secret_bindings', v.secret_bindings.map((r, j) => (j === i ? { ...r, secret: x } : r)))}
+                          />
+                          <TextInput
+                            placeholder="ENV_VAR"
+                            value={b.env}
+                            error={err(`secret_bindings.${i}.env`)}
+                            aria-label={`Environment variable ${i + 1}`}
+                            onChange={(e) => {
+                              const env = e.currentTarget.value;
+                              set('secret_bindings', v.secret_bindings.map((r, j) => (j === i ? { ...r, env } : r)));
+                            }}
+                          />
+                          <ActionIcon variant="subtle" color="red" aria-label={`Remove binding ${i + 1}`} mt={6} onClick={() => set('secret_bindings', v.secret_bindings.filter((_, j) => j !== i))}>
+                            <IconTrash size={16} />
+                          </ActionIcon>
+                        </Group>
+                      ))}
+                      <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('secret_bindings', [...v.secret_bindings, { secret: '', env: '' }])}>
+                        Bind a secret
+                      </Button>
+                    </Stack>
+                  </Input.Wrapper>
+                  <Input.Wrapper label="Metadata" description="Your own values, kept with the session; a value that reads as JSON (42, true, {…}) is stored as JSON." error={err('metadata')}>
+                    <Stack gap="xs" mt={4}>
+                      {v.metadata.map((r, i) => (
+                        <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
+                          <TextInput
+                            placeholder="key"
+                            value={r.key}
+                            error={err(`metadata.${i}.key`) ?? err(`metadata.${r.key}`)}
+                            aria-label={`Metadata key ${i + 1}`}
+                            onChange={(e) => {
+                              const key = e.currentTarget.value;
+                              set('metadata', v.metadata.map((x, j) => (j === i ? { ...x, key } : x)));
+                            }}
+                          />
+                          <TextInput
+                            placeholder="value"
+                            value={r.value}
+                            aria-label={`Metadata value ${i + 1}`}
+                            onChange={(e) => {
+                              const value = e.currentTarget.value;
+                              set('metadata', v.metadata.map((x, j) => (j === i ? { ...x, value } : x)));
+                            }}
+                          />
+                          <ActionIcon variant="subtle" color="red" aria-label={`Remove metadata ${i + 1}`} mt={6} onClick={() => set('metadata', v.metadata.filter((_, j) => j !== i))}>
+                            <IconTrash size={16} />
+                          </ActionIcon>
+                        </Group>
+                      ))}
+                      <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('metadata', [...v.metadata, { key: '', value: '' }])}>
+                        Add metadata
+                      </Button>
+                    </Stack>
+                  </Input.Wrapper>
+                </Stack>
+              </Accordion.Panel>
+            </Accordion.Item>
+          </Accordion>
+          {Object.keys(errors).length > 0 && !start.error && (
+            <Alert color="red" role="alert" data-testid="start-errors">
+              Fix the fields marked above first.
+            </Alert>
+          )}
+          <ErrorAlert error={start.error} />
+          <Group justify="flex-end">
+            <Button variant="default" onClick={onClose}>
+              Cancel
+            </Button>
+            <Button type="submit" loading={start.isPending} leftSection={<IconPlayerPlay size={16} />}>
+              Start session
+            </Button>
+          </Group>
+        </Stack>
+      </form>
+    </Modal>
+  );
+}

@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../api/client';
+import { emptyStartSession, fieldErrorsOf, metadataValue, parseTurnClientTools, startSessionBody, validateManifest, validateStartSession } from './startSession';
+
+const valid = () => emptyStartSession('analyst');
+
+describe('validateStartSession', () => {
+  it('accepts the agent alone, and sends null for everything left alone', () => {
+    expect(validateStartSession(valid())).toEqual({});
+    expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null });
+  });
+  it('needs an agent and a model that is not blank', () => {
+    const e = validateStartSession({ ...valid(), agent: ' ', model: '   ' });
+    expect(Object.keys(e).sort()).toEqual(['agent_id', 'model']);
+  });
+  it('checks secret bindings like SecretBinding: a secret, an env name, no duplicates, at most 32', () => {
+    const e = validateStartSession({ ...valid(), secret_bindings: [{ secret: '', env: '1X' }, { secret: 'TOKEN', env: 'API_TOKEN' }, { secret: 'OTHER', env: 'API_TOKEN' }] });
+    expect(e['secret_bindings.0.secret']).toBeTruthy();
+    expect(e['secret_bindings.0.env']).toMatch(/Letters/);
+    expect(e['secret_bindings.1.env']).toBeUndefined();
+    expect(e['secret_bindings.2.env']).toMatch(/Duplicate/);
+    const many = Array.from({ length: 33 }, (_, i) => ({ secret: 'S', env: `V${i}` }));
+    expect(validateStartSession({ ...valid(), secret_bindings: many }).secret_bindings).toMatch(/32/);
+  });
+  it('checks metadata keys', () => {
+    const e = validateStartSession({ ...valid(), metadata: [{ key: '', value: '1' }, { key: 'a', value: '' }, { key: 'a', value: '' }] });
+    expect(Object.keys(e).sort()).toEqual(['metadata.0.key', 'metadata.2.key']);
+  });
+  it('builds the body with the overrides', () => {
+    const body = startSessionBody({
+      ...valid(),
+      title: 'T',
+      prompt: 'Hi',
+      model: ' gpt-x ',
+      overrideInstructions: true,
+      instructions: '',
+      manifest: '{"environment":{"MODE":"x"}}',
+      secret_bindings: [{ secret: ' TOKEN ', env: 'API_TOKEN' }],
+      metadata: [{ key: 'n', value: '42' }, { key: 'j', value: '{"a":1}' }, { key: 's', value: 'plain text' }],
+    });
+    expect(body).toMatchObject({ title: 'T', prompt: 'Hi', model: 'gpt-x', instructions: '', manifest: { environment: { MODE: 'x' } }, secret_bindings: [{ secret: 'TOKEN', env: 'API_TOKEN' }], metadata: { n: 42, j: { a: 1 }, s: 'plain text' } });
+  });
+});
+
+describe('validateManifest', () => {
+  it('takes empty as none and checks the shape', () => {
+    expect(validateManifest('')).toBeNull();
+    expect(validateManifest('{"entries":{"a.md":{"kind":"file","content":"x"}},"environment":{"A":"1"}}')).toBeNull();
+    expect(validateManifest('{')).toMatch(/JSON/);
+    expect(validateManifest('[]')).toMatch(/object/);
+    expect(validateManifest('{"files":{}}')).toMatch(/Unknown field "files"/);
+    expect(validateManifest('{"entries":{"/etc":{"kind":"dir"}}}')).toMatch(/relative/);
+    expect(validateManifest('{"entries":{"a":{"kind":"file"}}}')).toMatch(/content/);
+    expect(validateManifest('{"entries":{"a":{"kind":"zip"}}}')).toMatch(/kind/);
+    expect(validateManifest('{"environment":{"1A":"x"}}')).toMatch(/letters/i);
+    expect(validateManifest('{"environment":{"A":1}}')).toMatch(/strings/);
+  });
+});
+
+describe('metadataValue', () => {
+  it('reads JSON when it is JSON, else keeps the text', () => {
+    expect(metadataValue('true')).toBe(true);
+    expect(metadataValue('"q"')).toBe('q');
+    expect(metadataValue('hello world')).toBe('hello world');
+    expect(metadataValue('')).toBe('');
+  });
+});
+
+describe('fieldErrorsOf', () => {
+  it('maps a 422 field list onto field keys', () => {
+    const err = new ApiError(422, 'x', { detail: [{ loc: ['body', 'secret_bindings', 0, 'secret'], msg: 'no secret named NOPE' }, { loc: ['body', 'model'], msg: 'blank' }, { loc: ['body'], msg: 'whole body' }] });
+    expect(fieldErrorsOf(err)).toEqual({ 'secret_bindings.0.secret': 'no secret named NOPE', model: 'blank' });
+  });
+  it('puts the server’s unknown-secret sentence on the row that names it', () => {
+    const v = { ...valid(), secret_bindings: [{ secret: 'OK', env: 'A' }, { secret: 'NOPE', env: 'B' }] };
+    const detail = "secret 'NOPE' (bound to B) does not exist in this project";
+    expect(fieldErrorsOf(new ApiError(422, detail, { detail }), v)).toEqual({ 'secret_bindings.1.secret': detail });
+    const msg = "there is no secret named 'NOPE' in this project (bound to B by the session); create it first";
+    expect(fieldErrorsOf(new ApiError(422, msg, { detail: [{ loc: ['body', 'secret_bindings'], msg }] }), v)).toEqual({ 'secret_bindings.1.secret': msg });
+    expect(fieldErrorsOf(new ApiError(422, msg, { detail: [{ loc: ['body', 'secret_bindings'], msg }] }))).toEqual({ secret_bindings: msg });
+  });
+  it('gives nothing for other errors', () => {
+    expect(fieldErrorsOf(new ApiError(409, 'archived', { detail: 'archived' }))).toEqual({});
+    expect(fieldErrorsOf(new Error('x'))).toEqual({});
+  });
+});
+
+describe('parseTurnClientTools', () => {
+  it('takes empty as no tools and parses a valid list', () => {
+    expect(parseTurnClientTools('  ')).toEqual({ ok: true, tools: null });
+    const r = parseTurnClientTools('[{"name":"lookup","description":"d","parameters":{"type":"object"},"timeout_seconds":30},{"name":"ask","deferrable":true}]');
+    expect(r.ok && r.tools?.map((t) => t.name)).toEqual(['lookup', 'ask']);
+  });
+  it('checks each tool like ClientTool', () => {
+    const bad = (text: string) => {
+      const r = parseTurnClientTools(text);
+      return r.ok ? null : r.error;
+    };
+    expect(bad('{')).toMatch(/JSON/);
+    expect(bad('{"name":"x"}')).toMatch(/array/);
+    expect(bad('[{"name":"bad name"}]')).toMatch(/name/);
+    expect(bad('[{"name":"shell"}]')).toMatch(/sandbox/);
+    expect(bad('[{"name":"a"},{"name":"a"}]')).toMatch(/Tool 2: duplicate/);
+    expect(bad('[{"name":"a","parameters":[]}]')).toMatch(/object/);
+    expect(bad('[{"name":"a","deferrable":true,"timeout_seconds":5}]')).toMatch(/deferrable/);
+    expect(bad('[{"name":"a","timeout_seconds":0}]')).toMatch(/3600/);
+    expect(bad('[{"name":"a","timeout_seconds":3601}]')).toMatch(/3600/);
+    expect(bad('[{"name":"a","nme":"x"}]')).toMatch(/unknown field "nme"/);
+  });
+});
