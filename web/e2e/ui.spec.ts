@@ -509,6 +509,12 @@ test('the main pages, for the README', async ({ page }) => {
   await page.goto(`${UI()}/sessions`);
   await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+  await shot(page, 'sessions-phone');
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('agent-message').first()).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+  await shot(page, 'session-phone');
+  await page.goto(`${UI()}/sessions`);
   await page.getByRole('button', { name: 'Toggle navigation' }).click();
   await page.getByRole('link', { name: 'Agents' }).click();
   await expect(page.getByRole('heading', { name: 'Agents' })).toBeVisible();
