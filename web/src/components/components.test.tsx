@@ -1,20 +1,13 @@
-import { MantineProvider } from '@mantine/core';
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { render, screen, waitFor } from '@testing-library/react';
+import { screen, waitFor } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
-import type { ReactNode } from 'react';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../api/client';
+import { renderInApp } from '../test/render';
 import { relativeTime } from '../lib/time';
 import { RequiresActionBanner } from '../pages/sessions/Transcript';
 import { EmptyState, ErrorAlert, ShownOnce } from './common';
 
-const wrap = (ui: ReactNode) =>
-  render(
-    <MantineProvider>
-      <QueryClientProvider client={new QueryClient()}>{ui}</QueryClientProvider>
-    </MantineProvider>,
-  );
+const wrap = renderInApp;
 
 afterEach(() => vi.restoreAllMocks());
 

@@ -1,10 +1,8 @@
-import { MantineProvider } from '@mantine/core';
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { render, screen, waitFor } from '@testing-library/react';
+import { screen, waitFor } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
-import { MemoryRouter } from 'react-router-dom';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Agent } from '../../api/client';
+import { renderInApp } from '../../test/render';
 import { StartSessionModal } from './StartSessionModal';
 
 const agent = { id: 'A', slug: 'analyst', name: 'Analyst', model: 'fake-model' } as Agent;
@@ -26,15 +24,7 @@ describe('StartSessionModal', () => {
       }
       return json({ detail: 'unexpected' }, 404);
     });
-    render(
-      <MantineProvider>
-        <QueryClientProvider client={new QueryClient()}>
-          <MemoryRouter>
-            <StartSessionModal agent={agent} opened onClose={() => {}} />
-          </MemoryRouter>
-        </QueryClientProvider>
-      </MantineProvider>,
-    );
+    renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);
     const user = userEvent.setup({ delay: null });
     await user.click(await screen.findByRole('button', { name: /Advanced/ }));
     await user.type(screen.getByRole('textbox', { name: 'Model' }), 'gpt-nope');
@@ -48,15 +38,7 @@ describe('StartSessionModal', () => {
 
   it('checks fields before sending anything', async () => {
     const fetch = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
-    render(
-      <MantineProvider>
-        <QueryClientProvider client={new QueryClient()}>
-          <MemoryRouter>
-            <StartSessionModal agent={agent} opened onClose={() => {}} />
-          </MemoryRouter>
-        </QueryClientProvider>
-      </MantineProvider>,
-    );
+    renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);
     const user = userEvent.setup({ delay: null });
     await user.click(await screen.findByRole('button', { name: /Advanced/ }));
     await user.click(screen.getByRole('button', { name: 'Bind a secret' }));
