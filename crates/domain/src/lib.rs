@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod bundle;
+pub mod ca;
 pub mod event;
 pub mod git_key;
 pub mod identity;

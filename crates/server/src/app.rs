@@ -63,6 +63,7 @@ impl ServiceSettings {
                     local_dir_roots: config.local_dir_roots.clone(),
                 },
                 warm_pool: config.warm_pool_size,
+                extra_ca: config.extra_ca_certs()?,
             },
             blobs_dir: config.data_dir.join("blobs"),
             git_known_hosts: config.git_known_hosts()?,

@@ -155,6 +155,13 @@ pub struct Config {
     )]
     pub local_dir_roots: Vec<std::path::PathBuf>,
 
+    /// A PEM file of CA certificates to trust in addition to the system's: by the control
+    /// plane's own clients (git, models, webhooks), by every sandbox (added to its trust store
+    /// at boot and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, NODE_EXTRA_CA_CERTS and
+    /// GIT_SSL_CAINFO) and by environment builds. Networks that inspect TLS need it.
+    #[arg(long, env = "SANDBOX_AGENTS_EXTRA_CA_CERTS", global = true)]
+    pub extra_ca_certs: Option<PathBuf>,
+
     /// The known_hosts file git uses over ssh with deploy keys (key tests, clones): a host's
     /// key is accepted the first time and must match after. Default: <data-dir>/known_hosts.
     /// No whitespace, quotes or '%' (ssh would split or expand them).

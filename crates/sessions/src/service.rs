@@ -4,6 +4,7 @@
 
 use crate::hooks::{NoRuns, RunHooks};
 use sandbox_agents_credentials::Credentials;
+use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::Db;
 use sandbox_agents_workspace::{BlobStore, ManifestPolicy};
@@ -28,6 +29,8 @@ pub struct SessionSettings {
     /// Every server process of a deployment should say the same: each one's sweep trims the
     /// pool to its own setting.
     pub warm_pool: usize,
+    /// CA certificates every sandbox trusts besides its image's (`--extra-ca-certs`).
+    pub extra_ca: Option<ExtraCaCerts>,
 }
 
 /// The sandbox lifecycle service; cheap to clone.

@@ -128,6 +128,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
+        extra_ca_certs: None,
         public_url: None,
         preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
         preview_public_url: None,

@@ -123,6 +123,27 @@ impl Config {
     }
 
     /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
+    /// The certificates of `--extra-ca-certs`, checked at start: a file that cannot be read or
+    /// holds anything but certificates stops the server with the reason.
+    pub fn extra_ca_certs(
+        &self,
+    ) -> anyhow::Result<Option<sandbox_agents_domain::ca::ExtraCaCerts>> {
+        let Some(path) = &self.extra_ca_certs else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "SANDBOX_AGENTS_EXTRA_CA_CERTS: cannot read {}: {e}",
+                path.display()
+            )
+        })?;
+        let certs = sandbox_agents_domain::ca::ExtraCaCerts::parse(&text).map_err(|e| {
+            anyhow::anyhow!("SANDBOX_AGENTS_EXTRA_CA_CERTS: {} {e}", path.display())
+        })?;
+        tracing::info!(path = %path.display(), certificates = certs.count(), "trusting extra CA certificates");
+        Ok(Some(certs))
+    }
+
     pub fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
         let path = self
             .git_known_hosts
