@@ -1,7 +1,8 @@
 //! A turn's context: what the model is given before its first step. The session's (or the
 //! agent's) instructions, the stored conversation, the prompt, the tools the agent's
 //! capabilities and the turn's client tools offer, and, for a parked run that continues,
-//! its turn so far with the answers it waited for; and what the turn accumulates from there
+//! its turn so far with the answers it waited for, and what the session's skills add (their
+//! section of the system prompt, `load_skill`); and what the turn accumulates from there
 //! ([`Turn`]). Memory and compaction change what goes
 //! in here.
 
@@ -12,6 +13,7 @@ use crate::stop::Stop;
 use crate::tools;
 use crate::Runs;
 use sandbox_agents_domain::agent::AgentRef;
+use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::{Message, ModelClient, ToolSpec, Usage};
@@ -72,13 +74,17 @@ impl Runs {
             .map_err(|e| Stop::Outcome(Outcome::Failed(e)))?
             .clone();
         let client_tools = record.client_tools.0.clone();
-        let mut specs = tools::specs(agent.spec.capabilities.as_deref());
+        let skills = sessions::skills(db, id).await?;
+        let mut specs = tools::specs(agent.spec.capabilities.as_deref(), skills.as_ref());
         specs.extend(client_tools.iter().map(client_tools::spec));
         let mut messages = Vec::new();
-        let instructions = session
-            .instructions
-            .clone()
-            .unwrap_or_else(|| agent.spec.instructions.clone());
+        let instructions = system_prompt(
+            session
+                .instructions
+                .clone()
+                .unwrap_or_else(|| agent.spec.instructions.clone()),
+            skills.as_ref(),
+        );
         if !instructions.trim().is_empty() {
             messages.push(Message::system(instructions));
         }
@@ -124,4 +130,16 @@ impl Runs {
             resumed,
         })
     }
+}
+
+/// The instructions, then what the boot's skills add: a workspace tree's docs and the skills
+/// section (see `SessionSkills::prompt_section`).
+fn system_prompt(instructions: String, skills: Option<&SessionSkills>) -> String {
+    let mut parts = vec![instructions];
+    if let Some(s) = skills {
+        parts.extend(s.workspace_docs.clone());
+        parts.extend(s.prompt_section());
+    }
+    parts.retain(|p| !p.trim().is_empty());
+    parts.join("\n\n")
 }

@@ -6,6 +6,7 @@ use crate::Runs;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_agents_domain::agent::Capability;
+use sandbox_agents_domain::skills::{SessionSkills, LOAD_SKILL_TOOL};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_model::ToolSpec;
 use serde::Deserialize;
@@ -14,8 +15,9 @@ use serde_json::json;
 /// Most bytes of a tool's output the model sees; the rest is cut with a note.
 pub const MAX_TOOL_OUTPUT: usize = 32 * 1024;
 
-/// The tool specs for an agent's capabilities.
-pub fn specs(capabilities: Option<&[Capability]>) -> Vec<ToolSpec> {
+/// The tool specs for an agent's capabilities, and `load_skill` when the session's skills
+/// are announced and load on demand.
+pub fn specs(capabilities: Option<&[Capability]>, skills: Option<&SessionSkills>) -> Vec<ToolSpec> {
     let has = |c: Capability| capabilities.is_none_or(|cs| cs.contains(&c));
     let mut out = Vec::new();
     if has(Capability::Shell) {
@@ -70,7 +72,23 @@ pub fn specs(capabilities: Option<&[Capability]>) -> Vec<ToolSpec> {
             parameters: json!({"type": "object", "properties": {"path": path}}),
         });
     }
+    if skills.is_some_and(SessionSkills::offers_load_skill) {
+        out.push(ToolSpec {
+            name: LOAD_SKILL_TOOL.into(),
+            description: "Put a skill's folder in the workspace so you can use it: call it before opening the skill's SKILL.md. Returns its path; loading it again is harmless.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"skill_name": {"type": "string", "description": "The skill's name, as the skills list gives it."}},
+                "required": ["skill_name"]
+            }),
+        });
+    }
     out
+}
+
+#[derive(Deserialize)]
+struct LoadSkillArgs {
+    skill_name: String,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +188,15 @@ impl Runs {
             "write_file" => self.write_tool(project, id, arguments).await,
             "edit_file" => self.edit_tool(project, id, arguments).await,
             "list_files" => self.list_tool(project, id, arguments).await,
+            LOAD_SKILL_TOOL => match parse::<LoadSkillArgs>(tool, arguments) {
+                Ok(a) => self
+                    .inner
+                    .sessions
+                    .load_skill(project, id, &a.skill_name)
+                    .await
+                    .map(|v| v.to_string()),
+                Err(e) => Err(e),
+            },
             other => Err(format!("error: there is no tool named '{other}'")),
         };
         secrets.extend(
@@ -310,7 +337,21 @@ mod tests {
 
     #[test]
     fn the_builtin_names_are_the_tools_offered() {
-        let names: Vec<String> = specs(None).into_iter().map(|t| t.name).collect();
+        let lazy = SessionSkills {
+            skills: vec![sandbox_agents_domain::skills::SkillEntry {
+                name: "s".into(),
+                description: "d".into(),
+                source: "s".into(),
+                path: ".agents/s".into(),
+            }],
+            lazy: true,
+            announced: true,
+            ..Default::default()
+        };
+        let names: Vec<String> = specs(None, Some(&lazy))
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         let mut builtin: Vec<&str> = sandbox_agents_domain::tools::BUILTIN_TOOLS.to_vec();
         let mut offered: Vec<&str> = names.iter().map(String::as_str).collect();
         builtin.sort();

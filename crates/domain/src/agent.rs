@@ -51,10 +51,12 @@ pub enum ReasoningEffort {
     Max,
 }
 
-/// What the agent may do inside its sandbox: `shell` (the `shell` tool) and `filesystem`
-/// (`read_file`, `write_file`, `edit_file`, `list_files`) run today; `compaction`, `memory` and
-/// `skills` are kept in definitions but a session for an agent that asks for them is refused
-/// with 422. Null on the agent means the default set, `shell` and `filesystem`.
+/// What the agent may do inside its sandbox: `shell` (the `shell` tool), `filesystem`
+/// (`read_file`, `write_file`, `edit_file`, `list_files`) and `skills` (the skills of its
+/// `skills_source` announced in the system prompt, with `load_skill` for lazy sources; without
+/// it the source is staged at boot but not announced) run today; `compaction` and `memory` are
+/// kept in definitions but a session for an agent that asks for them is refused with 422. Null
+/// on the agent means the default set, `shell` and `filesystem`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Capability {
@@ -144,12 +146,15 @@ pub struct AgentCreate {
     /// Duplicates are dropped.
     #[serde(default)]
     pub capabilities: Option<Vec<Capability>>,
-    /// Where the agent's skills come from; null: none. Kept in the definition, but a session
-    /// for an agent with one is refused (422) until skills run.
+    /// Where the agent's skills come from; null: none. Staged into every boot of its
+    /// sessions (a bundle's `latest` resolved at each one); a source that cannot be staged
+    /// fails the boot with the reason. `git_repo` sources are kept in the definition, but a
+    /// session for such an agent is refused (422) until they run.
     #[serde(default)]
     pub skills_source: Option<SkillsSource>,
-    /// Also stage the skills source's whole tree as the workspace; null: no. Kept in the
-    /// definition, but a session for an agent with one is refused (422) until skills run.
+    /// Also stage the skills source's whole tree in the workspace (at `dest`), with its docs
+    /// file and `instructions` appended to the instructions; null: no. Needs a
+    /// `skills_source` (a session otherwise gets 422).
     #[serde(default)]
     pub workspace_source: Option<WorkspaceSource>,
     /// The files and environment variables every session's workspace starts from. Default:
@@ -504,8 +509,8 @@ impl AgentSpec {
 }
 
 impl AgentSpec {
-    /// What this agent asks for that sessions cannot run yet (skills, memory, compaction,
-    /// subagents), as a sentence; `None` when everything is supported. Definitions keep
+    /// What this agent asks for that sessions cannot run yet (git skills sources, memory,
+    /// compaction, subagents), as a sentence; `None` when everything is supported. Definitions keep
     /// these fields (they round-trip), but a session or turn that would silently ignore them
     /// is refused instead.
     pub fn unsupported(&self) -> Option<String> {
@@ -514,15 +519,11 @@ impl AgentSpec {
             match c {
                 Capability::Compaction => what.push("the 'compaction' capability"),
                 Capability::Memory => what.push("the 'memory' capability"),
-                Capability::Skills => what.push("the 'skills' capability"),
-                Capability::Shell | Capability::Filesystem => {}
+                Capability::Skills | Capability::Shell | Capability::Filesystem => {}
             }
         }
-        if self.skills_source.is_some() {
-            what.push("a skills_source");
-        }
-        if self.workspace_source.is_some() {
-            what.push("a workspace_source");
+        if matches!(self.skills_source, Some(SkillsSource::GitRepo { .. })) {
+            what.push("a git_repo skills_source");
         }
         if !self.subagents.is_empty() {
             what.push("subagents");

@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod patch;
 pub mod secret;
 pub mod session;
+pub mod skills;
 pub mod slug;
 pub mod state;
 pub mod tools;

@@ -67,6 +67,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "write_file",
     "edit_file",
     "list_files",
+    crate::skills::LOAD_SKILL_TOOL,
 ];
 
 /// Checks a list of client tools at `loc` (e.g. `["client_tools"]`).
@@ -218,8 +219,10 @@ fn default_mode() -> SubagentMode {
 }
 
 /// Where an agent's skills come from, tagged by `kind`: a git repository, a directory on the
-/// control-plane host, or a skill bundle. Kept in definitions; sessions do not run skills yet
-/// (422).
+/// control-plane host (under the server's `--local-dir-roots`), or a skill bundle. Every skill
+/// is a folder holding a `SKILL.md` under `subpath`; it is staged at `.agents/<folder>` of the
+/// workspace, at boot or (`lazy`, with the `skills` capability) when the model loads it.
+/// Sessions do not run `git_repo` sources yet (422).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SkillsSource {
@@ -314,7 +317,8 @@ pub enum WorkspaceSourceKind {
 }
 
 /// Stage the skills source's whole tree in the workspace too, so that skills which refer to
-/// the repository around them work. Kept in definitions; sessions do not run it yet (422).
+/// the repository around them work. Staged when the workspace starts fresh (a restored
+/// workspace keeps its own copy); skills are then used from the tree.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WorkspaceSource {
     /// Default `same_as_skills`.

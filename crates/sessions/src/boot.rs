@@ -5,13 +5,13 @@
 //! `provision.rs`.
 
 use crate::lock::SessionLock;
+use crate::provision::Booted;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
-use sandbox_agents_sandbox::Sandbox;
 use sandbox_agents_store::sessions::SessionRecord;
 use sandbox_agents_store::{events, sessions};
 use serde_json::json;
@@ -63,10 +63,7 @@ impl Sessions {
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
-            Ok((sandbox, env, secrets)) => {
-                self.record_running(&s, &sandbox, &env, &secrets, started)
-                    .await
-            }
+            Ok(booted) => self.record_running(&s, &booted, started).await,
             Err(e) => self.record_boot_failed(id, &e).await,
         }
     }
@@ -78,12 +75,11 @@ impl Sessions {
     async fn record_running(
         &self,
         s: &SessionRecord,
-        sandbox: &Sandbox,
-        env: &BTreeMap<String, String>,
-        secrets: &secrets::Resolved,
+        booted: &Booted,
         started: std::time::Instant,
     ) -> Result<()> {
         let st = &self.inner;
+        let (sandbox, env, secrets) = (&booted.sandbox, &booted.env, &booted.secrets);
         let id = s.session_id();
         let sealed = secrets::seal_env(st.credentials.master_key(), id, &secrets.env)?;
         let ports: BTreeMap<String, u16> = sandbox
@@ -104,6 +100,7 @@ impl Sessions {
         .await?
         {
             Some(_) => {
+                sessions::set_skills(&mut tx, id, booted.skills.as_ref()).await?;
                 sandbox_agents_store::secrets::mark_used(&mut *tx, s.project_id, &secrets.ids)
                     .await?;
                 events::append(

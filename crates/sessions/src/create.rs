@@ -154,6 +154,14 @@ fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
             Value::from(body.agent_id.as_str()),
         );
     }
+    if agent.spec.workspace_source.is_some() && agent.spec.skills_source.is_none() {
+        v.push(
+            "value_error",
+            &["agent_id"],
+            "the agent's workspace_source stages its skills source's tree, but it has no skills_source; set one or remove the workspace_source",
+            Value::from(body.agent_id.as_str()),
+        );
+    }
     if body.environment_id.is_some() {
         v.push(
             "value_error",

@@ -45,6 +45,7 @@ mod provision;
 mod reconciler;
 mod running;
 mod service;
+mod skills;
 mod snapshots;
 mod start;
 mod stop;

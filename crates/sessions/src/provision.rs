@@ -1,11 +1,13 @@
 //! Getting a booting session its sandbox: one from the warm pool or a new one, with the
 //! workspace it starts from (the archive of its last stop, the snapshot it forks, or its
-//! manifest staged by `sandbox-agents-workspace`), and the environment its commands run with.
+//! manifest staged by `sandbox-agents-workspace`), the agent's skills (`skills.rs`), and the
+//! environment its commands run with.
 
 use crate::Sessions;
 use bytes::Bytes;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::AgentRef;
+use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::sessions::SessionRecord;
@@ -13,15 +15,22 @@ use sandbox_agents_store::{agents, snapshots};
 use sandbox_agents_workspace::{build_archive, ByteStream};
 use std::collections::BTreeMap;
 
+/// A sandbox a boot got ready, and what the row records of it.
+pub(crate) struct Booted {
+    pub sandbox: Sandbox,
+    /// The manifest's variables, passed with every command.
+    pub env: BTreeMap<String, String>,
+    pub secrets: secrets::Resolved,
+    /// What the agent's skills source staged.
+    pub skills: Option<SessionSkills>,
+}
+
 impl Sessions {
     /// Takes a sandbox from the warm pool or creates one, and fills its workspace; removes it
     /// again if that fails. Returns it with the environment its commands are to run with: the
     /// manifest's, and the secret variables (resolved first, so a missing secret costs no
     /// sandbox).
-    pub(crate) async fn boot_sandbox(
-        &self,
-        s: &SessionRecord,
-    ) -> Result<(Sandbox, BTreeMap<String, String>, secrets::Resolved)> {
+    pub(crate) async fn boot_sandbox(&self, s: &SessionRecord) -> Result<Booted> {
         let st = &self.inner;
         let agent = agents::get(&st.db, s.project_id, &AgentRef::Id(s.agent_id)).await?;
         let manifest = match &s.manifest {
@@ -65,7 +74,8 @@ impl Sessions {
             None => st.backend.create(&spec).await?,
         };
         let env = manifest.environment.clone();
-        let filled: Result<()> = async {
+        let fresh = s.workspace_archive.is_none() && s.boot_snapshot_id.is_none();
+        let filled: Result<Option<SessionSkills>> = async {
             if let Some(key) = &s.workspace_archive {
                 // The archive a stop made: entries are `workspace/...`, so it goes to `/`.
                 let tar = self.blob_stream(key).await?;
@@ -84,14 +94,21 @@ impl Sessions {
                     .put_archive(&sandbox.id, WORKDIR, Bytes::from(tar))
                     .await?;
             }
-            Ok(())
+            self.stage_skills(s, &agent, &sandbox.id, fresh).await
         }
         .await;
-        if let Err(e) = filled {
-            let _ = st.backend.remove(&sandbox.id).await;
-            return Err(e);
+        match filled {
+            Ok(skills) => Ok(Booted {
+                sandbox,
+                env,
+                secrets: resolved,
+                skills,
+            }),
+            Err(e) => {
+                let _ = st.backend.remove(&sandbox.id).await;
+                Err(e)
+            }
         }
-        Ok((sandbox, env, resolved))
     }
 
     /// A blob, streamed: archives go from the blob store into a sandbox without being held in

@@ -505,3 +505,35 @@ pub async fn prepare_restore(
     .await?;
     Ok(())
 }
+
+/// Records what a boot staged of the agent's skills source; call it in the transaction that
+/// marks the boot running (`None` clears what an earlier boot staged).
+pub async fn set_skills(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    skills: Option<&sandbox_agents_domain::skills::SessionSkills>,
+) -> Result<()> {
+    sqlx::query!(
+        "update sessions set skills = $2 where id = $1",
+        id.0,
+        skills.map(Json) as _,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The skills the session's last boot staged; `None` when it staged none.
+pub async fn skills(
+    db: impl PgExecutor<'_>,
+    id: SessionId,
+) -> Result<Option<sandbox_agents_domain::skills::SessionSkills>> {
+    let row = sqlx::query_scalar!(
+        r#"select skills as "skills: Json<sandbox_agents_domain::skills::SessionSkills>"
+           from sessions where id = $1"#,
+        id.0,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.flatten().map(|j| j.0))
+}

@@ -325,6 +325,8 @@ pub struct AppOptions {
     pub allowed_hosts: Vec<String>,
     /// The web UI's files (the binary's embedded ones by default).
     pub ui: sandbox_agents_api::ui::UiAssets,
+    /// `--local-dir-roots`: host directories `local_dir` entries and skills sources may copy.
+    pub local_dir_roots: Vec<PathBuf>,
 }
 
 impl Default for AppOptions {
@@ -338,6 +340,7 @@ impl Default for AppOptions {
             preview_domain: None,
             allowed_hosts: Vec::new(),
             ui: Default::default(),
+            local_dir_roots: Vec::new(),
         }
     }
 }
@@ -364,6 +367,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         preview_domain,
         allowed_hosts,
         ui,
+        local_dir_roots,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -374,6 +378,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.warm_pool_size = warm_pool;
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
+    config.local_dir_roots = local_dir_roots;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");

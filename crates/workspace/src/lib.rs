@@ -24,6 +24,7 @@ pub mod listing;
 pub mod manifest;
 pub mod paths;
 pub mod scripts;
+pub mod skills_tree;
 pub mod stream;
 pub mod upload;
 

@@ -3,6 +3,7 @@
 //! sandbox user, so the agent can change what it starts with.
 
 use sandbox_agents_domain::manifest::{check_relative_path, EntrySpec, ManifestSpec};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The uid/gid of the `sandbox` user in the sandbox image.
@@ -62,7 +63,8 @@ impl ManifestPolicy {
         Ok(())
     }
 
-    fn local_source(&self, src: &str) -> Result<PathBuf, String> {
+    /// The real path of a host directory `src` names, if it lies under an allowed root.
+    pub fn local_source(&self, src: &str) -> Result<PathBuf, String> {
         if self.local_dir_roots.is_empty() {
             return Err("local_dir entries are disabled on this server (set SANDBOX_AGENTS_LOCAL_DIR_ROOTS to allow some host directories)".into());
         }
@@ -98,10 +100,11 @@ pub fn build_archive(
             EntrySpec::LocalDir { src } => {
                 let real = policy.local_source(src).map_err(|r| entry_err(path, r))?;
                 b.dir(&rel)?;
-                b.copy_tree(&real, &real, &rel).map_err(|r| match r {
-                    ManifestError::Entry { reason, .. } => entry_err(path, reason),
-                    other => other,
-                })?;
+                b.copy_tree(&real, &real, &rel, false)
+                    .map_err(|r| match r {
+                        ManifestError::Entry { reason, .. } => entry_err(path, reason),
+                        other => other,
+                    })?;
             }
             EntrySpec::GitRepo { .. } | EntrySpec::S3Mount { .. } => {
                 let (_, reason) = policy
@@ -133,9 +136,10 @@ fn normalise(path: &str) -> String {
         .join("/")
 }
 
-/// A tar builder that adds each parent directory once, owned by the sandbox user.
-pub struct Archive {
-    tar: tar::Builder<Vec<u8>>,
+/// A tar builder that adds each parent directory once, owned by the sandbox user; into
+/// memory by default, or into any writer (a pipe to the sandbox).
+pub struct Archive<W: std::io::Write = Vec<u8>> {
+    tar: tar::Builder<W>,
     dirs: std::collections::BTreeSet<String>,
     bytes: u64,
 }
@@ -148,13 +152,33 @@ impl Default for Archive {
 
 impl Archive {
     pub fn new() -> Self {
-        let mut tar = tar::Builder::new(Vec::new());
+        Self::into_writer(Vec::new())
+    }
+
+    pub fn finish(self) -> Result<Vec<u8>, ManifestError> {
+        Ok(self.tar.into_inner()?)
+    }
+}
+
+impl<W: std::io::Write> Archive<W> {
+    pub fn into_writer(out: W) -> Self {
+        let mut tar = tar::Builder::new(out);
         tar.mode(tar::HeaderMode::Deterministic);
         Self {
             tar,
             dirs: Default::default(),
             bytes: 0,
         }
+    }
+
+    /// The bytes of file contents added so far.
+    pub fn content_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Writes the archive's end and returns the writer.
+    pub fn into_inner(self) -> std::io::Result<W> {
+        self.tar.into_inner()
     }
 
     fn header(kind: tar::EntryType, size: u64, mode: u32) -> tar::Header {
@@ -195,21 +219,45 @@ impl Archive {
 
     /// A regular file (and its parents).
     pub fn file(&mut self, rel: &str, data: &[u8], mode: u32) -> std::io::Result<()> {
+        self.file_from(rel, data.len() as u64, mode, data)
+    }
+
+    /// A regular file of `size` bytes read from `data` (and its parents).
+    pub fn file_from(
+        &mut self,
+        rel: &str,
+        size: u64,
+        mode: u32,
+        data: impl std::io::Read,
+    ) -> std::io::Result<()> {
         self.parents(rel)?;
-        let mut h = Self::header(tar::EntryType::Regular, data.len() as u64, mode);
+        let mut h = Self::header(tar::EntryType::Regular, size, mode);
         self.tar.append_data(&mut h, rel, data)?;
-        self.bytes += data.len() as u64;
+        self.bytes += size;
         Ok(())
     }
 
     /// Copies a host directory tree; a symlink is refused, since it could point anywhere on
-    /// the host.
-    fn copy_tree(&mut self, root: &Path, dir: &Path, rel: &str) -> Result<(), ManifestError> {
+    /// the host. With `skip_git`, `.git` directories are left out (a checkout's own).
+    pub fn copy_tree(
+        &mut self,
+        root: &Path,
+        dir: &Path,
+        rel: &str,
+        skip_git: bool,
+    ) -> Result<(), ManifestError> {
         let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
-            let child_rel = format!("{rel}/{name}");
+            if skip_git && name == ".git" {
+                continue;
+            }
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             let meta = std::fs::symlink_metadata(e.path())?;
             let shown = e
                 .path()
@@ -224,11 +272,16 @@ impl Archive {
                 ));
             } else if meta.is_dir() {
                 self.dir(&child_rel)?;
-                self.copy_tree(root, &e.path(), &child_rel)?;
+                self.copy_tree(root, &e.path(), &child_rel, skip_git)?;
             } else if meta.is_file() {
                 use std::os::unix::fs::PermissionsExt;
-                let data = std::fs::read(e.path())?;
-                self.file(&child_rel, &data, meta.permissions().mode() & 0o755 | 0o644)?;
+                let file = std::fs::File::open(e.path())?;
+                let mode = meta.permissions().mode() & 0o755 | 0o644;
+                // Exactly the size in the header: a file that grows or shrinks meanwhile is cut
+                // or padded with zeros, never mis-framed.
+                let len = meta.len();
+                let data = file.take(len).chain(std::io::repeat(0)).take(len);
+                self.file_from(&child_rel, len, mode, data)?;
             } else {
                 return Err(entry_err(
                     rel,
@@ -246,10 +299,6 @@ impl Archive {
             }
         }
         Ok(())
-    }
-
-    pub fn finish(self) -> Result<Vec<u8>, ManifestError> {
-        Ok(self.tar.into_inner()?)
     }
 }
 

@@ -94,3 +94,57 @@ where
     let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
     Ok(FileContent { size, body })
 }
+
+/// A writer on a blocking thread whose bytes come out of [`pipe`]'s stream, in chunks: an
+/// archive built synchronously goes into a sandbox as it is written, never whole in memory.
+/// A write fails once the stream's reader is gone.
+pub struct PipeWriter {
+    buf: Vec<u8>,
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+}
+
+impl PipeWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the reader went away")
+        })
+    }
+
+    /// Ends the stream with an error instead of its end, so the reader never takes a cut
+    /// archive for a whole one.
+    pub fn fail(self, e: std::io::Error) {
+        let _ = self.tx.blocking_send(Err(e));
+    }
+}
+
+impl std::io::Write for PipeWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+/// A writer for a blocking thread and the stream of what it writes. The stream ends when the
+/// writer is dropped (flush it first: what is buffered is sent by `flush`).
+pub fn pipe() -> (PipeWriter, ByteStream) {
+    let (tx, mut rx) = mpsc::channel::<std::io::Result<Bytes>>(8);
+    let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
+    (
+        PipeWriter {
+            buf: Vec::with_capacity(CHUNK),
+            tx,
+        },
+        body,
+    )
+}

@@ -24,6 +24,7 @@ mod sandboxes;
 mod secrets;
 mod sessions;
 mod skill_bundles;
+mod skills;
 mod streaming;
 mod teardown;
 mod ui;

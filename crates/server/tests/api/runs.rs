@@ -399,7 +399,7 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
         ("team", json!({"subagents": [{"agent": "helper"}]})),
         (
             "skilled",
-            json!({"skills_source": {"kind": "bundle", "bundle": "b"}}),
+            json!({"skills_source": {"kind": "git_repo", "repo": "o/r"}}),
         ),
     ] {
         app.create_agent(slug, body).await;

@@ -36,6 +36,13 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 
 const FILE: tar::EntryType = tar::EntryType::Regular;
 
+/// A plain tar of regular files.
+pub fn tar_of(files: &[(&str, &str)]) -> Vec<u8> {
+    let members: Vec<(&str, tar::EntryType, &str)> =
+        files.iter().map(|(n, d)| (*n, FILE, *d)).collect();
+    tar(&members)
+}
+
 /// A tree with two skills and a README holding `extra`, as a plain tar.
 pub fn skills_tree(extra: &str) -> Vec<u8> {
     tar(&[
@@ -62,7 +69,7 @@ async fn create(app: &TestApp, body: Value) -> (u16, Value) {
 }
 
 /// `POST …/versions` as the published client sends it: one part `file`, `bundle.tar.gz`.
-async fn push(app: &TestApp, slug: &str, bytes: Vec<u8>) -> (u16, Value) {
+pub(crate) async fn push(app: &TestApp, slug: &str, bytes: Vec<u8>) -> (u16, Value) {
     let part = Part::bytes(bytes).file_name("bundle.tar.gz");
     let r = app
         .http
