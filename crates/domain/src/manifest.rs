@@ -1,5 +1,6 @@
 //! The manifest: the files a sandbox starts from.
 
+use crate::git_source::GitSource;
 use crate::patch::non_null;
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
@@ -148,8 +149,16 @@ impl ManifestSpec {
                 v.push("value_error", &at(None), msg, Value::from(path.as_str()));
             }
             match entry {
-                EntrySpec::GitRepo { repo, .. } if repo.trim().is_empty() => {
-                    v.push("value_error", &at(Some("repo")), "repo must not be empty", Value::from(""))
+                EntrySpec::GitRepo { repo, git_ref, host, subpath } => {
+                    if let Err(e) = GitSource::parse(host, repo, git_ref, subpath.as_deref()) {
+                        let input = match e.field {
+                            "host" => host.as_str(),
+                            "repo" => repo.as_str(),
+                            "ref" => git_ref.as_str(),
+                            _ => subpath.as_deref().unwrap_or(""),
+                        };
+                        v.push("value_error", &at(Some(e.field)), e.reason, Value::from(input));
+                    }
                 }
                 EntrySpec::LocalDir { src } if !src.starts_with('/') => v.push(
                     "value_error",
