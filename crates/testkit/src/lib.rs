@@ -8,6 +8,7 @@
 
 mod app;
 mod database;
+pub mod git_server;
 pub mod receiver;
 pub mod sse;
 
@@ -325,6 +326,9 @@ pub struct AppOptions {
     pub allowed_hosts: Vec<String>,
     /// The web UI's files (the binary's embedded ones by default).
     pub ui: sandbox_agents_api::ui::UiAssets,
+    /// `--extra-ca-certs`: a PEM file of CA certificates the server and its sandboxes trust
+    /// (e.g. [`git_server::GitServer::ca_bundle`]).
+    pub extra_ca_certs: Option<PathBuf>,
 }
 
 impl Default for AppOptions {
@@ -338,6 +342,7 @@ impl Default for AppOptions {
             preview_domain: None,
             allowed_hosts: Vec::new(),
             ui: Default::default(),
+            extra_ca_certs: None,
         }
     }
 }
@@ -364,6 +369,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         preview_domain,
         allowed_hosts,
         ui,
+        extra_ca_certs,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -374,6 +380,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.warm_pool_size = warm_pool;
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
+    config.extra_ca_certs = extra_ca_certs;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");

@@ -7,6 +7,7 @@ mod conventions;
 mod event_log;
 mod fanout;
 mod files;
+mod git_checkouts;
 mod git_keys;
 mod internal_errors;
 mod isolation;

@@ -1,0 +1,373 @@
+//! A real git server over https for tests: `git http-backend` (smart HTTP) behind a small
+//! Python https server, in a container of the test's own made from the sandbox image (which
+//! has git and python3), with a certificate issued by a CA the test generates (`openssl` on
+//! the host). Give [`GitServer::ca_bundle`] to the server under test as `--extra-ca-certs`
+//! (`AppOptions::extra_ca_certs`) and its sandboxes can clone from [`GitServer::host`].
+//!
+//! Sandboxes reach the server by its address on the default Docker bridge (checked here:
+//! containers on `docker0` reach each other); the certificate names that address in its
+//! subjectAltName. The host itself never sends traffic to it.
+//!
+//! Repositories are bare repositories in a host directory mounted read-only into the
+//! container, so a test can add branches and tags after the server started.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The port the server listens on inside its container.
+pub const PORT: u16 = 8443;
+
+/// The https server: CGI for `git http-backend`, by hand (the `cgi` module is gone from
+/// newer Pythons), answering plain `GET /` with 200 so a test can probe it. Writes `ready`
+/// next to itself once it listens.
+const SERVER_PY: &str = r#"
+import http.server, os, socketserver, ssl, subprocess, sys
+
+ROOT = "/srv/git"
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("%s %s\n" % (self.command, self.path))
+
+    def body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_GET(self):
+        self.backend()
+
+    def do_POST(self):
+        self.backend()
+
+    def backend(self):
+        path, _, query = self.path.partition("?")
+        if path == "/":
+            self.send_response(200)
+            self.send_header("Content-Length", "16")
+            self.end_headers()
+            self.wfile.write(b"git test server\n")
+            return
+        data = self.body()
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": ROOT,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_KEY_0": "safe.directory",
+            "GIT_CONFIG_VALUE_0": "*",
+            "GIT_CONFIG_KEY_1": "uploadpack.allowAnySHA1InWant",
+            "GIT_CONFIG_VALUE_1": "true",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(data)),
+            "REMOTE_ADDR": self.client_address[0],
+        }
+        if self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+        if self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+        out = subprocess.run(["git", "http-backend"], input=data, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        if not _:
+            head, _, rest = out.partition(b"\n\n")
+        status, headers = 200, []
+        for line in head.decode("latin-1").splitlines():
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            if name.lower() != "content-length":
+                self.send_header(name, value)
+        # A length, so that the client never depends on how the TLS connection closes.
+        self.send_header("Content-Length", str(len(rest)))
+        self.end_headers()
+        self.wfile.write(rest)
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("/srv/tls/server.crt", "/srv/tls/server.key")
+srv = Server(("0.0.0.0", int(sys.argv[1])), Handler)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+open("/srv/run/ready", "w").close()
+srv.serve_forever()
+"#;
+
+/// A running git server, removed (container and files) on drop.
+pub struct GitServer {
+    container: String,
+    ip: String,
+    dir: PathBuf,
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `git` on the host with an identity and no configuration of the developer's.
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    c
+}
+
+impl GitServer {
+    /// Starts the server in a container of the sandbox image ([`crate::test_image`]) and
+    /// waits (bounded) until it listens.
+    pub async fn start() -> GitServer {
+        let dir = std::env::temp_dir().join(format!("sa-gitsrv-{}", uuid::Uuid::new_v4().simple()));
+        for sub in ["git", "tls", "run"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("the server's directories");
+        }
+        std::fs::write(dir.join("server.py"), SERVER_PY).expect("server.py");
+        let name = format!("sa-test-gitsrv-{}", uuid::Uuid::new_v4().simple());
+        run(Command::new("docker")
+            .args(["run", "-d", "--rm", "--name", &name, "--user", "0:0"])
+            .arg("-v")
+            .arg(format!("{}:/srv/git:ro", dir.join("git").display()))
+            .arg("-v")
+            .arg(format!("{}:/srv/tls:ro", dir.join("tls").display()))
+            .arg("-v")
+            .arg(format!("{}:/srv/run", dir.join("run").display()))
+            .arg("-v")
+            .arg(format!(
+                "{}:/srv/server.py:ro",
+                dir.join("server.py").display()
+            ))
+            .args(["--entrypoint", "sleep", &crate::test_image(), "infinity"]));
+        let mut server = GitServer {
+            container: name.clone(),
+            ip: String::new(),
+            dir,
+        };
+        let ip = run(Command::new("docker").args([
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            &name,
+        ]));
+        assert!(!ip.is_empty(), "the git server's container has no address");
+        server.ip = ip;
+        server.issue_certificates();
+        run(Command::new("docker").args([
+            "exec",
+            "-d",
+            &name,
+            "python3",
+            "/srv/server.py",
+            &PORT.to_string(),
+        ]));
+        let ready = server.dir.join("run/ready");
+        crate::eventually(
+            "the git server to listen",
+            Duration::from_secs(30),
+            async || ready.exists().then_some(()),
+        )
+        .await;
+        server
+    }
+
+    /// A CA of the test's own, and the server's certificate for its address.
+    fn issue_certificates(&self) {
+        let tls = self.dir.join("tls");
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        run(Command::new("openssl")
+            .current_dir(&tls)
+            .args(["req", "-x509"])
+            .args(ec)
+            .args(["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"])
+            .args(["-subj", "/CN=sandbox-agents test CA"])
+            .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+            .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]));
+        run(Command::new("openssl")
+            .current_dir(&tls)
+            .arg("req")
+            .args(ec)
+            .args(["-keyout", "server.key", "-out", "server.csr"])
+            .args(["-subj", "/CN=sandbox-agents test git server"]));
+        std::fs::write(
+            tls.join("ext.cnf"),
+            format!(
+                "subjectAltName=IP:{}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n",
+                self.ip
+            ),
+        )
+        .expect("ext.cnf");
+        run(Command::new("openssl")
+            .current_dir(&tls)
+            .args([
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+            ])
+            .args([
+                "-CAcreateserial",
+                "-out",
+                "server.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+            ]));
+        // The server's files are read by root in the container; the CA's key never leaves here.
+        let mut bundle = std::fs::read_to_string(tls.join("ca.crt")).expect("ca.crt");
+        if let Ok(system) = std::fs::read_to_string(HOST_BUNDLE) {
+            bundle.push_str(&system);
+        }
+        std::fs::write(self.dir.join("ca-bundle.pem"), bundle).expect("ca-bundle.pem");
+    }
+
+    /// `<address>:<port>`: the `host` of a `git_repo` entry.
+    pub fn host(&self) -> String {
+        format!("{}:{PORT}", self.ip)
+    }
+
+    /// The test CA's certificate (PEM).
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("tls/ca.crt")
+    }
+
+    /// The test CA followed by the host's system bundle (which, on a network that inspects
+    /// TLS, holds the inspecting CA): what `--extra-ca-certs` is given, so sandboxes reach
+    /// both this server and the package indexes.
+    pub fn ca_bundle(&self) -> PathBuf {
+        self.dir.join("ca-bundle.pem")
+    }
+
+    /// Creates the bare repository `repo` (`owner/name`) with one commit on `main` holding
+    /// `files` (path, content); returns a [`Repo`] to add more with.
+    pub fn repo(&self, repo: &str, files: &[(&str, &str)]) -> Repo {
+        let bare = self.dir.join("git").join(format!("{repo}.git"));
+        let work = self.dir.join("work").join(repo.replace('/', "_"));
+        std::fs::create_dir_all(&bare).expect("the bare repository");
+        std::fs::create_dir_all(&work).expect("the work tree");
+        run(git(&bare).args(["init", "-q", "--bare"]));
+        run(git(&work).args(["init", "-q"]));
+        let r = Repo { bare, work };
+        r.commit("first", files);
+        r.push("main");
+        r
+    }
+
+    /// The server's container name (for `docker logs` when a test fails).
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+}
+
+/// The host's system bundle.
+pub const HOST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", &self.container])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A repository of a [`GitServer`]: a work tree on the host pushing to the bare repository
+/// the server serves.
+pub struct Repo {
+    bare: PathBuf,
+    work: PathBuf,
+}
+
+impl Repo {
+    /// Writes `files` into the work tree and commits them on the current branch; returns
+    /// the commit's id.
+    pub fn commit(&self, message: &str, files: &[(&str, &str)]) -> String {
+        for (path, content) in files {
+            let p = self.work.join(path);
+            std::fs::create_dir_all(p.parent().expect("a parent")).expect("directories");
+            std::fs::write(&p, content).expect("a file");
+        }
+        run(git(&self.work).args(["add", "-A"]));
+        run(git(&self.work).args(["commit", "-q", "--allow-empty", "-m", message]));
+        self.head()
+    }
+
+    /// The id of the work tree's current commit.
+    pub fn head(&self) -> String {
+        run(git(&self.work).args(["rev-parse", "HEAD"]))
+    }
+
+    /// Switches the work tree to a new branch `name` from the current commit.
+    pub fn branch(&self, name: &str) {
+        run(git(&self.work).args(["checkout", "-q", "-b", name]));
+    }
+
+    /// Switches the work tree to `name`.
+    pub fn switch(&self, name: &str) {
+        run(git(&self.work).args(["checkout", "-q", name]));
+    }
+
+    /// Tags the current commit `name` (annotated) and pushes the tag.
+    pub fn tag(&self, name: &str) {
+        run(git(&self.work).args(["tag", "-a", "-m", name, name]));
+        run(git(&self.work)
+            .args(["push", "-q"])
+            .arg(&self.bare)
+            .arg(format!("refs/tags/{name}")));
+    }
+
+    /// Pushes the current commit to branch `name` of the bare repository.
+    pub fn push(&self, name: &str) {
+        run(git(&self.work)
+            .args(["push", "-q", "-f"])
+            .arg(&self.bare)
+            .arg(format!("HEAD:refs/heads/{name}")));
+    }
+
+    /// The bare repository's directory on the host (what an sshd can serve too).
+    pub fn bare(&self) -> &Path {
+        &self.bare
+    }
+}
