@@ -249,6 +249,7 @@ pub fn test_webhook_settings() -> WebhookSettings {
         timeout: Duration::from_secs(2),
         poll: Duration::from_millis(50),
         retention_days: 30,
+        extra_ca: None,
     }
 }
 
@@ -398,7 +399,11 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     settings.services.models = models;
     settings.services.sessions.sweep_interval = Duration::from_secs(3600);
     settings.model_proxy = model_proxy;
-    settings.webhooks = webhooks;
+    // The test's delivery settings, trusting what the flags said to trust.
+    settings.webhooks = WebhookSettings {
+        extra_ca: settings.webhooks.extra_ca.clone(),
+        ..webhooks
+    };
     settings.auth = auth;
     settings.heartbeat = HEARTBEAT;
     settings.ui = ui;
