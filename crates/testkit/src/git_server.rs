@@ -11,6 +11,7 @@
 //! Repositories are bare repositories in a host directory mounted read-only into the
 //! container, so a test can add branches and tags after the server started.
 
+use crate::tls::TestCa;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -116,6 +117,7 @@ pub struct GitServer {
     container: String,
     ip: String,
     dir: PathBuf,
+    ca: TestCa,
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -174,6 +176,7 @@ impl GitServer {
             container: name.clone(),
             ip: String::new(),
             dir,
+            ca: TestCa::new(),
         };
         let ip = run(Command::new("docker").args([
             "inspect",
@@ -202,61 +205,12 @@ impl GitServer {
         server
     }
 
-    /// A CA of the test's own, and the server's certificate for its address.
+    /// The server's certificate for its address, and the bundle `--extra-ca-certs` gets.
     fn issue_certificates(&self) {
-        let tls = self.dir.join("tls");
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        run(Command::new("openssl")
-            .current_dir(&tls)
-            .args(["req", "-x509"])
-            .args(ec)
-            .args(["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"])
-            .args(["-subj", "/CN=sandbox-agents test CA"])
-            .args(["-addext", "basicConstraints=critical,CA:TRUE"])
-            .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]));
-        run(Command::new("openssl")
-            .current_dir(&tls)
-            .arg("req")
-            .args(ec)
-            .args(["-keyout", "server.key", "-out", "server.csr"])
-            .args(["-subj", "/CN=sandbox-agents test git server"]));
-        std::fs::write(
-            tls.join("ext.cnf"),
-            format!(
-                "subjectAltName=IP:{}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n",
-                self.ip
-            ),
-        )
-        .expect("ext.cnf");
-        run(Command::new("openssl")
-            .current_dir(&tls)
-            .args([
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-            ])
-            .args([
-                "-CAcreateserial",
-                "-out",
-                "server.crt",
-                "-days",
-                "2",
-                "-extfile",
-                "ext.cnf",
-            ]));
-        // The server's files are read by root in the container; the CA's key never leaves here.
-        let mut bundle = std::fs::read_to_string(tls.join("ca.crt")).expect("ca.crt");
+        // Read by root in the container; the CA's key never leaves the CA's directory.
+        self.ca
+            .issue(&format!("IP:{}", self.ip), &self.dir.join("tls"));
+        let mut bundle = std::fs::read_to_string(self.ca.cert()).expect("the CA's certificate");
         if let Ok(system) = std::fs::read_to_string(HOST_BUNDLE) {
             bundle.push_str(&system);
         }
@@ -270,7 +224,7 @@ impl GitServer {
 
     /// The test CA's certificate (PEM).
     pub fn ca_cert(&self) -> PathBuf {
-        self.dir.join("tls/ca.crt")
+        self.ca.cert()
     }
 
     /// The test CA followed by the host's system bundle (which, on a network that inspects

@@ -11,6 +11,7 @@ mod database;
 pub mod git_server;
 pub mod receiver;
 pub mod sse;
+pub mod tls;
 
 pub use database::{database_url, fresh_database, fresh_named_database};
 

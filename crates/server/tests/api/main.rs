@@ -5,6 +5,7 @@ mod auth;
 mod client_tools;
 mod conventions;
 mod event_log;
+mod extra_ca;
 mod fanout;
 mod files;
 mod git_checkouts;
