@@ -123,13 +123,24 @@ impl Sessions {
         }
         if out.exit_code != 0 {
             let said = bounded_detail(&out.stderr);
-            return Err(failed(if said.is_empty() {
+            let said = if said.is_empty() {
                 format!(
                     "git failed (exit code {}) without saying why",
                     out.exit_code
                 )
             } else {
                 said
+            };
+            // Exit 3 is the script's own finding; anything else is git's, and usually means
+            // the repository cannot be read anonymously from here.
+            return Err(failed(if out.exit_code == 3 {
+                said
+            } else {
+                format!(
+                    "{said} (the clone runs inside the sandbox over https without credentials: \
+                     the repository must be public, the ref must exist, and the host must be \
+                     reachable from sandboxes)"
+                )
             }));
         }
         tracing::info!(container.id = %sandbox_id, repo = %src.repo, git_ref = %src.git_ref, dest = %dest_rel, ms = started.elapsed().as_millis() as u64, "git checkout done");
