@@ -187,7 +187,7 @@ pub fn check_subpath(p: &str) -> Result<Option<String>, String> {
         .split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .collect();
-    if parts.iter().any(|c| *c == ".git") {
+    if parts.contains(&".git") {
         return Err("subpath may not name the repository's .git directory".into());
     }
     Ok((!parts.is_empty()).then(|| parts.join("/")))
