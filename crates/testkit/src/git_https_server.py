@@ -44,11 +44,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"git test server\n")
             return
         data = self.body()
+        # A repository holding `sa-protocol-v0` is served like an old server: protocol v0
+        # only, and no commit that is not a ref's tip (what makes a client fall back).
+        repo = path.split(".git/")[0] + ".git"
+        old = os.path.exists(ROOT + repo + "/sa-protocol-v0")
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": ROOT,
             "GIT_HTTP_EXPORT_ALL": "1",
-            "GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_COUNT": "1" if old else "2",
             "GIT_CONFIG_KEY_0": "safe.directory",
             "GIT_CONFIG_VALUE_0": "*",
             "GIT_CONFIG_KEY_1": "uploadpack.allowAnySHA1InWant",
@@ -62,7 +66,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         }
         if self.headers.get("Content-Encoding"):
             env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
-        if self.headers.get("Git-Protocol"):
+        if self.headers.get("Git-Protocol") and not old:
             env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
         out = subprocess.run(["git", "http-backend"], input=data, env=env, capture_output=True).stdout
         head, _, rest = out.partition(b"\r\n\r\n")

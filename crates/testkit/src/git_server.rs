@@ -230,6 +230,12 @@ impl Repo {
             .arg(format!("HEAD:refs/heads/{name}")));
     }
 
+    /// Serves this repository like an old server: protocol v0 only, refusing to send a
+    /// commit by id unless it is a ref's tip (clients must fetch the refs and look).
+    pub fn speak_only_protocol_v0(&self) {
+        std::fs::write(self.bare.join("sa-protocol-v0"), "").expect("the marker");
+    }
+
     /// The bare repository's directory on the host (what an sshd can serve too).
     pub fn bare(&self) -> &Path {
         &self.bare

@@ -341,3 +341,34 @@ async fn malformed_git_entries_are_refused_at_create_and_nothing_is_stored() {
     assert_eq!((sessions, agents), (0, 1), "nothing was stored");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_commit_id_is_found_on_a_server_that_will_not_send_it_by_id() {
+    let git = GitServer::start().await;
+    let (repo, _) = tools(&git);
+    // `second`, once a third commit lands, is neither a ref's tip nor a tag's target.
+    let second = repo.head();
+    repo.commit("third", &[("README.md", "v3\n")]);
+    repo.push("main");
+    repo.speak_only_protocol_v0();
+    let app = trusting(&git, 0).await;
+    app.create_agent(
+        "old-server",
+        json!({"manifest": {"entries": {"pinned": entry(&git, "acme/tools", &second, None)}}}),
+    )
+    .await;
+    let id = app
+        .boot_session(json!({"agent_id": "old-server", "title": "t"}))
+        .await;
+    assert_eq!(sh(&app, &id, "cat pinned/README.md").await, "v2");
+    // The server does refuse the commit by id (so the checkout above took the other way).
+    let url = format!("https://{}/acme/tools.git", git.host());
+    let (code, _, err) = app
+        .exec(
+            &id,
+            &format!("git init -q /tmp/x && git -C /tmp/x fetch -q --depth 1 {url} {second}"),
+        )
+        .await;
+    assert_ne!(code, 0, "the server sent an unadvertised commit: {err}");
+    app.stop().await;
+}
