@@ -298,3 +298,42 @@ async fn clone(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_clone_that_takes_too_long_is_stopped_and_says_so() {
+        // A listener that is never accepted from: ssh connects and waits for a banner.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("ssh://git@127.0.0.1:{}/o/r", l.local_addr().unwrap().port());
+        let scratch = PrivateDir::create(&std::env::temp_dir()).unwrap();
+        let key = scratch.path().join("id_ed25519");
+        write_key(&key, "not a key\n").unwrap();
+        let run = Run {
+            key: &key,
+            home: scratch.path(),
+            known_hosts: Path::new("/dev/null"),
+            ca_bundle: None,
+            deadline: Instant::now() + Duration::from_millis(500),
+        };
+        let started = Instant::now();
+        for git_ref in ["main", "0123456789abcdef0123456789abcdef01234567"] {
+            let tree = scratch.path().join(format!("tree-{git_ref}"));
+            let got = clone(&run, &url, git_ref, &tree).await.unwrap();
+            assert_eq!(got, Err(None), "{git_ref}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn sizes_count_files_and_not_what_links_point_to() {
+        let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::fs::write(dir.path().join("a/f"), [0u8; 100]).unwrap();
+        std::os::unix::fs::symlink("/usr", dir.path().join("usr")).unwrap();
+        assert_eq!(tree_size(dir.path(), u64::MAX).unwrap(), 100);
+        assert!(tree_size(dir.path(), 10).unwrap() > 10);
+    }
+}
