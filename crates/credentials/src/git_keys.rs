@@ -45,7 +45,11 @@ pub(crate) fn aad(id: uuid::Uuid) -> Vec<u8> {
 }
 
 /// Opens the private half sealed for `id`; the plaintext is wiped when dropped.
-fn open(master: &MasterKey, id: GitKeyId, sealed: &[u8]) -> anyhow::Result<Zeroizing<String>> {
+pub(crate) fn open(
+    master: &MasterKey,
+    id: GitKeyId,
+    sealed: &[u8],
+) -> anyhow::Result<Zeroizing<String>> {
     let bytes = Zeroizing::new(master.open(sealed, &aad(id.0))?);
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| anyhow::anyhow!("the sealed private key is not text"))?;
@@ -112,6 +116,7 @@ impl Credentials {
             known_hosts: &self.git_known_hosts,
             scratch: &scratch,
             within: git_probe::TIMEOUT,
+            ca_bundle: self.git_ca_bundle.as_deref(),
         };
         let outcome = git_probe::ls_remote(&pem, &remote.url(), probe).await;
         drop(pem);

@@ -38,6 +38,8 @@ pub struct Probe<'a> {
     /// Where the key's private directory is made (the system's temp dir).
     pub scratch: &'a Path,
     pub within: Duration,
+    /// The CA bundle for https (`GIT_SSL_CAINFO`); `None`: git's default.
+    pub ca_bundle: Option<&'a Path>,
 }
 
 /// Tries to read `url` with the private key `pem` (OpenSSH format). Never fails: what went
@@ -62,6 +64,7 @@ async fn run(pem: &str, url: &str, probe: Probe<'_>) -> std::io::Result<GitKeyTe
         known_hosts,
         scratch,
         within,
+        ca_bundle,
     } = probe;
     let dir = PrivateDir::create(scratch)?;
     let key = dir.path().join("id_ed25519");
@@ -95,6 +98,9 @@ async fn run(pem: &str, url: &str, probe: Probe<'_>) -> std::io::Result<GitKeyTe
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
+    if let Some(bundle) = ca_bundle {
+        cmd.env("GIT_SSL_CAINFO", bundle);
+    }
     let mut child = cmd.spawn()?;
     // Declared after `child`, so dropped before it: the group dies before git is reaped.
     let mut group = GroupKiller(child.id());
@@ -125,7 +131,7 @@ async fn run(pem: &str, url: &str, probe: Probe<'_>) -> std::io::Result<GitKeyTe
 
 /// The ssh command git runs (through a shell, hence the quoting). `-F /dev/null`: no config
 /// file may add a ProxyCommand or other identities.
-fn ssh_command(key: &Path, known_hosts: &Path) -> String {
+pub(crate) fn ssh_command(key: &Path, known_hosts: &Path) -> String {
     format!(
         "ssh -F /dev/null -i {} -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes \
          -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={} -o ConnectTimeout={}",
@@ -176,7 +182,7 @@ pub fn bounded_detail(stderr: &[u8]) -> String {
 
 /// Reads all of `pipe` (so the writer never blocks on a full pipe), keeping the first
 /// [`MAX_STDERR`] bytes.
-async fn read_bounded(pipe: Option<tokio::process::ChildStderr>) -> Vec<u8> {
+pub(crate) async fn read_bounded(pipe: Option<tokio::process::ChildStderr>) -> Vec<u8> {
     let mut kept = Vec::new();
     let Some(mut pipe) = pipe else { return kept };
     let mut buf = [0u8; 8192];
@@ -191,10 +197,10 @@ async fn read_bounded(pipe: Option<tokio::process::ChildStderr>) -> Vec<u8> {
 }
 
 /// Kills a process group when told to, or when dropped while still armed (`Some`).
-struct GroupKiller(Option<u32>);
+pub(crate) struct GroupKiller(pub(crate) Option<u32>);
 
 impl GroupKiller {
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let pid = self.0.take().and_then(|p| i32::try_from(p).ok());
         if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
             // ESRCH (nothing left in the group) is fine.
@@ -210,10 +216,10 @@ impl Drop for GroupKiller {
 }
 
 /// A fresh directory only this user can enter, removed (with the key in it) on drop.
-struct PrivateDir(PathBuf);
+pub(crate) struct PrivateDir(PathBuf);
 
 impl PrivateDir {
-    fn create(scratch: &Path) -> std::io::Result<Self> {
+    pub(crate) fn create(scratch: &Path) -> std::io::Result<Self> {
         let path = scratch.join(format!("sa-git-{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         let dir = PrivateDir(path);
@@ -222,7 +228,7 @@ impl PrivateDir {
         Ok(dir)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -275,6 +281,7 @@ mod tests {
                 known_hosts: Path::new(KNOWN_HOSTS),
                 scratch: &self.0,
                 within,
+                ca_bundle: None,
             }
         }
 

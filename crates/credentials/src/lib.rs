@@ -18,6 +18,7 @@
 //! Entry point: [`Credentials`].
 
 pub mod api_keys;
+pub mod git_clone;
 pub mod git_keys;
 pub mod git_probe;
 pub mod people;
@@ -38,6 +39,9 @@ pub struct Credentials {
     /// The deployment's known_hosts for git over ssh: host keys are accepted on first use and
     /// checked on every later one.
     git_known_hosts: PathBuf,
+    /// The CA bundle git trusts over https (`GIT_SSL_CAINFO`): the system's and the extra
+    /// certificates; `None`: git's own default.
+    git_ca_bundle: Option<PathBuf>,
 }
 
 impl Credentials {
@@ -46,7 +50,14 @@ impl Credentials {
             db,
             key,
             git_known_hosts,
+            git_ca_bundle: None,
         }
+    }
+
+    /// Points the git this process runs at `bundle` for https (see `git_ca_bundle`).
+    pub fn with_git_ca_bundle(mut self, bundle: Option<PathBuf>) -> Self {
+        self.git_ca_bundle = bundle;
+        self
     }
 
     /// The master key (the webhooks seal their signing secrets under it too).

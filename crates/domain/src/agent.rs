@@ -148,8 +148,7 @@ pub struct AgentCreate {
     pub capabilities: Option<Vec<Capability>>,
     /// Where the agent's skills come from; null: none. Staged into every boot of its
     /// sessions (a bundle's `latest` resolved at each one); a source that cannot be staged
-    /// fails the boot with the reason. `git_repo` sources are kept in the definition, but a
-    /// session for such an agent is refused (422) until they run.
+    /// fails the boot with the reason.
     #[serde(default)]
     pub skills_source: Option<SkillsSource>,
     /// Also stage the skills source's whole tree in the workspace (at `dest`), with its docs
@@ -509,8 +508,8 @@ impl AgentSpec {
 }
 
 impl AgentSpec {
-    /// What this agent asks for that sessions cannot run yet (git skills sources, memory,
-    /// compaction, subagents), as a sentence; `None` when everything is supported. Definitions keep
+    /// What this agent asks for that sessions cannot run yet (memory, compaction,
+    /// subagents), as a sentence; `None` when everything is supported. Definitions keep
     /// these fields (they round-trip), but a session or turn that would silently ignore them
     /// is refused instead.
     pub fn unsupported(&self) -> Option<String> {
@@ -521,9 +520,6 @@ impl AgentSpec {
                 Capability::Memory => what.push("the 'memory' capability"),
                 Capability::Skills | Capability::Shell | Capability::Filesystem => {}
             }
-        }
-        if matches!(self.skills_source, Some(SkillsSource::GitRepo { .. })) {
-            what.push("a git_repo skills_source");
         }
         if !self.subagents.is_empty() {
             what.push("subagents");

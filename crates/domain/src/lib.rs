@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod ca;
 pub mod event;
 pub mod git_key;
+pub mod git_source;
 pub mod identity;
 pub mod ids;
 pub mod manifest;

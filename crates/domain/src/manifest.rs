@@ -1,5 +1,6 @@
 //! The manifest: the files a sandbox starts from.
 
+use crate::git_source::GitSource;
 use crate::patch::non_null;
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
@@ -35,23 +36,29 @@ pub enum EntrySpec {
     },
     /// An empty directory, e.g. where the agent is told to put its output.
     Dir {},
-    /// A checkout staged into the workspace without its `.git`.
+    /// A checkout staged into the workspace without its `.git`: a shallow clone of
+    /// `https://<host>/<repo>.git` made inside the sandbox at boot (so the repository must be
+    /// public); a clone that fails fails the boot, naming the repository and the ref.
     GitRepo {
-        /// The repository's path on the host, e.g. `owner/name`; not blank.
+        /// The repository's path on the host, `owner/name` (more segments allowed, a trailing
+        /// `.git` too): segments of letters, digits and `. _ ~ + @ -`, not starting with `-`
+        /// or `.`.
         #[schema(
             min_length = 1,
             pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
         )]
         repo: String,
-        /// The branch, tag or commit. Default `main`.
+        /// A branch or tag name, or a full 40-hex commit id. Default `main`. No whitespace,
+        /// none of `~ ^ : ? * [ \`, no `..` or `@{`, not starting with `-`, `/` or `.`.
         #[serde(rename = "ref", default = "default_ref")]
         #[schema(default = "main")]
         git_ref: String,
-        /// The git host. Default `github.com`.
+        /// The git host, `hostname[:port]`, reached over https. Default `github.com`.
         #[serde(default = "default_host")]
         #[schema(default = "github.com")]
         host: String,
-        /// Only this directory of the repository; null: all of it.
+        /// Only this directory of the repository (relative, no `..`, not starting with `-`),
+        /// copied alone to the entry's path; null: all of it.
         #[serde(default)]
         subpath: Option<String>,
     },
@@ -148,8 +155,16 @@ impl ManifestSpec {
                 v.push("value_error", &at(None), msg, Value::from(path.as_str()));
             }
             match entry {
-                EntrySpec::GitRepo { repo, .. } if repo.trim().is_empty() => {
-                    v.push("value_error", &at(Some("repo")), "repo must not be empty", Value::from(""))
+                EntrySpec::GitRepo { repo, git_ref, host, subpath } => {
+                    if let Err(e) = GitSource::parse(host, repo, git_ref, subpath.as_deref()) {
+                        let input = match e.field {
+                            "host" => host.as_str(),
+                            "repo" => repo.as_str(),
+                            "ref" => git_ref.as_str(),
+                            _ => subpath.as_deref().unwrap_or(""),
+                        };
+                        v.push("value_error", &at(Some(e.field)), e.reason, Value::from(input));
+                    }
                 }
                 EntrySpec::LocalDir { src } if !src.starts_with('/') => v.push(
                     "value_error",

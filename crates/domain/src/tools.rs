@@ -222,7 +222,6 @@ fn default_mode() -> SubagentMode {
 /// control-plane host (under the server's `--local-dir-roots`), or a skill bundle. Every skill
 /// is a folder holding a `SKILL.md` under `subpath`; it is staged at `.agents/<folder>` of the
 /// workspace, at boot or (`lazy`, with the `skills` capability) when the model loads it.
-/// Sessions do not run `git_repo` sources yet (422).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SkillsSource {

@@ -47,17 +47,19 @@ impl From<ModelError> for Failure {
 }
 
 impl ModelClient {
-    /// Builds the HTTP client (rustls, connect timeout from the config). No request is made.
+    /// Builds the HTTP client (rustls; the built-in roots and the config's extra ones; connect
+    /// timeout from the config). No request is made.
     pub fn new(config: ModelConfig) -> Result<ModelClient, ModelError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| {
-                ModelError::Config(format!(
-                    "could not set up the HTTP client: {}",
-                    describe(&e)
-                ))
-            })?;
+        let mut builder = reqwest::Client::builder().connect_timeout(config.connect_timeout);
+        for cert in &config.extra_roots {
+            builder = builder.add_root_certificate(cert.clone());
+        }
+        let http = builder.build().map_err(|e| {
+            ModelError::Config(format!(
+                "could not set up the HTTP client: {}",
+                describe(&e)
+            ))
+        })?;
         Ok(ModelClient {
             inner: Arc::new(Inner { config, http }),
         })

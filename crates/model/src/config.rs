@@ -151,6 +151,9 @@ pub struct ModelConfig {
     pub backoff_max: Duration,
     /// A longer `Retry-After` is cut to this.
     pub retry_after_max: Duration,
+    /// Root certificates trusted besides the built-in ones (`--extra-ca-certs`: a network
+    /// that inspects TLS, a provider behind a private CA).
+    pub extra_roots: Vec<reqwest::Certificate>,
 }
 
 impl ModelConfig {
@@ -164,7 +167,17 @@ impl ModelConfig {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(8),
             retry_after_max: Duration::from_secs(60),
+            extra_roots: Vec::new(),
         }
+    }
+
+    /// Also trusts the certificates of `pem` (one or more PEM certificates).
+    pub fn with_extra_roots_pem(mut self, pem: &str) -> Result<Self, ModelError> {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
+            ModelError::Config(format!("the extra CA certificates are not usable: {e}"))
+        })?;
+        self.extra_roots.extend(certs);
+        Ok(self)
     }
 }
 

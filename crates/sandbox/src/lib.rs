@@ -216,6 +216,18 @@ pub trait SandboxBackend: Send + Sync + 'static {
             .await
     }
 
+    /// Writes one file at `path` (absolute) owned by root with `mode`, replacing what is
+    /// there; missing parent directories are created owned by root. For the few system files
+    /// the control plane itself sets at boot (the trust store), never for anything a caller
+    /// sends: the sandbox user cannot change such a file afterwards.
+    async fn put_system_file(&self, id: &str, path: &str, data: Bytes, mode: u32) -> Result<()> {
+        let _ = (id, path, data, mode);
+        Err(SandboxError::Backend(format!(
+            "the {} backend cannot write system files",
+            self.name()
+        )))
+    }
+
     /// A tar archive of `path` (absolute), streamed.
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>>;
 

@@ -12,6 +12,7 @@ use sandbox_agents_api::ui::UiAssets;
 use sandbox_agents_api::web::{WebOptions, WebSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_credentials::Credentials;
+use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_model::Catalogue;
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
@@ -40,6 +41,9 @@ pub struct ServiceSettings {
     pub blobs_dir: PathBuf,
     /// The known_hosts file git uses with deploy keys.
     pub git_known_hosts: PathBuf,
+    /// The CA bundle git run by the control plane trusts (`GIT_SSL_CAINFO`), when there are
+    /// extra CA certificates.
+    pub git_ca_bundle: Option<PathBuf>,
     /// The clients runs call models with.
     pub models: ModelClients,
 }
@@ -47,6 +51,7 @@ pub struct ServiceSettings {
 impl ServiceSettings {
     /// The flags' values, with the model clients that `LITELLM_PROXY_*` and `OPENAI_*` name.
     pub fn resolve(config: &Config) -> anyhow::Result<Self> {
+        let extra_ca = config.extra_ca_certs()?;
         Ok(ServiceSettings {
             master_key: config.master_key()?,
             sessions: SessionSettings {
@@ -63,11 +68,12 @@ impl ServiceSettings {
                     local_dir_roots: config.local_dir_roots.clone(),
                 },
                 warm_pool: config.warm_pool_size,
-                extra_ca: config.extra_ca_certs()?,
+                extra_ca: extra_ca.clone(),
             },
             blobs_dir: config.data_dir.join("blobs"),
             git_known_hosts: config.git_known_hosts()?,
-            models: model_clients(),
+            git_ca_bundle: config.git_ca_bundle(extra_ca.as_ref())?,
+            models: model_clients(extra_ca.as_ref()),
         })
     }
 }
@@ -93,11 +99,16 @@ impl Settings {
     /// The flags resolved for listeners bound to `api` and `preview` (the real ports when the
     /// flags asked for port 0).
     pub fn resolve(config: &Config, api: SocketAddr, preview: SocketAddr) -> anyhow::Result<Self> {
+        let services = ServiceSettings::resolve(config)?;
+        let extra_ca = services.sessions.extra_ca.clone();
         Ok(Settings {
             web: web_settings(config, api, preview)?,
-            webhooks: config.webhook_settings()?,
-            services: ServiceSettings::resolve(config)?,
-            model_proxy: model_proxy(),
+            webhooks: sandbox_agents_webhooks::WebhookSettings {
+                extra_ca: extra_ca.clone(),
+                ..config.webhook_settings()?
+            },
+            model_proxy: model_proxy(extra_ca.as_ref()),
+            services,
             auth: Auth::new(config.token.as_deref()).with_rate_limit(Some(RateLimit {
                 per_minute: config.rate_limit_per_minute,
                 burst: config.rate_limit_burst,
@@ -143,7 +154,8 @@ pub async fn services(
     let blobs: Arc<dyn BlobStore> =
         Arc::new(LocalBlobStore::new(&settings.blobs_dir).context("creating the blob store")?);
     let bundles = Bundles::new(db.clone(), blobs.clone());
-    let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts);
+    let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts)
+        .with_git_ca_bundle(settings.git_ca_bundle);
     let sessions = Sessions::new(
         db.clone(),
         backend,
@@ -270,11 +282,13 @@ fn web_settings(
 /// The model clients runs use: the LiteLLM proxy (`LITELLM_PROXY_API_BASE`,
 /// `LITELLM_PROXY_API_KEY`) for the `proxy`/`litellm` transports, OpenAI (`OPENAI_API_KEY`,
 /// `OPENAI_BASE_URL`) for `openai`. A transport left unconfigured fails its runs with a
-/// clear error.
-fn model_clients() -> ModelClients {
-    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+/// clear error. Both trust `extra_ca` besides the built-in roots.
+fn model_clients(extra_ca: Option<&ExtraCaCerts>) -> ModelClients {
+    use sandbox_agents_model::{ModelClient, Transport};
     let build = |name: &str, t: Result<Transport, sandbox_agents_model::ModelError>| {
-        let client = t.and_then(|t| ModelClient::new(ModelConfig::new(t)));
+        let client = t
+            .and_then(|t| model_config(t, extra_ca))
+            .and_then(ModelClient::new);
         match client {
             Ok(c) => Some(c),
             Err(e) => {
@@ -289,11 +303,24 @@ fn model_clients() -> ModelClients {
     }
 }
 
-/// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one.
-fn model_proxy() -> Option<Catalogue> {
-    use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
+/// A model client's settings: the defaults, trusting `extra_ca` too.
+fn model_config(
+    transport: sandbox_agents_model::Transport,
+    extra_ca: Option<&ExtraCaCerts>,
+) -> Result<sandbox_agents_model::ModelConfig, sandbox_agents_model::ModelError> {
+    let config = sandbox_agents_model::ModelConfig::new(transport);
+    match extra_ca {
+        Some(extra) => config.with_extra_roots_pem(extra.pem()),
+        None => Ok(config),
+    }
+}
+
+/// The LiteLLM proxy named by `LITELLM_PROXY_API_BASE`, when there is one; it trusts
+/// `extra_ca` besides the built-in roots.
+fn model_proxy(extra_ca: Option<&ExtraCaCerts>) -> Option<Catalogue> {
+    use sandbox_agents_model::{ModelClient, Transport};
     let transport = Transport::proxy_from_env().ok()?;
-    match ModelClient::new(ModelConfig::new(transport)) {
+    match model_config(transport, extra_ca).and_then(ModelClient::new) {
         Ok(client) => Some(Catalogue::new(client)),
         Err(e) => {
             tracing::error!(error = %e, "the LiteLLM proxy settings are not usable");

@@ -32,6 +32,7 @@
 //! Entry point: [`Sessions`].
 
 mod boot;
+mod checkout;
 mod create;
 mod exec;
 pub mod files;
@@ -49,7 +50,9 @@ mod skills;
 mod snapshots;
 mod start;
 mod stop;
+pub mod trust;
 
+pub use checkout::CHECKOUT_TIMEOUT;
 pub use exec::MAX_OUTPUT_BYTES;
 pub use hooks::RunHooks;
 pub use lock::not_found;

@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - A pooled sandbox is created exactly as a session's would be (same hardening, limits,
-//!   user, image), without environment, ports or session label: it was made before the
+//!   user, image, the extra CA certificates in its trust store), without environment, ports or session label: it was made before the
 //!   session existed. The environment is passed with every exec instead, for all sessions
 //!   (see `exec::sandbox_env`), so pooled and dedicated sandboxes behave the same.
 //! - Ownership lives in the database. A pool container is owned by its `sandbox_pool` row
@@ -153,7 +153,18 @@ impl Sessions {
                 sandbox_pool::forget(&st.db, &names[i..]).await?;
                 break;
             }
-            match st.backend.create_pooled(name, &spec).await {
+            let created = match st.backend.create_pooled(name, &spec).await {
+                // Trusted like a sandbox created for a session (see `provision.rs`).
+                Ok(sandbox) => match self.install_extra_ca(&sandbox.id).await {
+                    Ok(()) => Ok(sandbox),
+                    Err(e) => {
+                        let _ = st.backend.remove(&sandbox.id).await;
+                        Err(e)
+                    }
+                },
+                Err(e) => Err(e.into()),
+            };
+            match created {
                 Ok(sandbox) => {
                     if sandbox_pool::mark_ready(&st.db, name, &sandbox.id).await? {
                         started += 1;
@@ -164,7 +175,7 @@ impl Sessions {
                 }
                 Err(e) => {
                     sandbox_pool::forget(&st.db, &names[i..]).await?;
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         }

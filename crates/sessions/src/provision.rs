@@ -1,7 +1,8 @@
 //! Getting a booting session its sandbox: one from the warm pool or a new one, with the
 //! workspace it starts from (the archive of its last stop, the snapshot it forks, or its
-//! manifest staged by `sandbox-agents-workspace`), the agent's skills (`skills.rs`), and the
-//! environment its commands run with.
+//! manifest staged by `sandbox-agents-workspace`, its `git_repo` entries checked out inside
+//! the sandbox by `checkout.rs`), the agent's skills (`skills.rs`), the extra CA certificates
+//! in its trust store (`trust.rs`), and the environment its commands run with.
 
 use crate::Sessions;
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::sessions::SessionRecord;
 use sandbox_agents_store::{agents, snapshots};
-use sandbox_agents_workspace::{build_archive, ByteStream};
+use sandbox_agents_workspace::{build_archive, git_checkouts, ByteStream};
 use std::collections::BTreeMap;
 
 /// A sandbox a boot got ready, and what the row records of it.
@@ -69,13 +70,20 @@ impl Sessions {
             tracing::info!(container.id = %stale, "removing the sandbox of an unfinished boot");
             st.backend.remove(stale).await?;
         }
-        let sandbox = match self.claim_pooled(s.session_id(), &spec).await? {
-            Some(sandbox) => sandbox,
-            None => st.backend.create(&spec).await?,
+        let (sandbox, pooled) = match self.claim_pooled(s.session_id(), &spec).await? {
+            Some(sandbox) => (sandbox, true),
+            None => (st.backend.create(&spec).await?, false),
         };
-        let env = manifest.environment.clone();
+        // The trust store's variables, then the manifest's (which win: a manifest may point a
+        // tool at a bundle of its own).
+        let mut env = crate::trust::ca_env(st.settings.extra_ca.as_ref());
+        env.extend(manifest.environment.clone());
         let fresh = s.workspace_archive.is_none() && s.boot_snapshot_id.is_none();
         let filled: Result<Option<SessionSkills>> = async {
+            if !pooled {
+                // A pooled sandbox got its certificates when it was pooled (`fill_pool`).
+                self.install_extra_ca(&sandbox.id).await?;
+            }
             if let Some(key) = &s.workspace_archive {
                 // The archive a stop made: entries are `workspace/...`, so it goes to `/`.
                 let tar = self.blob_stream(key).await?;
@@ -85,16 +93,27 @@ impl Sessions {
                 let tar = self.blob_stream(&snap.archive).await?;
                 st.backend.put_archive_stream(&sandbox.id, "/", tar).await?;
             } else if !manifest.entries.is_empty() {
-                let policy = st.settings.manifest.clone();
-                let tar = tokio::task::spawn_blocking(move || build_archive(&manifest, &policy))
-                    .await
-                    .map_err(|e| anyhow::anyhow!("building the manifest: {e}"))?
+                // Checkouts first, so that files of the manifest inside a checkout's path are
+                // laid over it rather than refused.
+                let checkouts = git_checkouts(&manifest)
                     .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-                st.backend
-                    .put_archive(&sandbox.id, WORKDIR, Bytes::from(tar))
-                    .await?;
+                for (path, src) in &checkouts {
+                    self.checkout_in_sandbox(&sandbox.id, src, path, &env)
+                        .await?;
+                }
+                if checkouts.len() < manifest.entries.len() {
+                    let policy = st.settings.manifest.clone();
+                    let tar =
+                        tokio::task::spawn_blocking(move || build_archive(&manifest, &policy))
+                            .await
+                            .map_err(|e| anyhow::anyhow!("building the manifest: {e}"))?
+                            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+                    st.backend
+                        .put_archive(&sandbox.id, WORKDIR, Bytes::from(tar))
+                        .await?;
+                }
             }
-            self.stage_skills(s, &agent, &sandbox.id, fresh).await
+            self.stage_skills(s, &agent, &sandbox.id, fresh, &env).await
         }
         .await;
         match filled {

@@ -16,7 +16,10 @@
 //! reads it for the system prompt and `load_skill`.
 
 use crate::Sessions;
+use futures::StreamExt;
 use sandbox_agents_domain::agent::{AgentRecord, Capability};
+use sandbox_agents_domain::git_source::GitSource;
+use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_domain::manifest::check_relative_path;
 use sandbox_agents_domain::skills::{
     Lookup, SessionSkills, SkillEntry, LOAD_SKILL_TOOL, SKILLS_DIR,
@@ -30,6 +33,7 @@ use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_workspace::manifest::Archive;
 use sandbox_agents_workspace::skills_tree::{index_dir, read_tree, TreeIndex, TreeOptions};
 use sandbox_agents_workspace::stream::{blocking_reader, pipe, PipeWriter};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -97,6 +101,7 @@ impl Sessions {
         agent: &AgentRecord,
         container: &str,
         fresh: bool,
+        env: &BTreeMap<String, String>,
     ) -> Result<Option<SessionSkills>> {
         let Some(source) = &agent.spec.skills_source else {
             return Ok(None);
@@ -109,7 +114,7 @@ impl Sessions {
             .any(|c| *c == Capability::Skills);
         let ws = agent.spec.workspace_source.as_ref();
         let (tree, layout) = self
-            .upload_source(s.project_id, container, source, ws, announced)
+            .upload_source(s.project_id, container, source, ws, announced, env)
             .await?;
         let skills = index(&tree, layout);
         let mut ops: Vec<String> = Vec::new();
@@ -149,7 +154,7 @@ impl Sessions {
             }
         }
         if !ops.is_empty() {
-            let out = self.run_stage(container, s, &ops).await?;
+            let out = self.run_stage(container, env_pairs(env), &ops).await?;
             if out.exit_code != 0 {
                 return Err(ServiceError::BadRequest(format!(
                     "the skills could not be staged in the workspace: {}",
@@ -169,6 +174,7 @@ impl Sessions {
         source: &SkillsSource,
         ws: Option<&WorkspaceSource>,
         announced: bool,
+        env: &BTreeMap<String, String>,
     ) -> Result<(TreeIndex, Layout)> {
         let st = &self.inner;
         let opts = TreeOptions {
@@ -224,10 +230,74 @@ impl Sessions {
                     .unwrap_or_else(|| "skill".into());
                 (tree, format!("the directory {src}"), name, *lazy)
             }
-            SkillsSource::GitRepo { .. } => {
-                return Err(ServiceError::BadRequest(
-                    "git_repo skills sources are not run by this server yet".into(),
-                ))
+            SkillsSource::GitRepo {
+                repo,
+                git_ref,
+                host,
+                ssh_key_id: None,
+                ..
+            } => {
+                // Cloned inside the sandbox over https, with its network and trust store; the
+                // control plane then reads the tree back to index it.
+                let src = GitSource::parse(host, repo, git_ref, None).map_err(|r| {
+                    ServiceError::BadRequest(format!("skills_source.{}: {}", r.field, r.reason))
+                })?;
+                self.checkout_at(container, &src, TREE_DIR, "the skills tree", env)
+                    .await?;
+                let stream = st.backend.get_archive(container, TREE_DIR).await?;
+                let stream = stream
+                    .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
+                    .boxed();
+                let handle = tokio::runtime::Handle::current();
+                let o = TreeOptions {
+                    strip: 1,
+                    skip_special: true,
+                    ..opts.clone()
+                };
+                let tree = tokio::task::spawn_blocking(move || {
+                    read_tree::<std::io::Sink>(blocking_reader(stream, handle), &o, None)
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("indexing the skills stopped: {e}"))?
+                .map_err(ServiceError::BadRequest)?;
+                // Git sources have no `lazy` field: on demand, the others' default.
+                (tree, src.describe(), repo_name(repo), true)
+            }
+            SkillsSource::GitRepo {
+                repo,
+                git_ref,
+                host,
+                ssh_key_id: Some(key),
+                ..
+            } => {
+                // Cloned by the control plane with the deploy key; the sandbox gets plain
+                // files, never the key.
+                let key_id = GitKeyId::parse(key).ok_or_else(|| {
+                    ServiceError::BadRequest(format!(
+                        "skills_source.ssh_key_id '{key}' is not a git key id"
+                    ))
+                })?;
+                let checkout = st
+                    .credentials
+                    .clone_with_key(project, key_id, host, repo, git_ref)
+                    .await?;
+                let o = opts.clone();
+                let tree = self
+                    .upload_tree(container, move |a| {
+                        let real = checkout.path();
+                        let tree = index_dir(&real, &o)?;
+                        a.copy_tree(&real, &real, TREE_NAME_TREE, true)
+                            .map_err(|e| e.to_string())?;
+                        drop(checkout);
+                        Ok(tree)
+                    })
+                    .await?;
+                (
+                    tree,
+                    format!("{repo} at ref '{git_ref}' from {host}"),
+                    repo_name(repo),
+                    true,
+                )
             }
         };
         let workspace_docs = ws.and_then(|w| workspace_docs(w, tree.docs.as_deref()));
@@ -277,7 +347,7 @@ impl Sessions {
     async fn run_stage(
         &self,
         container: &str,
-        s: &SessionRecord,
+        env: Vec<(String, String)>,
         ops: &[String],
     ) -> Result<sandbox_agents_sandbox::ExecOutput> {
         let mut argv = vec![
@@ -290,7 +360,7 @@ impl Sessions {
         let req = ExecRequest {
             argv,
             workdir: None,
-            env: crate::exec::sandbox_env(s),
+            env,
             timeout: STAGE_TIMEOUT,
             max_output: 64 * 1024,
             stdin: None,
@@ -357,7 +427,7 @@ impl Sessions {
             skill.path.clone(),
         ];
         let out = self
-            .run_stage(&container, &s, &ops)
+            .run_stage(&container, crate::exec::sandbox_env(&s), &ops)
             .await
             .map_err(|e| format!("error: {e}"))?;
         match out.exit_code {
@@ -385,6 +455,19 @@ fn tree_path(subpath: Option<&str>, k: &SkillEntry) -> String {
     format!("{TREE_DIR}/{}", join(&[subpath.unwrap_or(""), &k.source]))
         .trim_end_matches('/')
         .to_owned()
+}
+
+/// The last component of a repository path, for a skill that is the repository itself.
+fn repo_name(repo: &str) -> String {
+    repo.trim_end_matches(".git")
+        .rsplit('/')
+        .next()
+        .unwrap_or("skill")
+        .to_owned()
+}
+
+fn env_pairs(env: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 fn source_subpath(source: &SkillsSource) -> Option<&str> {

@@ -8,8 +8,10 @@
 
 mod app;
 mod database;
+pub mod git_server;
 pub mod receiver;
 pub mod sse;
+pub mod tls;
 
 pub use database::{database_url, fresh_database, fresh_named_database};
 
@@ -248,6 +250,7 @@ pub fn test_webhook_settings() -> WebhookSettings {
         timeout: Duration::from_secs(2),
         poll: Duration::from_millis(50),
         retention_days: 30,
+        extra_ca: None,
     }
 }
 
@@ -327,6 +330,9 @@ pub struct AppOptions {
     pub ui: sandbox_agents_api::ui::UiAssets,
     /// `--local-dir-roots`: host directories `local_dir` entries and skills sources may copy.
     pub local_dir_roots: Vec<PathBuf>,
+    /// `--extra-ca-certs`: a PEM file of CA certificates the server and its sandboxes trust
+    /// (e.g. [`git_server::GitServer::ca_bundle`]).
+    pub extra_ca_certs: Option<PathBuf>,
 }
 
 impl Default for AppOptions {
@@ -341,6 +347,7 @@ impl Default for AppOptions {
             allowed_hosts: Vec::new(),
             ui: Default::default(),
             local_dir_roots: Vec::new(),
+            extra_ca_certs: None,
         }
     }
 }
@@ -368,6 +375,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         allowed_hosts,
         ui,
         local_dir_roots,
+        extra_ca_certs,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -379,6 +387,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
     config.local_dir_roots = local_dir_roots;
+    config.extra_ca_certs = extra_ca_certs;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");
@@ -396,7 +405,11 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     settings.services.models = models;
     settings.services.sessions.sweep_interval = Duration::from_secs(3600);
     settings.model_proxy = model_proxy;
-    settings.webhooks = webhooks;
+    // The test's delivery settings, trusting what the flags said to trust.
+    settings.webhooks = WebhookSettings {
+        extra_ca: settings.webhooks.extra_ca.clone(),
+        ..webhooks
+    };
     settings.auth = auth;
     settings.heartbeat = HEARTBEAT;
     settings.ui = ui;

@@ -17,6 +17,7 @@ pub use dispatcher::Dispatcher;
 pub use policy::RetryPolicy;
 pub use sender::{SendOutcome, Sender};
 
+use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_domain::webhook::PingResult;
 use sandbox_agents_domain::{DeliveryId, WebhookId};
 use sandbox_agents_store::webhooks::WebhookRecord;
@@ -42,6 +43,8 @@ pub struct WebhookSettings {
     pub poll: Duration,
     /// Finished deliveries older than this many days are deleted (0 = kept).
     pub retention_days: u32,
+    /// CA certificates trusted besides the built-in roots (`--extra-ca-certs`).
+    pub extra_ca: Option<ExtraCaCerts>,
 }
 
 impl Default for WebhookSettings {
@@ -55,6 +58,7 @@ impl Default for WebhookSettings {
             timeout: Duration::from_secs(10),
             poll: Duration::from_secs(1),
             retention_days: 30,
+            extra_ca: None,
         }
     }
 }
@@ -74,7 +78,11 @@ pub struct SecretUnreadable;
 
 impl Webhooks {
     pub fn new(settings: WebhookSettings, key: MasterKey) -> anyhow::Result<Self> {
-        let sender = Sender::new(settings.timeout, settings.allow_private)?;
+        let sender = Sender::new(
+            settings.timeout,
+            settings.allow_private,
+            settings.extra_ca.as_ref(),
+        )?;
         Ok(Self {
             settings,
             key,

@@ -38,8 +38,19 @@ pub struct Sender {
 
 impl Sender {
     /// `timeout` bounds the whole exchange: connect, send, and reading the response.
-    pub fn new(timeout: Duration, allow_private: bool) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
+    /// `extra_ca`: root certificates trusted besides the built-in ones.
+    pub fn new(
+        timeout: Duration,
+        allow_private: bool,
+        extra_ca: Option<&sandbox_agents_domain::ca::ExtraCaCerts>,
+    ) -> anyhow::Result<Self> {
+        let mut builder = reqwest::Client::builder();
+        if let Some(extra) = extra_ca {
+            for cert in reqwest::Certificate::from_pem_bundle(extra.pem().as_bytes())? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))

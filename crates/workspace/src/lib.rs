@@ -29,5 +29,5 @@ pub mod stream;
 pub mod upload;
 
 pub use blobs::{BlobStore, ByteStream, LocalBlobStore};
-pub use manifest::{build_archive, ManifestPolicy};
+pub use manifest::{build_archive, git_checkouts, ManifestPolicy};
 pub use stream::FileContent;

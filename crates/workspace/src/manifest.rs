@@ -2,6 +2,7 @@
 //! the sandbox's workspace at boot. Every entry and every parent directory is owned by the
 //! sandbox user, so the agent can change what it starts with.
 
+use sandbox_agents_domain::git_source::GitSource;
 use sandbox_agents_domain::manifest::{check_relative_path, EntrySpec, ManifestSpec};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -43,10 +44,7 @@ impl ManifestPolicy {
             match entry {
                 EntrySpec::File { .. } | EntrySpec::Dir {} => {}
                 EntrySpec::GitRepo { .. } => {
-                    return Err((
-                        path.clone(),
-                        "git_repo entries are not supported by this server yet".into(),
-                    ))
+                    git_source(entry).map_err(|reason| (path.clone(), reason))?;
                 }
                 EntrySpec::S3Mount { .. } => {
                     return Err((
@@ -106,7 +104,12 @@ pub fn build_archive(
                         other => other,
                     })?;
             }
-            EntrySpec::GitRepo { .. } | EntrySpec::S3Mount { .. } => {
+            // Checked out inside the sandbox after this archive is extracted (see
+            // `git_checkouts`); only the checks happen here.
+            EntrySpec::GitRepo { .. } => {
+                git_source(entry).map_err(|r| entry_err(path, r))?;
+            }
+            EntrySpec::S3Mount { .. } => {
                 let (_, reason) = policy
                     .check(&ManifestSpec {
                         entries: [(path.clone(), entry.clone())].into(),
@@ -129,7 +132,38 @@ pub fn build_archive(
     b.finish()
 }
 
-fn normalise(path: &str) -> String {
+/// The checked source of a `git_repo` entry; the reason, naming the field, when a part is
+/// refused. `None` for entries of other kinds.
+pub fn git_source(entry: &EntrySpec) -> Result<Option<GitSource>, String> {
+    let EntrySpec::GitRepo {
+        repo,
+        git_ref,
+        host,
+        subpath,
+    } = entry
+    else {
+        return Ok(None);
+    };
+    GitSource::parse(host, repo, git_ref, subpath.as_deref())
+        .map(Some)
+        .map_err(|e| format!("{}: {}", e.field, e.reason))
+}
+
+/// The manifest's `git_repo` entries, in path order, each with its workspace-relative path
+/// (normalised) and its checked source: what a boot checks out inside the sandbox.
+pub fn git_checkouts(manifest: &ManifestSpec) -> Result<Vec<(String, GitSource)>, ManifestError> {
+    let mut out = Vec::new();
+    for (path, entry) in &manifest.entries {
+        if let Some(src) = git_source(entry).map_err(|r| entry_err(path, r))? {
+            check_relative_path(path).map_err(|r| entry_err(path, r))?;
+            out.push((normalise(path), src));
+        }
+    }
+    Ok(out)
+}
+
+/// A manifest path without `.` and empty components (`./a//b/` is `a/b`).
+pub fn normalise(path: &str) -> String {
     path.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .collect::<Vec<_>>()
@@ -353,10 +387,34 @@ mod tests {
     #[test]
     fn unsupported_kinds_are_refused_with_their_path() {
         let m: ManifestSpec =
-            serde_json::from_str(r#"{"entries":{"repo":{"kind":"git_repo","repo":"o/r"}}}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"entries":{"b":{"kind":"s3_mount","bucket":"x"}}}"#).unwrap();
         let (path, reason) = ManifestPolicy::default().check(&m).unwrap_err();
-        assert_eq!(path, "repo");
-        assert!(reason.contains("git_repo"));
+        assert_eq!(path, "b");
+        assert!(reason.contains("s3_mount"));
+    }
+
+    #[test]
+    fn git_entries_are_checked_and_left_out_of_the_archive() {
+        let m: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"./src//repo/":{"kind":"git_repo","repo":"o/r","subpath":"docs"},"a.md":{"kind":"file","content":"x"}}}"#,
+        )
+        .unwrap();
+        ManifestPolicy::default().check(&m).unwrap();
+        let tar = build_archive(&m, &ManifestPolicy::default()).unwrap();
+        let got = names(&tar);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let checkouts = git_checkouts(&m).unwrap();
+        assert_eq!(checkouts.len(), 1);
+        assert_eq!(checkouts[0].0, "src/repo");
+        assert_eq!(checkouts[0].1.https_url(), "https://github.com/o/r.git");
+        assert_eq!(checkouts[0].1.subpath.as_deref(), Some("docs"));
+
+        let bad: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"r":{"kind":"git_repo","repo":"o/r","ref":"--upload-pack=x"}}}"#,
+        )
+        .unwrap();
+        let (path, reason) = ManifestPolicy::default().check(&bad).unwrap_err();
+        assert_eq!(path, "r");
+        assert!(reason.starts_with("ref:"), "{reason}");
     }
 }

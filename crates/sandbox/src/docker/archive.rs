@@ -61,6 +61,56 @@ pub(crate) async fn put_archive_stream(
         .map_err(|e| error::archive(id, dir, e))
 }
 
+/// One root-owned file (see `SandboxBackend::put_system_file`): an archive of a single
+/// entry, its path relative to `/`, uploaded to `/`. Only the file's entry is in it, so the
+/// Engine creates a missing parent as root and leaves existing ones as they are.
+pub(crate) async fn put_system_file(
+    docker: &Docker,
+    id: &str,
+    path: &str,
+    data: Bytes,
+    mode: u32,
+) -> Result<()> {
+    let rel = path
+        .strip_prefix('/')
+        .and_then(|p| clean(Path::new(p)))
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| {
+            SandboxError::Backend(format!(
+                "put_system_file: '{path}' is not an absolute file path"
+            ))
+        })?;
+    let tar = root_file_archive(&rel, &data, mode)
+        .map_err(|e| SandboxError::Backend(format!("put_system_file: {e}")))?;
+    let options = UploadToContainerOptions {
+        path: "/".to_owned(),
+        no_overwrite_dir_non_dir: Some("true".to_owned()),
+        copy_uidgid: None,
+    };
+    docker
+        .upload_to_container(id, Some(options), body_full(tar.into()))
+        .await
+        .map_err(|e| error::archive(id, path, e))
+}
+
+fn root_file_archive(rel: &Path, data: &[u8], mode: u32) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = Header::new_gnu();
+    h.set_entry_type(EntryType::Regular);
+    h.set_size(data.len() as u64);
+    h.set_mode(mode & 0o777);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    );
+    b.append_data(&mut h, rel, data)?;
+    b.into_inner()
+}
+
 pub(crate) async fn get_archive(
     docker: &Docker,
     id: &str,

@@ -293,6 +293,10 @@ impl SandboxBackend for DockerBackend {
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id, path = %path))]
+    async fn put_system_file(&self, id: &str, path: &str, data: Bytes, mode: u32) -> Result<()> {
+        archive::put_system_file(&self.docker, id, path, data, mode).await
+    }
+
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
         archive::get_archive(&self.docker, id, path).await
     }

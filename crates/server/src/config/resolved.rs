@@ -54,7 +54,7 @@ impl fmt::Debug for Config {
 }
 
 impl Config {
-    /// The webhook settings from the `--webhook-*` flags.
+    /// The webhook settings from the `--webhook-*` flags (the extra CA certificates aside).
     pub fn webhook_settings(&self) -> anyhow::Result<sandbox_agents_webhooks::WebhookSettings> {
         let secs = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
@@ -81,6 +81,8 @@ impl Config {
             timeout: secs("webhook-timeout-seconds", self.webhook_timeout_seconds)?,
             poll: std::time::Duration::from_secs(1),
             retention_days: self.webhook_retention_days,
+            // `app::Settings::resolve` sets it from the certificates read once at start.
+            extra_ca: None,
         })
     }
 
@@ -122,7 +124,6 @@ impl Config {
         }
     }
 
-    /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
     /// The certificates of `--extra-ca-certs`, checked at start: a file that cannot be read or
     /// holds anything but certificates stops the server with the reason.
     pub fn extra_ca_certs(
@@ -144,6 +145,37 @@ impl Config {
         Ok(Some(certs))
     }
 
+    /// With extra CA certificates, the bundle git run by the control plane is pointed at
+    /// (`GIT_SSL_CAINFO` replaces git's trust store rather than adding to it): the system's
+    /// bundle followed by the extra certificates, written to `<data-dir>/git-ca-bundle.pem`
+    /// at every start (through a rename, so a process reading it never sees half of it).
+    pub fn git_ca_bundle(
+        &self,
+        extra: Option<&sandbox_agents_domain::ca::ExtraCaCerts>,
+    ) -> anyhow::Result<Option<PathBuf>> {
+        use anyhow::Context;
+        let Some(extra) = extra else {
+            return Ok(None);
+        };
+        let mut bundle = SYSTEM_BUNDLES
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(extra.pem());
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("creating {}", self.data_dir.display()))?;
+        let path = std::path::absolute(self.data_dir.join("git-ca-bundle.pem"))?;
+        let tmp = path.with_extension(format!("pem.{}", std::process::id()));
+        std::fs::write(&tmp, bundle)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Some(path))
+    }
+
+    /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
     pub fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
         let path = self
             .git_known_hosts
@@ -198,6 +230,13 @@ impl Config {
         }
     }
 }
+
+/// Where the control plane's host keeps its trusted roots: Debian's and Alpine's, then
+/// Fedora's.
+const SYSTEM_BUNDLES: [&str; 2] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
 
 /// `http://<addr>`, with 127.0.0.1 (or ::1) for an address of all interfaces.
 fn url_of(addr: SocketAddr) -> String {

@@ -397,10 +397,6 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
     for (slug, body) in [
         ("memo", json!({"capabilities": ["shell", "memory"]})),
         ("team", json!({"subagents": [{"agent": "helper"}]})),
-        (
-            "skilled",
-            json!({"skills_source": {"kind": "git_repo", "repo": "o/r"}}),
-        ),
     ] {
         app.create_agent(slug, body).await;
         let r = app

@@ -386,7 +386,7 @@ async fn bad_session_requests_change_nothing() {
     }
     app.create_agent("active", json!({})).await;
     for body in [
-        json!({"agent_id": "active", "manifest": {"entries": {"r": {"kind": "git_repo", "repo": "o/r"}}}}),
+        json!({"agent_id": "active", "manifest": {"entries": {"r": {"kind": "git_repo", "repo": "o/r", "ref": "--upload-pack=x"}}}}),
         json!({"agent_id": "active", "manifest": {"entries": {"h": {"kind": "local_dir", "src": "/etc"}}}}),
         json!({"agent_id": "active", "manifest": {"entries": {"../x": {"kind": "file", "content": ""}}}}),
     ] {

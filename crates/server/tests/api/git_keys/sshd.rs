@@ -3,7 +3,9 @@
 //! Needs /usr/sbin/sshd (openssh-server) and git; `scripts/test` installs them. Without them
 //! the test fails, saying so: it must not pass by skipping.
 
-use super::{create_key, list_keys, test_key};
+use super::{create_key, list_keys, private_pem, test_key};
+use sandbox_agents_domain::ids::GitKeyId;
+use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_testkit::{eventually, spawn_app};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -142,6 +144,23 @@ impl Repo {
     fn bare(&self) -> String {
         self.0.join("skills.git").display().to_string()
     }
+
+    /// `git <args>` in the work tree, with an identity.
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.0.join("work"))
+            .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
 }
 
 impl Drop for Repo {
@@ -176,6 +195,140 @@ async fn a_generated_key_reads_a_repository_from_a_real_sshd_and_another_key_doe
         "{t}"
     );
     assert!(list_keys(&app).await[1]["last_used_at"].is_null());
+    drop(sshd);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_deploy_key_clones_a_branch_a_tag_and_a_commit_without_git_and_leaves_no_key_behind() {
+    let app = spawn_app().await;
+    let key = create_key(&app, "cloner").await;
+    let id = GitKeyId::parse(key["id"].as_str().unwrap()).unwrap();
+    let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
+    let repo = Repo::new();
+    let first = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["tag", "v1"]);
+    std::fs::write(repo.0.join("work/SKILL.md"), "# v2\n").unwrap();
+    repo.git(&["commit", "-q", "-am", "second"]);
+    let bare = repo.bare();
+    repo.git(&["push", "-q", &bare, "HEAD:refs/heads/main", "refs/tags/v1"]);
+    let host = format!("root@127.0.0.1:{}", sshd.port);
+    let credentials = app.sessions.credentials();
+
+    for (git_ref, want) in [
+        ("main", "# v2\n"),
+        ("v1", "# a skill\n"),
+        (&first, "# a skill\n"),
+    ] {
+        let checkout = credentials
+            .clone_with_key(DEFAULT_PROJECT, id, &host, &bare, git_ref)
+            .await
+            .unwrap_or_else(|e| panic!("{git_ref}: {e}\nsshd log:\n{}", sshd.log()));
+        let tree = checkout.path();
+        assert_eq!(
+            std::fs::read_to_string(tree.join("SKILL.md")).unwrap(),
+            want,
+            "{git_ref}"
+        );
+        assert!(
+            !tree.join(".git").exists(),
+            "{git_ref}: .git is still there"
+        );
+        drop(checkout);
+        assert!(
+            !tree.exists(),
+            "{git_ref}: the checkout outlived its handle"
+        );
+    }
+    assert!(list_keys(&app).await[0]["last_used_at"].is_string());
+
+    let e = credentials
+        .clone_with_key(DEFAULT_PROJECT, id, &host, &bare, "no-such-branch")
+        .await
+        .unwrap_err();
+    let said = e.user_message();
+    assert!(
+        said.contains(&bare) && said.contains("no-such-branch"),
+        "{said}"
+    );
+    let e = credentials
+        .clone_with_key(
+            DEFAULT_PROJECT,
+            id,
+            &host,
+            &bare,
+            "--upload-pack=touch /tmp/x",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.user_message().starts_with("ref is a branch or tag name"),
+        "{e}"
+    );
+
+    // No copy of the private key is left in any key directory.
+    let pem = private_pem(&app, key["id"].as_str().unwrap()).await;
+    for dir in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if dir.file_name().to_string_lossy().starts_with("sa-git-") {
+            let left = std::fs::read_to_string(dir.path().join("id_ed25519")).unwrap_or_default();
+            assert_ne!(left, pem, "the key was left in {}", dir.path().display());
+        }
+    }
+    drop(sshd);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_skills_source_with_a_deploy_key_is_cloned_by_the_control_plane_and_the_key_stays_out() {
+    let app = spawn_app().await;
+    let key = create_key(&app, "skills").await;
+    let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
+    let repo = Repo::new();
+    let host = format!("root@127.0.0.1:{}", sshd.port);
+    app.create_agent(
+        "keyed",
+        json!({"skills_source": {
+            "kind": "git_repo", "repo": repo.bare(), "host": host, "ref": "main",
+            "ssh_key_id": key["id"]
+        }}),
+    )
+    .await;
+    let s = app.create_session(json!({"agent_id": "keyed"})).await;
+    let id = s["id"].as_str().unwrap().to_owned();
+    let s = sandbox_agents_testkit::eventually(
+        "the boot to end",
+        sandbox_agents_testkit::BOOT,
+        async || {
+            let s = app.session(&id).await;
+            (s["status"] != "provisioning").then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(
+        s["status"],
+        "running",
+        "{}\nsshd log:\n{}",
+        s["error"],
+        sshd.log()
+    );
+    // The repository is the skill: staged at .agents/<its name>, without .git.
+    let (code, out, err) = app
+        .exec(
+            &id,
+            "cat .agents/*/SKILL.md; ls -a /tmp/sandbox-agents-skills/tree",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("# a skill\n"), "{out}");
+    assert!(!out.contains(".git"), "{out}");
+    // No trace of the private key anywhere the sandbox user can read.
+    let (_, found, _) = app
+        .exec(
+            &id,
+            "grep -rl 'PRIVATE KEY' /workspace /tmp /home 2>/dev/null | head -n 3",
+        )
+        .await;
+    assert_eq!(found, "", "the deploy key reached the sandbox");
     drop(sshd);
     app.stop().await;
 }
