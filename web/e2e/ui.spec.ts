@@ -413,6 +413,35 @@ test('a skill bundle: create it, push by drag and drop, see a hostile archive re
   await expect(page.getByText('No skill bundles yet')).toBeVisible();
 });
 
+test('a session shows the skills its boot staged from its agent’s bundle', async ({ page }) => {
+  const post = (p: string, body: unknown) => fetch(`${API()}${p}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  expect((await post('/api/skill-bundles', { slug: 'e2e-staged' })).status).toBe(201);
+  const form = new FormData();
+  const archive = tgz([
+    { name: 'report/SKILL.md', content: '---\nname: report\ndescription: Write a report\n---\n' },
+    { name: 'triage/SKILL.md', content: '# no front matter\n' },
+  ]);
+  form.append('file', new Blob([new Uint8Array(archive)]), 'bundle.tar.gz');
+  const pushed = await fetch(`${API()}/api/skill-bundles/e2e-staged/versions`, { method: 'POST', body: form });
+  expect(pushed.status, await pushed.clone().text()).toBe(201);
+  const agent = await post('/api/agents', { slug: 'e2e-skilled', name: 'Skilled', capabilities: ['shell', 'skills'], skills_source: { kind: 'bundle', bundle: 'e2e-staged' } });
+  expect(agent.status, await agent.clone().text()).toBe(201);
+  const created = await post('/api/sessions', { agent_id: 'e2e-skilled', title: 'E2E skills' });
+  expect(created.status).toBe(202);
+  const id = (await created.json()).id as string;
+  await expect.poll(async () => (await apiGet(`/api/sessions/${id}`)).status, { timeout: 90_000 }).toBe('running');
+
+  await page.goto(`${UI()}/sessions/${id}/skills`);
+  const panel = page.getByTestId('session-skills');
+  await expect(panel).toContainText("skill bundle 'e2e-staged' version 1");
+  await expect(panel).toContainText('loaded on demand (load_skill), announced to the model');
+  await expect(panel.getByRole('row')).toHaveCount(3);
+  await expect(panel.getByRole('row').nth(1)).toContainText('reportWrite a report.agents/report');
+  await expect(panel.getByRole('row').nth(2)).toContainText('triageNo description provided..agents/triage');
+  // One running sandbox at a time is enough on CI.
+  expect((await post(`/api/sessions/${id}/stop`, {})).ok).toBeTruthy();
+});
+
 test('start a session with overrides from the sessions list, and open a port preview', async ({ page, context }) => {
   // An agent that exposes a port (made through the API: the agent form is covered above).
   const r = await fetch(`${API()}/api/agents`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ slug: 'e2e-web', name: 'E2E web', exposed_ports: [8080] }) });

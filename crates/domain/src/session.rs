@@ -105,6 +105,10 @@ pub struct SessionDetail {
     /// Seconds the sandbox has been up, summed over every boot and counted up to now while it
     /// is up, read off the log's status events.
     pub sandbox_seconds: f64,
+    /// What the last boot staged of the agent's `skills_source` (where it came from, each
+    /// skill's name, description and workspace path); null when it staged none. An addition
+    /// to the published contract.
+    pub skills: Option<crate::skills::SessionSkills>,
 }
 
 /// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left

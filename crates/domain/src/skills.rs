@@ -4,6 +4,7 @@
 //! stages the source; the run loop reads it to announce skills and to answer `load_skill`.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Where skills land in the workspace: `.agents/<skill>/`, the convention of the OpenAI
 /// Agents SDK's sandbox skills.
@@ -22,7 +23,7 @@ pub const MAX_DOCS_BYTES: usize = 32 * 1024;
 pub const LOAD_SKILL_TOOL: &str = "load_skill";
 
 /// One skill of the index.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SkillEntry {
     /// From the front matter's `name`; the folder's name when absent.
     pub name: String,
@@ -36,8 +37,9 @@ pub struct SkillEntry {
     pub path: String,
 }
 
-/// What a boot staged, stored on the session until the next boot replaces it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What a boot staged of the agent's skills source, stored on the session until the next boot
+/// replaces it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SessionSkills {
     /// Sorted by `path`.
     pub skills: Vec<SkillEntry>,

@@ -102,6 +102,7 @@ pub async fn get(
     let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id)).await?;
     let marks = sandbox_agents_store::events::boot_marks(&st.db, id).await?;
     let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
+    let skills = sessions::skills(&st.db, id).await?;
     Ok(Json(SessionDetail {
         session: session.to_wire(),
         agent: Some(agent.to_wire(&st.settings.default_model)),
@@ -110,6 +111,7 @@ pub async fn get(
             &marks,
             time::OffsetDateTime::now_utc(),
         ),
+        skills,
     }))
 }
 

@@ -24,7 +24,7 @@ const TerminalTab = lazy(() => import('./TerminalTab'));
 const RawEventsTab = lazy(() => import('./RawEventsTab'));
 const SessionExtrasTabs = lazy(() => import('./SessionExtras'));
 
-const TABS = ['transcript', 'files', 'terminal', 'ports', 'snapshots', 'events', 'usage'] as const;
+const TABS = ['transcript', 'files', 'terminal', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
 
 function download(name: string, text: string, type: string) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -181,6 +181,7 @@ export default function SessionDetailPage() {
           <Tabs.Tab value="terminal">Terminal</Tabs.Tab>
           <Tabs.Tab value="ports">Ports</Tabs.Tab>
           <Tabs.Tab value="snapshots">Snapshots</Tabs.Tab>
+          <Tabs.Tab value="skills">Skills</Tabs.Tab>
           <Tabs.Tab value="events">
             Raw events{' '}
             <Badge size="xs" variant="light" data-testid="event-count">
@@ -204,7 +205,7 @@ export default function SessionDetailPage() {
           <Tabs.Panel value="events" pt="sm">
             <RawEventsTab log={log} />
           </Tabs.Panel>
-          {(tab === 'ports' || tab === 'snapshots' || tab === 'usage') && (
+          {(tab === 'ports' || tab === 'snapshots' || tab === 'skills' || tab === 'usage') && (
             <Tabs.Panel value={tab} pt="sm">
               <SessionExtrasTabs tab={tab} session={s} />
             </Tabs.Panel>
