@@ -50,6 +50,10 @@ pub struct SessionSkills {
     /// Where the skills came from, for people (`skill bundle 'tools' version 3`).
     #[serde(default)]
     pub origin: String,
+    /// The skills folder of the staged tree in the sandbox (absolute), which `load_skill`
+    /// copies from: fixed at boot, whatever later edits of the agent say.
+    #[serde(default)]
+    pub skills_dir: String,
     /// Appended to the instructions (a `workspace_source`'s docs file and instructions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_docs: Option<String>,
@@ -238,6 +242,7 @@ mod tests {
             lazy: true,
             announced: true,
             origin: String::new(),
+            skills_dir: String::new(),
             workspace_docs: None,
         };
         assert!(matches!(s.lookup("pdf"), Lookup::Found(k) if k.source == "docs/pdf"));
@@ -254,6 +259,7 @@ mod tests {
             lazy: true,
             announced: true,
             origin: String::new(),
+            skills_dir: String::new(),
             workspace_docs: None,
         };
         let p = s.prompt_section().unwrap();

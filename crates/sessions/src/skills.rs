@@ -143,12 +143,11 @@ impl Sessions {
                 }
             }
             None => {
-                let sub = subpath(source_subpath(source))?;
                 for k in &skills.skills {
                     if skills.lazy {
                         ops.extend(["r".into(), k.path.clone()]);
                     } else {
-                        ops.extend(["c".into(), tree_path(sub.as_deref(), k), k.path.clone()]);
+                        ops.extend(["c".into(), tree_path(&skills, k), k.path.clone()]);
                     }
                 }
             }
@@ -302,6 +301,9 @@ impl Sessions {
         };
         let workspace_docs = ws.and_then(|w| workspace_docs(w, tree.docs.as_deref()));
         let layout = Layout {
+            skills_dir: format!("{TREE_DIR}/{}", opts.subpath.as_deref().unwrap_or(""))
+                .trim_end_matches('/')
+                .to_owned(),
             subpath: opts.subpath.clone(),
             tree_in_workspace: ws.map(|w| join(&[&w.dest])),
             default_name,
@@ -406,24 +408,9 @@ impl Sessions {
         if !skills.lazy {
             return Ok(answer("already_loaded"));
         }
-        let agent = sandbox_agents_store::agents::get(
-            &self.inner.db,
-            project,
-            &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id),
-        )
-        .await
-        .map_err(|e| format!("error: {e}"))?;
-        let sub = agent
-            .spec
-            .skills_source
-            .as_ref()
-            .map(|src| subpath(source_subpath(src)))
-            .transpose()
-            .map_err(|e| format!("error: {e}"))?
-            .flatten();
         let ops = [
             "l".to_owned(),
-            tree_path(sub.as_deref(), skill),
+            tree_path(&skills, skill),
             skill.path.clone(),
         ];
         let out = self
@@ -451,10 +438,11 @@ impl Sessions {
 const TREE_NAME_TREE: &str = "sandbox-agents-skills/tree";
 
 /// Where a skill is in the staged tree, as an absolute path in the sandbox.
-fn tree_path(subpath: Option<&str>, k: &SkillEntry) -> String {
-    format!("{TREE_DIR}/{}", join(&[subpath.unwrap_or(""), &k.source]))
-        .trim_end_matches('/')
-        .to_owned()
+fn tree_path(skills: &SessionSkills, k: &SkillEntry) -> String {
+    match join(&[&k.source]) {
+        rel if rel.is_empty() => skills.skills_dir.clone(),
+        rel => format!("{}/{rel}", skills.skills_dir),
+    }
 }
 
 /// The last component of a repository path, for a skill that is the repository itself.

@@ -78,6 +78,8 @@ pub struct Layout {
     pub announced: bool,
     pub origin: String,
     pub workspace_docs: Option<String>,
+    /// The skills folder of the tree in the sandbox.
+    pub skills_dir: String,
 }
 
 /// The session's skills: one entry per folder of `tree` holding a `SKILL.md`.
@@ -118,6 +120,7 @@ pub fn index(tree: &TreeIndex, layout: Layout) -> SessionSkills {
         announced: layout.announced,
         origin: layout.origin,
         workspace_docs: layout.workspace_docs,
+        skills_dir: layout.skills_dir,
     }
 }
 
@@ -160,6 +163,7 @@ mod tests {
             announced: true,
             origin: "skill bundle 'tools' version 1".into(),
             workspace_docs: None,
+            skills_dir: "/tmp/t/skills".into(),
         }
     }
 
