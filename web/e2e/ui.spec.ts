@@ -396,6 +396,8 @@ test('a skill bundle: create it, push by drag and drop, see a hostile archive re
   // Its form links the skills source to the bundle's page.
   await page.goto(`${UI()}/agents/e2e-bundled/edit`);
   await page.getByRole('tab', { name: 'Subagents & skills' }).click();
+  await expect(page.getByRole('textbox', { name: 'Use a skill bundle' })).toHaveValue(BUNDLE);
+  await expect(page.getByTestId('skills-not-announced')).toContainText('not told about them');
   await page.getByRole('link', { name: BUNDLE }).click();
   await expect(page).toHaveURL(new RegExp(`/skill-bundles/${BUNDLE}$`));
   await page.getByRole('button', { name: 'Delete bundle' }).click();

@@ -66,6 +66,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const [conflict, setConflict] = useState<{ current: Agent; fields: string[] } | null>(null);
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
+  const bundles = useQuery({ queryKey: ['skill-bundles'], queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
 
   const skillsBundle = bundleOfSkillsSource(values.skills_source);
   const set = <K extends keyof AgentFormValues>(k: K, v: AgentFormValues[K]) => setValues((s) => ({ ...s, [k]: v }));
@@ -214,7 +215,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             </SimpleGrid>
             <Checkbox label="Default capabilities (shell and filesystem)" checked={values.defaultCapabilities} onChange={(e) => set('defaultCapabilities', e.currentTarget.checked)} />
             {!values.defaultCapabilities && (
-              <MultiSelect label="Capabilities" description="compaction, memory and skills are kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
+              <MultiSelect label="Capabilities" description="skills announces the skills source's skills to the model (with load_skill for lazy sources); compaction and memory are kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
             )}
           </Stack>
         </Tabs.Panel>
@@ -324,6 +325,26 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             <Input.Wrapper label="Skills source" description='Empty for none, or {"kind":"git_repo","repo":"o/r","ref":"main","ssh_key_id":null} | {"kind":"local_dir","src":"/abs"} | {"kind":"bundle","bundle":"slug","version":"latest"}' error={err('skills_source')}>
               <LazyCodeEditor language="json" value={values.skills_source} onChange={(v) => set('skills_source', v)} minHeight={80} ariaLabel="Skills source" />
             </Input.Wrapper>
+            <Select
+              label="Use a skill bundle"
+              description="Sets the skills source to the bundle's latest version, resolved at every boot (pin a number in the JSON instead)."
+              placeholder={(bundles.data ?? []).length ? 'Pick a bundle' : 'No skill bundles in this project'}
+              data={(bundles.data ?? []).map((b) => b.slug)}
+              value={skillsBundle ?? null}
+              onChange={(slug) => slug && set('skills_source', JSON.stringify({ kind: 'bundle', bundle: slug, version: 'latest', lazy: true }, null, 2))}
+              maw={360}
+              searchable
+            />
+            {values.skills_source.trim() !== '' && !values.defaultCapabilities && !values.capabilities.includes('skills') && (
+              <Text size="sm" c="dimmed" data-testid="skills-not-announced">
+                Without the skills capability the skills are staged into the workspace at boot, but the model is not told about them.
+              </Text>
+            )}
+            {values.skills_source.trim() !== '' && values.defaultCapabilities && (
+              <Text size="sm" c="dimmed" data-testid="skills-not-announced">
+                The default capabilities do not include skills: the skills are staged at boot, but the model is not told about them.
+              </Text>
+            )}
             {skillsBundle && (
               <Text size="sm" mt={-8}>
                 Skill bundle: <Anchor component={Link} to={`/skill-bundles/${encodeURIComponent(skillsBundle)}`} ff="monospace">{skillsBundle}</Anchor> (its versions, and how to push one)
