@@ -28,7 +28,7 @@ use sandbox_agents_domain::tools::{SkillsSource, WorkspaceSource};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::ExecRequest;
-use sandbox_agents_skills::source::{index, resolve_bundle, Layout};
+use sandbox_agents_skills::source::{index, join, resolve_bundle, Layout};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_workspace::manifest::Archive;
 use sandbox_agents_workspace::skills_tree::{index_dir, read_tree, TreeIndex, TreeOptions};
@@ -65,16 +65,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 "#;
-
-/// Joins path parts with `/`, dropping empty and `.` components.
-fn join(parts: &[&str]) -> String {
-    parts
-        .iter()
-        .flat_map(|p| p.split('/'))
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect::<Vec<_>>()
-        .join("/")
-}
 
 /// A source's `subpath`, checked: relative, inside the tree.
 fn subpath(raw: Option<&str>) -> Result<Option<String>> {

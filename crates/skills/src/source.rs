@@ -124,7 +124,8 @@ pub fn index(tree: &TreeIndex, layout: Layout) -> SessionSkills {
     }
 }
 
-fn join(parts: &[&str]) -> String {
+/// Joins path parts with `/`, dropping empty and `.` components.
+pub fn join(parts: &[&str]) -> String {
     parts
         .iter()
         .flat_map(|p| p.split('/'))

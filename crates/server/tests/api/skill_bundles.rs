@@ -57,7 +57,7 @@ pub fn skills_tree(extra: &str) -> Vec<u8> {
     ])
 }
 
-async fn create(app: &TestApp, body: Value) -> (u16, Value) {
+pub(crate) async fn create(app: &TestApp, body: Value) -> (u16, Value) {
     let r = app
         .http
         .post(app.url("/api/skill-bundles"))
@@ -81,7 +81,7 @@ pub(crate) async fn push(app: &TestApp, slug: &str, bytes: Vec<u8>) -> (u16, Val
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(app: &TestApp, path: &str) -> (u16, Value) {
+pub(crate) async fn get(app: &TestApp, path: &str) -> (u16, Value) {
     let r = app.http.get(app.url(path)).send().await.unwrap();
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }

@@ -4,7 +4,7 @@
 //! on demand with `load_skill`, and a `workspace_source` that stages the whole tree.
 
 use crate::runs::{start_run, wait_for_run, BOOT};
-use crate::skill_bundles::{push, skills_tree, tar_of};
+use crate::skill_bundles::{create, get, push, skills_tree, tar_of};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{
     spawn_app, spawn_app_with_model_proxy, spawn_app_with_options, AppOptions, TestApp,
@@ -12,14 +12,7 @@ use sandbox_agents_testkit::{
 use serde_json::{json, Value};
 
 async fn bundle(app: &TestApp, slug: &str) {
-    let r = app
-        .http
-        .post(app.url("/api/skill-bundles"))
-        .json(&json!({"slug": slug}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    assert_eq!(create(app, json!({"slug": slug})).await.0, 201);
 }
 
 /// A session of `agent` that ends `running` or `error`; returns it.
@@ -375,14 +368,6 @@ async fn a_workspace_source_without_a_skills_source_is_a_422_and_stores_no_sessi
         .as_str()
         .unwrap()
         .contains("has no skills_source"));
-    let list: Value = app
-        .http
-        .get(app.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, list) = get(&app, "/api/sessions").await;
     assert_eq!(list.as_array().unwrap().len(), 0);
 }
