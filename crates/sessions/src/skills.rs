@@ -32,7 +32,7 @@ use sandbox_agents_skills::source::{index, join, resolve_bundle, Layout};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_workspace::manifest::Archive;
 use sandbox_agents_workspace::skills_tree::{index_dir, read_tree, TreeIndex, TreeOptions};
-use sandbox_agents_workspace::stream::{blocking_reader, pipe, PipeWriter};
+use sandbox_agents_workspace::stream::{blocking_reader, pipe, PipeWriter, PIPE_GONE};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -328,12 +328,15 @@ impl Sessions {
             .backend
             .put_archive_stream(container, TREE_PARENT, stream);
         let (put, tree) = tokio::join!(put, task);
-        // The tree's own refusal says more than the upload's error it causes.
-        let tree = tree
-            .map_err(|e| anyhow::anyhow!("staging the skills stopped: {e}"))?
-            .map_err(ServiceError::BadRequest)?;
-        put?;
-        Ok(tree)
+        let tree = tree.map_err(|e| anyhow::anyhow!("staging the skills stopped: {e}"))?;
+        match (put, tree) {
+            (Ok(()), Ok(tree)) => Ok(tree),
+            // An upload the Engine gave up on breaks the writer's pipe: its error is the cause.
+            (Err(e), Err(r)) if r.contains(PIPE_GONE) => Err(e.into()),
+            // The tree's own refusal (a link, a limit) says more than the cut upload it causes.
+            (_, Err(refusal)) => Err(ServiceError::BadRequest(refusal)),
+            (Err(e), Ok(_)) => Err(e.into()),
+        }
     }
 
     async fn run_stage(

@@ -95,6 +95,9 @@ where
     Ok(FileContent { size, body })
 }
 
+/// What a [`PipeWriter`]'s write fails with once the stream's reader is gone.
+pub const PIPE_GONE: &str = "the reader went away";
+
 /// A writer on a blocking thread whose bytes come out of [`pipe`]'s stream, in chunks: an
 /// archive built synchronously goes into a sandbox as it is written, never whole in memory.
 /// A write fails once the stream's reader is gone.
@@ -109,9 +112,9 @@ impl PipeWriter {
             return Ok(());
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the reader went away")
-        })
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, PIPE_GONE))
     }
 
     /// Ends the stream with an error instead of its end, so the reader never takes a cut

@@ -332,6 +332,26 @@ async fn a_local_dir_source_is_staged_from_an_allowed_root_and_refused_outside_i
         0
     );
 
+    // A link in the tree could point anywhere on the host: the whole boot is refused, saying so.
+    std::fs::create_dir_all(root.join("linked/s")).unwrap();
+    std::fs::write(root.join("linked/s/SKILL.md"), "x").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("linked/s/passwd")).unwrap();
+    app.create_agent(
+        "linked",
+        json!({"skills_source": {"kind": "local_dir", "src": root.join("linked"), "lazy": false}}),
+    )
+    .await;
+    let s = boot(&app, "linked").await;
+    assert_eq!(s["status"], "error");
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap()
+            .contains("is a link or a special file"),
+        "{}",
+        s["error"]
+    );
+
     app.create_agent(
         "outside",
         json!({"skills_source": {"kind": "local_dir", "src": "/etc"}}),
