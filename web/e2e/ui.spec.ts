@@ -440,8 +440,8 @@ test('a session shows the skills its boot staged from its agent’s bundle', asy
   await expect(panel.getByRole('row')).toHaveCount(3);
   await expect(panel.getByRole('row').nth(1)).toContainText('reportWrite a report.agents/report');
   await expect(panel.getByRole('row').nth(2)).toContainText('triageNo description provided..agents/triage');
-  // One running sandbox at a time is enough on CI.
-  expect((await post(`/api/sessions/${id}/stop`, {})).ok).toBeTruthy();
+  // Gone again: the pages after this one count the suite's sessions.
+  expect((await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' })).ok).toBeTruthy();
 });
 
 test('start a session with overrides from the sessions list, and open a port preview', async ({ page, context }) => {
@@ -539,6 +539,9 @@ test('the main pages, for the README', async ({ page }) => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`${UI()}/sessions`);
   await expect(page.getByRole('link', { name: 'E2E session', exact: true })).toBeVisible();
+  // Cards, not a table scrolled sideways: each shows its status whole.
+  await expect(page.getByRole('table')).toHaveCount(0);
+  await expect(page.getByTestId('session-card').filter({ hasText: 'E2E session' }).first()).toContainText(/running|stopped/);
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
   await shot(page, 'sessions-phone');
   await page.goto(`${UI()}/sessions/${sessionId}`);

@@ -1,4 +1,5 @@
-import { Anchor, Badge, Button, Group, Pagination, Select, Skeleton, Table, Text } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Pagination, Select, Skeleton, Stack, Table, Text } from '@mantine/core';
+import { useMediaQuery } from '@mantine/hooks';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
@@ -58,6 +59,9 @@ export default function SessionsPage() {
   });
   const agentById = new Map((agents.data ?? []).map((a) => [a.id, a]));
   const total = sessions.data?.total ?? sessions.data?.items.length ?? 0;
+  // Below Mantine's `sm` breakpoint a table of six columns cannot fit: each session is a card
+  // instead (title, status, agent, last event), so nothing needs scrolling sideways.
+  const narrow = useMediaQuery('(max-width: 48em)') ?? false;
   const pages = Math.max(1, Math.ceil(total / PAGE));
 
   return (
@@ -106,6 +110,34 @@ export default function SessionsPage() {
         </EmptyState>
       ) : (
         <>
+          {narrow ? (
+            <Stack gap="xs" data-testid="session-cards">
+              {(sessions.data?.items ?? []).map((s) => {
+                const a = agentById.get(s.agent_id);
+                return (
+                  <Card withBorder key={s.id} padding="sm" data-testid="session-card">
+                    <Group justify="space-between" wrap="nowrap" align="flex-start">
+                      <Anchor component={Link} to={`/sessions/${s.id}`} fw={600} lineClamp={1}>
+                        {s.title || 'Untitled'}
+                      </Anchor>
+                      <StatusBadge session={s} />
+                    </Group>
+                    {s.error && (
+                      <Text size="xs" c="red" lineClamp={2}>
+                        {s.error}
+                      </Text>
+                    )}
+                    <Group gap="xs" mt={4} wrap="nowrap">
+                      <Text size="xs" c="dimmed" lineClamp={1}>
+                        {a ? a.slug : s.agent_id.slice(0, 8)} · last event
+                      </Text>
+                      <RelTime value={s.last_event_at} size="xs" />
+                    </Group>
+                  </Card>
+                );
+              })}
+            </Stack>
+          ) : (
           <Table.ScrollContainer minWidth={720}>
             <Table highlightOnHover verticalSpacing="sm">
               <Table.Thead>
@@ -166,6 +198,7 @@ export default function SessionsPage() {
               </Table.Tbody>
             </Table>
           </Table.ScrollContainer>
+          )}
           {pages > 1 && <Pagination mt="md" total={pages} value={page} onChange={(p) => set('page', String(p))} />}
         </>
       )}
