@@ -92,6 +92,8 @@ pub struct TestApp {
     pub sessions: Sessions,
     /// The run loop (registered with `sessions`; held here so it lives as long as the app).
     pub runs: Runs,
+    /// Environments, for tests that drive build recovery and collection themselves.
+    pub environments: sandbox_agents_environments::Environments,
     /// This server's `--data-dir` (a temporary directory, removed when the app is dropped).
     pub data_dir: PathBuf,
     /// This server's blob store directory (`<data_dir>/blobs`).
@@ -125,6 +127,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_memory_mb: 512,
         sandbox_pids: 256,
         warm_pool_size: 0,
+        max_concurrent_builds: 2,
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
@@ -325,6 +328,8 @@ pub struct AppOptions {
     pub allowed_hosts: Vec<String>,
     /// The web UI's files (the binary's embedded ones by default).
     pub ui: sandbox_agents_api::ui::UiAssets,
+    /// `--extra-ca-certs`: a PEM file builds (and sandboxes) trust besides the system's.
+    pub extra_ca_certs: Option<PathBuf>,
 }
 
 impl Default for AppOptions {
@@ -338,6 +343,7 @@ impl Default for AppOptions {
             preview_domain: None,
             allowed_hosts: Vec::new(),
             ui: Default::default(),
+            extra_ca_certs: None,
         }
     }
 }
@@ -347,6 +353,16 @@ pub async fn spawn_app_with_options(opts: AppOptions) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
     spawn_app_inner(db, options, opts).await
+}
+
+/// Another server on an existing database (a restart, a second process), set up by `opts`.
+pub async fn spawn_app_on_with_options(
+    db: Db,
+    db_options: PgConnectOptions,
+    opts: AppOptions,
+) -> TestApp {
+    init_tracing();
+    spawn_app_inner(db, db_options, opts).await
 }
 
 /// Builds the server with the binary's wiring (`sandbox_agents_server::app::build`) from
@@ -364,6 +380,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         preview_domain,
         allowed_hosts,
         ui,
+        extra_ca_certs,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -374,6 +391,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.warm_pool_size = warm_pool;
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
+    config.extra_ca_certs = extra_ca_certs;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");
@@ -402,6 +420,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         .expect("building the test server");
     let sessions = app.state.sessions.clone();
     let runs = app.state.runs.clone();
+    let environments = app.state.environments.clone();
     let dispatcher = app.dispatcher.clone();
     let listeners = sandbox_agents_api::Listeners {
         api: listener,
@@ -418,6 +437,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         server,
         sessions,
         runs,
+        environments,
         data_dir,
         blobs_dir,
         dispatcher,
