@@ -489,3 +489,79 @@ async fn a_build_interrupted_by_a_restart_is_taken_over_not_left_building() {
     assert_eq!(done["build"]["status"], "ready", "{done}");
     drop(first);
 }
+
+#[tokio::test]
+async fn a_project_with_environments_agents_and_sessions_in_them_can_be_deleted() {
+    let app = spawn_app().await;
+    let call = |method: reqwest::Method, path: &str, body: Value| {
+        let r = app
+            .http
+            .request(method, app.url(path))
+            .header("x-project", "envs")
+            .json(&body);
+        async move {
+            let r = r.send().await.unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (s, _) = call(
+        reqwest::Method::POST,
+        "/api/projects",
+        json!({"name": "Envs", "slug": "envs"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, env) = call(
+        reqwest::Method::POST,
+        "/api/environments",
+        json!({"name": "e"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{env}");
+    let (s, _) = call(
+        reqwest::Method::POST,
+        "/api/agents",
+        json!({"slug": "a", "name": "a", "environment_id": "e"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, session) = call(
+        reqwest::Method::POST,
+        "/api/sessions",
+        json!({"agent_id": "a"}),
+    )
+    .await;
+    assert_eq!(s, 202, "{session}");
+    let id = session["id"].as_str().unwrap().to_owned();
+    eventually(
+        "the session to boot",
+        sandbox_agents_testkit::BOOT,
+        async || {
+            let (_, s) = call(
+                reqwest::Method::GET,
+                &format!("/api/sessions/{id}"),
+                Value::Null,
+            )
+            .await;
+            (s["status"] == "running").then_some(())
+        },
+    )
+    .await;
+    let (s, _) = call(
+        reqwest::Method::POST,
+        &format!("/api/sessions/{id}/stop"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, b) = call(reqwest::Method::DELETE, "/api/projects/envs", Value::Null).await;
+    assert_eq!(s, 204, "{b}");
+    let (left,): (i64,) = sqlx::query_as("select count(*) from environments")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
