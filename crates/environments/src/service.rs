@@ -196,7 +196,8 @@ impl Environments {
     }
 
     /// Applies a patch: `config` and `metadata` replace the stored ones whole. A changed
-    /// configuration with packages builds (unless its image exists already); the sessions
+    /// configuration with packages builds (unless its image exists already), and so does one
+    /// saved again after its build failed; the sessions
     /// created before keep the build they were created with. Archived environments are
     /// read-only (409).
     pub async fn update(
@@ -224,9 +225,13 @@ impl Environments {
                 current.name
             )));
         }
+        // Saving the configuration again after its build failed tries the build again; an
+        // unchanged configuration whose image is ready or building builds nothing.
+        let retry = patch.config.is_some()
+            && current.build_status == Some(sandbox_agents_domain::state::BuildStatus::Failed);
         let config = patch.config.unwrap_or_else(|| current.config.0.clone());
         let changed = config != current.config.0;
-        let build = if changed {
+        let build = if changed || retry {
             self.ensure_build(&mut tx, &config).await?
         } else {
             current.build_digest.clone().map(|d| (d, false))

@@ -435,6 +435,20 @@ async fn a_failed_build_names_its_package_manager_and_fails_its_sessions() {
     let s = app
         .wait_for_status(session["id"].as_str().unwrap(), "error", BUILD)
         .await;
+    // Saving the same configuration again tries the build again (and it fails again).
+    let (s2, again) = send(
+        &app,
+        "PATCH",
+        "/api/environments/no-npm",
+        Some(json!({"config": failed["config"]})),
+    )
+    .await;
+    assert_eq!(s2, 200, "{again}");
+    assert_eq!(again["build"]["status"], "building");
+    assert_eq!(
+        wait_for_build(&app, "no-npm").await["build"]["status"],
+        "failed"
+    );
     assert!(s["error"].as_str().unwrap().contains("has no npm"), "{s}");
 
     let (_, env) = send(
