@@ -124,9 +124,32 @@ impl Progress {
     }
 }
 
+/// Takes a digest out of the in-flight set when dropped.
+struct InFlight<'a>(&'a Environments, &'a str);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .inner
+            .inflight
+            .lock()
+            .expect("inflight")
+            .remove(self.1);
+    }
+}
+
 impl Environments {
     /// Builds `digest` in the background, once a permit is free.
     pub(crate) fn spawn_build(&self, digest: String) {
+        if !self
+            .inner
+            .inflight
+            .lock()
+            .expect("inflight")
+            .insert(digest.clone())
+        {
+            return;
+        }
         let rt = self.clone();
         self.inner.tasks.spawn(async move {
             if let Err(e) = rt.build(&digest).await {
@@ -201,6 +224,8 @@ impl Environments {
     #[tracing::instrument(skip_all, fields(build = %digest))]
     async fn build(&self, digest: &str) -> Result<()> {
         let st = &self.inner;
+        // Out of flight however this ends (early returns included).
+        let in_flight = InFlight(self, digest);
         let _permit = tokio::select! {
             p = st.permits.clone().acquire_owned() => p.map_err(|e| anyhow::anyhow!("{e}"))?,
             _ = st.shutdown.cancelled() => return Ok(()),
@@ -229,7 +254,13 @@ impl Environments {
         }
         .await;
         let _ = conn.close().await;
+        drop(in_flight);
         if let Ok(true) = result {
+            // Saved again (after a failure) while this attempt finished: that save found
+            // this task still in flight and left the build to it.
+            if environments::get_build(&st.db, digest).await?.status == BuildStatus::Building {
+                self.spawn_build(digest.to_owned());
+            }
             self.inner.sessions.boot_waiting(digest).await?;
             self.spawn_collect();
         }

@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     pub backends: Vec<String>,
     pub settings: EnvironmentSettings,
     pub permits: Arc<Semaphore>,
+    /// Digests this process has a build task for (queued or running), so a sweep does not
+    /// queue the same build twice.
+    pub inflight: std::sync::Mutex<std::collections::HashSet<String>>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
 }
@@ -81,6 +84,7 @@ impl Environments {
                 backends,
                 permits: Arc::new(Semaphore::new(settings.max_concurrent_builds.max(1))),
                 settings,
+                inflight: Default::default(),
                 tasks: TaskTracker::new(),
                 shutdown,
             }),
