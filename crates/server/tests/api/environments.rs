@@ -471,36 +471,56 @@ async fn a_failed_build_names_its_package_manager_and_fails_its_sessions() {
 #[tokio::test]
 async fn a_build_interrupted_by_a_restart_is_taken_over_not_left_building() {
     let first = spawn_app_with_options(options_with_ca()).await;
+    // A pip step no earlier build has cached (any idna satisfies it), so the build is still
+    // running when the process stops.
+    let fresh = format!(
+        "idna>=2.0.{}",
+        uuid::Uuid::new_v4().as_u128() % 1_000_000_000
+    );
     let (s, env) = send(
         &first,
         "POST",
         "/api/environments",
-        Some(
-            json!({"name": "resumed", "config": {"packages": {"apt": ["tree"], "pip": ["idna"]}}}),
-        ),
+        Some(json!({"name": "resumed", "config": {"packages": {"apt": ["tree"], "pip": [fresh]}}})),
     )
     .await;
     assert_eq!(s, 201);
     assert_eq!(env["build"]["status"], "building");
+    eventually("the build to start", BUILD, async || {
+        let (n,): (i32,) = sqlx::query_as("select attempts from environment_builds")
+            .fetch_one(&first.db)
+            .await
+            .unwrap();
+        (n == 1).then_some(())
+    })
+    .await;
     // The process stops mid-build (its builds end with it, their locks with their
-    // connections): the row is still `building`.
+    // connections): the row is left `building`, and nobody holds it.
     first.shutdown.cancel();
     first.environments.idle().await;
     let (status,): (String,) = sqlx::query_as("select status from environment_builds")
         .fetch_one(&first.db)
         .await
         .unwrap();
+    assert_eq!(status, "building");
+    // The next process takes it over (as `App::start_workers` does at start).
     let second = spawn_app_on_with_options(
         first.db.clone(),
         first.db_options.clone(),
         options_with_ca(),
     )
     .await;
-    if status == "building" {
-        assert_eq!(second.environments.resume_builds().await.unwrap(), 1);
-    }
+    assert_eq!(second.environments.resume_builds().await.unwrap(), 1);
     let done = wait_for_build(&second, "resumed").await;
     assert_eq!(done["build"]["status"], "ready", "{done}");
+    let (attempts,): (i32,) = sqlx::query_as("select attempts from environment_builds")
+        .fetch_one(&second.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        attempts, 2,
+        "the interrupted attempt and the one that finished"
+    );
     drop(first);
 }
 
