@@ -330,6 +330,8 @@ pub struct AppOptions {
     pub ui: sandbox_agents_api::ui::UiAssets,
     /// `--extra-ca-certs`: a PEM file builds (and sandboxes) trust besides the system's.
     pub extra_ca_certs: Option<PathBuf>,
+    /// `--max-concurrent-builds`.
+    pub max_concurrent_builds: usize,
 }
 
 impl Default for AppOptions {
@@ -344,6 +346,7 @@ impl Default for AppOptions {
             allowed_hosts: Vec::new(),
             ui: Default::default(),
             extra_ca_certs: None,
+            max_concurrent_builds: 2,
         }
     }
 }
@@ -381,6 +384,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         allowed_hosts,
         ui,
         extra_ca_certs,
+        max_concurrent_builds,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -392,6 +396,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
     config.extra_ca_certs = extra_ca_certs;
+    config.max_concurrent_builds = max_concurrent_builds;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");

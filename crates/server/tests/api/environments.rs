@@ -599,3 +599,46 @@ async fn a_project_with_environments_agents_and_sessions_in_them_can_be_deleted(
         .unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn builds_beyond_the_bound_wait_their_turn() {
+    let app = spawn_app_with_options(AppOptions {
+        max_concurrent_builds: 1,
+        ..options_with_ca()
+    })
+    .await;
+    for name in ["one", "two"] {
+        // Steps no earlier build has cached, so each takes a while.
+        let fresh = format!(
+            "six>=1.0.{}",
+            uuid::Uuid::new_v4().as_u128() % 1_000_000_000
+        );
+        let (s, _) = send(
+            &app,
+            "POST",
+            "/api/environments",
+            Some(json!({"name": name, "config": {"packages": {"pip": [fresh]}}})),
+        )
+        .await;
+        assert_eq!(s, 201);
+    }
+    // A build counts its attempt once it holds a permit: with one permit, never two at once.
+    eventually("both builds to end", BUILD, async || {
+        let rows: Vec<(String, i32)> =
+            sqlx::query_as("select status, attempts from environment_builds")
+                .fetch_all(&app.db)
+                .await
+                .unwrap();
+        let running = rows
+            .iter()
+            .filter(|(s, a)| s == "building" && *a > 0)
+            .count();
+        assert!(running <= 1, "two builds ran at once: {rows:?}");
+        if rows.iter().all(|(s, _)| s == "ready") {
+            Ok(())
+        } else {
+            Err(format!("{rows:?}"))
+        }
+    })
+    .await;
+}
