@@ -39,6 +39,10 @@ WEBHOOK_ENV = {
     "SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS": "1",
 }
 
+#: This network inspects TLS: builds (and sandboxes) trust the host's bundle, which holds the
+#: inspecting CA, as an operator's --extra-ca-certs file would.
+CA_ENV = {"SANDBOX_AGENTS_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"}
+
 
 @dataclass
 class Server:
@@ -71,7 +75,7 @@ def model_env(model: fakemodel.FakeModel) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def server(fake_model):
     process = harness.ServerProcess(
-        harness.short_tmpdir(), name="shared server", env={**model_env(fake_model), **WEBHOOK_ENV}
+        harness.short_tmpdir(), name="shared server", env={**model_env(fake_model), **WEBHOOK_ENV, **CA_ENV}
     )
     deployment = None
     try:

@@ -444,6 +444,44 @@ test('a session shows the skills its boot staged from its agent’s bundle', asy
   expect((await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' })).ok).toBeTruthy();
 });
 
+test('an environment: create it with packages, see its build fail naming the manager, read the log, edit, archive, delete', async ({ page }) => {
+  await page.goto(`${UI()}/sessions`);
+  await page.getByRole('link', { name: 'Environments' }).click();
+  await expect(page.getByRole('heading', { name: 'Environments' })).toBeVisible();
+  await expect(page.getByText('No environments yet')).toBeVisible();
+  await page.getByLabel('Name').fill('e2e-env');
+  // Entries are checked as the server checks them, before anything is sent.
+  await page.getByLabel('npm packages').fill('-g');
+  await expect(page.getByText(/options are not accepted/)).toBeVisible();
+  // The test image has no npm: the build fails, saying which manager and why.
+  await page.getByLabel('npm packages').fill('express@4.18.0');
+  await page.getByRole('button', { name: 'Create environment' }).click();
+  await expect(page).toHaveURL(/\/environments\/[0-9a-f-]{36}$/);
+  await expect(page.getByTestId('build-summary')).toContainText('has no npm', { timeout: 120_000 });
+  await expect(page.getByTestId('build-status')).toHaveText('failed');
+  await expect(page.getByTestId('build-log')).toContainText('manager=npm');
+  await shot(page, 'environment');
+  // Without packages there is nothing to build.
+  await page.getByLabel('npm packages').fill('');
+  await page.getByRole('button', { name: 'Save configuration' }).click();
+  await expect(page.getByTestId('build-status')).toHaveText('none');
+  await expect(page.getByText('Nothing to build: no packages.')).toBeVisible();
+  // Archived: read-only, and hidden from the list unless asked.
+  await page.getByRole('button', { name: 'Archive' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Archive' }).click();
+  await expect(page.getByText('archived', { exact: true })).toBeVisible();
+  await expect(page.getByRole('button', { name: 'Save configuration' })).toBeDisabled();
+  await page.getByRole('link', { name: 'Environments' }).click();
+  await expect(page.getByText('No environments yet')).toBeVisible();
+  await page.getByText('Show archived').click();
+  await page.getByRole('link', { name: 'e2e-env' }).click();
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  await expect(page).toHaveURL(/\/environments$/);
+  await page.getByText('Show archived').click();
+  await expect(page.getByText('No environments yet')).toBeVisible();
+});
+
 test('start a session with overrides from the sessions list, and open a port preview', async ({ page, context }) => {
   // An agent that exposes a port (made through the API: the agent form is covered above).
   const r = await fetch(`${API()}/api/agents`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ slug: 'e2e-web', name: 'E2E web', exposed_ports: [8080] }) });

@@ -14,6 +14,8 @@ const WebhookDetailPage = lazy(() => import('./pages/webhooks/WebhookDetailPage'
 const ApiKeysPage = lazy(() => import('./pages/admin/ApiKeysPage'));
 const SecretsPage = lazy(() => import('./pages/admin/SecretsPage'));
 const GitKeysPage = lazy(() => import('./pages/admin/GitKeysPage'));
+const EnvironmentsPage = lazy(() => import('./pages/environments/EnvironmentsPage'));
+const EnvironmentDetailPage = lazy(() => import('./pages/environments/EnvironmentDetailPage'));
 const SkillBundlesPage = lazy(() => import('./pages/skills/SkillBundlesPage'));
 const SkillBundleDetailPage = lazy(() => import('./pages/skills/SkillBundleDetailPage'));
 const ProjectsPage = lazy(() => import('./pages/admin/ProjectsPage'));
@@ -41,6 +43,8 @@ export function App() {
           <Route path="keys" element={<ApiKeysPage />} />
           <Route path="secrets" element={<SecretsPage />} />
           <Route path="git-keys" element={<GitKeysPage />} />
+          <Route path="environments" element={<EnvironmentsPage />} />
+          <Route path="environments/:ref" element={<EnvironmentDetailPage />} />
           <Route path="skill-bundles" element={<SkillBundlesPage />} />
           <Route path="skill-bundles/:slug" element={<SkillBundleDetailPage />} />
           <Route path="projects" element={<ProjectsPage />} />

@@ -14,6 +14,7 @@ import {
   IconUsers,
   IconWebhook,
   IconGitBranch,
+  IconBox,
   IconPackage,
   IconUserCircle,
 } from '@tabler/icons-react';
@@ -38,6 +39,7 @@ const groups: { label: string; items: Item[] }[] = [
       { to: '/webhooks', label: 'Webhooks', icon: <IconWebhook size={18} /> },
       { to: '/secrets', label: 'Secrets', icon: <IconLock size={18} /> },
       { to: '/git-keys', label: 'Git keys', icon: <IconGitBranch size={18} /> },
+      { to: '/environments', label: 'Environments', icon: <IconBox size={18} /> },
       { to: '/skill-bundles', label: 'Skill bundles', icon: <IconPackage size={18} /> },
       { to: '/models', label: 'Models', icon: <IconCpu size={18} /> },
     ],

@@ -2,12 +2,14 @@
 //! transaction. Subagents must name other agents of the project, and a `skills_source` deploy
 //! key must be one of the project's, held `for share` until the write commits so that a
 //! concurrent key delete either sees the agent or happens first. Edits use the optimistic
-//! lock: a stale `version` is a 409 and changes nothing.
+//! lock: a stale `version` is a 409 and changes nothing. A default environment must be one of
+//! the project's, held `for share` the same way.
 
 use sandbox_agents_credentials::git_keys::hold_referenced_key;
 use sandbox_agents_domain::agent::{AgentPatch, AgentRecord, AgentRef, AgentSpec};
 use sandbox_agents_domain::{FieldError, Patch, ProjectId, Slug};
 use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_store::environments::{self, EnvironmentRef};
 use sandbox_agents_store::{agents, Db};
 use serde_json::Value;
 
@@ -21,6 +23,7 @@ pub async fn create(
     check_subagents(db, project, slug, &spec).await?;
     let mut tx = db.begin().await?;
     hold_referenced_key(&mut tx, project, &mut spec).await?;
+    hold_environment(&mut tx, project, &mut spec).await?;
     let agent = agents::insert(&mut *tx, project, slug, &spec).await?;
     tx.commit().await?;
     tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
@@ -44,6 +47,7 @@ pub async fn update(
     // Only a patch that sets skills_source can add a reference: an unrelated edit leaves a
     // stored one as it is (already visible to deletes), whatever its age.
     let sets_skills = matches!(patch.skills_source, Patch::Value(_));
+    let sets_environment = matches!(patch.environment_id, Patch::Value(_));
     let mut spec = current.spec.clone();
     patch
         .apply(&current.slug, &mut spec)
@@ -52,10 +56,38 @@ pub async fn update(
     if sets_skills {
         hold_referenced_key(&mut tx, project, &mut spec).await?;
     }
+    if sets_environment {
+        hold_environment(&mut tx, project, &mut spec).await?;
+    }
     let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
     tx.commit().await?;
     tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
     Ok(updated)
+}
+
+/// The default environment must be one of the project's (422 otherwise); it is stored by
+/// id whether it was named by id or name, and held `for share` until the write commits so
+/// that a concurrent delete either sees the agent or happens first.
+async fn hold_environment(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    spec: &mut AgentSpec,
+) -> Result<()> {
+    let Some(raw) = spec.environment_id.clone() else {
+        return Ok(());
+    };
+    match environments::hold(tx, project, &EnvironmentRef::parse(&raw)).await {
+        Ok(env) => {
+            spec.environment_id = Some(env.id.to_string());
+            Ok(())
+        }
+        Err(sandbox_agents_store::Error::NotFound) => Err(ServiceError::field(
+            &["environment_id"],
+            format!("there is no environment '{raw}' in this project"),
+            Value::from(raw),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Subagents name other agents of the same project by slug; an unknown one is a 422.

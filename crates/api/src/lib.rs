@@ -61,6 +61,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "agents", description = "Reusable agent definitions"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
+        (name = "environments", description = "Named sandbox configurations (image, packages) that sessions start in"),
         (name = "secrets", description = "Values sandboxes get as environment variables; write-only"),
         (name = "skill-bundles", description = "Named skills trees that CI pushes to, and their numbered versions"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
@@ -155,6 +156,17 @@ fn api_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(routes::skill_bundles::retire))
         .routes(routes!(routes::usage::report))
+        .routes(routes!(
+            routes::environments::list,
+            routes::environments::create
+        ))
+        .routes(routes!(
+            routes::environments::get,
+            routes::environments::update,
+            routes::environments::delete
+        ))
+        .routes(routes!(routes::environments::archive))
+        .routes(routes!(routes::environments::build_log))
 }
 
 /// The OpenAPI document, generated from the routes themselves.

@@ -54,6 +54,8 @@ pub struct AppState {
     pub runs: Runs,
     /// Secrets and git deploy keys.
     pub credentials: Credentials,
+    /// Environments and their image builds.
+    pub environments: sandbox_agents_environments::Environments,
     /// Skill bundles and their versions.
     pub bundles: sandbox_agents_skills::Bundles,
     /// Sealing webhook secrets, checking their URLs, and test pings.

@@ -185,8 +185,9 @@ pub struct AgentCreate {
     #[serde(default)]
     #[schema(minimum = 0)]
     pub idle_ttl_seconds: Option<i64>,
-    /// The environment its sessions start in; null: the server's default. Not blank when
-    /// set. Stored as given: this server runs no environments yet.
+    /// The environment its sessions start in (when the session names none), by id or name;
+    /// null: the server's default. It must be an environment of the project (422 otherwise)
+    /// and is stored as that environment's id.
     #[serde(default)]
     #[schema(
         min_length = 1,
@@ -320,7 +321,8 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 0)]
     pub idle_ttl_seconds: Patch<i64>,
-    /// A new default environment, not blank; null goes back to the server's default.
+    /// A new default environment (an id or name of one of the project's environments, 422
+    /// otherwise; stored as its id); null goes back to the server's default.
     #[serde(default)]
     #[schema(value_type = Option<String>, min_length = 1, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub environment_id: Patch<String>,

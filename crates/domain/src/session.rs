@@ -166,8 +166,9 @@ pub struct SessionCreate {
     /// 404. Null: a fresh workspace from the manifest.
     #[serde(default)]
     pub from_snapshot_id: Option<String>,
-    /// Must be null (or left out): this server does not run environments yet, and any value
-    /// is a 422.
+    /// The environment to boot in, by id or name; null: the agent's `environment_id`, else the
+    /// server's default. Unknown: 404; archived: 409. While its image builds the session
+    /// waits in `provisioning`; a failed build puts it in `error` with the build's reason.
     #[serde(default)]
     pub environment_id: Option<String>,
     /// A first prompt, whose turn starts as soon as the sandbox is up (recorded with the

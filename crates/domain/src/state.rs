@@ -119,6 +119,16 @@ text_enum!(
     }
 );
 
+text_enum!(
+    /// An environment image build's state (`environment_builds.status`): `building` until
+    /// one process finishes it, then `ready` (the image exists) or `failed` (with the reason).
+    BuildStatus {
+        Building = "building",
+        Ready = "ready",
+        Failed = "failed",
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,7 +152,8 @@ mod tests {
             RunStatus,
             RunStopReason,
             ToolCallStatus,
-            DeliveryStatus
+            DeliveryStatus,
+            BuildStatus
         );
         assert_eq!(SessionActivity::parse("Busy"), None);
     }

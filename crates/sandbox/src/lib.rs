@@ -155,6 +155,24 @@ pub struct ExecOutput {
     pub timed_out: bool,
 }
 
+/// Label of an image built for environments, naming the digest of what it was built from
+/// (`environment_builds.digest`), so a sweep can tell which images are whose.
+pub const LABEL_ENVIRONMENT_DIGEST: &str = "io.sandbox-agents.environment-digest";
+
+/// An image to build (an environment's packages on top of its base image).
+#[derive(Clone, Debug)]
+pub struct ImageBuild {
+    /// The reference the image is tagged with.
+    pub tag: String,
+    /// The build context: an uncompressed tar holding a `Dockerfile` and what it copies.
+    pub context: Bytes,
+    /// Labels of the image besides the deployment's (which every backend adds).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Receives a build's output as it comes, line by line.
+pub type BuildLog<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
 /// A compute plane that runs sandboxes.
 #[async_trait]
 pub trait SandboxBackend: Send + Sync + 'static {
@@ -244,6 +262,28 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// its reference.
     async fn snapshot_image(&self, id: &str, name: &str) -> Result<String>;
 
-    /// Removes an image made by [`SandboxBackend::snapshot_image`]; a missing one is fine.
+    /// Removes an image made by [`SandboxBackend::snapshot_image`] or
+    /// [`SandboxBackend::build_image`]; a missing one is fine.
     async fn remove_image(&self, image: &str) -> Result<()>;
+
+    /// Builds and tags an image from a context, streaming its output to `log`. The outer
+    /// error is the backend's (unreachable, refused); the inner one is the build's own
+    /// failure (a step that exited non-zero), in the builder's words.
+    async fn build_image(
+        &self,
+        build: &ImageBuild,
+        log: BuildLog<'_>,
+    ) -> Result<std::result::Result<(), String>> {
+        let _ = (build, log);
+        Err(SandboxError::Backend(format!(
+            "the {} backend cannot build images",
+            self.name()
+        )))
+    }
+
+    /// Whether the image is present on the backend.
+    async fn image_exists(&self, image: &str) -> Result<bool> {
+        let _ = image;
+        Ok(false)
+    }
 }

@@ -3,8 +3,8 @@
 //! says plainly why sessions cannot boot.
 
 use crate::{
-    ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec, SandboxStatus,
+    BuildLog, ExecOutput, ExecRequest, ImageBuild, ListedSandbox, Result, Sandbox, SandboxBackend,
+    SandboxError, SandboxSpec, SandboxStatus,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -55,6 +55,16 @@ impl SandboxBackend for Unavailable {
         self.err()
     }
     async fn remove_image(&self, _: &str) -> Result<()> {
+        self.err()
+    }
+    async fn build_image(
+        &self,
+        _: &ImageBuild,
+        _: BuildLog<'_>,
+    ) -> Result<std::result::Result<(), String>> {
+        self.err()
+    }
+    async fn image_exists(&self, _: &str) -> Result<bool> {
         self.err()
     }
 }

@@ -13,6 +13,7 @@ use sandbox_agents_api::web::{WebOptions, WebSettings};
 use sandbox_agents_api::{ApiSettings, AppState, BackendInfo};
 use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::ca::ExtraCaCerts;
+use sandbox_agents_environments::{EnvironmentSettings, Environments};
 use sandbox_agents_model::Catalogue;
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::unavailable::Unavailable;
@@ -46,6 +47,8 @@ pub struct ServiceSettings {
     pub git_ca_bundle: Option<PathBuf>,
     /// The clients runs call models with.
     pub models: ModelClients,
+    /// Environment image builds.
+    pub environments: EnvironmentSettings,
 }
 
 impl ServiceSettings {
@@ -74,6 +77,10 @@ impl ServiceSettings {
             git_known_hosts: config.git_known_hosts()?,
             git_ca_bundle: config.git_ca_bundle(extra_ca.as_ref())?,
             models: model_clients(extra_ca.as_ref()),
+            environments: EnvironmentSettings {
+                max_concurrent_builds: config.max_concurrent_builds,
+                sweep_interval: SWEEP_INTERVAL,
+            },
         })
     }
 }
@@ -127,6 +134,8 @@ pub struct Services {
     pub credentials: Credentials,
     /// Skill bundles, over the same blob store.
     pub bundles: Bundles,
+    /// Environments and their image builds (over the lifecycle's backend).
+    pub environments: Environments,
 }
 
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
@@ -159,18 +168,27 @@ pub async fn services(
     let sessions = Sessions::new(
         db.clone(),
         backend,
-        blobs,
+        blobs.clone(),
         settings.sessions,
         credentials.clone(),
-        shutdown,
+        shutdown.clone(),
     );
     let runs = Runs::new(sessions.clone(), settings.models);
     sessions.register_runs(runs.hooks());
+    let environments = Environments::new(
+        db.clone(),
+        sessions.clone(),
+        blobs,
+        deployment,
+        settings.environments,
+        shutdown,
+    );
     Ok(Services {
         sessions,
         runs,
         credentials,
         bundles,
+        environments,
     })
 }
 
@@ -200,6 +218,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         runs,
         credentials,
         bundles,
+        environments,
     } = services(service_settings, &db, shutdown.clone()).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runs.attach_hub(hub.clone());
@@ -213,6 +232,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         runs,
         credentials,
         bundles,
+        environments,
         settings: Arc::new(ApiSettings {
             default_model,
             backends: vec![BackendInfo {
@@ -244,6 +264,8 @@ impl App {
             tracing::error!(error = %e, "could not reconcile sessions with the sandboxes that exist; the periodic sweep will retry");
         }
         sessions.spawn_workers();
+        // Builds a previous process left `building` are taken over here, then by every sweep.
+        self.state.environments.spawn_workers();
         let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
         sessions.start_pool();
         dispatcher

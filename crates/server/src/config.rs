@@ -135,6 +135,16 @@ pub struct Config {
     )]
     pub warm_pool_size: usize,
 
+    /// How many environment image builds one server process runs at once; more wait their
+    /// turn.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_MAX_CONCURRENT_BUILDS",
+        default_value_t = 2,
+        global = true
+    )]
+    pub max_concurrent_builds: usize,
+
     /// Seconds a running, idle sandbox is kept when its agent's idle_ttl_seconds is null
     /// (0 = never released).
     #[arg(

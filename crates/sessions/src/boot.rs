@@ -10,10 +10,11 @@ use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::SessionStatus;
+use sandbox_agents_domain::state::BuildStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::sessions::SessionRecord;
-use sandbox_agents_store::{events, sessions};
+use sandbox_agents_store::{environments, events, sessions};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -39,33 +40,76 @@ impl Sessions {
     /// Boots a `provisioning` session, unless another process is already doing it.
     #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub(crate) async fn boot(&self, id: SessionId) -> Result<()> {
-        let Some(lock) = SessionLock::try_acquire(&self.inner.db, id).await? else {
-            tracing::debug!("another process is working on this session");
-            return Ok(());
-        };
-        let result = self.boot_locked(id).await;
-        lock.release().await;
-        // Replace a pooled sandbox this boot may have taken, now that it no longer competes
-        // with the boot (a no-op without a pool).
-        self.inner.pool_wanted.notify_one();
-        result
+        loop {
+            let Some(lock) = SessionLock::try_acquire(&self.inner.db, id).await? else {
+                tracing::debug!("another process is working on this session");
+                return Ok(());
+            };
+            let result = self.boot_locked(id).await;
+            lock.release().await;
+            // Replace a pooled sandbox this boot may have taken, now that it no longer
+            // competes with the boot (a no-op without a pool).
+            self.inner.pool_wanted.notify_one();
+            match result {
+                // A build that finished while this boot looked may have found the session's
+                // lock taken and left it: look again now that the lock is free.
+                Ok(true) if !self.build_still_running(id).await? => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+    }
+
+    /// Boots the sessions that waited for the environment build of `digest` (it finished,
+    /// ready or failed): each boots, or records the build's failure.
+    pub async fn boot_waiting(&self, digest: &str) -> Result<()> {
+        for id in environments::waiting_sessions(&self.inner.db, digest).await? {
+            tracing::info!(session.id = %id, "its environment's build finished; booting");
+            self.spawn_boot(id);
+        }
+        Ok(())
+    }
+
+    async fn build_still_running(&self, id: SessionId) -> Result<bool> {
+        Ok(environments::session_build(&self.inner.db, id)
+            .await?
+            .is_some_and(|b| b.status == BuildStatus::Building))
     }
 
     /// The boot itself; the caller holds the session's lock. Records `running` or `error`,
-    /// each with its event, in one transaction.
-    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<()> {
+    /// each with its event, in one transaction. `true` when the session waits for its
+    /// environment's image build instead (it stays `provisioning`; the build's end boots it).
+    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<bool> {
         let st = &self.inner;
         let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
-            return Ok(());
+            return Ok(false);
         };
         if s.status != SessionStatus::Provisioning {
-            return Ok(());
+            return Ok(false);
+        }
+        if let Some(build) = environments::session_build(&st.db, id).await? {
+            match build.status {
+                BuildStatus::Building => {
+                    tracing::info!(environment = %build.environment, "waiting for the environment's image build");
+                    return Ok(true);
+                }
+                BuildStatus::Failed => {
+                    let e = ServiceError::BadRequest(format!(
+                        "the image of environment '{}' failed to build: {}",
+                        build.environment,
+                        build.error.unwrap_or_default()
+                    ));
+                    self.record_boot_failed(id, &e).await?;
+                    return Ok(false);
+                }
+                BuildStatus::Ready => {}
+            }
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
             Ok(booted) => self.record_running(&s, &booted, started).await,
             Err(e) => self.record_boot_failed(id, &e).await,
         }
+        .map(|()| false)
     }
 
     /// Records a booted sandbox: `running`, with the sealed secret variables and the

@@ -10,6 +10,7 @@ use sandbox_agents_domain::session::SessionCreate;
 use sandbox_agents_domain::tools::validate_secret_bindings;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
 use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_store::environments::{self, EnvironmentRecord, EnvironmentRef};
 use sandbox_agents_store::sessions::{self, NewSession, SessionRecord};
 use sandbox_agents_store::snapshots::SnapshotRecord;
 use sandbox_agents_store::{agents, events, snapshots};
@@ -52,9 +53,13 @@ impl Sessions {
             None => None,
             Some(raw) => Some(self.fork_source(project, raw).await?),
         };
+        let environment = self.environment_of(project, &body, &agent).await?;
+        // A fork boots its snapshot's image (the packages are in it); else the environment's
+        // (its build's, or its configuration's image), else the agent's.
         let image = snapshot
             .as_ref()
             .and_then(|s| s.image.clone())
+            .or_else(|| environment.as_ref().and_then(environment_image))
             .or_else(|| agent.spec.image.clone());
         let new = NewSession {
             id: SessionId::new(),
@@ -90,6 +95,10 @@ impl Sessions {
         )
         .await?;
         let row = sessions::insert(&mut *tx, &new).await?;
+        if let Some(env) = &environment {
+            environments::attach_session(&mut *tx, new.id, env.id, env.build_digest.as_deref())
+                .await?;
+        }
         if let Some(prompt) = &body.prompt {
             sandbox_agents_store::runs::set_first_prompt(&mut tx, new.id, prompt).await?;
         }
@@ -109,6 +118,38 @@ impl Sessions {
         Ok(row)
     }
 
+    /// The environment a session starts in: its own `environment_id`, else its agent's, else
+    /// none (the server's default). Unknown: 404; archived: 409.
+    async fn environment_of(
+        &self,
+        project: ProjectId,
+        body: &SessionCreate,
+        agent: &AgentRecord,
+    ) -> Result<Option<EnvironmentRecord>> {
+        let Some(raw) = body
+            .environment_id
+            .as_deref()
+            .or(agent.spec.environment_id.as_deref())
+        else {
+            return Ok(None);
+        };
+        let env = environments::get(&self.inner.db, project, &EnvironmentRef::parse(raw))
+            .await
+            .map_err(|e| match e {
+                sandbox_agents_store::Error::NotFound => {
+                    ServiceError::NotFound(format!("environment '{raw}' not found in this project"))
+                }
+                other => other.into(),
+            })?;
+        if env.archived_at.is_some() {
+            return Err(ServiceError::Conflict(format!(
+                "environment '{}' is archived and cannot start sessions; use another environment",
+                env.name
+            )));
+        }
+        Ok(Some(env))
+    }
+
     /// The snapshot a session forks (`from_snapshot_id`): any snapshot of the project; 404
     /// otherwise.
     async fn fork_source(&self, project: ProjectId, raw: &str) -> Result<SnapshotRecord> {
@@ -125,8 +166,8 @@ impl Sessions {
 }
 
 /// What a create request may not ask for, whatever the database holds: an invalid manifest
-/// or secret binding, an empty model, an agent whose features are not run yet, an
-/// environment. 422 with every violation at once.
+/// or secret binding, an empty model, an agent whose features are not run yet. 422 with
+/// every violation at once.
 fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
     let mut v = Violations::new();
     if let Some(m) = &body.manifest {
@@ -162,13 +203,14 @@ fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
             Value::from(body.agent_id.as_str()),
         );
     }
-    if body.environment_id.is_some() {
-        v.push(
-            "value_error",
-            &["environment_id"],
-            "environments are not supported by this server yet; leave environment_id null",
-            Value::Null,
-        );
-    }
     v.into_result().map_err(ServiceError::Validation)
+}
+
+/// The image an environment's sessions boot: its build's once there is one (a session waits
+/// for it), else its configuration's; none: the agent's or the server's default.
+fn environment_image(env: &EnvironmentRecord) -> Option<String> {
+    match &env.build_digest {
+        Some(_) => env.build_image.clone(),
+        None => env.config.0.image.clone(),
+    }
 }

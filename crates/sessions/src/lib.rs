@@ -25,9 +25,12 @@
 //! stop, start the first prompt in the boot's transaction, recover runs whose process died)
 //! goes through [`RunHooks`], which `sandbox-agents-agent` implements and registers at wiring
 //! time. A second sandbox backend is a `sandbox` crate matter; what a sandbox starts from
-//! (skills, git checkouts, environments, bucket mounts) is staged by
-//! `sandbox-agents-workspace` and chosen in `provision.rs`; an in-sandbox daemon or kernel
-//! is started by the boot and reached like `exec`.
+//! (skills, git checkouts, bucket mounts) is staged by `sandbox-agents-workspace` and chosen
+//! in `provision.rs`; an in-sandbox daemon or kernel is started by the boot and reached like
+//! `exec`. Environments are `sandbox-agents-environments`' (it imports this crate, never the
+//! other way round): a session reads its environment's rows from the store at create and
+//! boot, waits while its image builds, and is booted by the build's end
+//! ([`Sessions::boot_waiting`]).
 //!
 //! Entry point: [`Sessions`].
 

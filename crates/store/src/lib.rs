@@ -8,6 +8,7 @@ pub mod bundles;
 pub mod deliveries;
 pub mod deployment;
 pub mod embedded;
+pub mod environments;
 pub mod error;
 pub mod events;
 pub mod garbage;

@@ -94,6 +94,8 @@ pub struct TestApp {
     pub sessions: Sessions,
     /// The run loop (registered with `sessions`; held here so it lives as long as the app).
     pub runs: Runs,
+    /// Environments, for tests that drive build recovery and collection themselves.
+    pub environments: sandbox_agents_environments::Environments,
     /// This server's `--data-dir` (a temporary directory, removed when the app is dropped).
     pub data_dir: PathBuf,
     /// This server's blob store directory (`<data_dir>/blobs`).
@@ -127,6 +129,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_memory_mb: 512,
         sandbox_pids: 256,
         warm_pool_size: 0,
+        max_concurrent_builds: 2,
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
@@ -333,6 +336,8 @@ pub struct AppOptions {
     /// `--extra-ca-certs`: a PEM file of CA certificates the server and its sandboxes trust
     /// (e.g. [`git_server::GitServer::ca_bundle`]).
     pub extra_ca_certs: Option<PathBuf>,
+    /// `--max-concurrent-builds`.
+    pub max_concurrent_builds: usize,
 }
 
 impl Default for AppOptions {
@@ -348,6 +353,7 @@ impl Default for AppOptions {
             ui: Default::default(),
             local_dir_roots: Vec::new(),
             extra_ca_certs: None,
+            max_concurrent_builds: 2,
         }
     }
 }
@@ -357,6 +363,16 @@ pub async fn spawn_app_with_options(opts: AppOptions) -> TestApp {
     init_tracing();
     let (db, options) = fresh_database().await;
     spawn_app_inner(db, options, opts).await
+}
+
+/// Another server on an existing database (a restart, a second process), set up by `opts`.
+pub async fn spawn_app_on_with_options(
+    db: Db,
+    db_options: PgConnectOptions,
+    opts: AppOptions,
+) -> TestApp {
+    init_tracing();
+    spawn_app_inner(db, db_options, opts).await
 }
 
 /// Builds the server with the binary's wiring (`sandbox_agents_server::app::build`) from
@@ -376,6 +392,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         ui,
         local_dir_roots,
         extra_ca_certs,
+        max_concurrent_builds,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -388,6 +405,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.allowed_hosts = allowed_hosts;
     config.local_dir_roots = local_dir_roots;
     config.extra_ca_certs = extra_ca_certs;
+    config.max_concurrent_builds = max_concurrent_builds;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");
@@ -420,6 +438,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         .expect("building the test server");
     let sessions = app.state.sessions.clone();
     let runs = app.state.runs.clone();
+    let environments = app.state.environments.clone();
     let dispatcher = app.dispatcher.clone();
     let listeners = sandbox_agents_api::Listeners {
         api: listener,
@@ -436,6 +455,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         server,
         sessions,
         runs,
+        environments,
         data_dir,
         blobs_dir,
         dispatcher,

@@ -9,7 +9,7 @@
 //! Why the boundary is here: everything in it is a pure function of bytes and a sandbox
 //! backend, with no session rows and no transactions, so it can be tested on its own and
 //! grown without touching the lifecycle. What a sandbox starts from goes here as it arrives:
-//! skills trees, skill bundles, git checkouts, environments and bucket mounts are more
+//! skills trees, skill bundles, git checkouts and bucket mounts are more
 //! sources of a first workspace, staged like the manifest is. The lifecycle
 //! (`sandbox-agents-sessions`) decides *when* to stage, archive or restore; this crate says
 //! *how*.

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod deliveries;
+pub mod environments;
 pub mod events;
 pub mod files;
 pub mod git_keys;

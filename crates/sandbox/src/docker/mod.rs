@@ -5,6 +5,7 @@
 //! spec's pids/memory/CPU limits, no host mounts, and its ports published on loopback only (`PUBLISH_IP`).
 
 pub mod archive;
+mod build;
 mod create;
 mod error;
 mod exec;
@@ -15,8 +16,8 @@ pub use create::container_name;
 pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
 
 use crate::{
-    ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR,
+    BuildLog, ExecOutput, ExecRequest, ImageBuild, ListedSandbox, Result, Sandbox, SandboxBackend,
+    SandboxError, SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR,
 };
 use async_trait::async_trait;
 use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
@@ -395,6 +396,19 @@ impl SandboxBackend for DockerBackend {
             Err(e) if error::is_not_found(&e) => Ok(()),
             Err(e) => Err(error::backend(e)),
         }
+    }
+
+    #[tracing::instrument(skip_all, fields(image = %build.tag))]
+    async fn build_image(
+        &self,
+        build: &ImageBuild,
+        log: BuildLog<'_>,
+    ) -> Result<std::result::Result<(), String>> {
+        self.build(build, log).await
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool> {
+        self.has_image(image).await
     }
 }
 

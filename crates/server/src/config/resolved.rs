@@ -24,6 +24,7 @@ impl fmt::Debug for Config {
             .field("image", &self.image)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("warm_pool_size", &self.warm_pool_size)
+            .field("max_concurrent_builds", &self.max_concurrent_builds)
             .field("git_known_hosts", &self.git_known_hosts)
             .field("public_url", &self.public_url())
             .field("preview_bind", &self.preview_bind)

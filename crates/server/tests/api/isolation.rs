@@ -47,16 +47,21 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         (
             "GET",
             "/api/agents" | "/api/sessions" | "/api/webhooks" | "/api/secrets" | "/api/git-keys"
-            | "/api/skill-bundles" | "/api/usage",
+            | "/api/skill-bundles" | "/api/usage" | "/api/environments",
         ) => List,
-        ("POST", "/api/agents" | "/api/secrets" | "/api/git-keys" | "/api/skill-bundles") => {
-            CreateOwn
-        }
+        (
+            "POST",
+            "/api/agents" | "/api/secrets" | "/api/git-keys" | "/api/skill-bundles"
+            | "/api/environments",
+        ) => CreateOwn,
         ("POST", "/api/sessions") => CreateFromA(json!({"agent_id": a.agent})),
         ("POST", "/api/webhooks") => CreateFromA(
             json!({"name": "w", "url": "https://example.com/hook", "agent_id": a.agent}),
         ),
         ("PATCH", "/api/agents/{ref}") => Scoped(json!({"version": 1, "name": "stolen"})),
+        ("PATCH", "/api/environments/{ref}") => {
+            Scoped(json!({"name": "stolen", "config": {"image": "stolen:1"}}))
+        }
         ("PATCH", "/api/sessions/{session_id}") => Scoped(json!({"title": "stolen"})),
         ("PATCH", "/api/webhooks/{webhook_id}") => Scoped(json!({"name": "stolen"})),
         ("PUT", "/api/secrets/{secret_id}") => Scoped(json!({"value": "stolen"})),
@@ -83,11 +88,17 @@ struct Ids {
     secret: String,
     git_key: String,
     bundle: String,
+    environment: String,
 }
 
 impl Ids {
     fn fill(&self, path: &str) -> String {
-        path.replace("{ref}", &self.agent)
+        let r = if path.starts_with("/api/environments/") {
+            &self.environment
+        } else {
+            &self.agent
+        };
+        path.replace("{ref}", r)
             .replace("{session_id}", &self.session)
             .replace("{snapshot_id}", &self.snapshot)
             .replace(
@@ -127,6 +138,7 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
         ("secrets", "project_id = $1::uuid"),
         ("git_keys", "project_id = $1::uuid"),
         ("skill_bundles", "project_id = $1::uuid"),
+        ("environments", "project_id = $1::uuid"),
         (
             "skill_bundle_versions",
             "bundle_id in (select id from skill_bundles where project_id = $1::uuid)",
@@ -290,7 +302,17 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+    let (s, environment) = call(
+        &app,
+        "POST",
+        "/api/environments",
+        &key_a,
+        &json!({"name": "a-env", "description": "", "metadata": {"team": "a"}}),
+    )
+    .await;
+    assert_eq!(s, 201, "{environment}");
     let ids = Ids {
+        environment: environment["id"].as_str().unwrap().to_owned(),
         agent: agent_id.clone(),
         session: sid.to_string(),
         snapshot: snapshot.to_string(),
@@ -306,6 +328,7 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         ids.secret.clone(),
         ids.git_key.clone(),
         ids.bundle.clone(),
+        ids.environment.clone(),
     ];
     let before = fingerprint(&app, &project_a).await;
 
@@ -387,6 +410,33 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     )
     .await;
     assert_eq!(s, 422, "a session bound to another project's secret: {b}");
+    // Environments resolve in the caller's project too, by id and by name.
+    for env in [ids.environment.as_str(), "a-env"] {
+        let (s, b) = call(
+            &app,
+            "POST",
+            "/api/agents",
+            &key_b,
+            &json!({"slug": "env-thief", "name": "T", "environment_id": env}),
+        )
+        .await;
+        assert_eq!(
+            s, 422,
+            "an agent defaulting to another project's environment: {b}"
+        );
+        let (s, b) = call(
+            &app,
+            "POST",
+            "/api/sessions",
+            &key_b,
+            &json!({"agent_id": "thief", "environment_id": env, "secret_bindings": []}),
+        )
+        .await;
+        assert!(
+            s == 404 || s == 422,
+            "a session in another project's environment: {s} {b}"
+        );
+    }
     // A's own key still sees everything of A.
     let (s, _) = call(
         &app,

@@ -4,6 +4,7 @@ mod agents;
 mod auth;
 mod client_tools;
 mod conventions;
+mod environments;
 mod event_log;
 mod extra_ca;
 mod fanout;

@@ -66,6 +66,13 @@ fn the_document_covers_every_route() {
             "/api/sessions/{session_id}/snapshots/{snapshot_id}/restore",
         ),
         ("get", "/api/usage"),
+        ("get", "/api/environments"),
+        ("post", "/api/environments"),
+        ("get", "/api/environments/{ref}"),
+        ("patch", "/api/environments/{ref}"),
+        ("delete", "/api/environments/{ref}"),
+        ("post", "/api/environments/{ref}/archive"),
+        ("get", "/api/environments/{ref}/build-log"),
     ];
     let json = serde_json::to_value(&doc).unwrap();
     for (method, path) in expected {

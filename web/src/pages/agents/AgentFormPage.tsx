@@ -230,7 +230,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           <Stack maw={820}>
             <SimpleGrid cols={{ base: 1, sm: 2 }}>
               <TextInput label="Image" placeholder="server default image" value={values.image} error={err('image')} onChange={(e) => set('image', e.currentTarget.value)} />
-              <TextInput label="Environment" placeholder="server default" value={values.environment_id} error={err('environment_id')} onChange={(e) => set('environment_id', e.currentTarget.value)} />
+              <TextInput label="Environment" placeholder="server default" description="An environment of this project, by name or id: its sessions boot in it." value={values.environment_id} error={err('environment_id')} onChange={(e) => set('environment_id', e.currentTarget.value)} />
               <TextInput label="Exposed ports" description="Comma-separated, 1–65535, for previews." value={values.exposed_ports} error={err('exposed_ports')} onChange={(e) => set('exposed_ports', e.currentTarget.value)} />
               <NumberInput label="Idle TTL (seconds)" description="Empty: server default; 0: never released." min={0} allowDecimal={false} value={values.idle_ttl_seconds === '' ? '' : Number(values.idle_ttl_seconds)} error={err('idle_ttl_seconds')} onChange={(v) => set('idle_ttl_seconds', v === '' ? '' : String(v))} />
             </SimpleGrid>

@@ -28,6 +28,12 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
     enabled: opened && !agent,
   });
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), enabled: opened, retry: false });
+  const environments = useQuery({
+    queryKey: ['environments', { archived: false }],
+    queryFn: () => unwrap(api.GET('/api/environments', { params: { query: { include_archived: false } } })),
+    enabled: opened,
+    retry: false,
+  });
   const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')), enabled: opened, retry: false });
   const picked = agent ?? agents.data?.find((a) => a.slug === v.agent);
   const start = useMutation({
@@ -91,6 +97,16 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                     value={v.model}
                     onChange={(x) => set('model', x)}
                     error={err('model')}
+                  />
+                  <Select
+                    label="Environment"
+                    description="Empty: the agent’s environment (or the server’s default image). A session waits while its image builds."
+                    placeholder="the agent’s"
+                    clearable
+                    data={(environments.data ?? []).map((e) => ({ value: e.id, label: `${e.name} (${e.build.status})` }))}
+                    value={v.environment || null}
+                    onChange={(x) => set('environment', x ?? '')}
+                    error={err('environment_id')}
                   />
                   <Stack gap={4}>
                     <Switch label="Replace the agent’s instructions" checked={v.overrideInstructions} onChange={(e) => set('overrideInstructions', e.currentTarget.checked)} />

@@ -13,6 +13,8 @@ export type StartSessionValues = {
   title: string;
   prompt: string;
   model: string;
+  /** An environment's id; '' for the agent's (or the server's default). */
+  environment: string;
   instructions: string;
   /** Off: the agent's instructions (null); on: the text, even empty. */
   overrideInstructions: boolean;
@@ -22,7 +24,7 @@ export type StartSessionValues = {
 };
 
 export function emptyStartSession(agent = ''): StartSessionValues {
-  return { agent, title: '', prompt: '', model: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [] };
+  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [] };
 }
 
 export const MAX_SECRET_BINDINGS = 32;
@@ -115,7 +117,7 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
     metadata: Object.fromEntries(v.metadata.map((r) => [r.key, metadataValue(r.value)])) as SessionCreate['metadata'],
     secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
     from_snapshot_id: null,
-    environment_id: null,
+    environment_id: blank(v.environment) ? null : v.environment.trim(),
     prompt: v.prompt.trim() ? v.prompt : null,
   };
 }
