@@ -190,12 +190,16 @@ test('a client tool for one turn, sent from the composer and answered from the U
   await expect(page.getByTestId('stream-status')).toHaveText('live');
   await page.getByRole('button', { name: 'Client tools for this turn' }).click();
   const tools = page.getByLabel('Turn client tools (JSON)');
-  // Checked before sending: a sandbox tool's name is refused here, as the server would.
+  // Checked as typed: a sandbox tool's name is refused here, as the server would, and Send
+  // sends nothing.
   await tools.fill('[{"name": "shell"}]');
   await page.getByTestId('composer').fill('Please lookup order 42');
+  await expect(page.getByTestId('turn-tools')).toContainText('sandbox tool');
   await page.getByRole('button', { name: 'Send' }).click();
   await expect(page.getByTestId('turn-tools')).toContainText('sandbox tool');
   await tools.fill(JSON.stringify([{ name: 'lookup_order', description: 'Look an order up', parameters: { type: 'object', properties: { order: { type: 'string' } } }, timeout_seconds: 300 }]));
+  // The editor's text has reached the form before Send reads it.
+  await expect(page.getByTestId('turn-tools-summary')).toHaveText('Sent with this turn: lookup_order');
   await page.getByRole('button', { name: 'Send' }).click();
   const banner = page.getByTestId('requires-action');
   await expect(banner).toContainText('Waiting for a client tool');

@@ -6,7 +6,8 @@ import type { Agent, AgentCreate, ClientTool } from '../../api/client';
 export const SLUG_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 export const ENV_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-export const SANDBOX_TOOLS = ['shell', 'read_file', 'write_file', 'edit_file', 'list_files'];
+/** The tools the control plane runs itself (the server's BUILTIN_TOOLS): no client tool may take these names. */
+export const SANDBOX_TOOLS = ['shell', 'read_file', 'write_file', 'edit_file', 'list_files', 'load_skill'];
 export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills'] as const;
 export const TRANSPORTS = ['proxy', 'litellm', 'openai'] as const;
 export const EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh', 'max'] as const;

@@ -234,10 +234,12 @@ function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: 
       ),
     onSuccess: () => setPrompt(''),
   });
+  // The turn's client tools are checked as they are typed, as the server would check them, so
+  // what the person sees is what Send will send.
+  const tools = withTools ? parseTurnClientTools(toolsText) : ({ ok: true, tools: null } as const);
+  const shownToolsError = toolsError ?? (!tools.ok ? tools.error : null);
   const submit = () => {
     if (!prompt.trim() || send.isPending) return;
-    // The turn's client tools are checked here, as the server would, before anything is sent.
-    const tools = withTools ? parseTurnClientTools(toolsText) : ({ ok: true, tools: null } as const);
     if (!tools.ok) {
       setToolsError(tools.error);
       return;
@@ -258,10 +260,15 @@ function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: 
           <Input.Wrapper
             label="Client tools for this turn"
             description="A JSON array of tools (name, description, parameters as JSON Schema, deferrable, timeout_seconds), added to the agent’s for this turn only; a name the agent has is replaced. Empty: none."
-            error={toolsError}
+            error={shownToolsError}
             data-testid="turn-tools"
           >
             <LazyCodeEditor language="json" value={toolsText} onChange={(t) => { setToolsText(t); setToolsError(null); }} minHeight={80} maxHeight={240} placeholder={TOOLS_PLACEHOLDER} ariaLabel="Turn client tools (JSON)" />
+            {tools.ok && tools.tools && tools.tools.length > 0 && (
+              <Text size="xs" c="dimmed" mt={4} data-testid="turn-tools-summary">
+                Sent with this turn: {tools.tools.map((t) => t.name).join(', ')}
+              </Text>
+            )}
           </Input.Wrapper>
         )}
         <Group align="flex-end" gap="xs" wrap="nowrap">
