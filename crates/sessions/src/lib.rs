@@ -39,6 +39,7 @@ pub mod files;
 mod garbage;
 mod hooks;
 mod lock;
+mod mounts;
 mod periodic;
 mod pool;
 mod projects;

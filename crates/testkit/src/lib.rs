@@ -10,6 +10,7 @@ mod app;
 mod database;
 pub mod git_server;
 pub mod receiver;
+pub mod s3;
 pub mod sse;
 pub mod tls;
 
@@ -130,6 +131,12 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
+        s3_endpoint: None,
+        s3_region: Some("us-east-1".into()),
+        s3_access_key_id: None,
+        s3_secret_access_key: None,
+        s3_session_token: None,
+        s3_stage_max_bytes: 1 << 30,
         extra_ca_certs: None,
         public_url: None,
         preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
@@ -333,6 +340,10 @@ pub struct AppOptions {
     /// `--extra-ca-certs`: a PEM file of CA certificates the server and its sandboxes trust
     /// (e.g. [`git_server::GitServer::ca_bundle`]).
     pub extra_ca_certs: Option<PathBuf>,
+    /// `--s3-endpoint` and the S3 keys (e.g. [`s3::MotoServer::access`]); none by default.
+    pub s3: Option<s3::S3Access>,
+    /// `--s3-stage-max-bytes` (1 GiB by default).
+    pub s3_stage_max_bytes: Option<u64>,
 }
 
 impl Default for AppOptions {
@@ -348,6 +359,8 @@ impl Default for AppOptions {
             ui: Default::default(),
             local_dir_roots: Vec::new(),
             extra_ca_certs: None,
+            s3: None,
+            s3_stage_max_bytes: None,
         }
     }
 }
@@ -376,6 +389,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         ui,
         local_dir_roots,
         extra_ca_certs,
+        s3,
+        s3_stage_max_bytes,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -388,6 +403,14 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.allowed_hosts = allowed_hosts;
     config.local_dir_roots = local_dir_roots;
     config.extra_ca_certs = extra_ca_certs;
+    if let Some(s3) = s3 {
+        config.s3_endpoint = Some(s3.endpoint);
+        config.s3_access_key_id = Some(s3.access_key_id);
+        config.s3_secret_access_key = Some(s3.secret_access_key);
+    }
+    if let Some(max) = s3_stage_max_bytes {
+        config.s3_stage_max_bytes = max;
+    }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");
