@@ -1,9 +1,9 @@
 //! An S3-compatible server for tests of `s3_mount` entries: moto's server (`moto[server]` from
 //! PyPI, installed by `scripts/test` into `target/moto-venv`) on a port of 127.0.0.1, and a
-//! small unsigned HTTP client to set buckets up and look at them (moto does not check
-//! signatures). The server under test talks to it with its own signed client.
+//! client to set buckets up and look at them. The server under test talks to it with its own signed client.
 
 use crate::eventually;
+use object_store::ObjectStore;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -94,7 +94,7 @@ impl MotoServer {
         format!("{}/{bucket}/{key}", self.endpoint)
     }
 
-    /// Creates `bucket` with versioning on, so that a test can tell an object written again
+    /// Creates `bucket` (unsigned requests suffice for buckets) with versioning on, so that a test can tell an object written again
     /// from one left alone (its version id changes).
     pub async fn create_bucket(&self, bucket: &str) {
         let r = self.http.put(self.url(bucket, "")).send().await.unwrap();
@@ -103,6 +103,7 @@ impl MotoServer {
         let r = self
             .http
             .put(format!("{}?versioning", self.url(bucket, "")))
+            .header("content-type", "application/xml")
             .body(body)
             .send()
             .await
@@ -114,53 +115,54 @@ impl MotoServer {
         );
     }
 
-    pub async fn put(&self, bucket: &str, key: &str, data: impl Into<reqwest::Body>) {
-        let r = self
-            .http
-            .put(self.url(bucket, key))
-            .body(data)
-            .send()
+    /// A signed client of `bucket` (moto answers unsigned object requests unreliably).
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(bucket)
+            .with_access_key_id(ACCESS_KEY_ID)
+            .with_secret_access_key(SECRET_ACCESS_KEY)
+            .build()
+            .expect("a client of moto")
+    }
+
+    pub async fn put(&self, bucket: &str, key: &str, data: impl Into<bytes::Bytes>) {
+        self.store(bucket)
+            .put(&key.into(), object_store::PutPayload::from(data.into()))
             .await
-            .unwrap();
-        assert!(r.status().is_success(), "putting {key}: {}", r.status());
+            .unwrap_or_else(|e| panic!("putting {key}: {e}"));
     }
 
     /// The object's bytes, `None` when there is none.
     pub async fn get(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
-        let r = self.http.get(self.url(bucket, key)).send().await.unwrap();
-        if r.status() == reqwest::StatusCode::NOT_FOUND {
-            return None;
+        match self.store(bucket).get(&key.into()).await {
+            Ok(r) => Some(r.bytes().await.unwrap().to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("getting {key}: {e}"),
         }
-        assert!(r.status().is_success(), "getting {key}: {}", r.status());
-        Some(r.bytes().await.unwrap().to_vec())
     }
 
     /// The current version id of an object (of a versioned bucket).
     pub async fn version(&self, bucket: &str, key: &str) -> Option<String> {
-        let r = self.http.head(self.url(bucket, key)).send().await.unwrap();
-        r.headers()
-            .get("x-amz-version-id")
-            .map(|v| v.to_str().unwrap().to_owned())
+        match self.store(bucket).head(&key.into()).await {
+            Ok(m) => m.version,
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("looking at {key}: {e}"),
+        }
     }
 
-    /// The keys under `prefix`, sorted.
-    pub async fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
-        let r = self
-            .http
-            .get(format!(
-                "{}/{bucket}?list-type=2&prefix={prefix}",
-                self.endpoint
-            ))
-            .send()
+    /// Every key of the bucket, sorted.
+    pub async fn keys(&self, bucket: &str) -> Vec<String> {
+        use futures::TryStreamExt;
+        let mut keys: Vec<String> = self
+            .store(bucket)
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
             .await
             .unwrap();
-        let text = r.text().await.unwrap();
-        let mut keys: Vec<String> = text
-            .split("<Key>")
-            .skip(1)
-            .filter_map(|s| s.split("</Key>").next())
-            .map(str::to_owned)
-            .collect();
         keys.sort();
         keys
     }

@@ -18,7 +18,8 @@ use std::sync::Arc;
 /// Stages `mount` into the workspace of `container` and returns what it staged. A read-only
 /// mount's files and directories belong to root (0644 and 0755), so the sandbox user can read
 /// them but not change, add or delete anything; a writable one's belong to the sandbox user.
-/// The directories above the mount belong to the sandbox user either way.
+/// The directories above the mount belong to the sandbox user either way. What the mount's
+/// path held before (a snapshot's image keeps the bucket as it was) is removed first.
 pub async fn stage(
     client: &S3Client,
     backend: &dyn SandboxBackend,
@@ -27,6 +28,9 @@ pub async fn stage(
 ) -> Result<Vec<StagedObject>> {
     let store = Arc::new(client.store(mount)?);
     let objects = list(store.as_ref(), mount, client.settings().stage_max_bytes).await?;
+    backend
+        .remove_system_path(container, &format!("{WORKDIR}/{}", mount.path))
+        .await?;
     let (writer, stream) = pipe();
     let handle = tokio::runtime::Handle::current();
     let (m, st) = (mount.clone(), store.clone());
