@@ -182,6 +182,11 @@ impl Sessions {
                 )));
             }
             if let Some(container) = &s.container_id {
+                if s.status == SessionStatus::Running {
+                    // The snapshot has no bucket in it: what the mounts hold now is kept by
+                    // writing it back, and staged again by the boot below.
+                    self.write_back_mounts(id, container).await?;
+                }
                 st.backend.remove(container).await?;
             }
             let mut tx = st.db.begin().await?;

@@ -40,6 +40,10 @@ pub async fn write_back(
         .await
         .map_err(|e| anyhow::anyhow!("reading the mount stopped: {e}"))?
         .map_err(|e| mount.refused(format!("reading the mount's files: {e}")))?;
+    let Some(files) = files else {
+        tracing::warn!(mount = %mount.path, "the mount's path is no longer a directory; nothing written back");
+        return Ok(staged.to_vec());
+    };
 
     let store = client.store(mount)?;
     let before: HashMap<&str, &StagedObject> = staged.iter().map(|o| (o.key.as_str(), o)).collect();
@@ -70,12 +74,17 @@ pub async fn write_back(
 }
 
 /// Every regular file of the mount's archive (entries are `<mount dir>/...`), with its size
-/// and digest. Links and special files are not written back.
-fn hash_tree(reader: impl std::io::Read) -> std::io::Result<Vec<StagedObject>> {
+/// and digest; `None` when the mount's path is not a directory (a file put in its place is
+/// not taken for every object deleted). Links and special files are not written back.
+fn hash_tree(reader: impl std::io::Read) -> std::io::Result<Option<Vec<StagedObject>>> {
     let mut a = tar::Archive::new(reader);
     let mut out = Vec::new();
+    let mut first = true;
     for e in a.entries()? {
         let e = e?;
+        if std::mem::take(&mut first) && !e.header().entry_type().is_dir() {
+            return Ok(None);
+        }
         if !matches!(
             e.header().entry_type(),
             tar::EntryType::Regular | tar::EntryType::Continuous
@@ -93,7 +102,7 @@ fn hash_tree(reader: impl std::io::Read) -> std::io::Result<Vec<StagedObject>> {
         let (size, sha256) = digest(e)?;
         out.push(StagedObject { key, size, sha256 });
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Uploads the file at `rel` of the mount, streamed out of the sandbox.
@@ -149,4 +158,43 @@ async fn upload(
         w.finish().await.map_err(|e| failed(&e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_of(entries: &[(&str, Option<&str>)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            match data {
+                None => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    h.set_size(0);
+                    b.append_data(&mut h, name, std::io::empty()).unwrap();
+                }
+                Some(d) => {
+                    h.set_size(d.len() as u64);
+                    b.append_data(&mut h, name, d.as_bytes()).unwrap();
+                }
+            }
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn files_are_keyed_below_the_mount_and_a_file_in_its_place_writes_nothing_back() {
+        let tree = tar_of(&[("out/", None), ("out/d/", None), ("out/d/a.txt", Some("a"))]);
+        let got = hash_tree(tree.as_slice()).unwrap().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].key, "d/a.txt");
+        assert_eq!(got[0].size, 1);
+        assert_eq!(
+            got[0].sha256,
+            "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+        );
+        let replaced = tar_of(&[("out", Some("not a directory"))]);
+        assert!(hash_tree(replaced.as_slice()).unwrap().is_none());
+    }
 }
