@@ -323,3 +323,41 @@ async fn a_writable_mount_without_the_acknowledgement_is_a_422_and_nothing_is_st
     assert_eq!(n, Some(0), "no session was stored: {list}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_release_writes_a_writable_mount_back_and_the_wake_stages_it_again() {
+    let moto = MotoServer::start().await;
+    moto.create_bucket("idle").await;
+    moto.put("idle", "notes/a.txt", "a\n").await;
+    let app = app_for(&moto, None).await;
+    let id = app
+        .running_session(
+            "idler",
+            json!({"idle_ttl_seconds": 60, "manifest": {"entries": {
+                "notes": {"kind": "s3_mount", "bucket": "idle", "prefix": "notes",
+                          "read_only": false, "acknowledge_credential_exposure": true},
+            }}}),
+        )
+        .await;
+    sh(&app, &id, "echo b > notes/b.txt && rm notes/a.txt").await;
+    sqlx::query(
+        "update sessions set last_used_at = now() - interval '2 minutes' where id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(app.sessions.release_idle().await.unwrap(), 1);
+    assert_eq!(app.session(&id).await["stopped_reason"], "idle");
+    assert_eq!(moto.keys("idle").await, ["notes/b.txt"]);
+    assert_eq!(moto.get("idle", "notes/b.txt").await.unwrap(), b"b\n");
+
+    moto.put("idle", "notes/c.txt", "from elsewhere\n").await;
+    post(&app, &format!("/api/sessions/{id}/start"), json!({})).await;
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(
+        sh(&app, &id, "ls notes | tr '\\n' ' '").await,
+        "b.txt c.txt"
+    );
+    app.stop().await;
+}
