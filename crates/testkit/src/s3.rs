@@ -135,6 +135,19 @@ impl MotoServer {
             .unwrap_or_else(|e| panic!("putting {key}: {e}"));
     }
 
+    /// An empty `key/` object, as S3 consoles make for a folder (object_store cannot write
+    /// one; moto takes an unsigned PUT).
+    pub async fn folder_marker(&self, bucket: &str, key: &str) {
+        let r = self
+            .http
+            .put(format!("{}/", self.url(bucket, key.trim_end_matches('/'))))
+            .header("content-length", "0")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "putting {key}/: {}", r.status());
+    }
+
     /// The object's bytes, `None` when there is none.
     pub async fn get(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
         match self.store(bucket).get(&key.into()).await {

@@ -74,6 +74,12 @@ async fn a_read_only_mount_is_staged_and_the_sandbox_user_cannot_change_it_or_fi
     moto.put("inputs", "data/a.txt", "alpha\n").await;
     moto.put("inputs", "data/sub/b.txt", "beta\n").await;
     moto.put("inputs", "elsewhere/c.txt", "not mounted\n").await;
+    // Folder markers as consoles make them: neither becomes a file.
+    moto.folder_marker("inputs", "data").await;
+    moto.folder_marker("inputs", "data/sub").await;
+    moto.folder_marker("inputs", "data/empty").await;
+    moto.put("inputs", "data/zero.txt", "").await;
+    assert!(moto.keys("inputs").await.contains(&"data/sub".to_owned()));
     let app = app_for(&moto, None).await;
     let id = app
         .running_session(
@@ -89,8 +95,14 @@ async fn a_read_only_mount_is_staged_and_the_sandbox_user_cannot_change_it_or_fi
     assert_eq!(sh(&app, &id, "cat mnt/in/sub/b.txt").await, "beta");
     assert_eq!(
         sh(&app, &id, "find mnt/in -type f | sort | tr '\\n' ' '").await,
-        "mnt/in/a.txt mnt/in/sub/b.txt"
+        "mnt/in/a.txt mnt/in/sub/b.txt mnt/in/zero.txt"
     );
+    sh(
+        &app,
+        &id,
+        "test -d mnt/in/empty && test -f mnt/in/zero.txt && test ! -s mnt/in/zero.txt",
+    )
+    .await;
     assert_eq!(
         sh(&app, &id, "stat -c '%u %a' mnt/in mnt/in/sub mnt/in/a.txt mnt/in/sub/b.txt | sort -u | tr '\\n' ' '").await,
         "0 644 0 755"
@@ -339,7 +351,14 @@ async fn an_idle_release_writes_a_writable_mount_back_and_the_wake_stages_it_aga
             }}}),
         )
         .await;
-    sh(&app, &id, "echo b > notes/b.txt && rm notes/a.txt").await;
+    // Over the single-request size: uploaded in parts.
+    sh(
+        &app,
+        &id,
+        "echo b > notes/b.txt && rm notes/a.txt && head -c 9437184 /dev/urandom > notes/big.bin",
+    )
+    .await;
+    let big = sh(&app, &id, "sha256sum notes/big.bin | cut -d' ' -f1").await;
     sqlx::query(
         "update sessions set last_used_at = now() - interval '2 minutes' where id = $1::uuid",
     )
@@ -349,15 +368,23 @@ async fn an_idle_release_writes_a_writable_mount_back_and_the_wake_stages_it_aga
     .unwrap();
     assert_eq!(app.sessions.release_idle().await.unwrap(), 1);
     assert_eq!(app.session(&id).await["stopped_reason"], "idle");
-    assert_eq!(moto.keys("idle").await, ["notes/b.txt"]);
+    assert_eq!(moto.keys("idle").await, ["notes/b.txt", "notes/big.bin"]);
     assert_eq!(moto.get("idle", "notes/b.txt").await.unwrap(), b"b\n");
+    let uploaded = moto.get("idle", "notes/big.bin").await.unwrap();
+    use sha2::Digest;
+    assert_eq!(hex::encode(sha2::Sha256::digest(&uploaded)), big);
 
     moto.put("idle", "notes/c.txt", "from elsewhere\n").await;
     post(&app, &format!("/api/sessions/{id}/start"), json!({})).await;
     app.wait_for_status(&id, "running", BOOT).await;
     assert_eq!(
         sh(&app, &id, "ls notes | tr '\\n' ' '").await,
-        "b.txt c.txt"
+        "b.txt big.bin c.txt"
+    );
+    assert_eq!(
+        sh(&app, &id, "sha256sum notes/big.bin | cut -d' ' -f1").await,
+        big,
+        "staged back whole"
     );
     app.stop().await;
 }

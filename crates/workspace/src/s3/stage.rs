@@ -49,6 +49,18 @@ pub async fn stage(
                 a.dir(path.trim_end_matches('/')).map_err(io)?;
                 continue;
             }
+            if meta.size == 0 {
+                // An empty folder marker (`a/`) is listed as `a` but cannot be read as it:
+                // a directory. An empty object that can be read is an empty file.
+                match handle.block_on(st.head(&meta.location)) {
+                    Err(object_store::Error::NotFound { .. }) => {
+                        a.dir(&path).map_err(io)?;
+                        continue;
+                    }
+                    Err(e) => return Err(m.refused(format!("reading {}: {e}", meta.location))),
+                    Ok(_) => {}
+                }
+            }
             let got = handle
                 .block_on(st.get(&meta.location))
                 .map_err(|e| m.refused(format!("reading {}: {e}", meta.location)))?;
@@ -101,6 +113,10 @@ async fn list(
             )));
         }
         let full = meta.location.as_ref();
+        if full == mount.prefix {
+            // The prefix's own folder marker (`prefix/`, as consoles make them).
+            continue;
+        }
         let rel = match mount.prefix.as_str() {
             "" => full,
             p => full
@@ -116,6 +132,16 @@ async fn list(
         })?;
         out.push((rel, meta));
     }
+    // A folder marker (`a/`, listed as `a`, empty) of a folder that holds objects would
+    // become a file where a directory must be: left out, the directory comes from its objects.
+    let dirs: std::collections::HashSet<String> = out
+        .iter()
+        .flat_map(|(rel, _)| {
+            let parts: Vec<&str> = rel.split('/').collect();
+            (1..parts.len()).map(move |i| parts[..i].join("/"))
+        })
+        .collect();
+    out.retain(|(rel, meta)| !(meta.size == 0 && dirs.contains(rel)));
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
