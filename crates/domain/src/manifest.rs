@@ -85,8 +85,9 @@ pub enum EntrySpec {
         #[serde(default = "default_true")]
         #[schema(default = true)]
         read_only: bool,
-        /// A writable mount puts its credentials in the workspace, where the agent can read
-        /// them: `read_only: false` is a 422 unless this is true. Default false.
+        /// `read_only: false` is a 422 unless this is true (the contract's rule, kept so that
+        /// clients behave the same everywhere; this server never puts a credential in the
+        /// sandbox: it writes changes back to the bucket itself). Default false.
         #[serde(default)]
         #[schema(default = false)]
         acknowledge_credential_exposure: bool,
@@ -178,7 +179,7 @@ impl ManifestSpec {
                 EntrySpec::S3Mount { read_only: false, acknowledge_credential_exposure: false, .. } => v.push(
                     "value_error",
                     &at(Some("acknowledge_credential_exposure")),
-                    "a writable s3_mount puts the mount's credentials in the workspace; set acknowledge_credential_exposure to true to accept that",
+                    "a writable s3_mount (read_only: false) needs acknowledge_credential_exposure: true; set it to accept that the agent's changes are written back to the bucket",
                     Value::Bool(false),
                 ),
                 _ => {}

@@ -246,6 +246,17 @@ pub trait SandboxBackend: Send + Sync + 'static {
         )))
     }
 
+    /// Removes `path` (absolute) and everything under it as root, whoever owns it; a missing
+    /// path is fine. For paths the control plane itself stages root-owned files at (an
+    /// `s3_mount`'s directory, staged afresh at every boot), never for a path a caller names.
+    async fn remove_system_path(&self, id: &str, path: &str) -> Result<()> {
+        let _ = (id, path);
+        Err(SandboxError::Backend(format!(
+            "the {} backend cannot remove system paths",
+            self.name()
+        )))
+    }
+
     /// A tar archive of `path` (absolute), streamed.
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>>;
 

@@ -72,6 +72,7 @@ impl ServiceSettings {
                 },
                 warm_pool: config.warm_pool_size,
                 extra_ca: extra_ca.clone(),
+                s3: config.s3_settings(),
             },
             blobs_dir: config.data_dir.join("blobs"),
             git_known_hosts: config.git_known_hosts()?,

@@ -172,6 +172,44 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_EXTRA_CA_CERTS", global = true)]
     pub extra_ca_certs: Option<PathBuf>,
 
+    /// The S3 endpoint `s3_mount` entries are read from and written to, for an S3-compatible
+    /// store (MinIO, Ceph, ...; `http://` is allowed). Default: AWS_ENDPOINT_URL, else AWS S3
+    /// itself. Only the control plane talks to it: sandboxes get plain files, never a key.
+    #[arg(long, env = "SANDBOX_AGENTS_S3_ENDPOINT", global = true)]
+    pub s3_endpoint: Option<String>,
+
+    /// The region of `s3_mount` buckets. Default: AWS_REGION, else AWS_DEFAULT_REGION, else
+    /// us-east-1.
+    #[arg(long, env = "SANDBOX_AGENTS_S3_REGION", global = true)]
+    pub s3_region: Option<String>,
+
+    /// The access key the control plane reads and writes `s3_mount` buckets with.
+    #[arg(long, env = "AWS_ACCESS_KEY_ID", global = true)]
+    pub s3_access_key_id: Option<String>,
+
+    /// The secret of --s3-access-key-id. Never shown, never given to a sandbox.
+    #[arg(
+        long,
+        env = "AWS_SECRET_ACCESS_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub s3_secret_access_key: Option<String>,
+
+    /// A session token for temporary S3 credentials.
+    #[arg(long, env = "AWS_SESSION_TOKEN", hide_env_values = true, global = true)]
+    pub s3_session_token: Option<String>,
+
+    /// Most bytes an `s3_mount` prefix may hold; a boot whose prefix holds more fails saying
+    /// so. Default 1 GiB.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_S3_STAGE_MAX_BYTES",
+        default_value_t = 1 << 30,
+        global = true
+    )]
+    pub s3_stage_max_bytes: u64,
+
     /// The known_hosts file git uses over ssh with deploy keys (key tests, clones): a host's
     /// key is accepted the first time and must match after. Default: <data-dir>/known_hosts.
     /// No whitespace, quotes or '%' (ssh would split or expand them).

@@ -42,6 +42,7 @@ pub mod files;
 mod garbage;
 mod hooks;
 mod lock;
+mod mounts;
 mod periodic;
 mod pool;
 mod projects;

@@ -1,7 +1,8 @@
 //! Getting a booting session its sandbox: one from the warm pool or a new one, with the
 //! workspace it starts from (the archive of its last stop, the snapshot it forks, or its
 //! manifest staged by `sandbox-agents-workspace`, its `git_repo` entries checked out inside
-//! the sandbox by `checkout.rs`), the agent's skills (`skills.rs`), the extra CA certificates
+//! the sandbox by `checkout.rs`), its `s3_mount` entries staged from their buckets by the
+//! control plane (`mounts.rs`, at every boot: archives leave them out), the agent's skills (`skills.rs`), the extra CA certificates
 //! in its trust store (`trust.rs`), and the environment its commands run with.
 
 use crate::Sessions;
@@ -101,8 +102,10 @@ impl Sessions {
                     self.checkout_in_sandbox(&sandbox.id, src, path, &env)
                         .await?;
                 }
-                if checkouts.len() < manifest.entries.len() {
+                let mounted = sandbox_agents_workspace::s3::mounts(&manifest).len();
+                if checkouts.len() + mounted < manifest.entries.len() {
                     let policy = st.settings.manifest.clone();
+                    let manifest = manifest.clone();
                     let tar =
                         tokio::task::spawn_blocking(move || build_archive(&manifest, &policy))
                             .await
@@ -113,6 +116,9 @@ impl Sessions {
                         .await?;
                 }
             }
+            // Whatever the workspace came from (archives and snapshots leave buckets out),
+            // the mounts come from their buckets, laid over it.
+            self.stage_mounts(s.id, &manifest, &sandbox.id).await?;
             self.stage_skills(s, &agent, &sandbox.id, fresh, &env).await
         }
         .await;

@@ -50,6 +50,9 @@ impl Sessions {
             .and_then(|s| s.container_id);
         if let Some(c) = container {
             if st.backend.inspect(&c).await?.is_some() {
+                if let Err(e) = self.write_back_mounts(id, &c).await {
+                    tracing::warn!(session.id = %id, error = %e, "could not write an exited sandbox's s3 mounts back; their changes are lost");
+                }
                 match self.archive_workspace(id, &c).await {
                     Ok((key, _)) => archive = Some(key),
                     Err(e) => {

@@ -7,6 +7,7 @@ use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::Db;
+use sandbox_agents_workspace::s3::{S3Client, S3Settings};
 use sandbox_agents_workspace::{BlobStore, ManifestPolicy};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub struct SessionSettings {
     pub warm_pool: usize,
     /// CA certificates every sandbox trusts besides its image's (`--extra-ca-certs`).
     pub extra_ca: Option<ExtraCaCerts>,
+    /// How `s3_mount` entries reach their buckets (the control plane's client; nothing of it
+    /// enters a sandbox).
+    pub s3: S3Settings,
 }
 
 /// The sandbox lifecycle service; cheap to clone.
@@ -43,6 +47,8 @@ pub(crate) struct Inner {
     pub db: Db,
     pub backend: Arc<dyn SandboxBackend>,
     pub blobs: Arc<dyn BlobStore>,
+    /// The control plane's S3 client, for `s3_mount` entries (`mounts.rs`).
+    pub s3: S3Client,
     pub settings: SessionSettings,
     /// Resolves a boot's secret variables and opens them for each command.
     pub credentials: Credentials,
@@ -74,6 +80,7 @@ impl Sessions {
                 db,
                 backend,
                 blobs,
+                s3: S3Client::new(settings.s3.clone()),
                 settings,
                 credentials,
                 tasks: TaskTracker::new(),

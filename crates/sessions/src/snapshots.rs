@@ -1,5 +1,6 @@
 //! Snapshots: the workspace archived to the blob store and, on Docker, the container's
-//! filesystem captured as an image so installed packages survive. Restoring replaces a
+//! filesystem captured as an image so installed packages survive. Mounted buckets are left
+//! out (writable ones are written back first); a fork or restore stages them again. Restoring replaces a
 //! session's sandbox with one booted from the snapshot; creating a session with
 //! `from_snapshot_id` forks it.
 
@@ -73,8 +74,9 @@ impl Sessions {
         {
             let (size, image) = match (s.status, &s.container_id, &s.workspace_archive) {
                 (SessionStatus::Running, Some(container), _) => {
+                    self.write_back_mounts(id, container).await?;
                     let stream = st.backend.get_archive(container, sandbox_agents_sandbox::WORKDIR).await?;
-                    let size = self.put_stream(key, stream).await?;
+                    let size = self.put_stream(id, key, stream).await?;
                     let image = st.backend.snapshot_image(container, &snap.simple().to_string()).await?;
                     queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
                     (size, Some(image))
@@ -116,6 +118,7 @@ impl Sessions {
 
     async fn put_stream(
         &self,
+        id: SessionId,
         key: &str,
         stream: futures::stream::BoxStream<'static, sandbox_agents_sandbox::Result<bytes::Bytes>>,
     ) -> Result<u64> {
@@ -123,6 +126,7 @@ impl Sessions {
         let stream = stream
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
             .boxed();
+        let stream = self.without_mounts(id, stream).await?;
         Ok(self
             .inner
             .blobs
@@ -178,6 +182,11 @@ impl Sessions {
                 )));
             }
             if let Some(container) = &s.container_id {
+                if s.status == SessionStatus::Running {
+                    // The snapshot has no bucket in it: what the mounts hold now is kept by
+                    // writing it back, and staged again by the boot below.
+                    self.write_back_mounts(id, container).await?;
+                }
                 st.backend.remove(container).await?;
             }
             let mut tx = st.db.begin().await?;

@@ -1,5 +1,6 @@
 //! Stopping a session: the run in flight is cancelled first (through the run loop's hooks),
-//! the workspace is archived to the blob store, the container removed, and `stopped` recorded
+//! writable `s3_mount` entries are written back to their buckets (`mounts.rs`), the workspace
+//! is archived to the blob store without the mounted paths, the container removed, and `stopped` recorded
 //! with its event in one transaction. Also what other paths share with a stop: archiving a
 //! live workspace and recording a stop (the reconciler's `restart`).
 
@@ -26,7 +27,8 @@ fn archive_key(id: SessionId) -> String {
 }
 
 impl Sessions {
-    /// Archives the workspace of a running sandbox to the blob store; returns the key.
+    /// Archives the workspace of a running sandbox to the blob store, without the session's
+    /// `s3_mount` paths (staged again at the next boot); returns the key.
     pub(crate) async fn archive_workspace(
         &self,
         id: SessionId,
@@ -38,6 +40,7 @@ impl Sessions {
         let stream = stream
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
             .boxed();
+        let stream = self.without_mounts(id, stream).await?;
         let size = st
             .blobs
             .put(&key, stream)
@@ -106,6 +109,11 @@ impl Sessions {
         }
         let mut archive = None;
         if let Some(container) = &s.container_id {
+            if s.status == SessionStatus::Running {
+                // Before anything is removed: a write-back that fails stops the stop, so the
+                // changes are still in the sandbox (an idle release is tried again later).
+                self.write_back_mounts(id, container).await?;
+            }
             match self.archive_workspace(id, container).await {
                 Ok((key, size)) => {
                     tracing::debug!(bytes = size, "workspace archived");

@@ -20,6 +20,7 @@ pub mod people;
 pub mod pool;
 pub mod projects;
 pub mod runs;
+pub mod s3_mounts;
 pub mod sandbox_pool;
 pub mod sealed;
 pub mod secrets;

@@ -10,6 +10,7 @@ mod app;
 mod database;
 pub mod git_server;
 pub mod receiver;
+pub mod s3;
 pub mod sse;
 pub mod tls;
 
@@ -133,6 +134,12 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
+        s3_endpoint: None,
+        s3_region: Some("us-east-1".into()),
+        s3_access_key_id: None,
+        s3_secret_access_key: None,
+        s3_session_token: None,
+        s3_stage_max_bytes: 1 << 30,
         extra_ca_certs: None,
         public_url: None,
         preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
@@ -338,6 +345,10 @@ pub struct AppOptions {
     pub extra_ca_certs: Option<PathBuf>,
     /// `--max-concurrent-builds`.
     pub max_concurrent_builds: usize,
+    /// `--s3-endpoint` and the S3 keys (e.g. [`s3::MotoServer::access`]); none by default.
+    pub s3: Option<s3::S3Access>,
+    /// `--s3-stage-max-bytes` (1 GiB by default).
+    pub s3_stage_max_bytes: Option<u64>,
 }
 
 impl Default for AppOptions {
@@ -354,6 +365,8 @@ impl Default for AppOptions {
             local_dir_roots: Vec::new(),
             extra_ca_certs: None,
             max_concurrent_builds: 2,
+            s3: None,
+            s3_stage_max_bytes: None,
         }
     }
 }
@@ -393,6 +406,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         local_dir_roots,
         extra_ca_certs,
         max_concurrent_builds,
+        s3,
+        s3_stage_max_bytes,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -406,6 +421,14 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.local_dir_roots = local_dir_roots;
     config.extra_ca_certs = extra_ca_certs;
     config.max_concurrent_builds = max_concurrent_builds;
+    if let Some(s3) = s3 {
+        config.s3_endpoint = Some(s3.endpoint);
+        config.s3_access_key_id = Some(s3.access_key_id);
+        config.s3_secret_access_key = Some(s3.secret_access_key);
+    }
+    if let Some(max) = s3_stage_max_bytes {
+        config.s3_stage_max_bytes = max;
+    }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .expect("binding port 0");

@@ -14,7 +14,7 @@ use tar::EntryType;
 
 /// An archive entry's name as workspace-relative components joined by `/`; `None` for
 /// entries outside `workspace/` (or climbing with `..`). `""` is the workspace itself.
-fn workspace_name(raw: &[u8]) -> Option<String> {
+pub(crate) fn workspace_name(raw: &[u8]) -> Option<String> {
     let raw = String::from_utf8_lossy(raw);
     let mut parts = raw.split('/').filter(|c| !c.is_empty() && *c != ".");
     if parts.next()? != "workspace" {

@@ -4,7 +4,8 @@
 //! archive ([`manifest`]), where archives live between boots ([`blobs`]), reading workspaces
 //! out of tar archives without following links ([`archive`], [`stream`]), the tar framing of
 //! an upload ([`upload`]), and the confinement scripts that keep every path a caller names
-//! inside `/workspace` ([`scripts`], [`paths`]).
+//! inside `/workspace` ([`scripts`], [`paths`]), and `s3_mount` entries read and written back
+//! by the control plane's own S3 client ([`s3`]; archives leave them out, [`exclude`]).
 //!
 //! Why the boundary is here: everything in it is a pure function of bytes and a sandbox
 //! backend, with no session rows and no transactions, so it can be tested on its own and
@@ -20,9 +21,11 @@
 pub mod archive;
 pub mod blobs;
 pub mod bundle;
+pub mod exclude;
 pub mod listing;
 pub mod manifest;
 pub mod paths;
+pub mod s3;
 pub mod scripts;
 pub mod skills_tree;
 pub mod stream;

@@ -46,12 +46,9 @@ impl ManifestPolicy {
                 EntrySpec::GitRepo { .. } => {
                     git_source(entry).map_err(|reason| (path.clone(), reason))?;
                 }
-                EntrySpec::S3Mount { .. } => {
-                    return Err((
-                        path.clone(),
-                        "s3_mount entries are not supported by this server yet".into(),
-                    ))
-                }
+                // Whether the server can reach the bucket is the boot's to say (a missing
+                // bucket or missing credentials fail it naming the bucket and prefix).
+                EntrySpec::S3Mount { .. } => {}
                 EntrySpec::LocalDir { src } => {
                     self.local_source(src)
                         .map_err(|reason| (path.clone(), reason))?;
@@ -109,15 +106,8 @@ pub fn build_archive(
             EntrySpec::GitRepo { .. } => {
                 git_source(entry).map_err(|r| entry_err(path, r))?;
             }
-            EntrySpec::S3Mount { .. } => {
-                let (_, reason) = policy
-                    .check(&ManifestSpec {
-                        entries: [(path.clone(), entry.clone())].into(),
-                        ..Default::default()
-                    })
-                    .unwrap_err();
-                return Err(entry_err(path, reason));
-            }
+            // Staged by the control plane's S3 client after this archive (see `crate::s3`).
+            EntrySpec::S3Mount { .. } => {}
         }
         if b.bytes > MAX_MANIFEST_BYTES {
             return Err(entry_err(
@@ -176,6 +166,8 @@ pub struct Archive<W: std::io::Write = Vec<u8>> {
     tar: tar::Builder<W>,
     dirs: std::collections::BTreeSet<String>,
     bytes: u64,
+    /// The uid and gid of what is added from now on (the sandbox user unless set).
+    owner: u64,
 }
 
 impl Default for Archive {
@@ -202,6 +194,7 @@ impl<W: std::io::Write> Archive<W> {
             tar,
             dirs: Default::default(),
             bytes: 0,
+            owner: SANDBOX_UID,
         }
     }
 
@@ -215,13 +208,19 @@ impl<W: std::io::Write> Archive<W> {
         self.tar.into_inner()
     }
 
-    fn header(kind: tar::EntryType, size: u64, mode: u32) -> tar::Header {
+    /// Entries added from now on belong to `uid` (and the group of the same number): root's
+    /// (0) for what the sandbox user must not change.
+    pub fn set_owner(&mut self, uid: u64) {
+        self.owner = uid;
+    }
+
+    fn header(&self, kind: tar::EntryType, size: u64, mode: u32) -> tar::Header {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(kind);
         h.set_size(size);
         h.set_mode(mode);
-        h.set_uid(SANDBOX_UID);
-        h.set_gid(SANDBOX_UID);
+        h.set_uid(self.owner);
+        h.set_gid(self.owner);
         h.set_mtime(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -244,7 +243,7 @@ impl<W: std::io::Write> Archive<W> {
             return Ok(());
         }
         self.parents(rel)?;
-        let mut h = Self::header(tar::EntryType::Directory, 0, 0o755);
+        let mut h = self.header(tar::EntryType::Directory, 0, 0o755);
         self.tar
             .append_data(&mut h, format!("{rel}/"), std::io::empty())?;
         self.dirs.insert(rel.to_owned());
@@ -265,7 +264,7 @@ impl<W: std::io::Write> Archive<W> {
         data: impl std::io::Read,
     ) -> std::io::Result<()> {
         self.parents(rel)?;
-        let mut h = Self::header(tar::EntryType::Regular, size, mode);
+        let mut h = self.header(tar::EntryType::Regular, size, mode);
         self.tar.append_data(&mut h, rel, data)?;
         self.bytes += size;
         Ok(())
@@ -385,12 +384,12 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_kinds_are_refused_with_their_path() {
+    fn s3_mounts_are_accepted_and_left_out_of_the_archive() {
         let m: ManifestSpec =
             serde_json::from_str(r#"{"entries":{"b":{"kind":"s3_mount","bucket":"x"}}}"#).unwrap();
-        let (path, reason) = ManifestPolicy::default().check(&m).unwrap_err();
-        assert_eq!(path, "b");
-        assert!(reason.contains("s3_mount"));
+        ManifestPolicy::default().check(&m).unwrap();
+        let tar = build_archive(&m, &ManifestPolicy::default()).unwrap();
+        assert!(names(&tar).is_empty());
     }
 
     #[test]

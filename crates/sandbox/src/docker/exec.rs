@@ -90,6 +90,58 @@ async fn kill_marked(docker: &Docker, container: &str, mark: &str) -> Result<()>
     Ok(())
 }
 
+/// `rm -rf -- <path>`, waited for (see `SandboxBackend::remove_system_path`): as root, and
+/// as the sandbox user when root cannot (sandboxes run without capabilities, so root may not
+/// remove what the sandbox user owns in the sandbox user's directories).
+pub(crate) async fn remove_as_root(docker: &Docker, container: &str, path: &str) -> Result<()> {
+    if !path.starts_with('/')
+        || path.split('/').any(|c| c == "..")
+        || path.trim_end_matches('/').is_empty()
+    {
+        return Err(SandboxError::Backend(format!(
+            "remove_system_path: '{path}' is not an absolute path"
+        )));
+    }
+    let mut last = None;
+    for user in ["0:0".to_owned(), format!("{SANDBOX_UID}:{SANDBOX_GID}")] {
+        let options = CreateExecOptions {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(vec![
+                "rm".to_owned(),
+                "-rf".to_owned(),
+                "--".to_owned(),
+                path.to_owned(),
+            ]),
+            privileged: Some(false),
+            user: Some(user),
+            ..Default::default()
+        };
+        let created = docker
+            .create_exec(container, options)
+            .await
+            .map_err(error::container(container))?;
+        if let StartExecResults::Attached { mut output, .. } = docker
+            .start_exec(&created.id, None)
+            .await
+            .map_err(error::container(container))?
+        {
+            while output.next().await.is_some() {}
+        }
+        let done = docker
+            .inspect_exec(&created.id)
+            .await
+            .map_err(error::container(container))?;
+        if done.exit_code == Some(0) {
+            return Ok(());
+        }
+        last = done.exit_code;
+    }
+    Err(SandboxError::Backend(format!(
+        "removing {path} exited with {last:?}"
+    )))
+}
+
 /// `timeout`'s duration argument; never 0, which would mean "no timeout".
 pub(crate) fn timeout_arg(d: Duration) -> String {
     let d = d.max(Duration::from_millis(1));

@@ -298,6 +298,10 @@ impl SandboxBackend for DockerBackend {
         archive::put_system_file(&self.docker, id, path, data, mode).await
     }
 
+    async fn remove_system_path(&self, id: &str, path: &str) -> Result<()> {
+        exec::remove_as_root(&self.docker, id, path).await
+    }
+
     async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
         archive::get_archive(&self.docker, id, path).await
     }

@@ -26,6 +26,7 @@ impl fmt::Debug for Config {
             .field("warm_pool_size", &self.warm_pool_size)
             .field("max_concurrent_builds", &self.max_concurrent_builds)
             .field("git_known_hosts", &self.git_known_hosts)
+            .field("s3", &self.s3_settings())
             .field("public_url", &self.public_url())
             .field("preview_bind", &self.preview_bind)
             .field("preview_public_url", &self.preview_public_url)
@@ -85,6 +86,30 @@ impl Config {
             // `app::Settings::resolve` sets it from the certificates read once at start.
             extra_ca: None,
         })
+    }
+
+    /// How `s3_mount` entries reach their buckets: the `--s3-*` flags, with the standard AWS
+    /// variables for what they leave unset (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+    /// `AWS_DEFAULT_REGION`).
+    pub fn s3_settings(&self) -> sandbox_agents_workspace::s3::S3Settings {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        sandbox_agents_workspace::s3::S3Settings {
+            endpoint: self
+                .s3_endpoint
+                .clone()
+                .or_else(|| env("AWS_ENDPOINT_URL"))
+                .map(|e| e.trim_end_matches('/').to_owned()),
+            region: self
+                .s3_region
+                .clone()
+                .or_else(|| env("AWS_REGION"))
+                .or_else(|| env("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".into()),
+            access_key_id: self.s3_access_key_id.clone(),
+            secret_access_key: self.s3_secret_access_key.clone(),
+            session_token: self.s3_session_token.clone(),
+            stage_max_bytes: self.s3_stage_max_bytes,
+        }
     }
 
     /// `--master-key`, or the key file under the data directory (created on first start),
@@ -313,6 +338,25 @@ mod tests {
         let cli = Cli::try_parse_from(["sandbox-agents", "migrate", "--data-dir", "/x"]).unwrap();
         assert_eq!(cli.command, Some(Command::Migrate));
         assert_eq!(cli.config.data_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn s3_secrets_never_reach_debug_output() {
+        let cli = Cli::try_parse_from([
+            "sandbox-agents",
+            "--s3-endpoint",
+            "http://127.0.0.1:9000/",
+            "--s3-access-key-id",
+            "AKIDTEST",
+            "--s3-secret-access-key",
+            "s3cr3t-value",
+        ])
+        .unwrap();
+        let shown = format!("{:?}", cli.config);
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+        let s = cli.config.s3_settings();
+        assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(s.stage_max_bytes, 1 << 30);
     }
 
     #[test]

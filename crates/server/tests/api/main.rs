@@ -23,6 +23,7 @@ mod preview_origin;
 mod process;
 mod project_delete;
 mod runs;
+mod s3_mounts;
 mod sandboxes;
 mod secrets;
 mod sessions;

@@ -1,0 +1,189 @@
+//! An S3-compatible server for tests of `s3_mount` entries: moto's server (`moto[server]` from
+//! PyPI, installed by `scripts/test` into `target/moto-venv`) on a port of 127.0.0.1, and a
+//! client to set buckets up and look at them. The server under test talks to it with its own signed client.
+
+use crate::eventually;
+use object_store::ObjectStore;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The keys a server under test is given for moto (moto takes any); the secret is distinctive
+/// so that a test can look for it in a sandbox.
+pub const ACCESS_KEY_ID: &str = "AKIASANDBOXAGENTS01";
+pub const SECRET_ACCESS_KEY: &str = "s3-secret-never-in-a-sandbox-7c1e9a";
+
+/// What a server under test needs to reach an S3-compatible store (`AppOptions::s3`).
+#[derive(Clone, Debug)]
+pub struct S3Access {
+    pub endpoint: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+}
+
+/// A running moto server, killed when dropped.
+pub struct MotoServer {
+    endpoint: String,
+    child: Child,
+    http: reqwest::Client,
+}
+
+/// `SANDBOX_AGENTS_MOTO_SERVER`, else `target/moto-venv/bin/moto_server` of this workspace.
+fn moto_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SANDBOX_AGENTS_MOTO_SERVER") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto-venv/bin/moto_server")
+}
+
+impl MotoServer {
+    /// Starts moto on a free port of 127.0.0.1 and waits until it answers. Panics, saying how
+    /// to install it, when moto is missing: a test of S3 mounts is never skipped silently.
+    pub async fn start() -> Self {
+        let bin = moto_bin();
+        assert!(
+            bin.exists(),
+            "moto's server is not installed at {}: run `python3 -m venv target/moto-venv && \
+             target/moto-venv/bin/pip install -r tests/contract/requirements-moto.txt` (scripts/test \
+             does), or point SANDBOX_AGENTS_MOTO_SERVER at a moto_server",
+            bin.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let server = MotoServer {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+            http: reqwest::Client::new(),
+        };
+        let url = server.endpoint.clone();
+        let http = server.http.clone();
+        eventually("moto answers", Duration::from_secs(60), async || {
+            http.get(&url)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        server
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The endpoint and keys for `AppOptions::s3`.
+    pub fn access(&self) -> S3Access {
+        S3Access {
+            endpoint: self.endpoint.clone(),
+            access_key_id: ACCESS_KEY_ID.into(),
+            secret_access_key: SECRET_ACCESS_KEY.into(),
+        }
+    }
+
+    fn url(&self, bucket: &str, key: &str) -> String {
+        format!("{}/{bucket}/{key}", self.endpoint)
+    }
+
+    /// Creates `bucket` (unsigned requests suffice for buckets) with versioning on, so that a test can tell an object written again
+    /// from one left alone (its version id changes).
+    pub async fn create_bucket(&self, bucket: &str) {
+        let r = self.http.put(self.url(bucket, "")).send().await.unwrap();
+        assert!(r.status().is_success(), "creating {bucket}: {}", r.status());
+        let body = r#"<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>"#;
+        let r = self
+            .http
+            .put(format!("{}?versioning", self.url(bucket, "")))
+            .header("content-type", "application/xml")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "versioning {bucket}: {}",
+            r.status()
+        );
+    }
+
+    /// A signed client of `bucket` (moto answers unsigned object requests unreliably).
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(bucket)
+            .with_access_key_id(ACCESS_KEY_ID)
+            .with_secret_access_key(SECRET_ACCESS_KEY)
+            .build()
+            .expect("a client of moto")
+    }
+
+    pub async fn put(&self, bucket: &str, key: &str, data: impl Into<bytes::Bytes>) {
+        self.store(bucket)
+            .put(&key.into(), object_store::PutPayload::from(data.into()))
+            .await
+            .unwrap_or_else(|e| panic!("putting {key}: {e}"));
+    }
+
+    /// An empty `key/` object, as S3 consoles make for a folder (object_store cannot write
+    /// one; moto takes an unsigned PUT).
+    pub async fn folder_marker(&self, bucket: &str, key: &str) {
+        let r = self
+            .http
+            .put(format!("{}/", self.url(bucket, key.trim_end_matches('/'))))
+            .header("content-length", "0")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "putting {key}/: {}", r.status());
+    }
+
+    /// The object's bytes, `None` when there is none.
+    pub async fn get(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
+        match self.store(bucket).get(&key.into()).await {
+            Ok(r) => Some(r.bytes().await.unwrap().to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("getting {key}: {e}"),
+        }
+    }
+
+    /// The current version id of an object (of a versioned bucket).
+    pub async fn version(&self, bucket: &str, key: &str) -> Option<String> {
+        match self.store(bucket).head(&key.into()).await {
+            Ok(m) => m.version,
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("looking at {key}: {e}"),
+        }
+    }
+
+    /// Every key of the bucket, sorted.
+    pub async fn keys(&self, bucket: &str) -> Vec<String> {
+        use futures::TryStreamExt;
+        let mut keys: Vec<String> = self
+            .store(bucket)
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        keys.sort();
+        keys
+    }
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,216 @@
+//! `s3_mount` entries: a bucket prefix read by the control plane with its own S3 client and
+//! staged into the workspace as plain files (`stage.rs`), written back from a writable mount
+//! at stop and snapshot (`write_back.rs`). The sandbox never holds a credential of the
+//! bucket: only the control plane talks to S3, so there is nothing in the sandbox to leak.
+//!
+//! What was staged is recorded per session (the store's `s3_mounts`, with each object's size
+//! and sha256), so that a write-back uploads only files whose content changed and deletes
+//! only keys that were staged and whose file is gone; objects written to the bucket by
+//! anyone else meanwhile are never deleted.
+
+mod stage;
+mod write_back;
+
+pub use stage::stage;
+pub use write_back::write_back;
+
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::RetryConfig;
+use sandbox_agents_domain::manifest::{EntrySpec, ManifestSpec};
+use sandbox_agents_errors::ServiceError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// Most bytes a prefix may hold to be staged, unless the server says otherwise (1 GiB).
+pub const DEFAULT_STAGE_MAX_BYTES: u64 = 1 << 30;
+
+/// How the control plane reaches S3: `--s3-endpoint`, `--s3-region` and the standard AWS
+/// variables. `Debug` never shows the secret key or the session token.
+#[derive(Clone, Default)]
+pub struct S3Settings {
+    /// An S3-compatible endpoint (`http://` allowed); `None`: AWS itself.
+    pub endpoint: Option<String>,
+    pub region: String,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    /// A prefix holding more bytes than this is refused at boot.
+    pub stage_max_bytes: u64,
+}
+
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "***"),
+            )
+            .field("session_token", &self.session_token.as_ref().map(|_| "***"))
+            .field("stage_max_bytes", &self.stage_max_bytes)
+            .finish()
+    }
+}
+
+/// One `s3_mount` entry of a manifest, normalised: where it goes and what it reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Workspace-relative, normalised (`a/b`).
+    pub path: String,
+    pub bucket: String,
+    /// Without leading or trailing `/`; `""` is the whole bucket.
+    pub prefix: String,
+    pub read_only: bool,
+}
+
+impl Mount {
+    /// `s3://bucket/prefix`, for messages.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
+    }
+
+    /// The object key of a file at `rel` inside the mount.
+    pub(crate) fn key(&self, rel: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(rel)
+        } else {
+            ObjectPath::from(format!("{}/{rel}", self.prefix))
+        }
+    }
+
+    /// A refusal a person can act on, naming the entry, the bucket and the prefix.
+    pub(crate) fn refused(&self, reason: impl fmt::Display) -> ServiceError {
+        ServiceError::BadRequest(format!(
+            "s3_mount '{}' ({}): {reason}",
+            self.path,
+            self.url()
+        ))
+    }
+}
+
+/// An object as staged: its key relative to the mount's prefix, its size and the sha256 of
+/// the bytes the sandbox got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedObject {
+    pub key: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// The manifest's `s3_mount` entries, in path order.
+pub fn mounts(manifest: &ManifestSpec) -> Vec<Mount> {
+    manifest
+        .entries
+        .iter()
+        .filter_map(|(path, entry)| match entry {
+            EntrySpec::S3Mount {
+                bucket,
+                prefix,
+                read_only,
+                ..
+            } => Some(Mount {
+                path: crate::manifest::normalise(path),
+                bucket: bucket.trim().to_owned(),
+                prefix: prefix
+                    .as_deref()
+                    .unwrap_or("")
+                    .split('/')
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                read_only: *read_only,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The control plane's S3 client: one store per bucket, built on demand.
+#[derive(Clone, Debug)]
+pub struct S3Client {
+    settings: S3Settings,
+}
+
+impl S3Client {
+    pub fn new(settings: S3Settings) -> Self {
+        S3Client { settings }
+    }
+
+    pub fn settings(&self) -> &S3Settings {
+        &self.settings
+    }
+
+    /// The store of `mount`'s bucket. Without keys the boot fails here rather than waiting on
+    /// an instance-metadata service that is not there.
+    pub(crate) fn store(&self, mount: &Mount) -> Result<AmazonS3, ServiceError> {
+        let s = &self.settings;
+        let (Some(key), Some(secret)) = (&s.access_key_id, &s.secret_access_key) else {
+            return Err(mount.refused(
+                "this server has no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the server (never in the sandbox)",
+            ));
+        };
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(&mount.bucket)
+            .with_region(&s.region)
+            .with_access_key_id(key)
+            .with_secret_access_key(secret)
+            .with_retry(RetryConfig {
+                max_retries: 3,
+                retry_timeout: Duration::from_secs(30),
+                ..Default::default()
+            });
+        if let Some(token) = &s.session_token {
+            b = b.with_token(token);
+        }
+        if let Some(endpoint) = &s.endpoint {
+            b = b
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        b.build().map_err(|e| mount.refused(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_never_show_their_secrets() {
+        let s = S3Settings {
+            access_key_id: Some("AKIDEXAMPLE".into()),
+            secret_access_key: Some("wJalrXUtnFEMI".into()),
+            session_token: Some("tok-secret".into()),
+            ..Default::default()
+        };
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("wJalrXUtnFEMI") && !shown.contains("tok-secret"),
+            "{shown}"
+        );
+        assert!(shown.contains("AKIDEXAMPLE"));
+    }
+
+    #[test]
+    fn mounts_are_normalised_and_keys_sit_under_the_prefix() {
+        let m: ManifestSpec = serde_json::from_str(
+            r#"{"entries":{"./data//in/":{"kind":"s3_mount","bucket":"b","prefix":"/p/q/"},"a":{"kind":"file","content":"x"}}}"#,
+        )
+        .unwrap();
+        let got = mounts(&m);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].path, "data/in");
+        assert_eq!(got[0].prefix, "p/q");
+        assert!(got[0].read_only);
+        assert_eq!(got[0].key("x/y.txt").as_ref(), "p/q/x/y.txt");
+        let whole = Mount {
+            prefix: String::new(),
+            ..got[0].clone()
+        };
+        assert_eq!(whole.key("y.txt").as_ref(), "y.txt");
+    }
+}
