@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,6 +22,7 @@ import sandbox_agents
 from sandbox_agents import NotFoundError
 from sandbox_agents.models import Session, SessionDetail
 
+import harness
 import seed
 from harness import wait_until
 
@@ -236,3 +238,22 @@ class Janitor:
             )
         if problems:
             raise AssertionError("session cleanup: " + "\n".join(problems))
+
+
+@contextlib.contextmanager
+def own_server(name: str, env: dict[str, str]):
+    """A server process of a test module's own, started with `env` (and no warm pool), that
+    must exit 0 on SIGTERM; every sandbox of its deployment is removed however it ends."""
+    process = harness.ServerProcess(
+        harness.short_tmpdir(), name=name, env={"SANDBOX_AGENTS_WARM_POOL_SIZE": "0", **env}
+    )
+    deployment = None
+    try:
+        process.start()
+        deployment = deployment_id(process.data_dir)
+        yield process
+        assert process.stop() == 0, process.log_tail(60)
+    finally:
+        if deployment:
+            force_remove(deployment_containers(deployment))
+        process.cleanup()

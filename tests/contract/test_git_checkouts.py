@@ -9,7 +9,6 @@ import pytest
 import sandbox_agents
 from sandbox_agents import RunFailedError, UnprocessableEntityError
 
-import harness
 import sandboxes
 from gitserver import GitServer
 from sandboxes import Janitor
@@ -27,20 +26,8 @@ def git():
 @pytest.fixture(scope="module")
 def trusting(git):
     """A server of its own, trusting the git server's CA."""
-    process = harness.ServerProcess(
-        harness.short_tmpdir(), name="extra-CA server",
-        env={"SANDBOX_AGENTS_EXTRA_CA_CERTS": str(git.ca_bundle), "SANDBOX_AGENTS_WARM_POOL_SIZE": "0"},
-    )
-    deployment = None
-    try:
-        process.start()
-        deployment = sandboxes.deployment_id(process.data_dir)
+    with sandboxes.own_server("extra-CA server", {"SANDBOX_AGENTS_EXTRA_CA_CERTS": str(git.ca_bundle)}) as process:
         yield process
-        assert process.stop() == 0, process.log_tail(60)
-    finally:
-        if deployment:
-            sandboxes.force_remove(sandboxes.deployment_containers(deployment))
-        process.cleanup()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import pytest
 import sandbox_agents
 from sandbox_agents import UnprocessableEntityError
 
-import harness
 import sandboxes
 from s3server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, MotoS3
 from sandboxes import Janitor
@@ -27,20 +26,8 @@ def moto():
 @pytest.fixture(scope="module")
 def s3_server(moto):
     """A server of its own, with S3 credentials of its own."""
-    process = harness.ServerProcess(
-        harness.short_tmpdir(), name="s3 server",
-        env={**moto.server_env(), "SANDBOX_AGENTS_WARM_POOL_SIZE": "0"},
-    )
-    deployment = None
-    try:
-        process.start()
-        deployment = sandboxes.deployment_id(process.data_dir)
+    with sandboxes.own_server("s3 server", moto.server_env()) as process:
         yield process
-        assert process.stop() == 0, process.log_tail(60)
-    finally:
-        if deployment:
-            sandboxes.force_remove(sandboxes.deployment_containers(deployment))
-        process.cleanup()
 
 
 @pytest.fixture
