@@ -69,29 +69,14 @@ mod tests {
 
     #[tokio::test]
     async fn mounted_paths_and_what_is_under_them_are_left_out() {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, data) in [
+        let tar = bytes::Bytes::from(crate::test_tar::tar_of(&[
             ("workspace/", None),
             ("workspace/keep.txt", Some("k")),
             ("workspace/data/", None),
             ("workspace/data/in/", None),
             ("workspace/data/in/x.txt", Some("x")),
             ("workspace/data/inner.txt", Some("i")),
-        ] {
-            let mut h = tar::Header::new_gnu();
-            match data {
-                None => {
-                    h.set_entry_type(tar::EntryType::Directory);
-                    h.set_size(0);
-                    b.append_data(&mut h, name, std::io::empty()).unwrap();
-                }
-                Some(d) => {
-                    h.set_size(d.len() as u64);
-                    b.append_data(&mut h, name, d.as_bytes()).unwrap();
-                }
-            }
-        }
-        let tar = bytes::Bytes::from(b.into_inner().unwrap());
+        ]));
         let input = futures::stream::iter([Ok::<_, std::io::Error>(tar)]).boxed();
         let out: Vec<bytes::Bytes> = without_paths(input, vec!["data/in".into()])
             .try_collect()

@@ -31,6 +31,9 @@ pub mod skills_tree;
 pub mod stream;
 pub mod upload;
 
+#[cfg(test)]
+mod test_tar;
+
 pub use blobs::{BlobStore, ByteStream, LocalBlobStore};
 pub use manifest::{build_archive, git_checkouts, ManifestPolicy};
 pub use stream::FileContent;

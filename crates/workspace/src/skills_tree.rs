@@ -282,15 +282,9 @@ mod tests {
     use super::*;
 
     fn tar(entries: &[(&str, &str)]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, content) in entries {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(content.len() as u64);
-            h.set_mode(0o600);
-            h.set_entry_type(tar::EntryType::Regular);
-            b.append_data(&mut h, name, content.as_bytes()).unwrap();
-        }
-        b.into_inner().unwrap()
+        let files: Vec<(&str, Option<&str>)> =
+            entries.iter().map(|(n, d)| (*n, Some(*d))).collect();
+        crate::test_tar::tar_of(&files)
     }
 
     #[test]

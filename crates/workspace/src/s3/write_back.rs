@@ -164,24 +164,7 @@ async fn upload(
 mod tests {
     use super::*;
 
-    fn tar_of(entries: &[(&str, Option<&str>)]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, data) in entries {
-            let mut h = tar::Header::new_gnu();
-            match data {
-                None => {
-                    h.set_entry_type(tar::EntryType::Directory);
-                    h.set_size(0);
-                    b.append_data(&mut h, name, std::io::empty()).unwrap();
-                }
-                Some(d) => {
-                    h.set_size(d.len() as u64);
-                    b.append_data(&mut h, name, d.as_bytes()).unwrap();
-                }
-            }
-        }
-        b.into_inner().unwrap()
-    }
+    use crate::test_tar::tar_of;
 
     #[test]
     fn files_are_keyed_below_the_mount_and_a_file_in_its_place_writes_nothing_back() {
