@@ -63,17 +63,31 @@ impl Drop for KillOnDrop {
 }
 
 async fn kill_marked(docker: &Docker, container: &str, mark: &str) -> Result<()> {
+    let argv = ["sh", "-c", KILL_MARKED, mark];
+    run_quietly(
+        docker,
+        container,
+        &argv,
+        &format!("{SANDBOX_UID}:{SANDBOX_GID}"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Runs `argv` as `user` (unprivileged either way), output discarded, and waits for it;
+/// returns its exit code.
+async fn run_quietly(
+    docker: &Docker,
+    container: &str,
+    argv: &[&str],
+    user: &str,
+) -> Result<Option<i64>> {
     let options = CreateExecOptions {
         attach_stdout: Some(true),
         attach_stderr: Some(true),
-        cmd: Some(vec![
-            "sh".to_owned(),
-            "-c".to_owned(),
-            KILL_MARKED.to_owned(),
-            mark.to_owned(),
-        ]),
+        cmd: Some(argv.iter().map(|a| (*a).to_owned()).collect()),
         privileged: Some(false),
-        user: Some(format!("{SANDBOX_UID}:{SANDBOX_GID}")),
+        user: Some(user.to_owned()),
         ..Default::default()
     };
     let created = docker
@@ -87,7 +101,11 @@ async fn kill_marked(docker: &Docker, container: &str, mark: &str) -> Result<()>
     {
         while output.next().await.is_some() {}
     }
-    Ok(())
+    let done = docker
+        .inspect_exec(&created.id)
+        .await
+        .map_err(error::container(container))?;
+    Ok(done.exit_code)
 }
 
 /// `rm -rf -- <path>`, waited for (see `SandboxBackend::remove_system_path`): as root, and
@@ -104,38 +122,10 @@ pub(crate) async fn remove_as_root(docker: &Docker, container: &str, path: &str)
     }
     let mut last = None;
     for user in ["0:0".to_owned(), format!("{SANDBOX_UID}:{SANDBOX_GID}")] {
-        let options = CreateExecOptions {
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            cmd: Some(vec![
-                "rm".to_owned(),
-                "-rf".to_owned(),
-                "--".to_owned(),
-                path.to_owned(),
-            ]),
-            privileged: Some(false),
-            user: Some(user),
-            ..Default::default()
-        };
-        let created = docker
-            .create_exec(container, options)
-            .await
-            .map_err(error::container(container))?;
-        if let StartExecResults::Attached { mut output, .. } = docker
-            .start_exec(&created.id, None)
-            .await
-            .map_err(error::container(container))?
-        {
-            while output.next().await.is_some() {}
-        }
-        let done = docker
-            .inspect_exec(&created.id)
-            .await
-            .map_err(error::container(container))?;
-        if done.exit_code == Some(0) {
+        last = run_quietly(docker, container, &["rm", "-rf", "--", path], &user).await?;
+        if last == Some(0) {
             return Ok(());
         }
-        last = done.exit_code;
     }
     Err(SandboxError::Backend(format!(
         "removing {path} exited with {last:?}"
