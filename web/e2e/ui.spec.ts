@@ -53,6 +53,12 @@ test.afterEach(async ({}, testInfo) => {
 
 test.beforeAll(async () => {
   await setScript(process.env.E2E_FAKE_MODEL_URL!, [
+    // Subagents: the lead (offered the researcher as a tool) calls it, or hands over to the closer.
+    { when: { system_contains: 'You are the e2e researcher.' }, reply: { text: 'Research says: 3 facts.' } },
+    { when: { system_contains: 'You are the e2e closer.' }, reply: { text: 'Closer here, all wrapped up.' } },
+    { when: { has_tool: 'e2e-researcher', last_tool_result_contains: 'Research says' }, reply: { text: 'The research is in: 3 facts.' } },
+    { when: { has_tool: 'e2e-researcher', last_user_contains: 'research', last_message_role: 'user' }, reply: { tool_calls: [{ name: 'e2e-researcher', arguments: { input: 'find facts' } }] } },
+    { when: { has_tool: 'transfer_to_e2e-closer', last_user_contains: 'wrap up', last_message_role: 'user' }, reply: { tool_calls: [{ name: 'transfer_to_e2e-closer', arguments: {} }] } },
     // A client tool sent with one turn only: the model calls it when it is offered.
     { when: { last_message_role: 'tool', last_tool_result_contains: 'shipped-42' }, reply: { text: 'Order 42 has shipped.' } },
     { when: { has_tool: 'lookup_order', last_user_contains: 'lookup' }, reply: { tool_calls: [{ name: 'lookup_order', arguments: { order: '42' } }] } },
@@ -549,6 +555,56 @@ test('start a session with overrides from the sessions list, and open a port pre
   // Gone again, so the list below counts the story's two sessions.
   const del = await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' });
   expect(del.ok).toBeTruthy();
+});
+
+test('subagents: chosen in the form; a subagent’s steps fold under its call, and a handoff says who holds the conversation', async ({ page }) => {
+  for (const [slug, instructions] of [
+    ['e2e-researcher', 'You are the e2e researcher.'],
+    ['e2e-closer', 'You are the e2e closer.'],
+  ]) {
+    const r = await fetch(`${API()}/api/agents`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ slug, name: slug, instructions }) });
+    expect(r.status).toBe(201);
+  }
+  await page.goto(`${UI()}/agents/new`);
+  await page.getByLabel('Slug').fill('e2e-lead');
+  await page.getByLabel('Name', { exact: false }).first().fill('E2E lead');
+  await page.getByRole('tab', { name: 'Subagents & skills' }).click();
+  const add = page.getByRole('button', { name: 'Add a subagent' });
+  await add.click();
+  await add.click();
+  await page.getByLabel('Subagent', { exact: true }).nth(0).click();
+  await page.getByRole('option', { name: /e2e-researcher/ }).click();
+  await page.getByLabel('Subagent', { exact: true }).nth(1).click();
+  await page.getByRole('option', { name: /e2e-closer/ }).click();
+  await page.getByLabel('Mode', { exact: true }).nth(1).click();
+  await page.getByRole('option', { name: 'handoff' }).click();
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await expect(page).toHaveURL(/\/agents\/e2e-lead$/);
+  await expect(page.getByText('e2e-researcher (tool), e2e-closer (handoff)')).toBeVisible();
+  const saved = await apiGet('/api/agents/e2e-lead');
+  expect(saved.subagents).toEqual([
+    { agent: 'e2e-researcher', mode: 'tool', tool_name: null, description: '' },
+    { agent: 'e2e-closer', mode: 'handoff', tool_name: null, description: '' },
+  ]);
+
+  await page.getByRole('button', { name: 'Start a session' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Start session' }).click();
+  await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
+  await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });
+  await page.getByTestId('composer').fill('Please research it');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('agent-message').last()).toContainText('The research is in: 3 facts.');
+  const call = page.locator('[data-testid="tool-call"][data-tool="e2e-researcher"]').last();
+  await expect(call).toContainText('subagent · 1 steps');
+  await call.getByRole('button').first().click();
+  await expect(call.getByTestId('subagent-steps')).toContainText('Research says: 3 facts.');
+  await expect(page.getByTestId('conversation-agent')).toHaveCount(0);
+
+  await page.getByTestId('composer').fill('Time to wrap up');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await expect(page.getByTestId('handoff')).toContainText('e2e-lead → e2e-closer');
+  await expect(page.getByTestId('agent-message').last()).toContainText('Closer here, all wrapped up.');
+  await expect(page.getByTestId('conversation-agent')).toHaveText('talking to e2e-closer');
 });
 
 test('the main pages, for the README', async ({ page }) => {

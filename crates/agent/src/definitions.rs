@@ -1,5 +1,7 @@
 //! Saving agent definitions: the rules that span rows, checked in the write's own
-//! transaction. Subagents must name other agents of the project, and a `skills_source` deploy
+//! transaction. Subagents must name other agents of the project and close no cycle (checked
+//! under the project's subagent-graph lock, so concurrent edits cannot each close half of
+//! one), and a `skills_source` deploy
 //! key must be one of the project's, held `for share` until the write commits so that a
 //! concurrent key delete either sees the agent or happens first. Edits use the optimistic
 //! lock: a stale `version` is a 409 and changes nothing. A default environment must be one of
@@ -12,6 +14,7 @@ use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::environments::{self, EnvironmentRef};
 use sandbox_agents_store::{agents, Db};
 use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 
 /// Creates an agent at version 1.
 pub async fn create(
@@ -20,8 +23,8 @@ pub async fn create(
     slug: &Slug,
     mut spec: AgentSpec,
 ) -> Result<AgentRecord> {
-    check_subagents(db, project, slug, &spec).await?;
     let mut tx = db.begin().await?;
+    check_subagents(&mut tx, project, slug, &spec).await?;
     hold_referenced_key(&mut tx, project, &mut spec).await?;
     hold_environment(&mut tx, project, &mut spec).await?;
     let agent = agents::insert(&mut *tx, project, slug, &spec).await?;
@@ -52,7 +55,7 @@ pub async fn update(
     patch
         .apply(&current.slug, &mut spec)
         .map_err(ServiceError::Validation)?;
-    check_subagents(db, project, &current.slug, &spec).await?;
+    check_subagents(&mut tx, project, &current.slug, &spec).await?;
     if sets_skills {
         hold_referenced_key(&mut tx, project, &mut spec).await?;
     }
@@ -90,13 +93,21 @@ async fn hold_environment(
     }
 }
 
-/// Subagents name other agents of the same project by slug; an unknown one is a 422.
-async fn check_subagents(db: &Db, project: ProjectId, slug: &Slug, spec: &AgentSpec) -> Result<()> {
+/// Subagents name other agents of the same project by slug (an unknown one is a 422), and
+/// the project's subagents form no cycle (a 422 that names it). The graph's lock is held
+/// until the write commits, so two concurrent edits cannot each close half of a cycle.
+async fn check_subagents(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    slug: &Slug,
+    spec: &AgentSpec,
+) -> Result<()> {
     if spec.subagents.is_empty() {
         return Ok(());
     }
+    agents::lock_subagent_graph(tx, project).await?;
     let wanted: Vec<String> = spec.subagents.iter().map(|s| s.agent.clone()).collect();
-    let found = agents::existing_slugs(db, project, &wanted).await?;
+    let found = agents::existing_slugs(&mut *tx, project, &wanted).await?;
     let errors: Vec<FieldError> = spec
         .subagents
         .iter()
@@ -109,17 +120,93 @@ async fn check_subagents(db: &Db, project: ProjectId, slug: &Slug, spec: &AgentS
             } else {
                 return None;
             };
-            Some(FieldError {
-                kind: "value_error".into(),
-                loc: vec!["body".into(), "subagents".into(), i.into(), "agent".into()],
-                msg,
-                input: Value::from(s.agent.as_str()),
-            })
+            Some(subagent_error(i, msg, &s.agent))
         })
         .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ServiceError::Validation(errors))
+    if !errors.is_empty() {
+        return Err(ServiceError::Validation(errors));
+    }
+    let mut graph: HashMap<String, Vec<String>> = agents::subagent_graph(&mut *tx, project)
+        .await?
+        .into_iter()
+        .collect();
+    graph.insert(slug.to_string(), wanted);
+    if let Some(cycle) = cycle_through(&graph, slug.as_str()) {
+        let first = &cycle[1];
+        let i = spec
+            .subagents
+            .iter()
+            .position(|s| &s.agent == first)
+            .unwrap_or(0);
+        return Err(ServiceError::Validation(vec![subagent_error(
+            i,
+            format!(
+                "subagents may not form a cycle: {}",
+                cycle.join(" \u{2192} ")
+            ),
+            first,
+        )]));
+    }
+    Ok(())
+}
+
+fn subagent_error(i: usize, msg: String, agent: &str) -> FieldError {
+    FieldError {
+        kind: "value_error".into(),
+        loc: vec!["body".into(), "subagents".into(), i.into(), "agent".into()],
+        msg,
+        input: Value::from(agent),
+    }
+}
+
+/// A path `start → … → start` in `graph`, if there is one (depth first, each agent visited
+/// once).
+fn cycle_through(graph: &HashMap<String, Vec<String>>, start: &str) -> Option<Vec<String>> {
+    fn walk(
+        graph: &HashMap<String, Vec<String>>,
+        start: &str,
+        at: &str,
+        path: &mut Vec<String>,
+        seen: &mut HashSet<String>,
+    ) -> bool {
+        for next in graph.get(at).into_iter().flatten() {
+            if next == start {
+                path.push(next.clone());
+                return true;
+            }
+            if seen.insert(next.clone()) {
+                path.push(next.clone());
+                if walk(graph, start, next, path, seen) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+    let mut path = vec![start.to_owned()];
+    let mut seen = HashSet::new();
+    walk(graph, start, start, &mut path, &mut seen).then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cycle_through;
+    use std::collections::HashMap;
+
+    fn graph(edges: &[(&str, &[&str])]) -> HashMap<String, Vec<String>> {
+        edges
+            .iter()
+            .map(|(a, bs)| (a.to_string(), bs.iter().map(|b| b.to_string()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_the_cycle_through_the_edited_agent_only() {
+        let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"]), ("d", &["a"])]);
+        assert_eq!(cycle_through(&g, "a").unwrap(), ["a", "b", "c", "a"]);
+        assert_eq!(cycle_through(&g, "d"), None);
+        let dag = graph(&[("a", &["b", "c"]), ("b", &["c"]), ("c", &[])]);
+        assert_eq!(cycle_through(&dag, "a"), None);
     }
 }

@@ -43,10 +43,8 @@ impl Runs {
             outcome
         };
         let usage = turn_usage(
-            &turn.usage,
+            &turn.ledger,
             turn.earlier_active + started.elapsed().as_secs_f64(),
-            &turn.model,
-            &turn.agent,
         );
         let conversation = match self.saved_conversation(id, run, &turn.added).await {
             Ok(c) => Some(c),

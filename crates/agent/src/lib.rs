@@ -3,9 +3,12 @@
 //! terminal event.
 //!
 //! * starting a turn (`start.rs`), and driving it (`drive.rs`): the turn loop (`turn.rs`)
-//!   builds the turn's context (`context.rs`), then takes model steps (`step.rs`) and runs
-//!   their tool calls (`tool_round.rs`) until the model answers without tool calls, the
-//!   turn limit, a failure, a cancel or a park (`stop.rs`);
+//!   builds the turn's context (`context.rs`), then its frame (`frame.rs`) takes model
+//!   steps (`step.rs`) and runs their tool calls (`tool_round.rs`) until the model answers
+//!   without tool calls, the turn limit, a failure, a cancel or a park (`stop.rs`);
+//! * who speaks (`speaker.rs`): the conversation's holder (the session's agent, or the one a
+//!   handoff gave it to), or a subagent called as a tool in a nested frame (`subagents.rs`),
+//!   each with its own instructions, model and tools, in the same sandbox;
 //! * the tools: sandbox tools (`tools.rs`, run through the lifecycle's `exec` and files API)
 //!   and client tools (`client_tools.rs`), whose deferrable calls park the run
 //!   (`park.rs`);
@@ -18,11 +21,13 @@
 //! * A run is driven by the process whose liveness key it carries; a run whose process is gone
 //!   is failed by the recovery sweep. A parked run has no process and survives restarts until
 //!   its calls are answered or it is cancelled.
+//! * Exactly one terminal event per run, whatever the nesting: only the run's frame ends it;
+//!   a subagent's end is its caller's tool result.
 //!
 //! Why the boundary is here: this crate depends on the lifecycle (`sandbox-agents-sessions`)
 //! and never the other way round. What the lifecycle needs from runs goes through its
 //! `RunHooks` trait, which [`Runs::hooks`] gives to register at wiring time (`hooks.rs`). What grows the loop goes
-//! here: subagents (a run that starts runs), memory and compaction (the turn's context),
+//! here: memory and compaction (the turn's context),
 //! more tools; a Python kernel or an in-sandbox daemon is reached through the lifecycle like
 //! `exec`.
 //!
@@ -34,15 +39,18 @@ mod context;
 pub mod definitions;
 mod drive;
 mod finish;
+mod frame;
 mod hooks;
 mod liveness;
 mod local;
 mod models;
 mod park;
 mod service;
+mod speaker;
 mod start;
 mod step;
 mod stop;
+mod subagents;
 mod tool_round;
 mod tools;
 mod turn;

@@ -5,8 +5,10 @@
 //! The run keeps no memory in any process; whoever gives the last answer continues it.
 
 use crate::client_tools::answer;
+use crate::context::Turn;
+use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::stop::Stop;
-use crate::usage::{add_into, turn_usage};
+use crate::usage::{add_into, turn_usage, Ledger};
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::RunStatus;
@@ -23,12 +25,30 @@ use serde_json::{json, Value};
 pub(crate) struct Progress {
     /// What the turn added to the conversation after its prompt.
     pub messages: Vec<Message>,
-    /// The call rows the run parked on; their answers follow `messages`.
+    /// The call rows the run's frame parked on; their answers follow `messages`.
     pub awaiting: Vec<i64>,
+    /// Subagent calls of the run's frame that parked; their answers follow too.
+    #[serde(default)]
+    pub nested: Vec<ParkedFrame>,
+    /// The turn's usage split by model and agent (absent in runs parked by an older
+    /// server, whose `usage` was all on `model` and `agent`).
+    #[serde(default)]
+    pub ledger: Option<Ledger>,
     pub usage: Usage,
     pub active_seconds: f64,
     pub model: String,
     pub agent: String,
+}
+
+impl Progress {
+    /// The turn's usage ledger, from either shape.
+    pub(crate) fn ledger(&self) -> Ledger {
+        self.ledger.clone().unwrap_or_else(|| {
+            let mut l = Ledger::default();
+            l.add(&self.model, &self.agent, self.usage);
+            l
+        })
+    }
 }
 
 impl Progress {
@@ -47,7 +67,7 @@ impl Progress {
 /// What became of a step's deferrable calls.
 pub(crate) enum Parked {
     /// Every one was answered before the pause was written: go on at once.
-    Answered(Vec<ToolCallRecord>),
+    Answered,
     /// The run is parked; this process must write nothing more for it.
     Yes,
 }
@@ -70,15 +90,10 @@ impl Runs {
         let calls = tool_calls::by_ids(&mut *tx, deferrable).await?;
         let open: Vec<&ToolCallRecord> = calls.iter().filter(|c| c.is_pending()).collect();
         if open.is_empty() {
-            return Ok(Parked::Answered(calls));
+            return Ok(Parked::Answered);
         }
         let call_ids: Vec<&str> = open.iter().map(|c| c.call_id.as_str()).collect();
-        let usage = turn_usage(
-            &progress.usage,
-            progress.active_seconds,
-            &progress.model,
-            &progress.agent,
-        );
+        let usage = turn_usage(&progress.ledger(), progress.active_seconds);
         let mut session_usage = runs::session_usage(&mut *tx, id).await?;
         add_into(&mut session_usage, &usage);
         let saved = serde_json::to_value(&progress).expect("progress serialises");
@@ -116,6 +131,55 @@ impl Runs {
         Ok(Parked::Yes)
     }
 
+    /// Parks the run's frame on `deferrable` (its own call rows) and `nested` (its subagent
+    /// calls that parked), saving the turn so far; when everything is answered already, puts
+    /// the answers in and continues the subagents instead, until nothing waits (`Ok`) or the
+    /// run is parked (`Stop::Parked`).
+    pub(crate) async fn park_frame(
+        &self,
+        cast: &Cast,
+        frame: &mut Frame,
+        turn: &mut Turn,
+        mut deferrable: Vec<i64>,
+        mut nested: Vec<ParkedFrame>,
+        token: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), Stop> {
+        loop {
+            let mut all = deferrable.clone();
+            all.extend(ParkedFrame::rows(&nested));
+            if all.is_empty() && nested.is_empty() {
+                return Ok(());
+            }
+            let progress = Progress {
+                messages: turn.added.clone(),
+                awaiting: deferrable.clone(),
+                nested: nested.clone(),
+                ledger: Some(turn.ledger.clone()),
+                usage: turn.ledger.total,
+                active_seconds: turn.earlier_active + cast.started.elapsed().as_secs_f64(),
+                model: frame.speaker.model.clone(),
+                agent: frame.speaker.slug.clone(),
+            };
+            match self
+                .park(cast.id, cast.run, &all, progress, turn.steps)
+                .await?
+            {
+                Parked::Yes => return Err(Stop::Parked),
+                Parked::Answered => {
+                    for call in tool_calls::by_ids(&self.inner.db, &deferrable).await? {
+                        let m = answer(&call);
+                        frame.messages.push(m.clone());
+                        turn.added.push(m);
+                    }
+                    deferrable.clear();
+                    nested = self
+                        .resume_nested(cast, frame, turn, std::mem::take(&mut nested), token)
+                        .await?;
+                }
+            }
+        }
+    }
+
     /// The conversation to keep when a parked run is cancelled: its turn so far, with a note
     /// for every call that was never answered, so the next turn sees a well-formed history.
     pub(crate) async fn parked_conversation(
@@ -130,6 +194,15 @@ impl Runs {
             c.extend(p.messages.iter().map(to_value));
             for call in tool_calls::by_ids(db, &p.awaiting).await? {
                 c.push(to_value(&answer(&call)));
+            }
+            for n in &p.nested {
+                c.push(to_value(&Message::tool(
+                    n.tag.call_id.clone(),
+                    format!(
+                        "The turn was interrupted before the agent '{}' answered.",
+                        n.agent
+                    ),
+                )));
             }
         }
         Ok(c)

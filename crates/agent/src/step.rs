@@ -6,8 +6,8 @@
 
 use crate::client_tools;
 use crate::finish::Outcome;
+use crate::frame::{Kind, SubTag};
 use crate::stop::Stop;
-use crate::turn::Kind;
 use crate::Runs;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -15,33 +15,34 @@ use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_model::{ChatRequest, Completion, StreamEvent, ToolCall};
+use sandbox_agents_store::sessions::{self, Holder};
 use sandbox_agents_store::tool_calls::{self, NewToolCall};
 use sandbox_agents_store::{events, runs};
 use serde_json::{json, Map, Value};
 
 impl Runs {
     /// Writes a model step: its thinking and message, an `agent.tool_use` for each sandbox
-    /// call and an `agent.client_tool_call` for each client call, whose pending rows go in
-    /// the same transaction. Returns the client calls' row ids, by call index.
+    /// or subagent call, an `agent.client_tool_call` for each client call, whose pending rows
+    /// go in the same transaction, and the honoured handoff (`handoff`: from, to, the holder
+    /// after it) as `agent.handoff` with the session's new holder. A nested frame's events
+    /// carry its `tag`. Returns the client calls' row ids, by call index.
     pub(crate) async fn write_step(
         &self,
         id: SessionId,
         run: RunId,
         completion: &Completion,
         kinds: &[Kind<'_>],
+        tag: Option<&SubTag>,
+        handoff: Option<(&str, &str, &Holder)>,
     ) -> Result<Vec<Option<i64>>, Stop> {
+        let ev = |kind, payload| NewEvent::new(kind, Some(run), SubTag::mark(tag, payload));
         let mut batch = Vec::new();
         if let Some(r) = completion.reasoning.as_ref().filter(|r| !r.is_empty()) {
-            batch.push(NewEvent::new(
-                EventType::AgentThinking,
-                Some(run),
-                json!({"text": r}),
-            ));
+            batch.push(ev(EventType::AgentThinking, json!({"text": r})));
         }
         if !completion.text.is_empty() {
-            batch.push(NewEvent::new(
+            batch.push(ev(
                 EventType::AgentMessage,
-                Some(run),
                 json!({"text": completion.text}),
             ));
         }
@@ -49,20 +50,26 @@ impl Runs {
         let mut client: Vec<(usize, &ToolCall, &ClientTool)> = Vec::new();
         for (c, kind) in completion.tool_calls.iter().zip(kinds) {
             match kind {
-                Kind::Sandbox => batch.push(NewEvent::new(
+                Kind::Sandbox => batch.push(ev(
                     EventType::AgentToolUse,
-                    Some(run),
                     json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments}),
                 )),
+                Kind::Subagent(d) => batch.push(ev(
+                    EventType::AgentToolUse,
+                    json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "agent": d.agent}),
+                )),
+                Kind::Handoff(..) => {}
                 Kind::Client(t) => {
                     client.push((batch.len(), c, t));
-                    batch.push(NewEvent::new(
+                    batch.push(ev(
                         EventType::AgentClientToolCall,
-                        Some(run),
                         json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "deferrable": t.deferrable}),
                     ));
                 }
             }
+        }
+        if let Some((from, to, _)) = handoff {
+            batch.push(ev(EventType::AgentHandoff, json!({"from": from, "to": to})));
         }
         let mut rows = vec![None; kinds.len()];
         if batch.is_empty() {
@@ -72,6 +79,9 @@ impl Runs {
         match runs::get(&mut *tx, run).await? {
             Some(r) if r.status == RunStatus::Running => {}
             _ => return Err(Stop::Gone),
+        }
+        if let Some((_, _, holder)) = handoff {
+            sessions::set_holder(&mut tx, id, holder).await?;
         }
         let written = events::append(&mut tx, id, &batch).await?;
         let now = time::OffsetDateTime::now_utc();
@@ -104,6 +114,7 @@ impl Runs {
         req: ChatRequest,
         id: SessionId,
         run: RunId,
+        tag: Option<&SubTag>,
     ) -> Result<Completion, Stop> {
         let stream = client.stream(req);
         futures::pin_mut!(stream);
@@ -117,7 +128,7 @@ impl Runs {
                         id,
                         Some(run),
                         EventType::AgentTextDelta,
-                        p,
+                        SubTag::mark_map(tag, p),
                     )
                     .await
                     {

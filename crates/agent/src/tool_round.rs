@@ -1,54 +1,92 @@
-//! Running a step's tool calls: the sandbox ones in order, each between its
-//! `agent.tool_use` and its `agent.tool_result`, then the wait for the ordinary client
-//! answers; deferrable client calls are handed back for parking.
+//! Running a step's tool calls: the sandbox ones and the subagent ones in order, each
+//! between its `agent.tool_use` and its `agent.tool_result`, handoffs answered, then the wait
+//! for the ordinary client answers; deferrable client calls (and subagent calls that parked
+//! on some) are handed back for parking.
 
 use crate::client_tools;
+use crate::context::Turn;
 use crate::finish::Outcome;
+use crate::frame::{Cast, Frame, Kind, ParkedFrame, SubTag};
 use crate::stop::Stop;
-use crate::turn::Kind;
+use crate::subagents::Settled;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
-use sandbox_agents_domain::{ProjectId, RunId, SessionId};
-use sandbox_agents_model::{Completion, Message, ToolSpec};
+use sandbox_agents_model::{Completion, Message};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+/// What a step's calls came to.
+pub(crate) struct Round {
+    /// One answer per call, except those that wait (deferrable or parked subagent calls).
+    pub answers: Vec<Message>,
+    /// Deferrable client calls (row ids) that wait on a person.
+    pub deferrable: Vec<i64>,
+    /// Subagent calls that parked on deferrable calls of their own.
+    pub nested: Vec<ParkedFrame>,
+    pub stop: Option<Stop>,
+}
+
 impl Runs {
-    /// Runs the step's calls: the sandbox ones in order (each between its `agent.tool_use`,
-    /// already written, and its `agent.tool_result`), then waits for the ordinary client
-    /// answers. Returns one answer per call except the deferrable client calls, whose row ids
-    /// come back for parking (ordinary answers are awaited first, then the run parks). On a stop, calls
-    /// without an answer get a note, so the conversation stays well formed.
+    /// Runs the step's calls: sandbox and subagent calls in order (each between its
+    /// `agent.tool_use`, already written, and its `agent.tool_result`), handoffs answered
+    /// (`handoff_to`: who the honoured one gave the conversation to), then waits for the
+    /// ordinary client answers. On a stop, calls without an answer get a note, so the
+    /// conversation stays well formed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_tools(
         &self,
-        project: ProjectId,
-        id: SessionId,
-        run: RunId,
-        specs: &[ToolSpec],
+        cast: &Cast,
+        frame: &Frame,
+        turn: &mut Turn,
         completion: &Completion,
         kinds: &[Kind<'_>],
         rows: &[Option<i64>],
+        handoff_to: Option<&str>,
         token: &CancellationToken,
-    ) -> (Vec<Message>, Vec<i64>, Option<Stop>) {
+    ) -> Round {
+        let (project, id, run) = (cast.project, cast.id, cast.run);
+        let tag = frame.tag.as_ref();
         let calls = &completion.tool_calls;
         let mut answers: Vec<Option<Message>> = vec![None; calls.len()];
+        let mut nested = Vec::new();
         let mut stop = None;
         for (i, c) in calls.iter().enumerate() {
-            if !matches!(kinds[i], Kind::Sandbox) {
-                continue;
-            }
-            let result = tokio::select! {
-                r = self.run_tool(project, id, specs, &c.name, &c.arguments) => r,
-                _ = token.cancelled() => {
-                    stop = Some(Stop::Outcome(Outcome::Cancelled));
-                    break;
+            let result = match &kinds[i] {
+                Kind::Sandbox => tokio::select! {
+                    r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments) => r,
+                    _ = token.cancelled() => {
+                        stop = Some(Stop::Outcome(Outcome::Cancelled));
+                        break;
+                    }
+                },
+                Kind::Subagent(d) => match self.call_subagent(cast, frame, turn, d, c, token).await
+                {
+                    Ok(Settled::Answer(text)) => text,
+                    Ok(Settled::Parked(p)) => {
+                        nested.push(p);
+                        continue;
+                    }
+                    Err(s) => {
+                        stop = Some(s);
+                        break;
+                    }
+                },
+                Kind::Handoff(d, honoured) => {
+                    answers[i] = Some(Message::tool(
+                        c.id.clone(),
+                        handoff_answer(&d.agent, *honoured, handoff_to),
+                    ));
+                    continue;
                 }
+                Kind::Client(_) => continue,
             };
             let ev = NewEvent::new(
                 EventType::AgentToolResult,
                 Some(run),
-                json!({"tool": c.name, "call_id": c.id, "output": result}),
+                SubTag::mark(
+                    tag,
+                    json!({"tool": c.name, "call_id": c.id, "output": result}),
+                ),
             );
             answers[i] = Some(Message::tool(c.id.clone(), result));
             if let Err(s) = self.append_step(id, run, &[ev]).await {
@@ -79,6 +117,7 @@ impl Runs {
         if stop.is_none() && token.is_cancelled() {
             stop = Some(Stop::Outcome(Outcome::Cancelled));
         }
+        let parked_call = |call: &str| nested.iter().any(|p: &ParkedFrame| p.tag.call_id == call);
         let mut deferrable = Vec::new();
         let mut out = Vec::new();
         for (i, c) in calls.iter().enumerate() {
@@ -87,12 +126,31 @@ impl Runs {
                 (None, Kind::Client(t), Some(row)) if t.deferrable && stop.is_none() => {
                     deferrable.push(row)
                 }
+                (None, Kind::Subagent(_), _) if stop.is_none() && parked_call(&c.id) => {}
                 (None, _, _) => out.push(Message::tool(
                     c.id.clone(),
                     "The turn was interrupted before this tool answered.",
                 )),
             }
         }
-        (out, deferrable, stop)
+        if stop.is_some() {
+            nested.clear();
+        }
+        Round {
+            answers: out,
+            deferrable,
+            nested,
+            stop,
+        }
+    }
+}
+
+/// What the model is told about a handoff call.
+fn handoff_answer(agent: &str, honoured: bool, to: Option<&str>) -> String {
+    match (honoured, to) {
+        (true, Some(to)) => format!("The conversation is handed to the agent '{to}', which continues from here."),
+        (true, None) => format!("error: there is no agent '{agent}' any more; the conversation stays with you."),
+        (false, Some(to)) => format!("Ignored: only one handoff per step is honoured, and this step handed the conversation to '{to}'."),
+        (false, None) => "Ignored: only one handoff per step is honoured.".to_owned(),
     }
 }

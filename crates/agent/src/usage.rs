@@ -1,8 +1,10 @@
 //! Usage in the shape the published client reads: tokens, requests and active seconds, split
-//! `by_model` and `by_agent`; and the sum that keeps a session's whole-conversation usage.
+//! `by_model` and `by_agent` (the [`Ledger`] a turn keeps); and the sum that keeps a session's whole-conversation usage.
 
 use sandbox_agents_model::Usage;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 
 fn tokens(u: &Usage) -> Value {
     json!({
@@ -13,25 +15,37 @@ fn tokens(u: &Usage) -> Value {
     })
 }
 
-/// One turn's usage: every step's tokens (all on `model`, all by `agent`) and the turn's
+/// What a turn's model calls used, whole and split by model and by agent (the session's
+/// agent, or the subagent that made the call). Saved with a parked run's progress.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Ledger {
+    pub total: Usage,
+    pub by_model: BTreeMap<String, Usage>,
+    pub by_agent: BTreeMap<String, Usage>,
+}
+
+impl Ledger {
+    /// Counts one model call of `agent` on `model`.
+    pub fn add(&mut self, model: &str, agent: &str, u: Usage) {
+        self.total += u;
+        *self.by_model.entry(model.to_owned()).or_default() += u;
+        *self.by_agent.entry(agent.to_owned()).or_default() += u;
+    }
+}
+
+/// One turn's usage: its model calls' tokens, split `by_model` and `by_agent`, and the turn's
 /// wall-clock seconds.
-pub(crate) fn turn_usage(
-    u: &Usage,
-    active_seconds: f64,
-    model: &str,
-    agent: &str,
-) -> Map<String, Value> {
-    let mut m = match tokens(u) {
+pub(crate) fn turn_usage(l: &Ledger, active_seconds: f64) -> Map<String, Value> {
+    let mut m = match tokens(&l.total) {
         Value::Object(m) => m,
         _ => unreachable!("tokens() builds an object"),
     };
     m.insert("active_seconds".into(), json!(active_seconds));
-    let mut by_model = Map::new();
-    by_model.insert(model.to_owned(), tokens(u));
-    let mut by_agent = Map::new();
-    by_agent.insert(agent.to_owned(), tokens(u));
-    m.insert("by_model".into(), Value::Object(by_model));
-    m.insert("by_agent".into(), Value::Object(by_agent));
+    let split = |b: &BTreeMap<String, Usage>| {
+        Value::Object(b.iter().map(|(k, u)| (k.clone(), tokens(u))).collect())
+    };
+    m.insert("by_model".into(), split(&l.by_model));
+    m.insert("by_agent".into(), split(&l.by_agent));
     m
 }
 
@@ -68,11 +82,17 @@ mod tests {
             requests: 1,
         };
         let mut total = Map::new();
-        add_into(&mut total, &turn_usage(&u, 1.5, "m", "a"));
-        add_into(&mut total, &turn_usage(&u, 0.5, "m", "b"));
-        assert_eq!(total["total_tokens"], 10);
+        let mut a = Ledger::default();
+        a.add("m", "a", u);
+        let mut b = Ledger::default();
+        b.add("m", "b", u);
+        b.add("n", "b", u);
+        add_into(&mut total, &turn_usage(&a, 1.5));
+        add_into(&mut total, &turn_usage(&b, 0.5));
+        assert_eq!(total["total_tokens"], 15);
         assert_eq!(total["active_seconds"], 2.0);
         assert_eq!(total["by_model"]["m"]["requests"], 2);
-        assert_eq!(total["by_agent"]["b"]["input_tokens"], 3);
+        assert_eq!(total["by_model"]["n"]["requests"], 1);
+        assert_eq!(total["by_agent"]["b"]["input_tokens"], 6);
     }
 }

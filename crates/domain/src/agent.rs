@@ -174,9 +174,9 @@ pub struct AgentCreate {
     #[serde(default, deserialize_with = "non_null")]
     #[schema(max_items = 32)]
     pub secret_bindings: Vec<SecretBinding>,
-    /// Other agents of the project this one can call or hand over to; each must exist and
-    /// not be this agent (422). Kept in the definition, but a session for an agent with
-    /// subagents is refused (422) until they run. Default `[]`; not null.
+    /// Other agents of the project this one can call (`tool`) or hand the conversation to
+    /// (`handoff`), in the same sandbox; each must exist, not be this agent, and close no
+    /// cycle of subagents (422). Default `[]`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub subagents: Vec<Subagent>,
     /// Seconds a session may sit unused before its sandbox is released (stopped, workspace
@@ -510,8 +510,8 @@ impl AgentSpec {
 }
 
 impl AgentSpec {
-    /// What this agent asks for that sessions cannot run yet (memory, compaction,
-    /// subagents), as a sentence; `None` when everything is supported. Definitions keep
+    /// What this agent asks for that sessions cannot run yet (memory, compaction), as a
+    /// sentence; `None` when everything is supported. Definitions keep
     /// these fields (they round-trip), but a session or turn that would silently ignore them
     /// is refused instead.
     pub fn unsupported(&self) -> Option<String> {
@@ -522,9 +522,6 @@ impl AgentSpec {
                 Capability::Memory => what.push("the 'memory' capability"),
                 Capability::Skills | Capability::Shell | Capability::Filesystem => {}
             }
-        }
-        if !self.subagents.is_empty() {
-            what.push("subagents");
         }
         (!what.is_empty()).then(|| {
             format!(

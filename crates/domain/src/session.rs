@@ -109,6 +109,10 @@ pub struct SessionDetail {
     /// skill's name, description and workspace path); null when it staged none. An addition
     /// to the published contract.
     pub skills: Option<crate::skills::SessionSkills>,
+    /// The slug of the agent that holds the conversation, which the next prompt goes to: the
+    /// session's agent, or the one the last `agent.handoff` gave it to. An addition to the
+    /// published contract.
+    pub conversation_agent: String,
 }
 
 /// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left
@@ -132,7 +136,7 @@ pub struct SessionPatch {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionCreate {
     /// The agent's id or slug. An unknown agent is a 404, an archived one a 409, and one that
-    /// asks for what sessions cannot run yet (skills, memory, compaction, subagents) a 422.
+    /// asks for what sessions cannot run yet (memory, compaction) a 422.
     pub agent_id: String,
     /// A title for people. Default `""`.
     #[serde(default)]

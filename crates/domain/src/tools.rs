@@ -192,7 +192,8 @@ pub enum SubagentMode {
 }
 
 /// Another agent of the same project this one can call (`tool`) or hand over to (`handoff`),
-/// in the same sandbox. Kept in definitions; sessions do not run subagents yet (422).
+/// in the same sandbox. The project's subagents form no cycle (saving one is a 422), and a
+/// chain of them runs to a depth of three below the agent that holds the conversation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Subagent {
     /// The slug of another agent in the same project (not this one); an unknown slug is a

@@ -129,6 +129,14 @@ impl Conversation {
                 .as_deref()
                 .is_none_or(|name| self.tools.iter().any(|t| t == name))
             && when.turn.is_none_or(|turn| self.turn() == turn)
+            && when
+                .system_contains
+                .as_deref()
+                .is_none_or(|n| contains(self.messages.iter().find(|m| m.role == "system"), n))
+            && when
+                .lacks_tool
+                .as_deref()
+                .is_none_or(|name| !self.tools.iter().any(|t| t == name))
     }
 }
 
@@ -175,8 +183,12 @@ mod tests {
             .any_message_contains("brief")
             .model("m1")
             .has_tool("shell")
-            .turn(1);
+            .turn(1)
+            .system_contains("brief")
+            .lacks_tool("python");
         assert!(c.matches(&all));
+        assert!(!c.matches(&all.clone().system_contains("files")));
+        assert!(!c.matches(&all.clone().lacks_tool("shell")));
         assert!(!c.matches(&all.clone().turn(0)));
         assert!(!c.matches(&all.clone().has_tool("python")));
         assert!(!c.matches(&all.model("m2")));

@@ -163,6 +163,13 @@ pub struct When {
     /// The conversation already holds exactly this many assistant messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The first `system` message contains this text: which agent is speaking, by its
+    /// instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
+    /// No tool with this name was offered in `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacks_tool: Option<String>,
 }
 
 /// What to answer.
@@ -363,6 +370,16 @@ impl When {
 
     pub fn turn(mut self, turn: u32) -> Self {
         self.turn = Some(turn);
+        self
+    }
+
+    pub fn system_contains(mut self, text: impl Into<String>) -> Self {
+        self.system_contains = Some(text.into());
+        self
+    }
+
+    pub fn lacks_tool(mut self, name: impl Into<String>) -> Self {
+        self.lacks_tool = Some(name.into());
         self
     }
 

@@ -240,3 +240,38 @@ pub async fn existing_slugs(
     .fetch_all(db)
     .await?)
 }
+
+/// The first key of the subagent graph's advisory lock (the second is the project id's
+/// `hashtext`; a collision only serialises two projects' edits).
+pub const GRAPH_LOCK_CLASS: i32 = 0x5341_5347; // "SASG"
+
+/// Serialises edits of the project's subagent graph: taken (for the transaction) by every
+/// write that sets subagents, so two concurrent edits cannot each close half of a cycle.
+pub async fn lock_subagent_graph(tx: &mut sqlx::PgConnection, project: ProjectId) -> Result<()> {
+    sqlx::query!(
+        "select from pg_advisory_xact_lock($1, hashtext($2::uuid::text))",
+        GRAPH_LOCK_CLASS,
+        project.0,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The project's subagent graph: each agent's slug with the slugs its definition names as
+/// subagents (archived agents included: they still run in sessions that use them).
+pub async fn subagent_graph(
+    db: impl PgExecutor<'_>,
+    project: ProjectId,
+) -> Result<Vec<(String, Vec<String>)>> {
+    let rows = sqlx::query!(
+        r#"select slug,
+                  coalesce(array(select s->>'agent' from jsonb_array_elements(spec->'subagents') s),
+                           '{}') as "subagents!: Vec<String>"
+           from agents where project_id = $1"#,
+        project.0,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.slug, r.subagents)).collect())
+}

@@ -537,3 +537,41 @@ pub async fn skills(
     .await?;
     Ok(row.flatten().map(|j| j.0))
 }
+
+/// Who holds a session's conversation after handoffs: the holder's slug (`None`: the session's
+/// own agent) and the agents that handed over on the way, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub agent: Option<String>,
+    pub stack: Vec<String>,
+}
+
+/// The session's conversation holder (the default for a session that is gone).
+pub async fn holder(db: impl PgExecutor<'_>, id: SessionId) -> Result<Holder> {
+    let row = sqlx::query!(
+        r#"select holder, handoff_stack as "handoff_stack: Json<Vec<String>>"
+           from sessions where id = $1"#,
+        id.0,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row
+        .map(|r| Holder {
+            agent: r.holder,
+            stack: r.handoff_stack.0,
+        })
+        .unwrap_or_default())
+}
+
+/// Records a handoff's result, in the transaction that appends its `agent.handoff` event.
+pub async fn set_holder(tx: &mut sqlx::PgConnection, id: SessionId, h: &Holder) -> Result<()> {
+    sqlx::query!(
+        "update sessions set holder = $2, handoff_stack = $3 where id = $1",
+        id.0,
+        h.agent.as_deref(),
+        Json(&h.stack) as _,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}

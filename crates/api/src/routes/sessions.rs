@@ -103,7 +103,9 @@ pub async fn get(
     let marks = sandbox_agents_store::events::boot_marks(&st.db, id).await?;
     let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
     let skills = sessions::skills(&st.db, id).await?;
+    let holder = sessions::holder(&st.db, id).await?;
     Ok(Json(SessionDetail {
+        conversation_agent: holder.agent.unwrap_or_else(|| agent.slug.to_string()),
         session: session.to_wire(),
         agent: Some(agent.to_wire(&st.settings.default_model)),
         runs: runs.iter().map(|r| r.to_wire()).collect(),

@@ -30,6 +30,7 @@ mod sessions;
 mod skill_bundles;
 mod skills;
 mod streaming;
+mod subagents;
 mod teardown;
 mod ui;
 mod usage;

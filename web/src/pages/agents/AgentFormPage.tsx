@@ -67,6 +67,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
   const bundles = useQuery({ queryKey: ['skill-bundles'], queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
+  const otherAgents = useQuery({ queryKey: ['agents'], queryFn: () => unwrap(api.GET('/api/agents')) });
 
   const skillsBundle = bundleOfSkillsSource(values.skills_source);
   const set = <K extends keyof AgentFormValues>(k: K, v: AgentFormValues[K]) => setValues((s) => ({ ...s, [k]: v }));
@@ -319,8 +320,39 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
 
         <Tabs.Panel value="advanced">
           <Stack maw={820}>
-            <Input.Wrapper label="Subagents" description='[{"agent":"other-slug","mode":"tool"|"handoff","description":"","tool_name":null}]' error={err('subagents')}>
-              <LazyCodeEditor language="json" value={values.subagents} onChange={(v) => set('subagents', v)} minHeight={80} ariaLabel="Subagents" />
+            <Input.Wrapper
+              label="Subagents"
+              description="Other agents of the project this one can call with a task (tool: it answers, the conversation stays here) or hand the conversation to (handoff: it answers the next messages until it hands back). Both work in this session's sandbox; subagents may not form a cycle."
+              error={err('subagents')}
+            >
+              <Stack gap="xs" mt={4} data-testid="subagents">
+                {values.subagents.map((x, i) => {
+                  const upd = (patch: Partial<typeof x>) => set('subagents', values.subagents.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+                  return (
+                    <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
+                      <Select
+                        aria-label="Subagent"
+                        placeholder="agent"
+                        searchable
+                        data={(otherAgents.data ?? []).filter((a) => a.slug !== values.slug).map((a) => ({ value: a.slug, label: `${a.name} (${a.slug})` }))}
+                        value={x.agent || null}
+                        error={err(`subagents.${i}.agent`)}
+                        onChange={(v) => upd({ agent: v ?? '' })}
+                        w={240}
+                      />
+                      <Select aria-label="Mode" data={[{ value: 'tool', label: 'tool' }, { value: 'handoff', label: 'handoff' }]} value={x.mode} allowDeselect={false} onChange={(v) => upd({ mode: v === 'handoff' ? 'handoff' : 'tool' })} w={110} />
+                      <TextInput aria-label="Tool name" placeholder={x.mode === 'handoff' ? `transfer_to_${x.agent || 'slug'}` : x.agent || 'tool name'} value={x.tool_name} error={err(`subagents.${i}.tool_name`)} onChange={(e) => upd({ tool_name: e.currentTarget.value })} w={200} />
+                      <TextInput aria-label="When to use it" placeholder="its own description" value={x.description} onChange={(e) => upd({ description: e.currentTarget.value })} style={{ flex: 1 }} />
+                      <ActionIcon variant="subtle" color="red" aria-label="Remove subagent" mt={6} onClick={() => set('subagents', values.subagents.filter((_, j) => j !== i))}>
+                        <IconTrash size={16} />
+                      </ActionIcon>
+                    </Group>
+                  );
+                })}
+                <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('subagents', [...values.subagents, { agent: '', mode: 'tool', tool_name: '', description: '' }])}>
+                  Add a subagent
+                </Button>
+              </Stack>
             </Input.Wrapper>
             <Input.Wrapper label="Skills source" description='Empty for none, or {"kind":"git_repo","repo":"o/r","ref":"main","ssh_key_id":null} | {"kind":"local_dir","src":"/abs"} | {"kind":"bundle","bundle":"slug","version":"latest"}' error={err('skills_source')}>
               <LazyCodeEditor language="json" value={values.skills_source} onChange={(v) => set('skills_source', v)} minHeight={80} ariaLabel="Skills source" />

@@ -30,8 +30,13 @@ describe('validateAgentForm', () => {
     expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"file"}}' }).entries).toMatch(/content/);
     expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"local_dir","src":"rel"}}' }).entries).toMatch(/absolute/);
     expect(validateAgentForm({ ...valid(), entries: '{' }).entries).toMatch(/JSON/);
-    expect(validateAgentForm({ ...valid(), subagents: '[{"agent":"analyst"}]' }, { selfSlug: 'analyst' }).subagents).toMatch(/own/);
-    expect(validateAgentForm({ ...valid(), subagents: '[{"agent":"other","mode":"x"}]' }).subagents).toMatch(/mode/);
+    const sub = (agent: string, mode: 'tool' | 'handoff' = 'tool', tool_name = '') => ({ agent, mode, tool_name, description: '' });
+    expect(validateAgentForm({ ...valid(), subagents: [sub('analyst')] }, { selfSlug: 'analyst' })['subagents.0.agent']).toMatch(/own/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('')] })['subagents.0.agent']).toMatch(/Choose/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('other', 'tool', 'bad name')] })['subagents.0.tool_name']).toMatch(/Letters/);
+    const twice = validateAgentForm({ ...valid(), subagents: [sub('other'), sub('third', 'tool', 'other')] });
+    expect(twice['subagents.1.tool_name']).toMatch(/already/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('other'), sub('other', 'handoff')] })['subagents.1.tool_name']).toBeUndefined();
   });
 });
 

@@ -21,6 +21,13 @@ export type ToolRow = {
   parameters: string; // JSON text
 };
 
+export type SubagentRow = {
+  agent: string;
+  mode: 'tool' | 'handoff';
+  tool_name: string; // '' = the default name
+  description: string; // '' = the subagent's own
+};
+
 export type AgentFormValues = {
   slug: string;
   name: string;
@@ -39,7 +46,7 @@ export type AgentFormValues = {
   entries: string; // JSON object: path -> EntrySpec
   client_tools: ToolRow[];
   secret_bindings: { secret: string; env: string }[];
-  subagents: string; // JSON array
+  subagents: SubagentRow[];
   skills_source: string; // JSON object or ''
   workspace_source: string; // JSON object or ''
 };
@@ -63,7 +70,7 @@ export function emptyAgentForm(): AgentFormValues {
     entries: '{}',
     client_tools: [],
     secret_bindings: [],
-    subagents: '[]',
+    subagents: [],
     skills_source: '',
     workspace_source: '',
   };
@@ -96,7 +103,12 @@ export function formFromAgent(a: Agent): AgentFormValues {
       parameters: pretty(t.parameters ?? {}),
     })),
     secret_bindings: (a.secret_bindings ?? []).map((b) => ({ secret: b.secret, env: b.env })),
-    subagents: pretty(a.subagents ?? []),
+    subagents: (a.subagents ?? []).map((x) => ({
+      agent: x.agent,
+      mode: x.mode === 'handoff' ? 'handoff' : 'tool',
+      tool_name: x.tool_name ?? '',
+      description: x.description ?? '',
+    })),
     skills_source: a.skills_source ? pretty(a.skills_source) : '',
     workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
   };
@@ -202,25 +214,15 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     else if (bound.has(b.env)) e[`secret_bindings.${i}.env`] = 'Duplicate variable.';
     bound.add(b.env);
   });
-  const subs = parseJson(v.subagents || '[]');
-  if (!subs.ok) e.subagents = subs.error;
-  else if (!Array.isArray(subs.value)) e.subagents = 'A list of subagents.';
-  else {
-    for (const s of subs.value) {
-      if (!isObject(s) || typeof s.agent !== 'string' || !SLUG_RE.test(s.agent)) {
-        e.subagents = 'Each subagent needs "agent": the slug of another agent.';
-        break;
-      }
-      if (opts.selfSlug && s.agent === opts.selfSlug) {
-        e.subagents = 'An agent cannot be its own subagent.';
-        break;
-      }
-      if (s.mode !== undefined && s.mode !== 'tool' && s.mode !== 'handoff') {
-        e.subagents = '"mode" is tool or handoff.';
-        break;
-      }
-    }
-  }
+  const named = new Set<string>();
+  v.subagents.forEach((x, i) => {
+    if (!SLUG_RE.test(x.agent)) e[`subagents.${i}.agent`] = 'Choose another agent of the project.';
+    else if (opts.selfSlug && x.agent === opts.selfSlug) e[`subagents.${i}.agent`] = 'An agent cannot be its own subagent.';
+    const name = x.tool_name.trim() || (x.mode === 'handoff' ? `transfer_to_${x.agent}` : x.agent);
+    if (x.tool_name.trim() && !TOOL_NAME_RE.test(x.tool_name.trim())) e[`subagents.${i}.tool_name`] = 'Letters, digits, _ and -, at most 64.';
+    else if (x.agent && named.has(name)) e[`subagents.${i}.tool_name`] = `Another subagent is already called ${name}.`;
+    named.add(name);
+  });
   for (const field of ['skills_source', 'workspace_source'] as const) {
     if (v[field].trim() === '') continue;
     const p = parseJson(v[field]);
@@ -259,7 +261,12 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     exposed_ports: v.exposed_ports.split(/[\s,]+/).filter(Boolean).map(Number),
     client_tools: tools,
     secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
-    subagents: JSON.parse(v.subagents || '[]'),
+    subagents: v.subagents.map((x) => ({
+      agent: x.agent,
+      mode: x.mode,
+      tool_name: orNull(x.tool_name),
+      description: x.description.trim(),
+    })),
     skills_source: v.skills_source.trim() ? JSON.parse(v.skills_source) : null,
     workspace_source: v.workspace_source.trim() ? JSON.parse(v.workspace_source) : null,
     idle_ttl_seconds: v.idle_ttl_seconds.trim() === '' ? null : Number(v.idle_ttl_seconds),

@@ -72,7 +72,7 @@ export default function SessionDetailPage() {
   const onEvents = useCallback(
     (events: SessionEvent[]) => {
       const types = new Set(events.map((e) => e.type));
-      const refreshSession = ['session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created'];
+      const refreshSession = ['session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created', 'agent.handoff'];
       if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: ['session', sessionId] });
       if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
         qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] });
@@ -124,6 +124,13 @@ export default function SessionDetailPage() {
               <Anchor component={Link} to={`/agents/${agent.slug}`} size="sm">
                 {agent.name}
               </Anchor>
+            )}
+            {agent && s.conversation_agent && s.conversation_agent !== agent.slug && (
+              <Tooltip label="A handoff gave the conversation to this agent: the next message goes to it, until it hands back.">
+                <Badge size="sm" variant="light" color="grape" data-testid="conversation-agent">
+                  talking to {s.conversation_agent}
+                </Badge>
+              </Tooltip>
             )}
             <Text span size="sm" c="dimmed" ff="monospace">
               {s.id}

@@ -22,10 +22,20 @@ use std::time::{Duration, Instant};
 const ANSWER: &str = "The answer is forty-two, as computed by the benchmark.";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The script every variant uses: a shell call for "tool" prompts, then the answer.
+/// The subagent's instructions: how the script tells its calls apart.
+const SUB: &str = "You are the benchmark subagent.";
+
+/// The script every variant uses: a shell call for "tool" prompts, a subagent call for
+/// "subagent" prompts (the subagent answers at once), then the answer.
 pub fn script() -> Script {
     Script::new([
+        Rule::when()
+            .system_contains(SUB)
+            .reply_text("the subagent's answer"),
         Rule::when().last_message_role("tool").reply_text(ANSWER),
+        Rule::when()
+            .last_user_contains("ask the subagent")
+            .reply_tool_call("bench-sub", json!({"input": "answer"})),
         Rule::when()
             .last_user_contains("use the shell")
             .reply_tool_call("shell", json!({"command": "true"})),
@@ -48,15 +58,24 @@ fn request(prompt: &str, tool_result: bool) -> ChatRequest {
         Message::user(prompt),
     ];
     if tool_result {
+        let (name, arguments, output) = if prompt.contains("subagent") {
+            (
+                "bench-sub",
+                r#"{"input":"answer"}"#,
+                "the subagent's answer",
+            )
+        } else {
+            ("shell", r#"{"command":"true"}"#, "exit code: 0\n")
+        };
         messages.push(Message::Assistant {
             content: None,
             tool_calls: vec![sandbox_agents_model::ToolCall {
                 id: "call_1".into(),
-                name: "shell".into(),
-                arguments: r#"{"command":"true"}"#.into(),
+                name: name.into(),
+                arguments: arguments.into(),
             }],
         });
-        messages.push(Message::tool("call_1", "exit code: 0\n"));
+        messages.push(Message::tool("call_1", output));
     }
     ChatRequest::new("fake-model", messages).tools(vec![ToolSpec {
         name: "shell".into(),
@@ -144,9 +163,15 @@ pub async fn parts(
     docker: &bollard::Docker,
     tar: &bytes::Bytes,
 ) -> anyhow::Result<Vec<Part>> {
+    ours::create_agent(
+        app,
+        json!({"slug": "bench-sub", "name": "bench-sub", "instructions": SUB}),
+    )
+    .await?;
     let agent = ours::create_agent(
         app,
-        json!({"slug": "bench-runs", "name": "bench-runs", "instructions": "You are a benchmark agent."}),
+        json!({"slug": "bench-runs", "name": "bench-runs", "instructions": "You are a benchmark agent.",
+               "subagents": [{"agent": "bench-sub"}]}),
     )
     .await?;
     let (id, _, _) = ours::create_until_running(app, &agent).await?;
@@ -174,7 +199,7 @@ pub async fn parts(
     }
 
     log(format!(
-        "runs: {} + {} iterations × 6 variants",
+        "runs: {} + {} iterations × 8 variants",
         args.warmup, args.iterations
     ));
     let mut text_rows = vec![
@@ -207,11 +232,22 @@ pub async fn parts(
             "a streamed completion → its first text chunk",
         ),
     ];
+    let mut sub_rows = vec![
+        Row::new(
+            "ours: a turn with one subagent call",
+            "POST → tool_use → the subagent's step (its own model call) → tool_result → answer → idle, over SSE",
+        ),
+        Row::new(
+            "raw: three model calls",
+            "the parent's call, the subagent's, the parent's answer: three streamed completions",
+        ),
+    ];
     let sse = tokio::sync::Mutex::new(sse);
     let mut all: Vec<Row> = Vec::new();
     all.append(&mut text_rows);
     all.append(&mut tool_rows);
     all.append(&mut delta_rows);
+    all.append(&mut sub_rows);
     let result = interleaved(args, &mut all, |v| {
         let (id, raw_id, client, sse) = (&id, &raw_id, &client, &sse);
         async move {
@@ -242,8 +278,23 @@ pub async fn parts(
                     drain(&mut sse).await?;
                     d
                 }
-                _ => {
+                5 => {
                     model_call(client, request("answer briefly", false), true).await?;
+                    t0.elapsed()
+                }
+                6 => {
+                    turn(app, &mut sse, id, "ask the subagent, then answer", false).await?;
+                    t0.elapsed()
+                }
+                _ => {
+                    let ask = "ask the subagent, then answer";
+                    model_call(client, request(ask, false), false).await?;
+                    let sub = ChatRequest::new(
+                        "fake-model",
+                        vec![Message::system(SUB), Message::user("answer")],
+                    );
+                    model_call(client, sub, false).await?;
+                    model_call(client, request(ask, true), false).await?;
                     t0.elapsed()
                 }
             };
@@ -257,13 +308,14 @@ pub async fn parts(
     deleted?;
     let mut rows = all.into_iter();
     let mut take = |n: usize| rows.by_ref().take(n).collect::<Vec<_>>();
-    let (text, tool, delta) = (take(2), take(2), take(2));
+    let (text, tool, delta, sub) = (take(2), take(2), take(2), take(2));
     let overhead = |rows: &[Row]| {
         let p50 = |r: &Row| crate::report::stats(&r.samples).p50;
         p50(&rows[0]) - p50(&rows[1])
     };
     let turn_cost = overhead(&text);
     let step_and_tool = overhead(&tool) - turn_cost;
+    let subagent_call = overhead(&sub) - turn_cost;
     Ok(vec![
         Part {
             title: "A one-step turn (a text answer)",
@@ -286,6 +338,13 @@ pub async fn parts(
                 overhead(&delta)
             ),
             rows: delta,
+        },
+        Part {
+            title: "A turn with one subagent call",
+            notes: format!(
+                "A subagent call (the parent's tool step, the subagent seated and its one model step, its events, the result) adds **{subagent_call:.1} ms** of control-plane time (p50 difference beyond the one-step turn's).\n"
+            ),
+            rows: sub,
         },
     ])
 }

@@ -1,0 +1,274 @@
+//! The agent that speaks in a frame of the loop: the session's agent, the agent a handoff
+//! gave the conversation to, or a subagent called as a tool. Each speaks with its own
+//! instructions, model (and transport), sandbox tools (its capabilities), client tools and
+//! subagents; all of them work in the session's one sandbox.
+//!
+//! Rules:
+//! * the session's own agent keeps the session's overrides (`model`, `instructions`) and is
+//!   the one told about the boot's skills (they come from its `skills_source`);
+//! * another agent's client tools are its own plus the turn's (those the message declared),
+//!   so a caller's tools answer wherever the conversation is;
+//! * subagents are offered while the frame is less than [`MAX_DEPTH`] deep (handoffs and
+//!   tool calls both count), handoffs only to the frame that holds the conversation, and
+//!   the holder after a handoff is offered the way back (`transfer_to_<who handed over>`).
+//!   A name already taken (a client tool, a sandbox tool, an earlier subagent) wins.
+
+use crate::client_tools;
+use crate::finish::Outcome;
+use crate::stop::Stop;
+use crate::tools;
+use crate::Runs;
+use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
+use sandbox_agents_domain::skills::SessionSkills;
+use sandbox_agents_domain::tools::{ClientTool, SubagentMode};
+use sandbox_agents_domain::ProjectId;
+use sandbox_agents_model::{Message, ModelClient, ToolSpec};
+use sandbox_agents_store::agents;
+use sandbox_agents_store::sessions::SessionRecord;
+use serde_json::json;
+
+/// How deep subagents go below the session's agent: a frame this deep is offered none.
+pub(crate) const MAX_DEPTH: usize = 3;
+
+/// The longest function name providers accept.
+const MAX_TOOL_NAME: usize = 64;
+
+/// A tool that reaches another agent.
+#[derive(Clone, Debug)]
+pub(crate) struct Delegate {
+    /// The function name the model calls.
+    pub name: String,
+    /// The agent's slug.
+    pub agent: String,
+    pub mode: SubagentMode,
+}
+
+/// An agent as one frame of the loop speaks with it.
+pub(crate) struct Speaker {
+    pub slug: String,
+    pub model: String,
+    pub client: ModelClient,
+    pub reasoning_effort: Option<String>,
+    /// The system prompt (empty: none is sent).
+    pub system: String,
+    pub client_tools: Vec<ClientTool>,
+    pub delegates: Vec<Delegate>,
+    /// Everything offered: sandbox tools, client tools, then delegates.
+    pub specs: Vec<ToolSpec>,
+    /// How deep below the session's agent this frame is.
+    pub depth: usize,
+}
+
+/// Where a speaker speaks.
+pub(crate) struct Seat<'a> {
+    pub session: &'a SessionRecord,
+    /// The session's own agent (whose overrides and skills it is).
+    pub root: &'a AgentRecord,
+    /// The run's client tools (the session agent's merged with the message's).
+    pub run_tools: &'a [ClientTool],
+    pub skills: Option<&'a SessionSkills>,
+    pub depth: usize,
+    /// `Some(who handed over)` for the holder of the conversation after a handoff, `Some("")`
+    /// for the session's own agent holding it, `None` for a subagent called as a tool (which
+    /// holds no conversation, so it is offered no handoff).
+    pub holds: Option<&'a str>,
+}
+
+impl Speaker {
+    /// The model's view: the system prompt, then `messages`.
+    pub fn view(&self, messages: &[Message]) -> Vec<Message> {
+        let mut out = Vec::with_capacity(messages.len() + 1);
+        if !self.system.trim().is_empty() {
+            out.push(Message::system(self.system.clone()));
+        }
+        out.extend(messages.iter().cloned());
+        out
+    }
+
+    pub fn client_tool(&self, name: &str) -> Option<&ClientTool> {
+        self.client_tools.iter().find(|t| t.name == name)
+    }
+
+    pub fn delegate(&self, name: &str) -> Option<&Delegate> {
+        self.delegates.iter().find(|d| d.name == name)
+    }
+}
+
+impl Runs {
+    /// Loads the agent `slug` names and seats it: `Ok(None)` when the project has no such
+    /// agent any more (its tool is then left out, or the conversation returns to the
+    /// session's agent).
+    pub(crate) async fn speaker_by_slug(
+        &self,
+        project: ProjectId,
+        slug: &str,
+        seat: &Seat<'_>,
+    ) -> Result<Option<Speaker>, Stop> {
+        if slug == seat.root.slug.as_str() {
+            return self
+                .speaker(project, seat.root.clone(), seat)
+                .await
+                .map(Some);
+        }
+        match agents::get(&self.inner.db, project, &AgentRef::Slug(slug.to_owned())).await {
+            Ok(a) => self.speaker(project, a, seat).await.map(Some),
+            Err(sandbox_agents_store::Error::NotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Seats `agent`: its model and client, its system prompt and every tool it is offered.
+    pub(crate) async fn speaker(
+        &self,
+        project: ProjectId,
+        agent: AgentRecord,
+        seat: &Seat<'_>,
+    ) -> Result<Speaker, Stop> {
+        let is_root = agent.id == seat.root.id;
+        let default_model = || self.inner.sessions.settings().default_model.clone();
+        let model = if is_root {
+            seat.session
+                .model
+                .clone()
+                .or_else(|| agent.spec.model.clone())
+        } else {
+            agent.spec.model.clone()
+        }
+        .unwrap_or_else(default_model);
+        let client = self
+            .inner
+            .models
+            .for_transport(agent.spec.transport)
+            .map_err(|e| Stop::Outcome(Outcome::Failed(e)))?
+            .clone();
+        let instructions = if is_root {
+            seat.session
+                .instructions
+                .clone()
+                .unwrap_or_else(|| agent.spec.instructions.clone())
+        } else {
+            agent.spec.instructions.clone()
+        };
+        let skills = seat.skills.filter(|_| is_root);
+        let system = system_prompt(instructions, skills);
+        let client_tools = if is_root {
+            seat.run_tools.to_vec()
+        } else {
+            let turn_only: Vec<ClientTool> = seat
+                .run_tools
+                .iter()
+                .filter(|t| !seat.root.spec.client_tools.contains(t))
+                .cloned()
+                .collect();
+            client_tools::merge(&agent.spec.client_tools, &turn_only)
+        };
+        let mut specs = tools::specs(agent.spec.capabilities.as_deref(), skills);
+        specs.extend(client_tools.iter().map(client_tools::spec));
+        let mut delegates = Vec::new();
+        let mut offer = |name: String,
+                         agent: &str,
+                         mode,
+                         description: String,
+                         specs: &mut Vec<ToolSpec>| {
+            let name: String = name.chars().take(MAX_TOOL_NAME).collect();
+            if specs.iter().any(|s| s.name == name) {
+                tracing::warn!(tool = %name, "a subagent's tool name is taken by another tool; it is not offered");
+                return;
+            }
+            let parameters = match mode {
+                SubagentMode::Tool => json!({
+                    "type": "object",
+                    "properties": {"input": {"type": "string", "description": "The task, with everything needed to do it: the agent sees nothing else of this conversation."}},
+                    "required": ["input"]
+                }),
+                SubagentMode::Handoff => json!({"type": "object", "properties": {}}),
+            };
+            specs.push(ToolSpec {
+                name: name.clone(),
+                description,
+                parameters,
+            });
+            delegates.push(Delegate {
+                name,
+                agent: agent.to_owned(),
+                mode,
+            });
+        };
+        if let Some(back) = seat.holds.filter(|b| !b.is_empty()) {
+            offer(
+                format!("transfer_to_{back}"),
+                back,
+                SubagentMode::Handoff,
+                format!("Hand the conversation back to the agent '{back}', which handed it to you, once your part is done or the request is not yours to answer."),
+                &mut specs,
+            );
+        }
+        if seat.depth < MAX_DEPTH {
+            for s in &agent.spec.subagents {
+                if s.mode == SubagentMode::Handoff && seat.holds.is_none() {
+                    continue;
+                }
+                let description = if s.description.is_empty() {
+                    match agents::get(&self.inner.db, project, &AgentRef::Slug(s.agent.clone()))
+                        .await
+                    {
+                        Ok(a) => a.spec.description,
+                        Err(sandbox_agents_store::Error::NotFound) => continue,
+                        Err(e) => return Err(e.into()),
+                    }
+                } else {
+                    s.description.clone()
+                };
+                let (name, description) = match s.mode {
+                    SubagentMode::Tool => (
+                        s.tool_name.clone().unwrap_or_else(|| s.agent.clone()),
+                        if description.is_empty() {
+                            format!("Ask the agent '{}' to do a task; it answers with its result.", s.agent)
+                        } else {
+                            description
+                        },
+                    ),
+                    SubagentMode::Handoff => (
+                        s.tool_name
+                            .clone()
+                            .unwrap_or_else(|| format!("transfer_to_{}", s.agent)),
+                        format!(
+                            "Hand the conversation to the agent '{}', which continues it from here and answers the next messages.{}",
+                            s.agent,
+                            if description.is_empty() { String::new() } else { format!(" It is for: {description}") }
+                        ),
+                    ),
+                };
+                offer(name, &s.agent, s.mode, description, &mut specs);
+            }
+        }
+        let reasoning_effort = agent
+            .spec
+            .reasoning_effort
+            .and_then(|r| serde_json::to_value(r).ok())
+            .and_then(|v| v.as_str().map(str::to_owned));
+        Ok(Speaker {
+            slug: agent.slug.to_string(),
+            model,
+            client,
+            reasoning_effort,
+            system,
+            client_tools,
+            delegates,
+            specs,
+            depth: seat.depth,
+        })
+    }
+}
+
+/// The instructions, then what the boot's skills add: a workspace tree's docs and the skills
+/// section (see `SessionSkills::prompt_section`).
+fn system_prompt(instructions: String, skills: Option<&SessionSkills>) -> String {
+    let mut parts = vec![instructions];
+    if let Some(s) = skills {
+        parts.extend(s.workspace_docs.clone());
+        parts.extend(s.prompt_section());
+    }
+    parts.retain(|p| !p.trim().is_empty());
+    parts.join("\n\n")
+}

@@ -1,0 +1,208 @@
+//! Subagents called as tools (`mode: tool`): the call runs the subagent in a frame of its
+//! own (`frame.rs`), in the same sandbox, on a fresh conversation holding only the call's
+//! `input`, up to [`SUBAGENT_MAX_TURNS`] steps, and its final answer is the call's result.
+//! Handoffs (`mode: handoff`) change who speaks in the run's frame instead (`frame.rs`).
+//!
+//! Rules:
+//! * a subagent's failure (its model failing, its step limit, bad arguments, an agent that is
+//!   gone) is its caller's tool result, starting `error:`, never the run's failure; a
+//!   cancel, a stop or a run finished elsewhere ends every frame at once;
+//! * a subagent that parks on deferrable client calls parks the whole run: its frame is saved
+//!   with the run's progress ([`ParkedFrame`]) and continued, innermost first, once the calls
+//!   are answered; its answer then goes to the frame above as if it had never stopped.
+
+use crate::client_tools;
+use crate::context::Turn;
+use crate::finish::Outcome;
+use crate::frame::{Cast, Frame, FrameEnd, ParkedFrame, SubTag};
+use crate::speaker::Delegate;
+use crate::stop::Stop;
+use crate::Runs;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_model::{Message, ToolCall};
+use sandbox_agents_store::sessions::Holder;
+use sandbox_agents_store::tool_calls;
+use serde::Deserialize;
+use serde_json::json;
+use std::future::Future;
+use std::pin::Pin;
+use tokio_util::sync::CancellationToken;
+
+/// Steps a subagent called as a tool may take.
+pub(crate) const SUBAGENT_MAX_TURNS: i64 = 10;
+
+/// What a subagent call came to.
+pub(crate) enum Settled {
+    /// Its result for the caller (an answer, or what went wrong).
+    Answer(String),
+    /// It waits on deferrable calls.
+    Parked(ParkedFrame),
+}
+
+#[derive(Deserialize)]
+struct SubagentArgs {
+    input: String,
+}
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+impl Runs {
+    /// Calls the subagent `d` for the call `c` of `parent`.
+    pub(crate) fn call_subagent<'a>(
+        &'a self,
+        cast: &'a Cast,
+        parent: &'a Frame,
+        turn: &'a mut Turn,
+        d: &'a Delegate,
+        c: &'a ToolCall,
+        token: &'a CancellationToken,
+    ) -> Boxed<'a, Result<Settled, Stop>> {
+        Box::pin(async move {
+            let input = match serde_json::from_str::<SubagentArgs>(&c.arguments) {
+                Ok(a) => a.input,
+                Err(e) => {
+                    return Ok(Settled::Answer(format!(
+                        "error: {} takes {{\"input\": string}}, the task for the agent '{}': {e}",
+                        d.name, d.agent
+                    )))
+                }
+            };
+            let seat = cast.seat(parent.speaker.depth + 1, None);
+            let Some(speaker) = self.speaker_by_slug(cast.project, &d.agent, &seat).await? else {
+                return Ok(Settled::Answer(format!(
+                    "error: there is no agent '{}' any more",
+                    d.agent
+                )));
+            };
+            tracing::info!(run.id = %cast.run, subagent = %d.agent, call_id = %c.id, "subagent called");
+            let mut frame = Frame {
+                speaker,
+                messages: vec![Message::user(input)],
+                steps: 0,
+                max: SUBAGENT_MAX_TURNS,
+                tag: Some(SubTag {
+                    agent: d.agent.clone(),
+                    call_id: c.id.clone(),
+                }),
+                holder: Holder::default(),
+            };
+            let end = self.frame_loop(cast, &mut frame, turn, token).await;
+            settle(end, frame, &d.name)
+        })
+    }
+
+    /// Continues a parked subagent frame whose calls are answered: their answers, then the
+    /// frames below it, then its own steps.
+    fn resume_frame<'a>(
+        &'a self,
+        cast: &'a Cast,
+        p: ParkedFrame,
+        turn: &'a mut Turn,
+        token: &'a CancellationToken,
+    ) -> Boxed<'a, Result<Settled, Stop>> {
+        Box::pin(async move {
+            let seat = cast.seat(p.depth, None);
+            let Some(speaker) = self.speaker_by_slug(cast.project, &p.agent, &seat).await? else {
+                return Ok(Settled::Answer(format!(
+                    "error: there is no agent '{}' any more",
+                    p.agent
+                )));
+            };
+            let mut frame = Frame {
+                speaker,
+                messages: p.messages,
+                steps: p.steps,
+                max: p.max,
+                tag: Some(p.tag),
+                holder: Holder::default(),
+            };
+            for c in tool_calls::by_ids(&self.inner.db, &p.awaiting).await? {
+                frame.messages.push(client_tools::answer(&c));
+            }
+            let still = self
+                .resume_nested(cast, &mut frame, turn, p.nested, token)
+                .await?;
+            if !still.is_empty() {
+                return Ok(Settled::Parked(parked(&frame, &p.tool, Vec::new(), still)));
+            }
+            let end = self.frame_loop(cast, &mut frame, turn, token).await;
+            settle(end, frame, &p.tool)
+        })
+    }
+
+    /// Continues `nested` (subagent calls of `frame` that parked): each answer joins the
+    /// frame's messages (and, for the run's frame, the turn's) with its `agent.tool_result`.
+    /// Returns those that park again.
+    pub(crate) async fn resume_nested(
+        &self,
+        cast: &Cast,
+        frame: &mut Frame,
+        turn: &mut Turn,
+        nested: Vec<ParkedFrame>,
+        token: &CancellationToken,
+    ) -> Result<Vec<ParkedFrame>, Stop> {
+        let mut still = Vec::new();
+        for n in nested {
+            let (tool, call_id) = (n.tool.clone(), n.tag.call_id.clone());
+            match self.resume_frame(cast, n, turn, token).await? {
+                Settled::Answer(text) => {
+                    let ev = NewEvent::new(
+                        EventType::AgentToolResult,
+                        Some(cast.run),
+                        SubTag::mark(
+                            frame.tag.as_ref(),
+                            json!({"tool": tool, "call_id": call_id, "output": text}),
+                        ),
+                    );
+                    self.append_step(cast.id, cast.run, &[ev]).await?;
+                    let m = Message::tool(call_id, text);
+                    frame.messages.push(m.clone());
+                    if frame.tag.is_none() {
+                        turn.added.push(m);
+                    }
+                }
+                Settled::Parked(p) => still.push(p),
+            }
+        }
+        Ok(still)
+    }
+}
+
+/// A nested frame's end, as its caller sees it.
+fn settle(end: Result<FrameEnd, Stop>, frame: Frame, tool: &str) -> Result<Settled, Stop> {
+    let who = frame.speaker.slug.clone();
+    Ok(match end {
+        Ok(FrameEnd::Answer(t)) if t.trim().is_empty() => Settled::Answer(format!(
+            "(the agent '{who}' finished without a text answer)"
+        )),
+        Ok(FrameEnd::Answer(t)) => Settled::Answer(t),
+        Ok(FrameEnd::MaxTurns(n)) => Settled::Answer(format!(
+            "error: the agent '{who}' reached its limit of {n} steps before it answered"
+        )),
+        Ok(FrameEnd::Parked { awaiting, nested }) => {
+            Settled::Parked(parked(&frame, tool, awaiting, nested))
+        }
+        Err(Stop::Outcome(Outcome::Failed(e))) => {
+            tracing::info!(subagent = %who, error = %e, "a subagent failed; its caller is told");
+            Settled::Answer(format!("error: the agent '{who}' failed: {e}"))
+        }
+        Err(other) => return Err(other),
+    })
+}
+
+fn parked(frame: &Frame, tool: &str, awaiting: Vec<i64>, nested: Vec<ParkedFrame>) -> ParkedFrame {
+    ParkedFrame {
+        agent: frame.speaker.slug.clone(),
+        tool: tool.to_owned(),
+        tag: frame
+            .tag
+            .clone()
+            .expect("only nested frames park as frames"),
+        depth: frame.speaker.depth,
+        steps: frame.steps,
+        max: frame.max,
+        messages: frame.messages.clone(),
+        awaiting,
+        nested,
+    }
+}
