@@ -154,6 +154,10 @@ pub struct When {
     /// Some message (any role) contains this text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub any_message_contains: Option<String>,
+    /// The first `system` message contains this text (which agent, or which kind of call,
+    /// is speaking: its instructions are there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
     /// The request's `model` is exactly this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -348,6 +352,11 @@ impl When {
 
     pub fn any_message_contains(mut self, text: impl Into<String>) -> Self {
         self.any_message_contains = Some(text.into());
+        self
+    }
+
+    pub fn system_contains(mut self, text: impl Into<String>) -> Self {
+        self.system_contains = Some(text.into());
         self
     }
 
