@@ -2,9 +2,9 @@
 //! agent's) instructions, the stored conversation, the prompt, the tools the agent's
 //! capabilities and the turn's client tools offer, and, for a parked run that continues,
 //! its turn so far with the answers it waited for, and what the session's skills add (their
-//! section of the system prompt, `load_skill`); and what the turn accumulates from there
-//! ([`Turn`]). Memory and compaction change what goes
-//! in here.
+//! section of the system prompt, `load_skill`), and the memory section when the boot staged
+//! the agent's memory; and what the turn accumulates from there ([`Turn`]). Compaction
+//! changes what goes in here.
 
 use crate::client_tools;
 use crate::finish::Outcome;
@@ -17,7 +17,7 @@ use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::{Message, ModelClient, ToolSpec, Usage};
-use sandbox_agents_store::{agents, runs, sessions, tool_calls};
+use sandbox_agents_store::{agents, runs, session_memories, sessions, tool_calls};
 
 /// What a turn accumulates: the messages it added to the conversation, its steps and usage.
 #[derive(Default)]
@@ -78,13 +78,21 @@ impl Runs {
         let mut specs = tools::specs(agent.spec.capabilities.as_deref(), skills.as_ref());
         specs.extend(client_tools.iter().map(client_tools::spec));
         let mut messages = Vec::new();
-        let instructions = system_prompt(
+        let mut instructions = system_prompt(
             session
                 .instructions
                 .clone()
                 .unwrap_or_else(|| agent.spec.instructions.clone()),
             skills.as_ref(),
         );
+        // The summary this boot staged with `memories/` (none without the capability).
+        if let Some(staged) = session_memories::get(db, id).await? {
+            instructions = [instructions, crate::memory::section(&staged.summary)]
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+        }
         if !instructions.trim().is_empty() {
             messages.push(Message::system(instructions));
         }

@@ -63,7 +63,7 @@ impl Sessions {
             let _ = st.backend.remove(&c).await;
         }
         if self
-            .record_stopped(id, StoppedReason::Restart, archive.as_deref())
+            .record_stopped(id, StoppedReason::Restart, archive.as_deref(), None)
             .await?
             .is_some()
         {

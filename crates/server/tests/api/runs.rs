@@ -395,7 +395,7 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
     app.create_agent("helper", json!({})).await;
     for (slug, body) in [
-        ("memo", json!({"capabilities": ["shell", "memory"]})),
+        ("compact", json!({"capabilities": ["shell", "compaction"]})),
         ("team", json!({"subagents": [{"agent": "helper"}]})),
     ] {
         app.create_agent(slug, body).await;
