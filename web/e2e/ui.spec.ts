@@ -124,6 +124,37 @@ test('a stale edit gets the 409 explained and can be re-applied', async ({ page 
   expect(after.instructions).toBe('Changed by a script.'); // theirs, kept: I did not touch it
 });
 
+test('the memory tab edits the agent memory under its version, and a stale save offers to reload', async ({ page }) => {
+  await page.goto(`${UI()}/agents/${SLUG}`);
+  await page.getByRole('tab', { name: 'Memory' }).click();
+  await expect(page.getByTestId('memory-capability-note')).toBeVisible();
+  await expect(page.getByTestId('memory-version')).toContainText('version 0');
+  await expect(page.getByText('No memory yet.')).toBeVisible();
+  await page.getByLabel('Memory summary').fill('The build listens on port 8123.');
+  await page.getByLabel('MEMORY.md').fill('# Memory\n- the build listens on port 8123');
+  await page.getByRole('button', { name: 'Save memory' }).click();
+  await expect(page.getByTestId('memory-version')).toContainText('version 1');
+  const saved = await apiGet(`/api/agents/${SLUG}/memory`);
+  expect(saved.version).toBe(1);
+  expect(saved.summary).toBe('The build listens on port 8123.');
+  expect(saved.memory).toContain('port 8123');
+  await shot(page, 'agent-memory');
+
+  // Meanwhile a consolidation (here a script) writes a newer version: the save is refused
+  // and nothing of mine is written until I reload.
+  const r = await fetch(`${API()}/api/agents/${SLUG}/memory`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ memory: '# Memory\n- written by a session', summary: 'From a session.', version: 1 }) });
+  expect(r.status).toBe(200);
+  await page.getByLabel('Memory summary').fill('My edit.');
+  await page.getByRole('button', { name: 'Save memory' }).click();
+  const conflict = page.getByTestId('memory-conflict');
+  await expect(conflict).toContainText('Someone changed this memory');
+  expect((await apiGet(`/api/agents/${SLUG}/memory`)).summary).toBe('From a session.');
+  await conflict.getByRole('button', { name: 'Reload the current memory' }).click();
+  await expect(page.getByTestId('memory-conflict')).toHaveCount(0);
+  await expect(page.getByLabel('Memory summary')).toHaveValue('From a session.');
+  await expect(page.getByTestId('memory-version')).toContainText('version 2');
+});
+
 test('create a webhook and see its secret once', async ({ page }) => {
   await page.goto(`${UI()}/webhooks`);
   await page.getByRole('button', { name: 'New webhook' }).click();

@@ -1,9 +1,10 @@
 //! A turn's context: what the model is given before its first step. The conversation's
 //! holder (the session's agent, or the agent a handoff gave it to) speaks in the run's frame
-//! (`speaker.rs` chooses its instructions, model and tools), over the stored conversation
-//! and the prompt; a parked run that continues gets its turn so far with the answers it
-//! waited for, and the subagent calls that parked with it. And what the turn accumulates
-//! from there ([`Turn`]). Memory and compaction change what goes in here.
+//! (`speaker.rs` chooses its instructions, model and tools; the session's agent also gets
+//! the boot's skills and the memory summary it staged), over the stored conversation and
+//! the prompt; a parked run that continues gets its turn so far with the answers it waited
+//! for, and the subagent calls that parked with it. And what the turn accumulates from there
+//! ([`Turn`]). Compaction changes what goes in here.
 
 use crate::client_tools;
 use crate::finish::Outcome;
@@ -16,7 +17,7 @@ use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::Message;
 use sandbox_agents_store::sessions::Holder;
-use sandbox_agents_store::{agents, runs, sessions, tool_calls};
+use sandbox_agents_store::{agents, runs, session_memories, sessions, tool_calls};
 use std::time::Instant;
 
 /// What a turn accumulates: the messages its run's frame added to the conversation, its
@@ -63,6 +64,10 @@ impl Runs {
             run,
             run_tools: record.client_tools.0.clone(),
             skills: sessions::skills(db, id).await?,
+            // The summary this boot staged with `memories/` (none without the capability).
+            memory: session_memories::get(db, id)
+                .await?
+                .map(|staged| crate::memory::section(&staged.summary)),
             session,
             root,
             started,

@@ -66,6 +66,8 @@ pub(crate) struct Cast {
     pub root: AgentRecord,
     pub run_tools: Vec<ClientTool>,
     pub skills: Option<SessionSkills>,
+    /// The memory section of the session's agent's system prompt, when its boot staged memory.
+    pub memory: Option<String>,
     /// When this process took the run (for its active seconds).
     pub started: std::time::Instant,
 }
@@ -78,6 +80,7 @@ impl Cast {
             root: &self.root,
             run_tools: &self.run_tools,
             skills: self.skills.as_ref(),
+            memory: self.memory.as_deref(),
             depth,
             holds,
         }

@@ -12,6 +12,8 @@
 //! * the tools: sandbox tools (`tools.rs`, run through the lifecycle's `exec` and files API)
 //!   and client tools (`client_tools.rs`), whose deferrable calls park the run
 //!   (`park.rs`);
+//! * memory (`memory/`): the system prompt's memory section, and the worker that
+//!   consolidates what a stopped session learnt into its agent's store;
 //! * the end: exactly one terminal event per run (`finish.rs`), with usage (`usage.rs`);
 //!   cancellation (`cancel.rs`); which process drives which run, and the recovery of runs
 //!   whose process died (`liveness.rs`).
@@ -43,6 +45,7 @@ mod frame;
 mod hooks;
 mod liveness;
 mod local;
+mod memory;
 mod models;
 mod park;
 mod service;
@@ -56,6 +59,7 @@ mod tools;
 mod turn;
 mod usage;
 
+pub use memory::CONSOLIDATION_MARKER;
 pub use models::ModelClients;
 pub use service::Runs;
 pub use start::{DEFAULT_MAX_TURNS, MAX_MAX_TURNS};

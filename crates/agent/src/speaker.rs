@@ -5,7 +5,8 @@
 //!
 //! Rules:
 //! * the session's own agent keeps the session's overrides (`model`, `instructions`) and is
-//!   the one told about the boot's skills (they come from its `skills_source`);
+//!   the one told about the boot's skills (they come from its `skills_source`) and given the
+//!   memory summary the boot staged (its memory; a subagent has none of its own here);
 //! * another agent's client tools are its own plus the turn's (those the message declared),
 //!   so a caller's tools answer wherever the conversation is;
 //! * subagents are offered while the frame is less than [`MAX_DEPTH`] deep (handoffs and
@@ -67,6 +68,8 @@ pub(crate) struct Seat<'a> {
     /// The run's client tools (the session agent's merged with the message's).
     pub run_tools: &'a [ClientTool],
     pub skills: Option<&'a SessionSkills>,
+    /// The memory section the session's agent is given.
+    pub memory: Option<&'a str>,
     pub depth: usize,
     /// `Some(who handed over)` for the holder of the conversation after a handoff, `Some("")`
     /// for the session's own agent holding it, `None` for a subagent called as a tool (which
@@ -150,7 +153,8 @@ impl Runs {
             agent.spec.instructions.clone()
         };
         let skills = seat.skills.filter(|_| is_root);
-        let system = system_prompt(instructions, skills);
+        let memory = seat.memory.filter(|_| is_root);
+        let system = system_prompt(instructions, skills, memory);
         let client_tools = if is_root {
             seat.run_tools.to_vec()
         } else {
@@ -261,14 +265,19 @@ impl Runs {
     }
 }
 
-/// The instructions, then what the boot's skills add: a workspace tree's docs and the skills
-/// section (see `SessionSkills::prompt_section`).
-fn system_prompt(instructions: String, skills: Option<&SessionSkills>) -> String {
+/// The instructions, then what the boot's skills add (a workspace tree's docs and the skills
+/// section, see `SessionSkills::prompt_section`), then the memory section.
+fn system_prompt(
+    instructions: String,
+    skills: Option<&SessionSkills>,
+    memory: Option<&str>,
+) -> String {
     let mut parts = vec![instructions];
     if let Some(s) = skills {
         parts.extend(s.workspace_docs.clone());
         parts.extend(s.prompt_section());
     }
+    parts.extend(memory.map(str::to_owned));
     parts.retain(|p| !p.trim().is_empty());
     parts.join("\n\n")
 }

@@ -108,6 +108,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))
         .routes(routes!(agents::unarchive))
+        .routes(routes!(routes::memory::get, routes::memory::put))
         .routes(routes!(sessions::list, lifecycle::create))
         .routes(routes!(sessions::get, sessions::update, lifecycle::delete))
         .routes(routes!(lifecycle::start))

@@ -54,9 +54,11 @@ pub enum ReasoningEffort {
 /// What the agent may do inside its sandbox: `shell` (the `shell` tool), `filesystem`
 /// (`read_file`, `write_file`, `edit_file`, `list_files`) and `skills` (the skills of its
 /// `skills_source` announced in the system prompt, with `load_skill` for lazy sources; without
-/// it the source is staged at boot but not announced) run today; `compaction` and `memory` are
-/// kept in definitions but a session for an agent that asks for them is refused with 422. Null
-/// on the agent means the default set, `shell` and `filesystem`.
+/// it the source is staged at boot but not announced) and `memory` (the agent's memory store
+/// staged under `memories/`, its summary in the system prompt, what a session learnt merged
+/// back when it stops) run today; `compaction` is kept in definitions but a session for an
+/// agent that asks for it is refused with 422. Null on the agent means the default set,
+/// `shell` and `filesystem`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Capability {
@@ -510,7 +512,7 @@ impl AgentSpec {
 }
 
 impl AgentSpec {
-    /// What this agent asks for that sessions cannot run yet (memory, compaction), as a
+    /// What this agent asks for that sessions cannot run yet (compaction), as a
     /// sentence; `None` when everything is supported. Definitions keep
     /// these fields (they round-trip), but a session or turn that would silently ignore them
     /// is refused instead.
@@ -519,8 +521,10 @@ impl AgentSpec {
         for c in self.capabilities.iter().flatten() {
             match c {
                 Capability::Compaction => what.push("the 'compaction' capability"),
-                Capability::Memory => what.push("the 'memory' capability"),
-                Capability::Skills | Capability::Shell | Capability::Filesystem => {}
+                Capability::Memory
+                | Capability::Skills
+                | Capability::Shell
+                | Capability::Filesystem => {}
             }
         }
         (!what.is_empty()).then(|| {

@@ -12,6 +12,7 @@ pub mod git_source;
 pub mod identity;
 pub mod ids;
 pub mod manifest;
+pub mod memory;
 pub mod openapi;
 pub mod patch;
 pub mod secret;

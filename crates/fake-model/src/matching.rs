@@ -121,6 +121,10 @@ impl Conversation {
                 .as_deref()
                 .is_none_or(|n| self.messages.iter().any(|m| m.text.contains(n)))
             && when
+                .system_contains
+                .as_deref()
+                .is_none_or(|n| contains(self.messages.iter().find(|m| m.role == "system"), n))
+            && when
                 .model
                 .as_deref()
                 .is_none_or(|model| self.model == model)
@@ -129,10 +133,6 @@ impl Conversation {
                 .as_deref()
                 .is_none_or(|name| self.tools.iter().any(|t| t == name))
             && when.turn.is_none_or(|turn| self.turn() == turn)
-            && when
-                .system_contains
-                .as_deref()
-                .is_none_or(|n| contains(self.messages.iter().find(|m| m.role == "system"), n))
             && when
                 .lacks_tool
                 .as_deref()
@@ -192,5 +192,23 @@ mod tests {
         assert!(!c.matches(&all.clone().turn(0)));
         assert!(!c.matches(&all.clone().has_tool("python")));
         assert!(!c.matches(&all.model("m2")));
+    }
+
+    #[test]
+    fn system_contains_looks_at_the_first_system_message_only() {
+        let c = Conversation::parse(&json!({
+            "messages": [
+                {"role": "system", "content": "You consolidate memory."},
+                {"role": "user", "content": "the store"},
+                {"role": "system", "content": "a later note"}
+            ]
+        }))
+        .unwrap();
+        assert!(c.matches(&When::default().system_contains("consolidate")));
+        assert!(!c.matches(&When::default().system_contains("later note")));
+        assert!(!c.matches(&When::default().system_contains("the store")));
+        let none =
+            Conversation::parse(&json!({"messages": [{"role": "user", "content": "hi"}]})).unwrap();
+        assert!(!none.matches(&When::default().system_contains("hi")));
     }
 }

@@ -154,6 +154,10 @@ pub struct When {
     /// Some message (any role) contains this text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub any_message_contains: Option<String>,
+    /// The first `system` message contains this text (which agent, or which kind of call,
+    /// is speaking: its instructions are there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
     /// The request's `model` is exactly this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -163,10 +167,6 @@ pub struct When {
     /// The conversation already holds exactly this many assistant messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
-    /// The first `system` message contains this text: which agent is speaking, by its
-    /// instructions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_contains: Option<String>,
     /// No tool with this name was offered in `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lacks_tool: Option<String>,
@@ -358,6 +358,11 @@ impl When {
         self
     }
 
+    pub fn system_contains(mut self, text: impl Into<String>) -> Self {
+        self.system_contains = Some(text.into());
+        self
+    }
+
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
         self
@@ -370,11 +375,6 @@ impl When {
 
     pub fn turn(mut self, turn: u32) -> Self {
         self.turn = Some(turn);
-        self
-    }
-
-    pub fn system_contains(mut self, text: impl Into<String>) -> Self {
-        self.system_contains = Some(text.into());
         self
     }
 

@@ -267,6 +267,8 @@ impl App {
         sessions.spawn_workers();
         // Builds a previous process left `building` are taken over here, then by every sweep.
         self.state.environments.spawn_workers();
+        // Consolidations queued by stops of this or any process (and left by one that died).
+        self.state.runs.spawn_memory_worker();
         let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
         sessions.start_pool();
         dispatcher

@@ -9,6 +9,8 @@
 //!   reaper (`periodic.rs`) stops sandboxes nobody used for their TTL;
 //!   [`delete`](Sessions::delete) removes everything without leaks (`garbage.rs`, and
 //!   `projects.rs` for a whole project);
+//! * memory (`memory.rs`): the agent's store staged under `memories/` at every boot, and
+//!   read back at a stop to queue its consolidation;
 //! * while it runs: [`exec`](Sessions::exec), the files API (`files/`), snapshots
 //!   (`snapshots.rs`);
 //! * after a restart: the reconciler (`reconciler.rs`) adopts, stops or re-boots sessions and
@@ -42,6 +44,7 @@ pub mod files;
 mod garbage;
 mod hooks;
 mod lock;
+mod memory;
 mod mounts;
 mod periodic;
 mod pool;

@@ -2,7 +2,7 @@
 //! workspace it starts from (the archive of its last stop, the snapshot it forks, or its
 //! manifest staged by `sandbox-agents-workspace`, its `git_repo` entries checked out inside
 //! the sandbox by `checkout.rs`), its `s3_mount` entries staged from their buckets by the
-//! control plane (`mounts.rs`, at every boot: archives leave them out), the agent's skills (`skills.rs`), the extra CA certificates
+//! control plane (`mounts.rs`, at every boot: archives leave them out), the agent's skills (`skills.rs`) and memory (`memory.rs`), the extra CA certificates
 //! in its trust store (`trust.rs`), and the environment its commands run with.
 
 use crate::Sessions;
@@ -119,7 +119,11 @@ impl Sessions {
             // Whatever the workspace came from (archives and snapshots leave buckets out),
             // the mounts come from their buckets, laid over it.
             self.stage_mounts(s.id, &manifest, &sandbox.id).await?;
-            self.stage_skills(s, &agent, &sandbox.id, fresh, &env).await
+            let skills = self
+                .stage_skills(s, &agent, &sandbox.id, fresh, &env)
+                .await?;
+            self.stage_memory(s, &agent, &sandbox.id).await?;
+            Ok(skills)
         }
         .await;
         match filled {

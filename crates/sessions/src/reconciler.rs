@@ -63,7 +63,9 @@ impl Sessions {
             let _ = st.backend.remove(&c).await;
         }
         if self
-            .record_stopped(id, StoppedReason::Restart, archive.as_deref())
+            // No memory consolidation: the sandbox is gone or exited, and what its session
+            // learnt since its last stop is not read back from a dead one.
+            .record_stopped(id, StoppedReason::Restart, archive.as_deref(), None)
             .await?
             .is_some()
         {

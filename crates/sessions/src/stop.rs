@@ -1,5 +1,6 @@
 //! Stopping a session: the run in flight is cancelled first (through the run loop's hooks),
-//! writable `s3_mount` entries are written back to their buckets (`mounts.rs`), the workspace
+//! writable `s3_mount` entries are written back to their buckets (`mounts.rs`), what the
+//! session learnt is read back for its memory consolidation (`memory.rs`), the workspace
 //! is archived to the blob store without the mounted paths, the container removed, and `stopped` recorded
 //! with its event in one transaction. Also what other paths share with a stop: archiving a
 //! live workspace and recording a stop (the reconciler's `restart`).
@@ -12,6 +13,7 @@ use sandbox_agents_domain::session::{SessionStatus, StoppedReason};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::WORKDIR;
+use sandbox_agents_store::memory_consolidations::{self, NewConsolidation};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_store::{events, garbage};
 use serde_json::json;
@@ -108,11 +110,14 @@ impl Sessions {
             }
         }
         let mut archive = None;
+        let mut memory = None;
         if let Some(container) = &s.container_id {
             if s.status == SessionStatus::Running {
                 // Before anything is removed: a write-back that fails stops the stop, so the
                 // changes are still in the sandbox (an idle release is tried again later).
                 self.write_back_mounts(id, container).await?;
+                // What the session learnt, read while its sandbox runs; consolidated later.
+                memory = self.capture_memory(&s, container).await;
             }
             match self.archive_workspace(id, container).await {
                 Ok((key, size)) => {
@@ -128,7 +133,10 @@ impl Sessions {
             }
             st.backend.remove(container).await?;
         }
-        let Some(row) = self.record_stopped(id, reason, archive.as_deref()).await? else {
+        let Some(row) = self
+            .record_stopped(id, reason, archive.as_deref(), memory.as_ref())
+            .await?
+        else {
             return sessions::get_for_worker(&st.db, id)
                 .await?
                 .ok_or_else(|| ServiceError::NotFound(format!("session '{id}' not found")));
@@ -141,13 +149,15 @@ impl Sessions {
     }
 
     /// Records the stop: the row says `stopped` (with `reason`, and the new workspace archive
-    /// when there is one) in the transaction that writes `session.status_stopped`. `None`
-    /// when the session was not up (someone else stopped or deleted it).
+    /// when there is one) in the transaction that writes `session.status_stopped`, with the
+    /// memory consolidation the stop queues, if any. `None` when the session was not up
+    /// (someone else stopped or deleted it).
     pub(crate) async fn record_stopped(
         &self,
         id: SessionId,
         reason: StoppedReason,
         archive: Option<&str>,
+        memory: Option<&NewConsolidation>,
     ) -> Result<Option<SessionRecord>> {
         let mut tx = self.inner.db.begin().await?;
         if archive.is_some() {
@@ -157,6 +167,9 @@ impl Sessions {
         let Some(row) = sessions::mark_stopped(&mut tx, id, reason, archive).await? else {
             return Ok(None);
         };
+        if let Some(m) = memory {
+            memory_consolidations::enqueue(&mut *tx, m).await?;
+        }
         let payload = json!({"reason": reason.as_str()});
         events::append(
             &mut tx,

@@ -2,6 +2,7 @@
 //! connection inside the caller's transaction), so the caller decides what commits together.
 //! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
 
+pub mod agent_memories;
 pub mod agents;
 pub mod api_keys;
 pub mod bundles;
@@ -16,6 +17,7 @@ pub mod git_keys;
 pub mod hub;
 pub mod liveness;
 pub mod memberships;
+pub mod memory_consolidations;
 pub mod people;
 pub mod pool;
 pub mod projects;
@@ -25,6 +27,7 @@ pub mod sandbox_pool;
 pub mod sealed;
 pub mod secrets;
 pub mod session_locks;
+pub mod session_memories;
 pub mod sessions;
 pub mod snapshots;
 pub mod tool_calls;

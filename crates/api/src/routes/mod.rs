@@ -9,6 +9,7 @@ pub mod files;
 pub mod git_keys;
 pub mod identity;
 pub mod lifecycle;
+pub mod memory;
 pub mod models;
 pub mod ports;
 pub mod projects;

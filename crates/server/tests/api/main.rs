@@ -14,6 +14,7 @@ mod git_keys;
 mod internal_errors;
 mod isolation;
 mod key_rotation;
+mod memory;
 mod models;
 mod openapi;
 mod operators;

@@ -42,6 +42,8 @@ fn the_document_covers_every_route() {
         ("delete", "/api/agents/{ref}"),
         ("post", "/api/agents/{ref}/archive"),
         ("post", "/api/agents/{ref}/unarchive"),
+        ("get", "/api/agents/{ref}/memory"),
+        ("put", "/api/agents/{ref}/memory"),
         ("get", "/api/sessions"),
         ("get", "/api/sessions/{session_id}"),
         ("patch", "/api/sessions/{session_id}"),

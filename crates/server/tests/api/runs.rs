@@ -393,7 +393,7 @@ async fn a_session_created_with_a_prompt_runs_it_right_after_the_boot() {
 async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
     let app = spawn_app_with_model_proxy(&fake.root_url()).await;
-    for (slug, body) in [("memo", json!({"capabilities": ["shell", "memory"]}))] {
+    for (slug, body) in [("compact", json!({"capabilities": ["shell", "compaction"]}))] {
         app.create_agent(slug, body).await;
         let r = app
             .http

@@ -10,6 +10,7 @@ import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
 import { RelTime } from '../../lib/time';
 import { StatusBadge } from '../sessions/SessionsPage';
+import { AgentMemoryTab } from './AgentMemoryTab';
 import { agentBody, agentSnippets, formFromAgent } from './model';
 
 import { StartSessionModal } from '../sessions/StartSessionModal';
@@ -104,84 +105,95 @@ export default function AgentDetailPage() {
         <ErrorAlert error={action.error} />
       )}
       <StartSessionModal agent={a} opened={starting} onClose={() => setStarting(false)} />
-      <Stack>
-        <Card withBorder>
-          <SimpleGrid cols={{ base: 1, sm: 3 }}>
-            <Field label="Model">{a.model}</Field>
-            <Field label="Transport">{a.transport}</Field>
-            <Field label="Reasoning effort">{a.reasoning_effort ?? 'provider default'}</Field>
-            <Field label="Image">{a.image ?? 'server default'}</Field>
-            <Field label="Capabilities">{a.capabilities ? a.capabilities.join(', ') : 'default (shell, filesystem)'}</Field>
-            <Field label="Idle TTL">{a.idle_ttl_seconds == null ? 'server default' : a.idle_ttl_seconds === 0 ? 'never released' : `${a.idle_ttl_seconds}s`}</Field>
-            <Field label="Exposed ports">{a.exposed_ports.length ? a.exposed_ports.join(', ') : 'none'}</Field>
-            <Field label="Client tools">{a.client_tools.length ? a.client_tools.map((t) => t.name + (t.deferrable ? ' (deferrable)' : '')).join(', ') : 'none'}</Field>
-            <Field label="Secret bindings">{a.secret_bindings.length ? a.secret_bindings.map((b) => `${b.env} ← ${b.secret}`).join(', ') : 'none'}</Field>
-            <Field label="Subagents">{a.subagents.length ? a.subagents.map((s) => `${s.agent} (${s.mode ?? 'tool'})`).join(', ') : 'none'}</Field>
-            <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
-            <Field label="Environment">{a.environment_id ?? 'server default'}</Field>
-          </SimpleGrid>
-          {a.description && (
-            <Text mt="md" size="sm">
-              {a.description}
-            </Text>
-          )}
-        </Card>
-        <Card withBorder>
-          <Title order={4} mb="xs">
-            Instructions
-          </Title>
-          {a.instructions ? <CodeBlock code={a.instructions} maxHeight={260} /> : <Text c="dimmed" size="sm">None.</Text>}
-        </Card>
-        <Card withBorder>
-          <Title order={4} mb="xs">
-            Use from code
-          </Title>
-          <Tabs defaultValue="python">
-            <Tabs.List>
-              <Tabs.Tab value="python">Python</Tabs.Tab>
-              <Tabs.Tab value="curl">curl</Tabs.Tab>
-            </Tabs.List>
-            <Tabs.Panel value="python" pt="xs">
-              <CodeBlock code={snippets.python} />
-            </Tabs.Panel>
-            <Tabs.Panel value="curl" pt="xs">
-              <CodeBlock code={snippets.curl} />
-            </Tabs.Panel>
-          </Tabs>
-        </Card>
-        <Card withBorder>
-          <Group justify="space-between" mb="xs">
-            <Title order={4}>Recent sessions</Title>
-            <Anchor component={Link} to={`/sessions?agent=${a.slug}`} size="sm">
-              All sessions of this agent
-            </Anchor>
-          </Group>
-          <ErrorAlert error={sessions.error} />
-          {sessions.data && sessions.data.items.length === 0 ? (
-            <EmptyState title="No sessions yet">Start one to talk to this agent in its own sandbox.</EmptyState>
-          ) : (
-            <Table>
-              <Table.Tbody>
-                {(sessions.data?.items ?? []).map((s) => (
-                  <Table.Tr key={s.id}>
-                    <Table.Td>
-                      <Anchor component={Link} to={`/sessions/${s.id}`}>
-                        {s.title || s.id.slice(0, 8)}
-                      </Anchor>
-                    </Table.Td>
-                    <Table.Td>
-                      <StatusBadge session={s} />
-                    </Table.Td>
-                    <Table.Td>
-                      <RelTime value={s.created_at} size="sm" />
-                    </Table.Td>
-                  </Table.Tr>
-                ))}
-              </Table.Tbody>
-            </Table>
-          )}
-        </Card>
-      </Stack>
+      <Tabs defaultValue="overview" keepMounted={false}>
+        <Tabs.List mb="md">
+          <Tabs.Tab value="overview">Overview</Tabs.Tab>
+          <Tabs.Tab value="memory">Memory</Tabs.Tab>
+        </Tabs.List>
+        <Tabs.Panel value="memory">
+          <AgentMemoryTab agent={a} />
+        </Tabs.Panel>
+        <Tabs.Panel value="overview">
+          <Stack>
+            <Card withBorder>
+              <SimpleGrid cols={{ base: 1, sm: 3 }}>
+                <Field label="Model">{a.model}</Field>
+                <Field label="Transport">{a.transport}</Field>
+                <Field label="Reasoning effort">{a.reasoning_effort ?? 'provider default'}</Field>
+                <Field label="Image">{a.image ?? 'server default'}</Field>
+                <Field label="Capabilities">{a.capabilities ? a.capabilities.join(', ') : 'default (shell, filesystem)'}</Field>
+                <Field label="Idle TTL">{a.idle_ttl_seconds == null ? 'server default' : a.idle_ttl_seconds === 0 ? 'never released' : `${a.idle_ttl_seconds}s`}</Field>
+                <Field label="Exposed ports">{a.exposed_ports.length ? a.exposed_ports.join(', ') : 'none'}</Field>
+                <Field label="Client tools">{a.client_tools.length ? a.client_tools.map((t) => t.name + (t.deferrable ? ' (deferrable)' : '')).join(', ') : 'none'}</Field>
+                <Field label="Secret bindings">{a.secret_bindings.length ? a.secret_bindings.map((b) => `${b.env} ← ${b.secret}`).join(', ') : 'none'}</Field>
+                <Field label="Subagents">{a.subagents.length ? a.subagents.map((s) => `${s.agent} (${s.mode ?? 'tool'})`).join(', ') : 'none'}</Field>
+                <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
+                <Field label="Environment">{a.environment_id ?? 'server default'}</Field>
+              </SimpleGrid>
+              {a.description && (
+                <Text mt="md" size="sm">
+                  {a.description}
+                </Text>
+              )}
+            </Card>
+            <Card withBorder>
+              <Title order={4} mb="xs">
+                Instructions
+              </Title>
+              {a.instructions ? <CodeBlock code={a.instructions} maxHeight={260} /> : <Text c="dimmed" size="sm">None.</Text>}
+            </Card>
+            <Card withBorder>
+              <Title order={4} mb="xs">
+                Use from code
+              </Title>
+              <Tabs defaultValue="python">
+                <Tabs.List>
+                  <Tabs.Tab value="python">Python</Tabs.Tab>
+                  <Tabs.Tab value="curl">curl</Tabs.Tab>
+                </Tabs.List>
+                <Tabs.Panel value="python" pt="xs">
+                  <CodeBlock code={snippets.python} />
+                </Tabs.Panel>
+                <Tabs.Panel value="curl" pt="xs">
+                  <CodeBlock code={snippets.curl} />
+                </Tabs.Panel>
+              </Tabs>
+            </Card>
+            <Card withBorder>
+              <Group justify="space-between" mb="xs">
+                <Title order={4}>Recent sessions</Title>
+                <Anchor component={Link} to={`/sessions?agent=${a.slug}`} size="sm">
+                  All sessions of this agent
+                </Anchor>
+              </Group>
+              <ErrorAlert error={sessions.error} />
+              {sessions.data && sessions.data.items.length === 0 ? (
+                <EmptyState title="No sessions yet">Start one to talk to this agent in its own sandbox.</EmptyState>
+              ) : (
+                <Table>
+                  <Table.Tbody>
+                    {(sessions.data?.items ?? []).map((s) => (
+                      <Table.Tr key={s.id}>
+                        <Table.Td>
+                          <Anchor component={Link} to={`/sessions/${s.id}`}>
+                            {s.title || s.id.slice(0, 8)}
+                          </Anchor>
+                        </Table.Td>
+                        <Table.Td>
+                          <StatusBadge session={s} />
+                        </Table.Td>
+                        <Table.Td>
+                          <RelTime value={s.created_at} size="sm" />
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              )}
+            </Card>
+          </Stack>
+        </Tabs.Panel>
+      </Tabs>
     </>
   );
 }

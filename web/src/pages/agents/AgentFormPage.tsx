@@ -216,7 +216,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             </SimpleGrid>
             <Checkbox label="Default capabilities (shell and filesystem)" checked={values.defaultCapabilities} onChange={(e) => set('defaultCapabilities', e.currentTarget.checked)} />
             {!values.defaultCapabilities && (
-              <MultiSelect label="Capabilities" description="skills announces the skills source's skills to the model (with load_skill for lazy sources); compaction and memory are kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
+              <MultiSelect label="Capabilities" description="skills announces the skills source's skills to the model (with load_skill for lazy sources); memory gives sessions the agent's memory (the Memory tab) under memories/ and merges what they learn when they stop; compaction is kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
             )}
           </Stack>
         </Tabs.Panel>
