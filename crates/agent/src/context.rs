@@ -3,10 +3,11 @@
 //! capabilities and the turn's client tools offer, and, for a parked run that continues,
 //! its turn so far with the answers it waited for, and what the session's skills add (their
 //! section of the system prompt, `load_skill`); and what the turn accumulates from there
-//! ([`Turn`]). Memory and compaction change what goes
-//! in here.
+//! ([`Turn`]). The session's last compaction replaces the history it covers
+//! (`compaction.rs`); memory changes what goes in here.
 
 use crate::client_tools;
+use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::park::Progress;
 use crate::stop::Stop;
@@ -45,6 +46,8 @@ pub(crate) struct Context {
     pub max: i64,
     /// A parked run that continues here (its steps so far are in `turn`).
     pub resumed: bool,
+    /// Which part of `messages` stands for the conversation, once compacted.
+    pub compaction: Compaction,
 }
 
 impl Runs {
@@ -115,6 +118,9 @@ impl Runs {
             messages.extend(turn.added.iter().cloned());
             resumed = true;
         }
+        let compaction = self
+            .resume_compaction(id, agent.spec.capabilities.as_deref(), &mut messages)
+            .await?;
         let reasoning_effort = agent
             .spec
             .reasoning_effort
@@ -128,6 +134,7 @@ impl Runs {
             reasoning_effort,
             max,
             resumed,
+            compaction,
         })
     }
 }

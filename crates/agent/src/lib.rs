@@ -6,6 +6,8 @@
 //!   builds the turn's context (`context.rs`), then takes model steps (`step.rs`) and runs
 //!   their tool calls (`tool_round.rs`) until the model answers without tool calls, the
 //!   turn limit, a failure, a cancel or a park (`stop.rs`);
+//! * compaction of what the model sees when it nears the model's input window
+//!   (`compaction.rs`), before each model call;
 //! * the tools: sandbox tools (`tools.rs`, run through the lifecycle's `exec` and files API)
 //!   and client tools (`client_tools.rs`), whose deferrable calls park the run
 //!   (`park.rs`);
@@ -30,6 +32,7 @@
 
 mod cancel;
 mod client_tools;
+mod compaction;
 mod context;
 pub mod definitions;
 mod drive;

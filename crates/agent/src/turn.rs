@@ -45,6 +45,18 @@ impl Runs {
         }
         for step in (i64::from(turn.steps) + 1)..=ctx.max {
             self.check_cancelled(run, token).await?;
+            self.compact_if_needed(
+                id,
+                run,
+                &turn.model,
+                &ctx.client,
+                &ctx.specs,
+                &mut ctx.messages,
+                &mut ctx.compaction,
+                &mut turn.usage,
+                token,
+            )
+            .await?;
             let mut req =
                 ChatRequest::new(turn.model.clone(), ctx.messages.clone()).tools(ctx.specs.clone());
             req.reasoning_effort = ctx.reasoning_effort.clone();
@@ -52,6 +64,8 @@ impl Runs {
                 c = self.model_step(&ctx.client, req, id, run) => c?,
                 _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
             };
+            ctx.compaction
+                .observe(&completion.usage, ctx.messages.len());
             turn.steps += 1;
             turn.usage += completion.usage;
             let kinds: Vec<Kind> = completion

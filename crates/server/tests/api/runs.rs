@@ -422,7 +422,7 @@ async fn agents_with_features_sessions_cannot_run_yet_are_refused_not_ignored() 
     let r = app
         .http
         .patch(app.url("/api/agents/plain"))
-        .json(&json!({"version": 1, "capabilities": ["compaction"]}))
+        .json(&json!({"version": 1, "capabilities": ["memory"]}))
         .send()
         .await
         .unwrap();
