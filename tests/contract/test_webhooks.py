@@ -73,10 +73,10 @@ def receiver():
     r.close()
 
 
-def test_the_catalogue_is_the_fourteen_stored_types(client):
+def test_the_catalogue_is_the_fifteen_stored_types(client):
     types = client.webhooks.event_types()
     names = {t.type for t in types}
-    assert len(types) == 14 and "session.status_idle" in names
+    assert len(types) == 15 and "session.status_idle" in names and "agent.compaction" in names
     assert "agent.text_delta" not in names and "stream_gap" not in names
     assert all(t.group in ("session", "user", "agent") and t.description for t in types)
 

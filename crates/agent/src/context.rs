@@ -4,9 +4,11 @@
 //! the boot's skills and the memory summary it staged), over the stored conversation and
 //! the prompt; a parked run that continues gets its turn so far with the answers it waited
 //! for, and the subagent calls that parked with it. And what the turn accumulates from there
-//! ([`Turn`]). Compaction changes what goes in here.
+//! ([`Turn`]). The session's last compaction replaces the history it covers
+//! (`compaction.rs`).
 
 use crate::client_tools;
+use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::park::Progress;
@@ -121,6 +123,12 @@ impl Runs {
             nested = p.nested;
             resumed = true;
         }
+        // The session's last compaction, applied to the holder's view of the conversation.
+        let mut view = speaker.view(&messages);
+        let compaction = self
+            .resume_compaction(id, speaker.capabilities.as_deref(), &mut view)
+            .await?;
+        let messages = speaker.strip_system(view);
         let frame = Frame {
             speaker,
             messages,
@@ -128,6 +136,7 @@ impl Runs {
             max: i64::from(record.max_turns),
             tag: None,
             holder,
+            compaction,
         };
         Ok(Context {
             cast,

@@ -12,6 +12,7 @@
 //! * a nested frame never ends the run: its end becomes its caller's tool result, and only a
 //!   cancel, a stop or a run finished elsewhere goes through it.
 
+use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::speaker::{Seat, Speaker};
 use crate::stop::Stop;
@@ -20,7 +21,7 @@ use sandbox_agents_domain::agent::AgentRecord;
 use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::{ClientTool, SubagentMode};
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
-use sandbox_agents_model::{ChatRequest, Message};
+use sandbox_agents_model::{ChatRequest, Message, Usage};
 use sandbox_agents_store::sessions::{Holder, SessionRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -98,6 +99,8 @@ pub(crate) struct Frame {
     pub tag: Option<SubTag>,
     /// The run's frame: who holds the conversation (handoffs change it).
     pub holder: Holder,
+    /// What the model's view of `messages` stands for, once compacted (`compaction.rs`).
+    pub compaction: Compaction,
 }
 
 /// A nested frame parked on deferrable calls (inside it, or further down), saved with the
@@ -169,13 +172,34 @@ impl Runs {
         while frame.steps < frame.max {
             self.check_cancelled(run, token).await?;
             let sp = &frame.speaker;
-            let mut req = ChatRequest::new(sp.model.clone(), sp.view(&frame.messages))
-                .tools(sp.specs.clone());
+            // Compaction works on the model's view (the system prompt included), which
+            // becomes the frame's messages again.
+            let mut view = sp.view(&frame.messages);
+            let mut summarising = Usage::default();
+            self.compact_if_needed(
+                id,
+                run,
+                &sp.model,
+                &sp.client,
+                &sp.specs,
+                &mut view,
+                &mut frame.compaction,
+                &mut summarising,
+                token,
+            )
+            .await?;
+            if summarising.requests > 0 {
+                turn.ledger.add(&sp.model, &sp.slug, summarising);
+            }
+            let seen = view.len();
+            frame.messages = sp.strip_system(view.clone());
+            let mut req = ChatRequest::new(sp.model.clone(), view).tools(sp.specs.clone());
             req.reasoning_effort = sp.reasoning_effort.clone();
             let completion = tokio::select! {
                 c = self.model_step(&sp.client, req, id, run, frame.tag.as_ref()) => c?,
                 _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
             };
+            frame.compaction.observe(&completion.usage, seen);
             frame.steps += 1;
             if frame.tag.is_none() {
                 turn.steps += 1;
@@ -260,6 +284,9 @@ impl Runs {
             }
             if let Some((holder, speaker)) = next {
                 frame.holder = holder;
+                frame
+                    .compaction
+                    .reseat(speaker.capabilities.as_deref(), speaker.has_system());
                 frame.speaker = speaker;
             }
             if !round.deferrable.is_empty() || !round.nested.is_empty() {

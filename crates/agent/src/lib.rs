@@ -9,6 +9,8 @@
 //! * who speaks (`speaker.rs`): the conversation's holder (the session's agent, or the one a
 //!   handoff gave it to), or a subagent called as a tool in a nested frame (`subagents.rs`),
 //!   each with its own instructions, model and tools, in the same sandbox;
+//! * compaction of what the model sees when it nears the model's input window
+//!   (`compaction.rs`), before each model call of any frame;
 //! * the tools: sandbox tools (`tools.rs`, run through the lifecycle's `exec` and files API)
 //!   and client tools (`client_tools.rs`), whose deferrable calls park the run
 //!   (`park.rs`);
@@ -37,6 +39,7 @@
 
 mod cancel;
 mod client_tools;
+mod compaction;
 mod context;
 pub mod definitions;
 mod drive;

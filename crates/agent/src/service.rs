@@ -28,6 +28,8 @@ pub(crate) struct Inner {
     pub hub: std::sync::OnceLock<EventHub>,
     /// This process's liveness key (see `liveness.rs`), taken on first use.
     pub liveness: tokio::sync::OnceCell<i32>,
+    /// The models' input windows, from the proxies' catalogues (`compaction.rs`).
+    pub windows: crate::compaction::Windows,
 }
 
 impl Runs {
@@ -43,6 +45,7 @@ impl Runs {
                 runs: Default::default(),
                 hub: Default::default(),
                 liveness: Default::default(),
+                windows: Default::default(),
             }),
         }
     }

@@ -19,7 +19,7 @@ use crate::finish::Outcome;
 use crate::stop::Stop;
 use crate::tools;
 use crate::Runs;
-use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
+use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::{ClientTool, SubagentMode};
 use sandbox_agents_domain::ProjectId;
@@ -58,6 +58,8 @@ pub(crate) struct Speaker {
     pub specs: Vec<ToolSpec>,
     /// How deep below the session's agent this frame is.
     pub depth: usize,
+    /// The agent's capabilities (null: the default set), for compaction.
+    pub capabilities: Option<Vec<Capability>>,
 }
 
 /// Where a speaker speaks.
@@ -81,11 +83,24 @@ impl Speaker {
     /// The model's view: the system prompt, then `messages`.
     pub fn view(&self, messages: &[Message]) -> Vec<Message> {
         let mut out = Vec::with_capacity(messages.len() + 1);
-        if !self.system.trim().is_empty() {
+        if self.has_system() {
             out.push(Message::system(self.system.clone()));
         }
         out.extend(messages.iter().cloned());
         out
+    }
+
+    /// Whether [`Speaker::view`] starts with a system prompt.
+    pub fn has_system(&self) -> bool {
+        !self.system.trim().is_empty()
+    }
+
+    /// `messages` from a view, without its system prompt.
+    pub fn strip_system(&self, mut view: Vec<Message>) -> Vec<Message> {
+        if self.has_system() && !view.is_empty() {
+            view.remove(0);
+        }
+        view
     }
 
     pub fn client_tool(&self, name: &str) -> Option<&ClientTool> {
@@ -261,6 +276,7 @@ impl Runs {
             delegates,
             specs,
             depth: seat.depth,
+            capabilities: agent.spec.capabilities.clone(),
         })
     }
 }

@@ -58,9 +58,6 @@ impl Runs {
             &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id),
         )
         .await?;
-        if let Some(reason) = agent.spec.unsupported() {
-            return Err(ServiceError::field(&[], reason, Value::Null));
-        }
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
         let worker = self.worker_key().await?;
         let run_id = RunId::new();

@@ -12,10 +12,11 @@
 //!   are answered; its answer then goes to the frame above as if it had never stopped.
 
 use crate::client_tools;
+use crate::compaction::Compaction;
 use crate::context::Turn;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, FrameEnd, ParkedFrame, SubTag};
-use crate::speaker::Delegate;
+use crate::speaker::{Delegate, Speaker};
 use crate::stop::Stop;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -23,7 +24,7 @@ use sandbox_agents_model::{Message, ToolCall};
 use sandbox_agents_store::sessions::Holder;
 use sandbox_agents_store::tool_calls;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
@@ -75,16 +76,20 @@ impl Runs {
                 )));
             };
             tracing::info!(run.id = %cast.run, subagent = %d.agent, call_id = %c.id, "subagent called");
+            let tag = SubTag {
+                agent: d.agent.clone(),
+                call_id: c.id.clone(),
+            };
+            let messages = vec![Message::user(input)];
+            let compaction = nested_compaction(&speaker, &messages, &tag);
             let mut frame = Frame {
                 speaker,
-                messages: vec![Message::user(input)],
+                messages,
                 steps: 0,
                 max: SUBAGENT_MAX_TURNS,
-                tag: Some(SubTag {
-                    agent: d.agent.clone(),
-                    call_id: c.id.clone(),
-                }),
+                tag: Some(tag),
                 holder: Holder::default(),
+                compaction,
             };
             let end = self.frame_loop(cast, &mut frame, turn, token).await;
             settle(end, frame, &d.name)
@@ -108,6 +113,7 @@ impl Runs {
                     p.agent
                 )));
             };
+            let compaction = nested_compaction(&speaker, &p.messages, &p.tag);
             let mut frame = Frame {
                 speaker,
                 messages: p.messages,
@@ -115,6 +121,7 @@ impl Runs {
                 max: p.max,
                 tag: Some(p.tag),
                 holder: Holder::default(),
+                compaction,
             };
             for c in tool_calls::by_ids(&self.inner.db, &p.awaiting).await? {
                 frame.messages.push(client_tools::answer(&c));
@@ -166,6 +173,16 @@ impl Runs {
         }
         Ok(still)
     }
+}
+
+/// The compaction bookkeeping of a subagent's own conversation: never a session's starting
+/// point, and its `agent.compaction` events marked like the frame's others.
+fn nested_compaction(speaker: &Speaker, messages: &[Message], tag: &SubTag) -> Compaction {
+    let mut c = Compaction::nested(speaker.capabilities.as_deref(), &speaker.view(messages));
+    if let Value::Object(m) = SubTag::mark(Some(tag), json!({})) {
+        c.extra = m;
+    }
+    c
 }
 
 /// A nested frame's end, as its caller sees it.

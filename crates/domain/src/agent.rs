@@ -52,13 +52,14 @@ pub enum ReasoningEffort {
 }
 
 /// What the agent may do inside its sandbox: `shell` (the `shell` tool), `filesystem`
-/// (`read_file`, `write_file`, `edit_file`, `list_files`) and `skills` (the skills of its
+/// (`read_file`, `write_file`, `edit_file`, `list_files`), `skills` (the skills of its
 /// `skills_source` announced in the system prompt, with `load_skill` for lazy sources; without
-/// it the source is staged at boot but not announced) and `memory` (the agent's memory store
+/// it the source is staged at boot but not announced), `memory` (the agent's memory store
 /// staged under `memories/`, its summary in the system prompt, what a session learnt merged
-/// back when it stops) run today; `compaction` is kept in definitions but a session for an
-/// agent that asks for it is refused with 422. Null on the agent means the default set,
-/// `shell` and `filesystem`.
+/// back when it stops) and `compaction` (when the conversation nears the model's input window
+/// it is summarised, and the model sees the summary and the most recent user messages instead
+/// of the older history; without it a run over the window fails saying so). Null on the
+/// agent means the default set, `shell`, `filesystem` and `compaction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Capability {
@@ -144,8 +145,8 @@ pub struct AgentCreate {
         pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
     )]
     pub image: Option<String>,
-    /// What the agent may do in its sandbox; null: the default set (`shell`, `filesystem`).
-    /// Duplicates are dropped.
+    /// What the agent may do in its sandbox; null: the default set (`shell`, `filesystem`,
+    /// `compaction`). Duplicates are dropped.
     #[serde(default)]
     pub capabilities: Option<Vec<Capability>>,
     /// Where the agent's skills come from; null: none. Staged into every boot of its
@@ -511,31 +512,6 @@ impl AgentSpec {
     }
 }
 
-impl AgentSpec {
-    /// What this agent asks for that sessions cannot run yet (compaction), as a
-    /// sentence; `None` when everything is supported. Definitions keep
-    /// these fields (they round-trip), but a session or turn that would silently ignore them
-    /// is refused instead.
-    pub fn unsupported(&self) -> Option<String> {
-        let mut what = Vec::new();
-        for c in self.capabilities.iter().flatten() {
-            match c {
-                Capability::Compaction => what.push("the 'compaction' capability"),
-                Capability::Memory
-                | Capability::Skills
-                | Capability::Shell
-                | Capability::Filesystem => {}
-            }
-        }
-        (!what.is_empty()).then(|| {
-            format!(
-                "this server does not run {} yet; remove them from the agent to use it in a session",
-                what.join(", ")
-            )
-        })
-    }
-}
-
 /// An agent as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentRecord {
@@ -604,7 +580,7 @@ pub struct Agent {
     pub reasoning_effort: Option<ReasoningEffort>,
     /// The container image sessions boot from; null: the server's default image.
     pub image: Option<String>,
-    /// Null: the default set (`shell`, `filesystem`).
+    /// Null: the default set (`shell`, `filesystem`, `compaction`).
     pub capabilities: Option<Vec<Capability>>,
     /// Null: no skills.
     pub skills_source: Option<SkillsSource>,

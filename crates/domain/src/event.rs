@@ -25,11 +25,12 @@ pub enum EventType {
     AgentClientToolCall,
     AgentClientToolResult,
     AgentHandoff,
+    AgentCompaction,
     StreamGap,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 16] = [
+    pub const ALL: [EventType; 17] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -45,6 +46,7 @@ impl EventType {
         Self::AgentClientToolCall,
         Self::AgentClientToolResult,
         Self::AgentHandoff,
+        Self::AgentCompaction,
         Self::StreamGap,
     ];
 
@@ -65,6 +67,7 @@ impl EventType {
             Self::AgentClientToolCall => "agent.client_tool_call",
             Self::AgentClientToolResult => "agent.client_tool_result",
             Self::AgentHandoff => "agent.handoff",
+            Self::AgentCompaction => "agent.compaction",
             Self::StreamGap => "stream_gap",
         }
     }
@@ -113,6 +116,9 @@ impl EventType {
             Self::AgentClientToolCall => "The model called a tool the caller runs.",
             Self::AgentClientToolResult => "The answer the model received for a client tool call.",
             Self::AgentHandoff => "The conversation changed hands between agents.",
+            Self::AgentCompaction => {
+                "The conversation the model sees was compacted into a summary (the log keeps it whole); carries the token counts before and after."
+            }
             Self::StreamGap => "The reader fell behind; re-read the log.",
         }
     }
@@ -205,7 +211,8 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            14
+            15
         );
+        assert_eq!(EventType::AgentCompaction.group(), "agent");
     }
 }

@@ -136,7 +136,7 @@ pub struct SessionPatch {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionCreate {
     /// The agent's id or slug. An unknown agent is a 404, an archived one a 409, and one that
-    /// asks for what sessions cannot run yet (memory, compaction) a 422.
+    /// asks for what sessions cannot run yet a 422.
     pub agent_id: String,
     /// A title for people. Default `""`.
     #[serde(default)]

@@ -60,6 +60,7 @@ impl ServiceSettings {
             sessions: SessionSettings {
                 default_image: config.image.clone(),
                 default_model: config.default_model.clone(),
+                default_max_input_tokens: config.default_max_input_tokens,
                 limits: Limits {
                     cpus: config.sandbox_cpus,
                     memory_bytes: config.sandbox_memory_mb * 1024 * 1024,

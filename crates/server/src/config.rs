@@ -74,6 +74,18 @@ pub struct Config {
     )]
     pub default_model: String,
 
+    /// The input window, in tokens, of a model the catalogue gives no `max_input_tokens` for
+    /// (OpenAI directly, or a proxy that does not say): runs compact their conversation at
+    /// 90% of it.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_DEFAULT_MAX_INPUT_TOKENS",
+        default_value_t = 128_000,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub default_max_input_tokens: u64,
+
     /// Most database connections this process opens.
     #[arg(
         long,

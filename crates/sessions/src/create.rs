@@ -187,14 +187,6 @@ fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
             );
         }
     }
-    if let Some(reason) = agent.spec.unsupported() {
-        v.push(
-            "value_error",
-            &["agent_id"],
-            reason,
-            Value::from(body.agent_id.as_str()),
-        );
-    }
     if agent.spec.workspace_source.is_some() && agent.spec.skills_source.is_none() {
         v.push(
             "value_error",

@@ -20,6 +20,9 @@ pub struct SessionSettings {
     pub default_image: String,
     /// The model a session uses when neither it nor its agent names one.
     pub default_model: String,
+    /// The input window (tokens) runs compact against when the model catalogue gives none
+    /// for the model.
+    pub default_max_input_tokens: u64,
     pub limits: Limits,
     /// How long a running, idle sandbox may sit unused when its agent does not say (0 = never).
     pub idle_ttl: Duration,

@@ -373,6 +373,26 @@ pub async fn boot_marks(
     Ok(rows.into_iter().map(|r| (r.kind, r.created_at)).collect())
 }
 
+/// The payload of the session's latest `agent.compaction` of its own conversation (one that
+/// says `messages_covered`; a subagent's compacts a conversation that is not stored), if
+/// any: the next turn's view starts from its summary. The newest is found by walking the
+/// session's log backwards on `events_session_seq_idx`.
+pub async fn last_compaction(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Option<Map<String, Value>>> {
+    let payload = sqlx::query_scalar!(
+        r#"select payload as "payload: Json<Map<String, Value>>" from events
+         where session_id = $1 and type = 'agent.compaction' and payload ? 'messages_covered'
+         order by seq desc
+         limit 1"#,
+        session.0,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(payload.map(|p| p.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,6 +123,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         data_dir,
         database_url: None,
         default_model: DEFAULT_MODEL.into(),
+        default_max_input_tokens: 128_000,
         db_max_connections: 32,
         backend: "docker".into(),
         image: test_image(),

@@ -20,6 +20,7 @@ export const PAYLOAD_KEYS: Record<string, string[]> = {
   'agent.client_tool_call': ['tool', 'call_id', 'arguments (JSON string)', 'deferrable'],
   'agent.client_tool_result': ['call_id', 'tool', 'output', 'is_error', 'timed_out'],
   'agent.handoff': ['from', 'to'],
+  'agent.compaction': ['tokens_before', 'tokens_after', 'window', 'summary_chars', 'summary', 'messages_covered', 'subagent'],
 };
 
 export default function DevelopersPage() {

@@ -36,6 +36,18 @@ describe('buildTranscript', () => {
     expect((items[0] as ToolItem).children.map((c) => c.kind)).toEqual(['streaming']);
   });
 
+  it('shows a compaction as its own row with the sizes, in the Markdown too', () => {
+    const events = [
+      ev(1, 'user.message', { text: 'go' }),
+      ev(2, 'agent.compaction', { tokens_before: 115200, tokens_after: 2300, window: 128000, summary: 'did a, b' }),
+      ev(3, 'agent.message', { text: 'done' }),
+    ];
+    const items = buildTranscript(events);
+    expect(items.map((i) => i.kind)).toEqual(['user', 'compaction', 'agent']);
+    expect(items[1]).toMatchObject({ before: 115200, after: 2300 });
+    expect(transcriptMarkdown('T', events)).toContain('_Conversation compacted (115,200 → 2,300 tokens)_');
+  });
+
   it('exports Markdown', () => {
     const md = transcriptMarkdown('T', [ev(1, 'user.message', { text: 'hi' }), ev(2, 'agent.message', { text: 'hello' })]);
     expect(md).toContain('# T');

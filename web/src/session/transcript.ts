@@ -1,5 +1,5 @@
 // Turns the event log into what the transcript shows: messages, tool calls with their results
-// (client tools too), thinking, handoffs, status lines and each run's end, with a subagent's
+// (client tools too), thinking, handoffs, compactions, status lines and each run's end, with a subagent's
 // steps nested under the call that invoked it (`payload.subagent.call_id`), and the text being
 // streamed right now where it belongs.
 import type { SessionEvent } from '../api/client';
@@ -26,11 +26,19 @@ export type Item =
   | { kind: 'thinking'; id: string; seq: number; event: SessionEvent; subagent: SubagentRef | null }
   | ToolItem
   | { kind: 'handoff'; id: string; seq: number; event: SessionEvent; from: string; to: string }
+  | { kind: 'compaction'; id: string; seq: number; event: SessionEvent; before: number | null; after: number | null }
   | { kind: 'status'; id: string; seq: number; event: SessionEvent }
   | { kind: 'terminal'; id: string; seq: number; event: SessionEvent }
   | { kind: 'streaming'; id: string; text: string; subagent: SubagentRef | null; runId: string | null };
 
 const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
+const num = (v: unknown) => (typeof v === 'number' ? v : null);
+
+/** "12,345 → 2,345 tokens", or just "tokens" parts that are known. */
+export function compactionSizes(before: number | null, after: number | null): string {
+  const f = (n: number | null) => (n == null ? '?' : n.toLocaleString('en-US'));
+  return `${f(before)} → ${f(after)} tokens`;
+}
 
 export function parseArguments(raw: unknown): unknown {
   if (typeof raw !== 'string') return raw ?? {};
@@ -102,6 +110,9 @@ export function buildTranscript(events: SessionEvent[], streaming: StreamingText
       case 'agent.handoff':
         top.push({ kind: 'handoff', id, seq, event: e, from: str(p.from), to: str(p.to) });
         break;
+      case 'agent.compaction':
+        place({ kind: 'compaction', id, seq, event: e, before: num(p.tokens_before), after: num(p.tokens_after) }, sub);
+        break;
       case 'session.status_idle':
       case 'session.status_error':
         top.push({ kind: 'terminal', id, seq, event: e });
@@ -144,6 +155,9 @@ export function transcriptMarkdown(title: string, events: SessionEvent[]): strin
         }
         case 'handoff':
           out.push(`${q}_Handoff: ${it.from} → ${it.to}_`, '');
+          break;
+        case 'compaction':
+          out.push(`${q}_Conversation compacted (${compactionSizes(it.before, it.after)})_`, '');
           break;
         case 'terminal':
           out.push(`${q}_${it.event.type}: ${str(p.stop_reason) || str(p.run_status)}${p.error ? ` — ${str(p.error)}` : ''}_`, '');

@@ -18,6 +18,7 @@ impl fmt::Debug for Config {
                 &self.database_url.as_deref().map(redact_url),
             )
             .field("default_model", &self.default_model)
+            .field("default_max_input_tokens", &self.default_max_input_tokens)
             .field("db_max_connections", &self.db_max_connections)
             .field("log_format", &self.log_format)
             .field("backend", &self.backend)

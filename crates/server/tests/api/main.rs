@@ -3,6 +3,7 @@
 mod agents;
 mod auth;
 mod client_tools;
+mod compaction;
 mod conventions;
 mod environments;
 mod event_log;

@@ -1,5 +1,5 @@
 import { Alert, Badge, Box, Button, Checkbox, Code, Group, Paper, Stack, Text, Textarea, UnstyledButton } from '@mantine/core';
-import { IconArrowsExchange, IconBrain, IconChevronDown, IconChevronRight, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
+import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
 import { useMutation } from '@tanstack/react-query';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react';
@@ -7,7 +7,7 @@ import { api, unwrap, type ClientToolCall } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
 import type { EventLogState } from '../../session/eventLog';
-import { buildTranscript, parseArguments as parseArgs, type Item, type ToolItem } from '../../session/transcript';
+import { buildTranscript, compactionSizes, parseArguments as parseArgs, type Item, type ToolItem } from '../../session/transcript';
 
 type Ctx = {
   expanded: Set<string>;
@@ -219,6 +219,27 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
             the next prompt goes to {item.to}
           </Text>
         </Group>
+      );
+    case 'compaction':
+      return (
+        <Box data-testid="compaction">
+          <Collapsible
+            id={item.id}
+            ctx={ctx}
+            header={
+              <Group gap={6}>
+                <IconArrowsMinimize size={14} />
+                <Text size="xs" c="dimmed">
+                  Conversation compacted ({compactionSizes(item.before, item.after)}): the model now sees a summary of the earlier turns, the log keeps them all
+                </Text>
+              </Group>
+            }
+          >
+            <Text size="sm" c="dimmed" style={{ whiteSpace: 'pre-wrap' }}>
+              {text(p.summary) || 'The summary is not part of this event.'}
+            </Text>
+          </Collapsible>
+        </Box>
       );
     case 'terminal': {
       const error = item.event.type === 'session.status_error';
