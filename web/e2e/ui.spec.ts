@@ -56,7 +56,7 @@ test.beforeAll(async () => {
     // Subagents: the lead (offered the researcher as a tool) calls it, or hands over to the closer.
     { when: { system_contains: 'You are the e2e researcher.' }, reply: { text: 'Research says: 3 facts.' } },
     { when: { system_contains: 'You are the e2e closer.' }, reply: { text: 'Closer here, all wrapped up.' } },
-    { when: { has_tool: 'e2e-researcher', last_tool_result_contains: 'Research says' }, reply: { text: 'The research is in: 3 facts.' } },
+    { when: { has_tool: 'e2e-researcher', last_message_role: 'tool', last_tool_result_contains: 'Research says' }, reply: { text: 'The research is in: 3 facts.' } },
     { when: { has_tool: 'e2e-researcher', last_user_contains: 'research', last_message_role: 'user' }, reply: { tool_calls: [{ name: 'e2e-researcher', arguments: { input: 'find facts' } }] } },
     { when: { has_tool: 'transfer_to_e2e-closer', last_user_contains: 'wrap up', last_message_role: 'user' }, reply: { tool_calls: [{ name: 'transfer_to_e2e-closer', arguments: {} }] } },
     // A client tool sent with one turn only: the model calls it when it is offered.
