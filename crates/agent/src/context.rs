@@ -13,7 +13,7 @@ use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::park::Progress;
 use crate::stop::Stop;
-use crate::usage::Ledger;
+use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
@@ -21,17 +21,6 @@ use sandbox_agents_model::Message;
 use sandbox_agents_store::sessions::Holder;
 use sandbox_agents_store::{agents, runs, session_memories, sessions, tool_calls};
 use std::time::Instant;
-
-/// What a turn accumulates: the messages its run's frame added to the conversation, its
-/// steps (the run's frame's; subagents' steps are their own) and usage.
-#[derive(Default)]
-pub(crate) struct Turn {
-    pub added: Vec<Message>,
-    pub steps: i32,
-    pub ledger: Ledger,
-    /// Active seconds before this process took the run (it was parked).
-    pub earlier_active: f64,
-}
 
 /// What a turn's steps are made from.
 pub(crate) struct Context {

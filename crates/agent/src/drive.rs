@@ -2,9 +2,9 @@
 //! then the run's end written (`finish.rs`) with the turn's usage and conversation; and
 //! waking an asleep session for it first.
 
-use crate::context::Turn;
 use crate::finish::Outcome;
 use crate::stop::Stop;
+use crate::tally::Turn;
 use crate::usage::turn_usage;
 use crate::Runs;
 use sandbox_agents_domain::session::SessionStatus;

@@ -16,6 +16,7 @@ use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::speaker::{Seat, Speaker};
 use crate::stop::Stop;
+use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::agent::AgentRecord;
 use sandbox_agents_domain::skills::SessionSkills;
@@ -165,7 +166,7 @@ impl Runs {
         &self,
         cast: &Cast,
         frame: &mut Frame,
-        turn: &mut crate::context::Turn,
+        turn: &mut Turn,
         token: &CancellationToken,
     ) -> Result<FrameEnd, Stop> {
         let (id, run) = (cast.id, cast.run);

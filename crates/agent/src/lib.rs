@@ -5,7 +5,8 @@
 //! * starting a turn (`start.rs`), and driving it (`drive.rs`): the turn loop (`turn.rs`)
 //!   builds the turn's context (`context.rs`), then its frame (`frame.rs`) takes model
 //!   steps (`step.rs`) and runs their tool calls (`tool_round.rs`) until the model answers
-//!   without tool calls, the turn limit, a failure, a cancel or a park (`stop.rs`);
+//!   without tool calls, the turn limit, a failure, a cancel or a park (`stop.rs`), adding
+//!   to what the turn accumulates (`tally.rs`);
 //! * who speaks (`speaker.rs`): the conversation's holder (the session's agent, or the one a
 //!   handoff gave it to), or a subagent called as a tool in a nested frame (`subagents.rs`),
 //!   each with its own instructions, model and tools, in the same sandbox;
@@ -57,6 +58,7 @@ mod start;
 mod step;
 mod stop;
 mod subagents;
+mod tally;
 mod tool_round;
 mod tools;
 mod turn;

@@ -5,9 +5,9 @@
 //! The run keeps no memory in any process; whoever gives the last answer continues it.
 
 use crate::client_tools::answer;
-use crate::context::Turn;
 use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::stop::Stop;
+use crate::tally::Turn;
 use crate::usage::{add_into, turn_usage, Ledger};
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};

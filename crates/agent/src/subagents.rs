@@ -13,11 +13,11 @@
 
 use crate::client_tools;
 use crate::compaction::Compaction;
-use crate::context::Turn;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, FrameEnd, ParkedFrame, SubTag};
 use crate::speaker::{Delegate, Speaker};
 use crate::stop::Stop;
+use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_model::{Message, ToolCall};

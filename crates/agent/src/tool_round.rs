@@ -4,11 +4,11 @@
 //! on some) are handed back for parking.
 
 use crate::client_tools;
-use crate::context::Turn;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, Kind, ParkedFrame, SubTag};
 use crate::stop::Stop;
 use crate::subagents::Settled;
+use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_model::{Completion, Message};

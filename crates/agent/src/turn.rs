@@ -4,10 +4,11 @@
 //! `tool_round.rs` (subagents called as tools among them, `subagents.rs`), what the model
 //! starts from is `context.rs`.
 
-use crate::context::{Context, Turn};
+use crate::context::Context;
 use crate::finish::Outcome;
 use crate::frame::FrameEnd;
 use crate::stop::Stop;
+use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use std::time::Instant;

@@ -1,0 +1,17 @@
+//! What a turn accumulates while its frames step: the messages its run's frame adds to the
+//! conversation, its steps and its usage. Its own module because every part of the loop
+//! (the context, the frames, parking, subagents, the tool round) writes to it.
+
+use crate::usage::Ledger;
+use sandbox_agents_model::Message;
+
+/// What a turn accumulates: the messages its run's frame added to the conversation, its
+/// steps (the run's frame's; subagents' steps are their own) and usage.
+#[derive(Default)]
+pub(crate) struct Turn {
+    pub added: Vec<Message>,
+    pub steps: i32,
+    pub ledger: Ledger,
+    /// Active seconds before this process took the run (it was parked).
+    pub earlier_active: f64,
+}
