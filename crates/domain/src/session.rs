@@ -135,8 +135,7 @@ pub struct SessionPatch {
 /// `secret_bindings` may be left out but not sent as null (422).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionCreate {
-    /// The agent's id or slug. An unknown agent is a 404, an archived one a 409, and one that
-    /// asks for what sessions cannot run yet a 422.
+    /// The agent's id or slug. An unknown agent is a 404, an archived one a 409.
     pub agent_id: String,
     /// A title for people. Default `""`.
     #[serde(default)]

@@ -166,8 +166,7 @@ impl Sessions {
 }
 
 /// What a create request may not ask for, whatever the database holds: an invalid manifest
-/// or secret binding, an empty model, an agent whose features are not run yet. 422 with
-/// every violation at once.
+/// or secret binding, an empty model. 422 with every violation at once.
 fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
     let mut v = Violations::new();
     if let Some(m) = &body.manifest {
