@@ -65,6 +65,9 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
         ("PATCH", "/api/sessions/{session_id}") => Scoped(json!({"title": "stolen"})),
         ("PATCH", "/api/webhooks/{webhook_id}") => Scoped(json!({"name": "stolen"})),
         ("PUT", "/api/secrets/{secret_id}") => Scoped(json!({"value": "stolen"})),
+        ("PUT", "/api/agents/{ref}/memory") => {
+            Scoped(json!({"memory": "stolen", "summary": "stolen", "version": 0}))
+        }
         ("POST", "/api/sessions/{session_id}/exec") => Scoped(json!({"command": "true"})),
         ("POST", "/api/sessions/{session_id}/messages") => {
             Scoped(json!({"prompt": "hi", "max_turns": null}))
