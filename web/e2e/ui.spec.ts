@@ -636,6 +636,10 @@ test('subagents: chosen in the form; a subagent’s steps fold under its call, a
   await expect(page.getByTestId('handoff')).toContainText('e2e-lead → e2e-closer');
   await expect(page.getByTestId('agent-message').last()).toContainText('Closer here, all wrapped up.');
   await expect(page.getByTestId('conversation-agent')).toHaveText('talking to e2e-closer');
+  // Leave the deployment as the later tests expect it (they count sessions).
+  const id = page.url().split('/sessions/')[1];
+  const r = await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' });
+  expect(r.ok).toBeTruthy();
 });
 
 test('the main pages, for the README', async ({ page }) => {
