@@ -1,0 +1,24 @@
+//! `sandboxd`: the daemon inside every sandbox, and the control plane's client of it.
+//!
+//! Every exec, file operation and terminal of a sandbox goes through it instead of a Docker
+//! exec each: a command's round trip is a stream on an open HTTP/2 connection (about a
+//! millisecond, where a Docker exec costs 60–70 ms), its output arrives as it is written,
+//! background processes outlive their request, and terminals are real ptys.
+//!
+//! - [`proto`]: what travels (frames, JSON bodies, limits);
+//! - [`daemon`]: the server (`sandboxd serve`), on the sandbox's abstract socket
+//!   ([`socket`]);
+//! - [`bridge`]: `sandboxd connect`, which the control plane runs as a Docker exec: its
+//!   stdio is the control plane's connection to the daemon, and it starts the daemon when
+//!   none answers;
+//! - [`client`]: the control plane's HTTP/2 client over any byte stream.
+//!
+//! The binary is built static (`scripts/build-sandboxd`), so it runs in any x86_64 Linux
+//! image whatever its libc, and reaches a sandbox on a read-only volume (the Docker
+//! backend's `daemon` module).
+
+pub mod bridge;
+pub mod client;
+pub mod daemon;
+pub mod proto;
+pub mod socket;
