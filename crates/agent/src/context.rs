@@ -8,7 +8,6 @@
 //! (`compaction.rs`).
 
 use crate::client_tools;
-use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::park::Progress;

@@ -64,11 +64,25 @@ struct Cleanup {
 }
 
 impl Cleanup {
+    /// A backend whose sandboxes get their daemon (`testkit::test_sandboxd`).
     async fn new() -> Self {
+        let binary = sandbox_agents_testkit::test_sandboxd();
+        let binary = sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(&binary)
+            .unwrap_or_else(|e| panic!("the sandbox daemon {} ({e}): build it with scripts/build-sandboxd", binary.display()));
+        Self::with(|b| b.with_daemon(binary)).await
+    }
+
+    /// A backend that runs every command as a Docker exec (no daemon).
+    async fn docker_exec() -> Self {
+        Self::with(|b| b).await
+    }
+
+    async fn with(f: impl FnOnce(DockerBackend) -> DockerBackend) -> Self {
         let deployment = format!("test-{}", uuid::Uuid::new_v4());
         let backend = DockerBackend::connect(&deployment)
             .await
             .expect("the Docker Engine answers");
+        let backend = f(backend);
         Cleanup {
             backend,
             images: Vec::new(),
@@ -202,9 +216,19 @@ async fn ports_are_published_on_loopback_and_reachable() {
 }
 
 #[tokio::test]
-async fn exec_streams_exit_codes_stdin_env_and_workdir() {
+async fn exec_streams_exit_codes_stdin_env_and_workdir_through_the_daemon() {
     let t = Cleanup::new().await;
+    exit_codes_stdin_env_and_workdir(t, true).await;
+}
+
+#[tokio::test]
+async fn exec_streams_exit_codes_stdin_env_and_workdir_through_docker_exec() {
+    exit_codes_stdin_env_and_workdir(Cleanup::docker_exec().await, false).await;
+}
+
+async fn exit_codes_stdin_env_and_workdir(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
+    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
 
     let out = t.exec(&sb, &sh("echo out; echo err >&2; exit 3")).await;
     assert_eq!(
@@ -256,7 +280,7 @@ async fn exec_streams_exit_codes_stdin_env_and_workdir() {
     }
     times.sort();
     eprintln!(
-        "exec round trip: p50 {:?}, max {:?}",
+        "exec round trip (daemon: {daemon}): p50 {:?}, max {:?}",
         times[times.len() / 2],
         times[times.len() - 1]
     );
@@ -264,9 +288,19 @@ async fn exec_streams_exit_codes_stdin_env_and_workdir() {
 }
 
 #[tokio::test]
-async fn a_timeout_kills_the_command_tree_not_the_sandbox() {
+async fn a_timeout_kills_the_command_tree_not_the_sandbox_through_the_daemon() {
     let t = Cleanup::new().await;
+    timeouts_kill_the_tree(t, true).await;
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_command_tree_not_the_sandbox_through_docker_exec() {
+    timeouts_kill_the_tree(Cleanup::docker_exec().await, false).await;
+}
+
+async fn timeouts_kill_the_tree(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
+    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
 
     let mut r = sh("echo started; sleep 101 & sleep 102");
     r.timeout = Duration::from_secs(1);
@@ -299,9 +333,19 @@ async fn a_timeout_kills_the_command_tree_not_the_sandbox() {
 }
 
 #[tokio::test]
-async fn output_beyond_the_cap_is_drained() {
+async fn output_beyond_the_cap_is_drained_through_the_daemon() {
     let t = Cleanup::new().await;
+    output_beyond_the_cap(t, true).await;
+}
+
+#[tokio::test]
+async fn output_beyond_the_cap_is_drained_through_docker_exec() {
+    output_beyond_the_cap(Cleanup::docker_exec().await, false).await;
+}
+
+async fn output_beyond_the_cap(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
+    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
     let mut r = sh("yes | head -c 1000000; echo done >&2");
     r.max_output = 1000;
     let out = t.exec(&sb, &r).await;

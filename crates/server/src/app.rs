@@ -49,6 +49,8 @@ pub struct ServiceSettings {
     pub models: ModelClients,
     /// Environment image builds.
     pub environments: EnvironmentSettings,
+    /// The in-sandbox daemon's binary, if sandboxes get one.
+    pub sandboxd: Option<PathBuf>,
 }
 
 impl ServiceSettings {
@@ -83,6 +85,7 @@ impl ServiceSettings {
                 max_concurrent_builds: config.max_concurrent_builds,
                 sweep_interval: SWEEP_INTERVAL,
             },
+            sandboxd: config.sandboxd_bin(),
         })
     }
 }
@@ -140,6 +143,25 @@ pub struct Services {
     pub environments: Environments,
 }
 
+/// The backend with the daemon at `path`, when there is one to load; without it (every
+/// command a Docker exec) otherwise, which is said once.
+fn with_daemon(backend: DockerBackend, path: Option<&std::path::Path>) -> DockerBackend {
+    let Some(path) = path else {
+        tracing::info!("no sandbox daemon (--sandboxd-bin): every command in a sandbox is a Docker exec");
+        return backend;
+    };
+    match sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(path) {
+        Ok(binary) => {
+            tracing::info!(path = %path.display(), digest = %&binary.digest[..16], "sandboxes get their daemon");
+            backend.with_daemon(binary)
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the sandbox daemon: every command in a sandbox is a Docker exec");
+            backend
+        }
+    }
+}
+
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
 /// store, its settings), the run loop registered with it, and the credentials both use. A
 /// backend that cannot be reached is logged and replaced by one that refuses every operation
@@ -153,7 +175,7 @@ pub async fn services(
         .await
         .context("reading the deployment id")?;
     let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
-        Ok(b) => Arc::new(b),
+        Ok(b) => Arc::new(with_daemon(b, settings.sandboxd.as_deref())),
         Err(e) => {
             tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
             Arc::new(Unavailable {

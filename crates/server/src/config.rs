@@ -177,6 +177,13 @@ pub struct Config {
     )]
     pub local_dir_roots: Vec<std::path::PathBuf>,
 
+    /// The in-sandbox daemon's binary (`sandboxd`, built static by `scripts/build-sandboxd`),
+    /// mounted read-only into every sandbox: commands, files and terminals go through it
+    /// (a Docker exec each otherwise). Default: `sandboxd` beside this executable. `off`: none,
+    /// every command is a Docker exec.
+    #[arg(long, env = "SANDBOX_AGENTS_SANDBOXD_BIN", global = true)]
+    pub sandboxd_bin: Option<PathBuf>,
+
     /// A PEM file of CA certificates to trust in addition to the system's: by the control
     /// plane's own clients (git, models, webhooks), by every sandbox (added to its trust store
     /// at boot and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, NODE_EXTRA_CA_CERTS and

@@ -117,6 +117,20 @@ pub fn test_image() -> String {
 /// open mode and the deployment's test master key. No environment variable but
 /// `SANDBOX_AGENTS_IMAGE` (the image to boot) plays a part, so a developer's other
 /// `SANDBOX_AGENTS_*` settings never change a test.
+/// The daemon tests give their sandboxes: `SANDBOX_AGENTS_SANDBOXD_BIN` (`scripts/test` sets
+/// it to the static build), else the static build of this tree, else `off`.
+pub fn test_sandboxd() -> PathBuf {
+    if let Some(p) = std::env::var_os("SANDBOX_AGENTS_SANDBOXD_BIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/x86_64-unknown-linux-gnu");
+    ["debug", "release"]
+        .iter()
+        .map(|profile| target.join(profile).join("sandboxd"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("off"))
+}
+
 pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
     Config {
         bind: "127.0.0.1:0".parse().expect("an address"),
@@ -142,6 +156,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         s3_session_token: None,
         s3_stage_max_bytes: 1 << 30,
         extra_ca_certs: None,
+        sandboxd_bin: Some(test_sandboxd()),
         public_url: None,
         preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
         preview_public_url: None,

@@ -7,6 +7,7 @@
 pub mod archive;
 mod build;
 mod create;
+pub mod daemon;
 mod error;
 mod exec;
 mod images;
@@ -47,6 +48,8 @@ pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 pub struct DockerBackend {
     docker: Docker,
     deployment: String,
+    /// The sandboxes' daemons (none reached without a binary: every call is a Docker exec).
+    daemons: std::sync::Arc<daemon::Daemons>,
 }
 
 impl DockerBackend {
@@ -81,7 +84,21 @@ impl DockerBackend {
         Self {
             docker,
             deployment: deployment.to_owned(),
+            daemons: std::sync::Arc::new(daemon::Daemons::new(None)),
         }
+    }
+
+    /// Serves sandboxes through their daemon, `binary` (see `daemon`): it is mounted into
+    /// every sandbox created from now on, and commands, files and terminals go through it
+    /// wherever it answers.
+    pub fn with_daemon(mut self, binary: daemon::DaemonBinary) -> Self {
+        self.daemons = std::sync::Arc::new(daemon::Daemons::new(Some(binary)));
+        self
+    }
+
+    /// The client of a sandbox's daemon, if it can be reached.
+    pub async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
+        self.daemons.client(&self.docker, id).await
     }
 
     pub fn deployment(&self) -> &str {
@@ -136,9 +153,15 @@ impl DockerBackend {
     async fn create_and_start(
         &self,
         name: &str,
-        body: bollard::models::ContainerCreateBody,
+        mut body: bollard::models::ContainerCreateBody,
         workspace_ready: bool,
     ) -> Result<Sandbox> {
+        let image = body.image.clone().unwrap_or_default();
+        if let Some(mount) = self.daemons.mount(&self.docker, &image).await {
+            if let Some(hc) = body.host_config.as_mut() {
+                hc.mounts.get_or_insert_with(Vec::new).push(mount);
+            }
+        }
         let options = || CreateContainerOptions {
             name: Some(name.to_owned()),
             platform: String::new(),
@@ -176,11 +199,14 @@ impl DockerBackend {
         }
         .await;
         match started {
-            Ok(status) if status.running => Ok(Sandbox {
-                id,
-                workdir: WORKDIR.to_owned(),
-                ports: status.ports,
-            }),
+            Ok(status) if status.running => {
+                self.daemons.warm(&self.docker, &id);
+                Ok(Sandbox {
+                    id,
+                    workdir: WORKDIR.to_owned(),
+                    ports: status.ports,
+                })
+            }
             failed => {
                 let err = match failed {
                     Err(e) => e,
@@ -275,7 +301,10 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput> {
-        exec::exec(&self.docker, id, req).await
+        match self.daemons.client(&self.docker, id).await {
+            Some(client) => daemon::exec(&client, req, |_, _| {}).await,
+            None => exec::exec(&self.docker, id, req).await,
+        }
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir, bytes = tar.len()))]
@@ -319,6 +348,7 @@ impl SandboxBackend for DockerBackend {
             .docker
             .clone()
             .with_timeout(grace + Duration::from_secs(60));
+        self.daemons.forget(id);
         docker
             .stop_container(id, Some(options))
             .await
@@ -327,6 +357,7 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
     async fn remove(&self, id: &str) -> Result<()> {
+        self.daemons.forget(id);
         self.remove_container(id).await
     }
 

@@ -23,6 +23,7 @@ impl fmt::Debug for Config {
             .field("log_format", &self.log_format)
             .field("backend", &self.backend)
             .field("image", &self.image)
+            .field("sandboxd_bin", &self.sandboxd_bin)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("warm_pool_size", &self.warm_pool_size)
             .field("max_concurrent_builds", &self.max_concurrent_builds)
@@ -148,6 +149,19 @@ impl Config {
                     )
                 })
             }
+        }
+    }
+
+    /// The daemon's binary: `--sandboxd-bin`, else `sandboxd` beside this executable if it is
+    /// there; `off` means none.
+    pub fn sandboxd_bin(&self) -> Option<PathBuf> {
+        match &self.sandboxd_bin {
+            Some(p) if p.as_os_str() == "off" => None,
+            Some(p) => Some(p.clone()),
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|exe| Some(exe.parent()?.join("sandboxd")))
+                .filter(|p| p.is_file()),
         }
     }
 
