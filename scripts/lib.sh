@@ -130,6 +130,19 @@ lib_repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # its own session (so it outlives the calling script and its process group), and left running.
 # Copes with a daemon that is already running or still starting, and with a dead one that left
 # its pid file (and socket) behind.
+# Builds the in-sandbox daemon static (`-C target-feature=+crt-static`, which needs an explicit
+# --target so that build scripts and proc macros stay dynamic) and prints its path. $1:
+# --release, or nothing for the debug build.
+build_sandboxd() {
+  local profile=debug flags=()
+  if [ "${1:-}" = "--release" ]; then profile=release; flags=(--release); fi
+  log "building the sandbox daemon (static, $profile)"
+  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --locked "${flags[@]}" -p sandbox-agents-sandboxd --bin sandboxd \
+    --target x86_64-unknown-linux-gnu >&2
+  echo "$PWD/target/x86_64-unknown-linux-gnu/$profile/sandboxd"
+}
+
 ensure_docker() {
   docker info >/dev/null 2>&1 && return 0
   local log_file=/var/log/dockerd.log pid_file=/var/run/docker.pid pid started="" waiting=0 deadline
