@@ -140,6 +140,8 @@ impl From<sandbox_agents_errors::ServiceError> for ApiError {
             R::NotFound(m) => ApiError::NotFound(m),
             R::Conflict(m) => ApiError::Conflict(m),
             R::BadRequest(m) => ApiError::BadRequest(m),
+            R::Forbidden(m) => ApiError::Forbidden(m),
+            R::TooLarge(m) => ApiError::PayloadTooLarge(m),
             R::Validation(v) => ApiError::Validation(v),
             R::Store(e) => e.into(),
             R::Sandbox(S::NoSuchPath(p)) => {

@@ -125,6 +125,12 @@ fn api_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(routes::files::content))
         .routes(routes!(routes::ports::get))
+        .routes(routes!(routes::processes::list, routes::processes::start))
+        .routes(routes!(routes::processes::get, routes::processes::kill))
+        .routes(routes!(
+            routes::sandbox_files::read,
+            routes::sandbox_files::write
+        ))
         .routes(routes!(snapshots::list, snapshots::create))
         .routes(routes!(snapshots::restore))
         .routes(routes!(events::page))

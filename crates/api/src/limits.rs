@@ -34,6 +34,9 @@ pub fn body_limit(method: &Method, path: &str) -> Option<usize> {
         ["agents", ..] => MANIFEST_BODY_LIMIT,
         ["sessions"] => MANIFEST_BODY_LIMIT,
         ["sessions", _, "files"] => return None,
+        // Streamed to the sandbox under its own limit (`SANDBOX_FILE_MAX_BYTES`).
+        ["sessions", _, "sandbox-files"] => return None,
+        ["sessions", _, "processes"] => PROMPT_BODY_LIMIT,
         ["skill-bundles", _, "versions"] => return None,
         ["sessions", _, "tool-results"] => TOOL_RESULT_BODY_LIMIT,
         ["sessions", _, "messages" | "exec"] => PROMPT_BODY_LIMIT,
@@ -84,6 +87,7 @@ mod tests {
             Some(MANIFEST_BODY_LIMIT)
         );
         assert_eq!(body_limit(&post, "/api/sessions/s/files"), None);
+        assert_eq!(body_limit(&Method::PUT, "/api/sessions/s/sandbox-files"), None);
         assert_eq!(body_limit(&post, "/api/skill-bundles/b/versions"), None);
         assert_eq!(
             body_limit(&post, "/api/skill-bundles"),

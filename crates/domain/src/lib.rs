@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod memory;
 pub mod openapi;
 pub mod patch;
+pub mod process;
 pub mod secret;
 pub mod session;
 pub mod skills;

@@ -16,6 +16,12 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     BadRequest(String),
+    /// The caller may not do this (the sandbox user may not read or write a path).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Over a documented limit.
+    #[error("{0}")]
+    TooLarge(String),
     #[error("validation failed")]
     Validation(Vec<FieldError>),
     #[error(transparent)]
@@ -54,9 +60,11 @@ impl ServiceError {
     /// reference for causes that are ours ([`internal_reference`]).
     pub fn user_message(&self) -> String {
         match self {
-            ServiceError::NotFound(m) | ServiceError::Conflict(m) | ServiceError::BadRequest(m) => {
-                m.clone()
-            }
+            ServiceError::NotFound(m)
+            | ServiceError::Conflict(m)
+            | ServiceError::BadRequest(m)
+            | ServiceError::Forbidden(m)
+            | ServiceError::TooLarge(m) => m.clone(),
             ServiceError::Validation(errors) => errors
                 .iter()
                 .map(|e| e.msg.as_str())

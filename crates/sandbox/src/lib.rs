@@ -8,6 +8,8 @@ pub mod path;
 pub mod unavailable;
 
 pub use docker::DockerBackend;
+/// The daemon's protocol and client, for the services that talk to it.
+pub use sandboxd;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -207,6 +209,14 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// `None` when the sandbox no longer exists.
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;
+
+    /// The client of the sandbox's daemon (`sandboxd`), for what only it does: background
+    /// processes, terminals, files by absolute path, output as it is written. `None` when
+    /// the backend has none or it cannot be reached (its image cannot run it).
+    async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
+        let _ = id;
+        None
+    }
 
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput>;
 

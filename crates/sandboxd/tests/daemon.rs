@@ -175,9 +175,16 @@ async fn a_terminal_is_a_tty_of_the_size_asked_and_resizes() {
 async fn background_processes_outlive_their_connection() {
     let daemon = Arc::new(sandboxd::daemon::Daemon::default());
     let first = connect(&daemon).await;
+    // It runs until the test says it may end (a file appears).
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "echo hi; echo oops >&2; while [ ! -e {} ]; do sleep 0.01; done; exit 5",
+        go.display()
+    );
     let proc = first
         .start_process(&ProcessSpec {
-            argv: vec!["sh".into(), "-c".into(), "echo hi; echo oops >&2; read x; exit 5".into()],
+            argv: vec!["sh".into(), "-c".into(), script],
             ..Default::default()
         })
         .await
@@ -187,7 +194,7 @@ async fn background_processes_outlive_their_connection() {
     let second = connect(&daemon).await;
     let listed = second.processes().await.unwrap();
     assert!(listed.iter().any(|p| p.id == proc.id && p.state == ProcessState::Running));
-    // `read` waits on /dev/null: EOF at once, so the shell exits 5.
+    std::fs::write(&go, b"").unwrap();
     let ended = second.wait_process(&proc.id, 10_000).await.unwrap();
     assert_eq!((ended.state, ended.exit_code), (ProcessState::Exited, Some(5)));
     let detail = second.process(&proc.id).await.unwrap();

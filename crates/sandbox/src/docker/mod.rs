@@ -96,10 +96,6 @@ impl DockerBackend {
         self
     }
 
-    /// The client of a sandbox's daemon, if it can be reached.
-    pub async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
-        self.daemons.client(&self.docker, id).await
-    }
 
     pub fn deployment(&self) -> &str {
         &self.deployment
@@ -297,6 +293,10 @@ impl SandboxBackend for DockerBackend {
     #[tracing::instrument(skip_all, fields(container.id = %id))]
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>> {
         self.status(id).await
+    }
+
+    async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
+        self.daemons.client(&self.docker, id).await
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]

@@ -126,7 +126,11 @@ pub async fn write(Query(q): Query<WriteQuery>, body: Body) -> Result<Json<FileS
     options.write(true).create_new(true).mode(mode);
     let (file, in_place) = match options.open(&temp).await {
         Ok(f) => (f, false),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+        // A file the user may write in a directory it may not: written in place.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::PermissionDenied
+                && tokio::fs::try_exists(path).await.unwrap_or(false) =>
+        {
             let f = tokio::fs::OpenOptions::new()
                 .write(true)
                 .truncate(true)

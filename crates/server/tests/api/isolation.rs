@@ -69,6 +69,7 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
             Scoped(json!({"memory": "stolen", "summary": "stolen", "version": 0}))
         }
         ("POST", "/api/sessions/{session_id}/exec") => Scoped(json!({"command": "true"})),
+        ("POST", "/api/sessions/{session_id}/processes") => Scoped(json!({"command": "true"})),
         ("POST", "/api/sessions/{session_id}/messages") => {
             Scoped(json!({"prompt": "hi", "max_turns": null}))
         }

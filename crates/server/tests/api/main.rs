@@ -5,6 +5,7 @@ mod auth;
 mod client_tools;
 mod compaction;
 mod conventions;
+mod daemon;
 mod environments;
 mod event_log;
 mod extra_ca;
