@@ -87,7 +87,10 @@ mod tests {
             Some(MANIFEST_BODY_LIMIT)
         );
         assert_eq!(body_limit(&post, "/api/sessions/s/files"), None);
-        assert_eq!(body_limit(&Method::PUT, "/api/sessions/s/sandbox-files"), None);
+        assert_eq!(
+            body_limit(&Method::PUT, "/api/sessions/s/sandbox-files"),
+            None
+        );
         assert_eq!(body_limit(&post, "/api/skill-bundles/b/versions"), None);
         assert_eq!(
             body_limit(&post, "/api/skill-bundles"),

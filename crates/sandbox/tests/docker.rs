@@ -68,7 +68,12 @@ impl Cleanup {
     async fn new() -> Self {
         let binary = sandbox_agents_testkit::test_sandboxd();
         let binary = sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(&binary)
-            .unwrap_or_else(|e| panic!("the sandbox daemon {} ({e}): build it with scripts/build-sandboxd", binary.display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the sandbox daemon {} ({e}): build it with scripts/build-sandboxd",
+                    binary.display()
+                )
+            });
         Self::with(|b| b.with_daemon(binary)).await
     }
 
@@ -228,7 +233,11 @@ async fn exec_streams_exit_codes_stdin_env_and_workdir_through_docker_exec() {
 
 async fn exit_codes_stdin_env_and_workdir(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
-    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
+    assert_eq!(
+        t.backend.daemon(&sb.id).await.is_some(),
+        daemon,
+        "the path under test"
+    );
 
     let out = t.exec(&sb, &sh("echo out; echo err >&2; exit 3")).await;
     assert_eq!(
@@ -300,7 +309,11 @@ async fn a_timeout_kills_the_command_tree_not_the_sandbox_through_docker_exec() 
 
 async fn timeouts_kill_the_tree(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
-    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
+    assert_eq!(
+        t.backend.daemon(&sb.id).await.is_some(),
+        daemon,
+        "the path under test"
+    );
 
     let mut r = sh("echo started; sleep 101 & sleep 102");
     r.timeout = Duration::from_secs(1);
@@ -345,7 +358,11 @@ async fn output_beyond_the_cap_is_drained_through_docker_exec() {
 
 async fn output_beyond_the_cap(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
-    assert_eq!(t.backend.daemon(&sb.id).await.is_some(), daemon, "the path under test");
+    assert_eq!(
+        t.backend.daemon(&sb.id).await.is_some(),
+        daemon,
+        "the path under test"
+    );
     let mut r = sh("yes | head -c 1000000; echo done >&2");
     r.max_output = 1000;
     let out = t.exec(&sb, &r).await;

@@ -4,8 +4,8 @@
 
 use crate::proto::{
     DirListing, ErrorBody, ErrorKind, ExecSpec, ExitInfo, FileStat, Frame, FrameCodec, Hello,
-    MkdirRequest, PortState, ProcessDetail, ProcessInfo, ProcessSpec, RenameRequest,
-    SignalRequest, WaitPort, PROTOCOL, SIZE_HEADER,
+    MkdirRequest, PortState, ProcessDetail, ProcessInfo, ProcessSpec, RenameRequest, SignalRequest,
+    WaitPort, PROTOCOL, SIZE_HEADER,
 };
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -126,10 +126,9 @@ impl Client {
         let bytes = collect(response.into_body()).await?;
         Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(body) => ClientError::Daemon(body),
-            Err(_) => ClientError::Protocol(format!(
-                "{status}: {}",
-                String::from_utf8_lossy(&bytes)
-            )),
+            Err(_) => {
+                ClientError::Protocol(format!("{status}: {}", String::from_utf8_lossy(&bytes)))
+            }
         })
     }
 
@@ -139,13 +138,17 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<T> {
-        let response = self.request(method, path, full(body.unwrap_or_default())).await?;
+        let response = self
+            .request(method, path, full(body.unwrap_or_default()))
+            .await?;
         let bytes = collect(response.into_body()).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
     async fn empty(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<()> {
-        let response = self.request(method, path, full(body.unwrap_or_default())).await?;
+        let response = self
+            .request(method, path, full(body.unwrap_or_default()))
+            .await?;
         collect(response.into_body()).await?;
         Ok(())
     }
@@ -173,7 +176,9 @@ impl Client {
             tokio_stream::wrappers::ReceiverStream::new(rx)
                 .map(|f| Ok(hyper::body::Frame::data(f.encode_to_bytes()))),
         );
-        let response = self.request(Method::POST, "/v1/exec", BodyExt::boxed_unsync(body)).await?;
+        let response = self
+            .request(Method::POST, "/v1/exec", BodyExt::boxed_unsync(body))
+            .await?;
         let stream = response
             .into_body()
             .into_data_stream()
@@ -200,7 +205,11 @@ impl Client {
         let feed = async move {
             if let Some(data) = stdin {
                 for chunk in data.chunks(crate::proto::CHUNK) {
-                    if input.send(Frame::Stdin(Bytes::copy_from_slice(chunk))).await.is_err() {
+                    if input
+                        .send(Frame::Stdin(Bytes::copy_from_slice(chunk)))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -232,7 +241,8 @@ impl Client {
     }
 
     pub async fn start_process(&self, spec: &ProcessSpec) -> Result<ProcessInfo> {
-        self.json(Method::POST, "/v1/processes", Some(to_json(spec))).await
+        self.json(Method::POST, "/v1/processes", Some(to_json(spec)))
+            .await
     }
 
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
@@ -245,8 +255,12 @@ impl Client {
     }
 
     pub async fn kill_process(&self, id: &str) -> Result<ProcessInfo> {
-        self.json(Method::DELETE, &format!("/v1/processes/{}", segment(id)), None)
-            .await
+        self.json(
+            Method::DELETE,
+            &format!("/v1/processes/{}", segment(id)),
+            None,
+        )
+        .await
     }
 
     pub async fn wait_process(&self, id: &str, timeout_ms: u64) -> Result<ProcessInfo> {
@@ -256,13 +270,21 @@ impl Client {
 
     pub async fn signal_process(&self, id: &str, signal: i32) -> Result<ProcessInfo> {
         let path = format!("/v1/processes/{}/signal", segment(id));
-        self.json(Method::POST, &path, Some(to_json(&SignalRequest { signal })))
-            .await
+        self.json(
+            Method::POST,
+            &path,
+            Some(to_json(&SignalRequest { signal })),
+        )
+        .await
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileStat> {
-        self.json(Method::GET, &with_query("/v1/stat", &[("path", path)]), None)
-            .await
+        self.json(
+            Method::GET,
+            &with_query("/v1/stat", &[("path", path)]),
+            None,
+        )
+        .await
     }
 
     pub async fn list_dir(&self, path: &str) -> Result<DirListing> {
@@ -276,7 +298,11 @@ impl Client {
         path: &str,
     ) -> Result<(Option<u64>, BoxStream<'static, Result<Bytes>>)> {
         let response = self
-            .request(Method::GET, &with_query("/v1/files", &[("path", path)]), full(Vec::new()))
+            .request(
+                Method::GET,
+                &with_query("/v1/files", &[("path", path)]),
+                full(Vec::new()),
+            )
             .await?;
         let size = response
             .headers()
@@ -308,7 +334,9 @@ impl Client {
             serde_urlencoded::to_string(&query).unwrap_or_default()
         );
         let body = StreamBody::new(data.map_ok(hyper::body::Frame::data));
-        let response = self.request(Method::PUT, &uri, BodyExt::boxed_unsync(body)).await?;
+        let response = self
+            .request(Method::PUT, &uri, BodyExt::boxed_unsync(body))
+            .await?;
         let bytes = collect(response.into_body()).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
@@ -377,4 +405,3 @@ async fn collect(body: hyper::body::Incoming) -> Result<Bytes> {
 pub fn is_not_found(e: &ClientError) -> bool {
     e.kind() == Some(ErrorKind::NotFound)
 }
-

@@ -9,7 +9,10 @@
 #[allow(clippy::print_stdout)]
 fn main() -> std::process::ExitCode {
     let command = std::env::args().nth(1).unwrap_or_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sandboxd: cannot start: {e}");
@@ -27,7 +30,11 @@ fn main() -> std::process::ExitCode {
         }),
         "connect" => runtime.block_on(sandboxd::bridge::run()),
         "version" => {
-            println!("sandboxd {} (protocol {})", env!("CARGO_PKG_VERSION"), sandboxd::proto::PROTOCOL);
+            println!(
+                "sandboxd {} (protocol {})",
+                env!("CARGO_PKG_VERSION"),
+                sandboxd::proto::PROTOCOL
+            );
             Ok(())
         }
         _ => {

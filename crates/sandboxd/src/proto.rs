@@ -488,9 +488,7 @@ pub fn check_command(argv: &[String], env: &[(String, String)]) -> Result<(), Er
     if argv.len() > MAX_ITEMS || env.len() > MAX_ITEMS {
         return Err(bad("at most 4096 arguments and 4096 variables"));
     }
-    let strings = argv
-        .iter()
-        .chain(env.iter().flat_map(|(k, v)| [k, v]));
+    let strings = argv.iter().chain(env.iter().flat_map(|(k, v)| [k, v]));
     for s in strings {
         if s.contains('\0') {
             return Err(bad("arguments and variables cannot contain NUL"));
@@ -563,7 +561,9 @@ mod tests {
             Err(FrameError::Malformed { .. })
         ));
         let bad_json = [T_SPEC, 0, 0, 0, 1, b'{'];
-        assert!(FrameCodec.decode(&mut BytesMut::from(&bad_json[..])).is_err());
+        assert!(FrameCodec
+            .decode(&mut BytesMut::from(&bad_json[..]))
+            .is_err());
     }
 
     #[test]

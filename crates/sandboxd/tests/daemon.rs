@@ -52,7 +52,10 @@ fn running_with(needle: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
         !zombie
             && cmdline
                 .split(|b| *b == 0)
@@ -71,8 +74,16 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test]
 async fn a_command_gives_its_exit_code_and_both_streams() {
     let (_d, client) = daemon().await;
-    assert_eq!(client.hello().await.unwrap().protocol, sandboxd::proto::PROTOCOL);
-    let (exit, out, err) = run(&client, spec(&["sh", "-c", "echo out; echo err >&2; exit 3"]), None).await;
+    assert_eq!(
+        client.hello().await.unwrap().protocol,
+        sandboxd::proto::PROTOCOL
+    );
+    let (exit, out, err) = run(
+        &client,
+        spec(&["sh", "-c", "echo out; echo err >&2; exit 3"]),
+        None,
+    )
+    .await;
     assert_eq!((exit.code, exit.timed_out), (3, false));
     assert_eq!(out, b"out\n");
     assert_eq!(err, b"err\n");
@@ -129,16 +140,31 @@ async fn a_command_that_backgrounds_a_process_returns_when_it_exits() {
     let started = Instant::now();
     let (exit, out, _) = run(&client, spec(&["sh", "-c", "sleep 32.1 & echo done"]), None).await;
     assert_eq!((exit.code, out.as_slice()), (0, &b"done\n"[..]));
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-    assert!(running_with("32.1"), "the background process is left running");
-    let _ = std::process::Command::new("pkill").args(["-f", "sleep 32.1"]).status();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        running_with("32.1"),
+        "the background process is left running"
+    );
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "sleep 32.1"])
+        .status();
 }
 
 #[tokio::test]
 async fn an_abandoned_command_is_killed() {
     let (_d, client) = daemon().await;
-    let mut execution = client.exec(spec(&["sh", "-c", "sleep 33.1"])).await.unwrap();
-    assert!(matches!(execution.frames.next().await, Some(Ok(Frame::Started(_)))));
+    let mut execution = client
+        .exec(spec(&["sh", "-c", "sleep 33.1"]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        execution.frames.next().await,
+        Some(Ok(Frame::Started(_)))
+    ));
     until("the command", || running_with("33.1")).await;
     drop(execution);
     until("the kill", || !running_with("33.1")).await;
@@ -148,7 +174,10 @@ async fn an_abandoned_command_is_killed() {
 async fn a_terminal_is_a_tty_of_the_size_asked_and_resizes() {
     let (_d, client) = daemon().await;
     let mut s = spec(&["sh", "-c", "stty size; read line; stty size"]);
-    s.pty = Some(PtySize { rows: 30, cols: 100 });
+    s.pty = Some(PtySize {
+        rows: 30,
+        cols: 100,
+    });
     let mut execution = client.exec(s).await.unwrap();
     let mut seen = String::new();
     let mut resized = false;
@@ -163,12 +192,22 @@ async fn a_terminal_is_a_tty_of_the_size_asked_and_resizes() {
         }
         if seen.contains("30 100") && !resized {
             resized = true;
-            let resize = Frame::Resize(PtySize { rows: 40, cols: 120 });
+            let resize = Frame::Resize(PtySize {
+                rows: 40,
+                cols: 120,
+            });
             execution.input.send(resize).await.unwrap();
-            execution.input.send(Frame::Stdin(Bytes::from_static(b"go\n"))).await.unwrap();
+            execution
+                .input
+                .send(Frame::Stdin(Bytes::from_static(b"go\n")))
+                .await
+                .unwrap();
         }
     }
-    assert!(seen.contains("30 100") && seen.contains("40 120"), "{seen:?}");
+    assert!(
+        seen.contains("30 100") && seen.contains("40 120"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -193,12 +232,20 @@ async fn background_processes_outlive_their_connection() {
     drop(first);
     let second = connect(&daemon).await;
     let listed = second.processes().await.unwrap();
-    assert!(listed.iter().any(|p| p.id == proc.id && p.state == ProcessState::Running));
+    assert!(listed
+        .iter()
+        .any(|p| p.id == proc.id && p.state == ProcessState::Running));
     std::fs::write(&go, b"").unwrap();
     let ended = second.wait_process(&proc.id, 10_000).await.unwrap();
-    assert_eq!((ended.state, ended.exit_code), (ProcessState::Exited, Some(5)));
+    assert_eq!(
+        (ended.state, ended.exit_code),
+        (ProcessState::Exited, Some(5))
+    );
     let detail = second.process(&proc.id).await.unwrap();
-    assert_eq!((detail.stdout.as_str(), detail.stderr.as_str()), ("hi\n", "oops\n"));
+    assert_eq!(
+        (detail.stdout.as_str(), detail.stderr.as_str()),
+        ("hi\n", "oops\n")
+    );
 
     let long = second
         .start_process(&ProcessSpec {
@@ -219,13 +266,20 @@ async fn files_travel_byte_for_byte() {
     let (_d, client) = daemon().await;
     let dir = tempfile::tempdir().unwrap();
     let path = format!("{}/sub/big.bin", dir.path().display());
-    let data: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    let data: Vec<u8> = (0..10 * 1024 * 1024u32)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
     let chunks: Vec<std::io::Result<Bytes>> = data
         .chunks(100_000)
         .map(|c| Ok(Bytes::copy_from_slice(c)))
         .collect();
     let stat = client
-        .write_file(&path, Some(0o600), true, futures::stream::iter(chunks).boxed())
+        .write_file(
+            &path,
+            Some(0o600),
+            true,
+            futures::stream::iter(chunks).boxed(),
+        )
         .await
         .unwrap();
     assert_eq!((stat.size, stat.mode), (data.len() as u64, 0o600));
@@ -234,7 +288,10 @@ async fn files_travel_byte_for_byte() {
     let back: Vec<Bytes> = stream.map(|c| c.unwrap()).collect().await;
     assert!(back.concat() == data, "the bytes differ");
 
-    let listing = client.list_dir(&format!("{}/sub", dir.path().display())).await.unwrap();
+    let listing = client
+        .list_dir(&format!("{}/sub", dir.path().display()))
+        .await
+        .unwrap();
     assert_eq!(listing.entries.len(), 1);
     assert_eq!(listing.entries[0].name, "big.bin");
     let moved = format!("{}/moved.bin", dir.path().display());
@@ -265,7 +322,10 @@ async fn a_malformed_exec_stream_closes_the_connection_but_not_the_daemon() {
     let daemon = Arc::new(sandboxd::daemon::Daemon::default());
     let client = connect(&daemon).await;
     let mut execution = client.exec(spec(&["sleep", "35.1"])).await.unwrap();
-    assert!(matches!(execution.frames.next().await, Some(Ok(Frame::Started(_)))));
+    assert!(matches!(
+        execution.frames.next().await,
+        Some(Ok(Frame::Started(_)))
+    ));
     // A frame only a daemon sends, on the way in.
     execution.input.send(Frame::Started(1)).await.unwrap();
     until("the connection to close", || !client.is_open()).await;

@@ -147,7 +147,9 @@ pub struct Services {
 /// command a Docker exec) otherwise, which is said once.
 fn with_daemon(backend: DockerBackend, path: Option<&std::path::Path>) -> DockerBackend {
     let Some(path) = path else {
-        tracing::info!("no sandbox daemon (--sandboxd-bin): every command in a sandbox is a Docker exec");
+        tracing::info!(
+            "no sandbox daemon (--sandboxd-bin): every command in a sandbox is a Docker exec"
+        );
         return backend;
     };
     match sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(path) {

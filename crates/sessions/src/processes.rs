@@ -32,9 +32,9 @@ pub(crate) fn daemon_error(e: ClientError) -> ServiceError {
         ClientError::Transport(m) => ServiceError::Conflict(format!(
             "the sandbox's daemon could not be reached ({m}); try again"
         )),
-        ClientError::Protocol(m) => {
-            ServiceError::Internal(anyhow::anyhow!("the sandbox daemon broke the protocol: {m}"))
-        }
+        ClientError::Protocol(m) => ServiceError::Internal(anyhow::anyhow!(
+            "the sandbox daemon broke the protocol: {m}"
+        )),
     }
 }
 

@@ -123,7 +123,8 @@ pub fn test_sandboxd() -> PathBuf {
     if let Some(p) = std::env::var_os("SANDBOX_AGENTS_SANDBOXD_BIN") {
         return PathBuf::from(p);
     }
-    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/x86_64-unknown-linux-gnu");
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/x86_64-unknown-linux-gnu");
     ["debug", "release"]
         .iter()
         .map(|profile| target.join(profile).join("sandboxd"))

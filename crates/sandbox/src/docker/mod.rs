@@ -96,7 +96,6 @@ impl DockerBackend {
         self
     }
 
-
     pub fn deployment(&self) -> &str {
         &self.deployment
     }

@@ -60,7 +60,9 @@ where
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Failure> {
         let bytes = axum::body::Bytes::from_request(
-            req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, crate::proto::MAX_JSON))),
+            req.map(|b| {
+                axum::body::Body::new(http_body_util::Limited::new(b, crate::proto::MAX_JSON))
+            }),
             state,
         )
         .await

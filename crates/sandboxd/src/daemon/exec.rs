@@ -14,9 +14,7 @@
 
 use super::error::Failure;
 use super::{kill, output, pty, ConnectionGuard, Daemon};
-use crate::proto::{
-    check_command, check_path, ErrorKind, ExecSpec, ExitInfo, Frame, FrameCodec,
-};
+use crate::proto::{check_command, check_path, ErrorKind, ExecSpec, ExitInfo, Frame, FrameCodec};
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -145,7 +143,11 @@ pub(crate) async fn start(spec: &ExecSpec) -> Result<Started, Start> {
         Some(size) => pty::spawn(&mut cmd, size).map(|(child, t)| (child, Io::Pty(t))),
         None => {
             cmd.process_group(0)
-                .stdin(if spec.stdin { Stdio::piped() } else { Stdio::null() })
+                .stdin(if spec.stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             cmd.spawn().map(|mut child| {
@@ -220,15 +222,33 @@ async fn supervise(
             stdout,
             stderr,
         } => {
-            let out = output::pump(stdout, spec.max_output, Frame::Stdout, tx.clone(), exited.clone());
-            let err = output::pump(stderr, spec.max_output, Frame::Stderr, tx.clone(), exited.clone());
+            let out = output::pump(
+                stdout,
+                spec.max_output,
+                Frame::Stdout,
+                tx.clone(),
+                exited.clone(),
+            );
+            let err = output::pump(
+                stderr,
+                spec.max_output,
+                Frame::Stderr,
+                tx.clone(),
+                exited.clone(),
+            );
             let pumps = tokio::spawn(async move { tokio::join!(out, err) });
             let feeder = tokio::spawn(feed(input, Sink::Pipe(stdin), pid, abandon_tx, guard));
             (pumps, feeder)
         }
         Io::Pty(terminal) => {
             let (reader, sink) = (terminal.reader, terminal.input);
-            let out = output::pump(reader, spec.max_output, Frame::Stdout, tx.clone(), exited.clone());
+            let out = output::pump(
+                reader,
+                spec.max_output,
+                Frame::Stdout,
+                tx.clone(),
+                exited.clone(),
+            );
             let pumps = tokio::spawn(async move { (out.await, output::Counted::default()) });
             let feeder = tokio::spawn(feed(input, Sink::Pty(sink), pid, abandon_tx, guard));
             (pumps, feeder)
@@ -347,7 +367,8 @@ async fn feed(
                     pty.resize(size);
                 }
             }
-            Ok(_) | Err(crate::proto::FrameError::UnknownTag(_))
+            Ok(_)
+            | Err(crate::proto::FrameError::UnknownTag(_))
             | Err(crate::proto::FrameError::TooLarge(_))
             | Err(crate::proto::FrameError::Malformed { .. }) => {
                 guard.close();

@@ -45,10 +45,7 @@ fn router(daemon: Arc<Daemon>, guard: ConnectionGuard) -> Router {
     Router::new()
         .route("/v1/hello", get(hello))
         .route("/v1/exec", post(exec::exec))
-        .route(
-            "/v1/processes",
-            post(processes::start).get(processes::list),
-        )
+        .route("/v1/processes", post(processes::start).get(processes::list))
         .route(
             "/v1/processes/{id}",
             get(processes::detail).delete(processes::kill),

@@ -202,7 +202,11 @@ async fn collect<R: AsyncRead + Unpin>(proc: Arc<Proc>, mut pipe: R, stdout: boo
 }
 
 pub async fn list(State(daemon): State<Arc<Daemon>>) -> Json<Vec<ProcessInfo>> {
-    let table = daemon.processes.table.lock().unwrap_or_else(|e| e.into_inner());
+    let table = daemon
+        .processes
+        .table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let mut all: Vec<ProcessInfo> = table.values().map(|p| p.info()).collect();
     all.sort_by_key(|p| p.started_at_ms);
     Json(all)

@@ -53,7 +53,9 @@ pub(crate) fn spawn(
         });
     }
     let file = |fd: &OwnedFd| -> std::io::Result<tokio::fs::File> {
-        Ok(tokio::fs::File::from_std(std::fs::File::from(fd.try_clone()?)))
+        Ok(tokio::fs::File::from_std(std::fs::File::from(
+            fd.try_clone()?,
+        )))
     };
     let terminal = Terminal {
         reader: file(&pty.master)?,

@@ -66,7 +66,8 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
         .await
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
-    app.wait_for_status(&id, "stopped", Duration::from_secs(60)).await;
+    app.wait_for_status(&id, "stopped", Duration::from_secs(60))
+        .await;
     let (status, _) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
     assert_eq!(status, 409, "no processes without a running sandbox");
     app.http
@@ -74,7 +75,8 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
         .send()
         .await
         .unwrap();
-    app.wait_for_status(&id, "running", Duration::from_secs(60)).await;
+    app.wait_for_status(&id, "running", Duration::from_secs(60))
+        .await;
     let (_, listed) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
     assert_eq!(listed, json!([]));
     let (_, out, _) = app.exec(&id, "pgrep -f 'sleep 3600$' | wc -l").await;
@@ -86,11 +88,15 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
 async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
     let app = spawn_app().await;
     let id = app.running_session("killer", json!({})).await;
-    let p: Value = start(&app, &id, json!({"command": "sleep 3601 & sleep 3602 & wait"}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let p: Value = start(
+        &app,
+        &id,
+        json!({"command": "sleep 3601 & sleep 3602 & wait"}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     let pid = p["id"].as_str().unwrap();
     eventually("both children", Duration::from_secs(10), async || {
         let (_, out, _) = app.exec(&id, "pgrep -fx 'sleep 360[12]' | wc -l").await;
@@ -117,7 +123,10 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
         let r = start(&app, &id, body.clone()).await;
         assert_eq!(r.status().as_u16(), status, "{body}");
         let err: Value = r.json().await.unwrap();
-        assert!(err["detail"].is_string() || err["detail"].is_array(), "{err}");
+        assert!(
+            err["detail"].is_string() || err["detail"].is_array(),
+            "{err}"
+        );
     }
     let (_, listed) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
     assert_eq!(listed.as_array().unwrap().len(), 1, "only the killed one");
@@ -130,7 +139,9 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
 async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
     let app = spawn_app().await;
     let id = app.running_session("files", json!({})).await;
-    let data: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i * 31 % 253) as u8).collect();
+    let data: Vec<u8> = (0..10 * 1024 * 1024u32)
+        .map(|i| (i * 31 % 253) as u8)
+        .collect();
     let url = |path: &str| app.url(&format!("/api/sessions/{id}/sandbox-files?path={path}"));
     let r = app
         .http
@@ -141,20 +152,37 @@ async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let written: Value = r.json().await.unwrap();
-    assert_eq!((written["size"].as_u64(), written["mode"].as_u64()), (Some(data.len() as u64), Some(0o600)));
-    let (_, sum, _) = app.exec(&id, "sha256sum < /tmp/deep/data.bin; stat -c %a /tmp/deep/data.bin").await;
+    assert_eq!(
+        (written["size"].as_u64(), written["mode"].as_u64()),
+        (Some(data.len() as u64), Some(0o600))
+    );
+    let (_, sum, _) = app
+        .exec(
+            &id,
+            "sha256sum < /tmp/deep/data.bin; stat -c %a /tmp/deep/data.bin",
+        )
+        .await;
     let expected = {
         use sha2::Digest;
         format!("{:x}", sha2::Sha256::digest(&data))
     };
-    assert!(sum.starts_with(&expected) && sum.ends_with("600\n"), "{sum}");
-    let back = app.http.get(url("/tmp/deep/data.bin")).send().await.unwrap();
+    assert!(
+        sum.starts_with(&expected) && sum.ends_with("600\n"),
+        "{sum}"
+    );
+    let back = app
+        .http
+        .get(url("/tmp/deep/data.bin"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(back.status(), 200);
     assert!(back.bytes().await.unwrap() == data, "the bytes differ");
 
     // No event for it: it is not the workspace's.
     assert!(!app.event_types(&id).await.iter().any(|t| t == "user.file"));
-    app.exec(&id, "echo x > /tmp/unreadable && chmod 000 /tmp/unreadable").await;
+    app.exec(&id, "echo x > /tmp/unreadable && chmod 000 /tmp/unreadable")
+        .await;
     for (path, status) in [
         ("relative.txt", 400),
         ("/tmp/unreadable", 403),
@@ -164,9 +192,21 @@ async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
         let r = app.http.get(url(path)).send().await.unwrap();
         assert_eq!(r.status().as_u16(), status, "{path}");
     }
-    let r = app.http.put(url("/etc/not-mine")).body("x").send().await.unwrap();
+    let r = app
+        .http
+        .put(url("/etc/not-mine"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
-    let r = app.http.put(url("/tmp/x") + "&mode=999").body("x").send().await.unwrap();
+    let r = app
+        .http
+        .put(url("/tmp/x") + "&mode=999")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     delete_session(&app, &id).await;
 }
@@ -175,18 +215,32 @@ async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
 async fn the_daemon_killed_inside_a_sandbox_comes_back() {
     let app = spawn_app().await;
     let id = app.running_session("phoenix", json!({})).await;
-    let p: Value = start(&app, &id, json!({"command": "sleep 3603"})).await.json().await.unwrap();
+    let p: Value = start(&app, &id, json!({"command": "sleep 3603"}))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(p["status"], "running");
     // The sandbox's own code may kill the daemon (it runs as the same user).
-    let r = start(&app, &id, json!({"command": "pkill -KILL -f 'sandboxd serve'"})).await;
+    let r = start(
+        &app,
+        &id,
+        json!({"command": "pkill -KILL -f 'sandboxd serve'"}),
+    )
+    .await;
     assert_eq!(r.status(), 201);
     // The next calls reconnect and start it again.
     // A new daemon answers, knowing none of the old one's processes.
     eventually("a new daemon", Duration::from_secs(20), async || {
         let (status, v) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
-        (status == 200 && v == json!([])).then_some(()).ok_or(format!("{status} {v}"))
+        (status == 200 && v == json!([]))
+            .then_some(())
+            .ok_or(format!("{status} {v}"))
     })
     .await;
-    assert_eq!(app.exec(&id, "echo back").await, (0, "back\n".into(), String::new()));
+    assert_eq!(
+        app.exec(&id, "echo back").await,
+        (0, "back\n".into(), String::new())
+    );
     delete_session(&app, &id).await;
 }

@@ -18,7 +18,10 @@ use futures::StreamExt;
 
 /// A byte stream to the daemon of one sandbox.
 pub(crate) type Io = tokio::io::Join<
-    tokio_util::io::StreamReader<futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>, bytes::Bytes>,
+    tokio_util::io::StreamReader<
+        futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
+        bytes::Bytes,
+    >,
     std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
 >;
 
@@ -74,5 +77,8 @@ pub(crate) async fn open(docker: &Docker, id: &str) -> Result<Io> {
             }
         })
         .boxed();
-    Ok(tokio::io::join(tokio_util::io::StreamReader::new(bytes), input))
+    Ok(tokio::io::join(
+        tokio_util::io::StreamReader::new(bytes),
+        input,
+    ))
 }

@@ -52,7 +52,9 @@ pub(crate) async fn exec(
         }
         Ok(Err(e)) => return Err(SandboxError::Backend(format!("exec: {e}"))),
         Err(_) => {
-            tracing::warn!("exec: no exit from the daemon {HOST_GRACE:?} past the timeout; giving up");
+            tracing::warn!(
+                "exec: no exit from the daemon {HOST_GRACE:?} past the timeout; giving up"
+            );
             gave_up()
         }
     };

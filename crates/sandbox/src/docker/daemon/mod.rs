@@ -124,7 +124,8 @@ impl Daemons {
         match tokio::time::timeout(CONNECT_TIMEOUT, self.connect(docker, id)).await {
             Ok(Ok(client)) => {
                 tracing::debug!(container.id = %id, elapsed = ?started.elapsed(), "connected to the sandbox daemon");
-                self.slots().insert(id.to_owned(), Slot::Open(client.clone()));
+                self.slots()
+                    .insert(id.to_owned(), Slot::Open(client.clone()));
                 Some(client)
             }
             failed => {
