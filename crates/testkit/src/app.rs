@@ -179,6 +179,35 @@ impl TestApp {
         id
     }
 
+    /// `GET path` as (status, JSON body; null when the body is not JSON).
+    pub async fn get_json(&self, path: &str) -> (u16, serde_json::Value) {
+        let r = self.http.get(self.url(path)).send().await.expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// `DELETE /api/sessions/{id}`, which must answer 204.
+    pub async fn delete_session(&self, id: &str) {
+        let r = self
+            .http
+            .delete(self.url(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .expect("DELETE session");
+        assert_eq!(r.status(), 204, "{}", r.text().await.unwrap_or_default());
+    }
+
+    /// `POST /api/sessions/{id}/interrupt`, which must succeed.
+    pub async fn interrupt(&self, id: &str) {
+        let r = self
+            .http
+            .post(self.url(&format!("/api/sessions/{id}/interrupt")))
+            .send()
+            .await
+            .expect("POST interrupt");
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+
     /// `POST .../exec`, returning (exit_code, stdout, stderr).
     pub async fn exec(&self, id: &str, command: &str) -> (i64, String, String) {
         let r = self

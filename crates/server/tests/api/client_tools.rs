@@ -377,13 +377,7 @@ async fn interrupting_a_parked_run_cancels_it_and_its_calls() {
     let pause = wait_for_event(&app, &id, is_pause).await;
     let call_id = pause["payload"]["call_ids"][0].as_str().unwrap().to_owned();
 
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/interrupt")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    app.interrupt(&id).await;
     // The cancelled end is in the log before the answer to the interrupt.
     let evs = wait_for_end(&app, &id, &run).await;
     let end = evs.last().unwrap();

@@ -15,22 +15,6 @@ async fn start(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
         .unwrap()
 }
 
-async fn get_json(app: &TestApp, path: &str) -> (u16, Value) {
-    let r = app.http.get(app.url(path)).send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn delete_session(app: &TestApp, id: &str) {
-    let r = app
-        .http
-        .delete(app.url(&format!("/api/sessions/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-}
-
 #[tokio::test]
 async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
     let app = spawn_app().await;
@@ -48,12 +32,14 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
     assert_eq!(p["cwd"], "/workspace");
 
     let detail = eventually("its output", Duration::from_secs(10), async || {
-        let (_, d) = get_json(&app, &format!("/api/sessions/{id}/processes/{pid}")).await;
+        let (_, d) = app
+            .get_json(&format!("/api/sessions/{id}/processes/{pid}"))
+            .await;
         (d["stdout"] == "ready\n" && d["stderr"] == "me\n").then_some(d)
     })
     .await;
     assert_eq!(detail["status"], "running");
-    let (_, listed) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
+    let (_, listed) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(listed.as_array().unwrap().len(), 1);
     let (code, out, _) = app.exec(&id, "pgrep -f 'sleep 3600$' | wc -l").await;
     assert_eq!((code, out.trim()), (0, "1"), "it runs in the sandbox");
@@ -68,7 +54,7 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
     assert!(r.status().is_success(), "{}", r.status());
     app.wait_for_status(&id, "stopped", Duration::from_secs(60))
         .await;
-    let (status, _) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
+    let (status, _) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(status, 409, "no processes without a running sandbox");
     app.http
         .post(app.url(&format!("/api/sessions/{id}/start")))
@@ -77,11 +63,11 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
         .unwrap();
     app.wait_for_status(&id, "running", Duration::from_secs(60))
         .await;
-    let (_, listed) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
+    let (_, listed) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(listed, json!([]));
     let (_, out, _) = app.exec(&id, "pgrep -f 'sleep 3600$' | wc -l").await;
     assert_eq!(out.trim(), "0");
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -128,11 +114,13 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
             "{err}"
         );
     }
-    let (_, listed) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
+    let (_, listed) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(listed.as_array().unwrap().len(), 1, "only the killed one");
-    let (status, _) = get_json(&app, &format!("/api/sessions/{id}/processes/proc_nope")).await;
+    let (status, _) = app
+        .get_json(&format!("/api/sessions/{id}/processes/proc_nope"))
+        .await;
     assert_eq!(status, 404);
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -208,7 +196,7 @@ async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -232,7 +220,7 @@ async fn the_daemon_killed_inside_a_sandbox_comes_back() {
     // The next calls reconnect and start it again.
     // A new daemon answers, knowing none of the old one's processes.
     eventually("a new daemon", Duration::from_secs(20), async || {
-        let (status, v) = get_json(&app, &format!("/api/sessions/{id}/processes")).await;
+        let (status, v) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
         (status == 200 && v == json!([]))
             .then_some(())
             .ok_or(format!("{status} {v}"))
@@ -242,5 +230,5 @@ async fn the_daemon_killed_inside_a_sandbox_comes_back() {
         app.exec(&id, "echo back").await,
         (0, "back\n".into(), String::new())
     );
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }

@@ -86,16 +86,6 @@ async fn detail(r: Response) -> String {
     v["detail"].as_str().unwrap_or_default().to_owned()
 }
 
-async fn delete_session(app: &TestApp, id: &str) {
-    let r = app
-        .http
-        .delete(app.url(&format!("/api/sessions/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-}
-
 /// Deterministic bytes that are not text.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -266,7 +256,7 @@ async fn files_are_uploaded_listed_read_and_deleted() {
         "copy.bin\ndata.bin\nuploads\n"
     );
 
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -355,7 +345,7 @@ async fn paths_cannot_leave_the_workspace_lexically_or_through_links() {
         "ok\n"
     );
 
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -448,7 +438,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
         1
     );
 
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -508,7 +498,7 @@ async fn uploads_larger_than_100_mib_get_413() {
         .unwrap();
     assert_eq!(queued, 0);
 
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }
 
 #[tokio::test]
@@ -535,5 +525,5 @@ async fn a_session_that_failed_to_boot_has_no_files_to_show() {
     assert_eq!(delete(&app, &id, "x", None).await.status(), 409);
     let r = list(&app, "00000000-0000-0000-0000-000000000000", ".").await;
     assert_eq!(r.status(), 404);
-    delete_session(&app, &id).await;
+    app.delete_session(&id).await;
 }

@@ -410,13 +410,7 @@ async fn an_interrupt_kills_the_tool_process_the_run_started() {
         }
     })
     .await;
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/interrupt")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    app.interrupt(&id).await;
     let evs = wait_for_run(&app, &id, &run).await;
     assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
     // Both sleeps die, the one that left the process group too.

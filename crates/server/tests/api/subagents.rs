@@ -163,13 +163,7 @@ async fn interrupting_a_run_stops_the_subagent_in_flight() {
         (!requests_of(&fake, "You are slow.").is_empty()).then_some(())
     })
     .await;
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/interrupt")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    app.interrupt(&id).await;
     // The cancelled terminal event is committed before the interrupt returns.
     let evs: Vec<Value> = app
         .events(&id)
