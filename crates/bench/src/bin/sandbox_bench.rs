@@ -255,7 +255,7 @@ async fn exec_round_trip(
         ),
         Row::new(
             "DockerBackend::exec (no database)",
-            "create + start + inspect of `timeout -k 5s -- 60.000s sh -c true`",
+            "one HTTP/2 stream to the sandbox's daemon on its open bridge (a Docker exec of `timeout -k 5s -- 60.000s sh -c true` without one)",
         ),
         Row::new(
             "raw bollard: `true`",
