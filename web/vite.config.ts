@@ -25,11 +25,15 @@ export default defineConfig({
         {
           target: api,
           changeOrigin: true,
+          // The session's terminal is a WebSocket.
+          ws: true,
           configure: (proxy: any) => {
-            proxy.on('proxyReq', (req: any) => {
-              req.removeHeader('origin');
-              req.removeHeader('sec-fetch-site');
-            });
+            for (const event of ['proxyReq', 'proxyReqWs']) {
+              proxy.on(event, (req: any) => {
+                req.removeHeader('origin');
+                req.removeHeader('sec-fetch-site');
+              });
+            }
           },
         },
       ]),

@@ -267,6 +267,14 @@ pub fn changes_state(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// Whether the request asks to become a WebSocket (HTTP/1.1 `Upgrade: websocket`; over
+/// HTTP/2 it is a CONNECT, which is a change anyway).
+fn is_websocket(req: &Request) -> bool {
+    req.headers()
+        .get(header::UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+}
+
 /// 403 for a request a page of another origin (or site) sent: any that changes state, and
 /// any other that is not a navigation (an `<img>`, a `fetch`, a beacon: nothing another site
 /// needs, and each would spend this caller's rate limit).
@@ -280,7 +288,10 @@ fn check_cross_site(policy: &HostPolicy, req: &Request) -> Result<(), Response> 
     let other_site = site.is_some_and(|s| {
         s.eq_ignore_ascii_case("cross-site") || s.eq_ignore_ascii_case("same-site")
     });
-    if !changes_state(req.method()) {
+    // A WebSocket opens with a GET, but what it carries (a terminal) acts: its Origin is
+    // checked as a change's is. Browsers always send one with an upgrade, and a page cannot
+    // put a header on it, so the cookie's CSRF header cannot be asked for.
+    if !changes_state(req.method()) && !is_websocket(req) {
         let navigation = h
             .get("sec-fetch-mode")
             .is_some_and(|m| m.as_bytes().eq_ignore_ascii_case(b"navigate"));

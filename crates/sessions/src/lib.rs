@@ -59,6 +59,7 @@ mod skills;
 mod snapshots;
 mod start;
 mod stop;
+mod terminal;
 pub mod trust;
 
 pub use checkout::CHECKOUT_TIMEOUT;
@@ -68,3 +69,6 @@ pub use lock::not_found;
 pub use running::{not_running, require_running};
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;
 pub use service::{SessionSettings, Sessions};
+pub use terminal::{
+    terminal_size, Terminal, TerminalTarget, MAX_TERMINALS_PER_SESSION, MAX_TERMINAL_SIDE,
+};

@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     pub pool_started: std::sync::atomic::AtomicBool,
     /// The refill worker, for a shutdown that waits for it.
     pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Open terminals per session (`terminal.rs`).
+    pub terminals: crate::terminal::TerminalCounts,
 }
 
 impl Sessions {
@@ -92,6 +94,7 @@ impl Sessions {
                 pool_wanted: tokio::sync::Notify::new(),
                 pool_started: Default::default(),
                 pool_worker: Default::default(),
+                terminals: Default::default(),
             }),
         }
     }

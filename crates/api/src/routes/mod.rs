@@ -22,6 +22,7 @@ pub mod sign_in;
 pub mod skill_bundles;
 pub mod snapshots;
 pub mod system;
+pub mod terminal;
 pub mod usage;
 pub mod users;
 pub mod webhooks;

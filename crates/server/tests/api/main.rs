@@ -35,6 +35,7 @@ mod skills;
 mod streaming;
 mod subagents;
 mod teardown;
+mod terminal;
 mod ui;
 mod usage;
 mod web_security;
