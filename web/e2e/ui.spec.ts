@@ -65,6 +65,9 @@ test.beforeAll(async () => {
     // The session's own model and instructions, from the "Start a session" dialog.
     { when: { model: 'e2e-override-model', any_message_contains: 'Speak like a pirate' }, reply: { text: 'Arr, the overrides reached me.' } },
     { when: { last_message_role: 'tool', last_tool_result_contains: 'yes' }, reply: { text: 'Thanks, you said yes.' } },
+    // A tool that runs until the test lets it finish, for its live output.
+    { when: { last_message_role: 'tool', last_user_contains: 'build' }, reply: { text: 'The build finished.' } },
+    { when: { last_user_contains: 'build' }, reply: { tool_calls: [{ name: 'shell', arguments: { command: 'echo compiling-1; while [ ! -e /tmp/e2e-go ]; do sleep 0.1; done; echo compiling-2' } }] } },
     { when: { last_message_role: 'tool', last_user_contains: 'report' }, reply: { text: 'Done: output/report.md is written.' } },
     { when: { last_user_contains: 'report' }, reply: { reasoning: 'The person wants a report file.', tool_calls: [{ name: 'shell', arguments: { command: 'mkdir -p output && printf "# Report\\n\\nAll good.\\n" > output/report.md && ls output' } }] } },
     { when: { last_user_contains: 'question' }, reply: { tool_calls: [{ name: 'ask_user', arguments: { question: 'Proceed?' } }] } },
@@ -204,6 +207,24 @@ test('a sandbox tool call folds open with its arguments and output, and thinking
   await expect(page.getByText('The person wants a report file.')).toBeVisible();
   await page.getByTestId('transcript').evaluate((el) => (el.scrollTop = el.scrollHeight));
   await shot(page, 'session');
+});
+
+test('a running tool’s output shows as it is written, then gives way to its result', async ({ page }) => {
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await page.getByTestId('composer').fill('Run the build now');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const call = page.locator('[data-testid="tool-call"][data-tool="shell"]').last();
+  // The command waits for /tmp/e2e-go: this is its output while it runs.
+  await expect(call.getByTestId('tool-live-output')).toContainText('compiling-1');
+  await expect(call).toContainText('running');
+  await shot(page, 'tool-live-output');
+  const r = await fetch(`${API()}/api/sessions/${sessionId}/exec`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ command: 'touch /tmp/e2e-go' }) });
+  expect(r.status).toBe(200);
+  await expect(page.getByTestId('agent-message').last()).toContainText('The build finished.');
+  await expect(call).toContainText('done');
+  await expect(call.getByTestId('tool-live-output')).toHaveCount(0);
+  await call.getByRole('button').first().click();
+  await expect(call).toContainText('compiling-2');
 });
 
 test('answer a deferrable client tool call', async ({ page }) => {

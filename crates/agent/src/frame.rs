@@ -36,23 +36,22 @@ pub(crate) struct SubTag {
 }
 
 impl SubTag {
+    /// The `subagent` of an event's payload.
+    pub fn value(&self) -> Value {
+        serde_json::json!({"agent": self.agent, "call_id": self.call_id})
+    }
+
     /// Adds `subagent` to an event's payload.
     pub fn mark(tag: Option<&SubTag>, mut payload: Value) -> Value {
         if let (Some(t), Value::Object(m)) = (tag, &mut payload) {
-            m.insert(
-                "subagent".into(),
-                serde_json::json!({"agent": t.agent, "call_id": t.call_id}),
-            );
+            m.insert("subagent".into(), t.value());
         }
         payload
     }
 
     pub fn mark_map(tag: Option<&SubTag>, mut payload: Map<String, Value>) -> Map<String, Value> {
         if let Some(t) = tag {
-            payload.insert(
-                "subagent".into(),
-                serde_json::json!({"agent": t.agent, "call_id": t.call_id}),
-            );
+            payload.insert("subagent".into(), t.value());
         }
         payload
     }

@@ -59,6 +59,7 @@ mod step;
 mod stop;
 mod subagents;
 mod tally;
+mod tool_output;
 mod tool_round;
 mod tools;
 mod turn;

@@ -9,6 +9,7 @@ use crate::frame::{Cast, Frame, Kind, ParkedFrame, SubTag};
 use crate::stop::Stop;
 use crate::subagents::Settled;
 use crate::tally::Turn;
+use crate::tool_output::Live;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_model::{Completion, Message};
@@ -52,13 +53,20 @@ impl Runs {
         let mut stop = None;
         for (i, c) in calls.iter().enumerate() {
             let result = match &kinds[i] {
-                Kind::Sandbox => tokio::select! {
-                    r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments) => r,
-                    _ = token.cancelled() => {
-                        stop = Some(Stop::Outcome(Outcome::Cancelled));
-                        break;
+                Kind::Sandbox => {
+                    let live = Live {
+                        run,
+                        call_id: &c.id,
+                        subagent: tag.map(SubTag::value),
+                    };
+                    tokio::select! {
+                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live) => r,
+                        _ = token.cancelled() => {
+                            stop = Some(Stop::Outcome(Outcome::Cancelled));
+                            break;
+                        }
                     }
-                },
+                }
                 Kind::Subagent(d) => match self.call_subagent(cast, frame, turn, d, c, token).await
                 {
                     Ok(Settled::Answer(text)) => text,

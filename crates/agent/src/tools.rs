@@ -2,6 +2,7 @@
 //! and filesystem). Every tool runs through the sandbox backend, inside the workspace; a
 //! failure becomes the tool's output (the model reads it), never the run's failure.
 
+use crate::tool_output::Live;
 use crate::Runs;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -170,6 +171,7 @@ impl Runs {
         allowed: &[ToolSpec],
         tool: &str,
         arguments: &str,
+        live: &Live<'_>,
     ) -> String {
         if !allowed.iter().any(|t| t.name == tool) {
             return format!("error: there is no tool named '{tool}'");
@@ -183,7 +185,10 @@ impl Runs {
             .secret_values(project, id)
             .await;
         let out = match tool {
-            "shell" => self.shell_tool(project, id, arguments).await,
+            "shell" => {
+                self.shell_tool(project, id, arguments, live, &secrets)
+                    .await
+            }
             "read_file" => self.read_tool(project, id, arguments).await,
             "write_file" => self.write_tool(project, id, arguments).await,
             "edit_file" => self.edit_tool(project, id, arguments).await,
@@ -212,14 +217,30 @@ impl Runs {
         ))
     }
 
-    async fn shell_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {
+    /// The command's output also goes out live as it is written (`tool_output.rs`).
+    async fn shell_tool(
+        &self,
+        p: ProjectId,
+        id: SessionId,
+        args: &str,
+        live: &Live<'_>,
+        secrets: &[String],
+    ) -> Result<String, String> {
         let a: ShellArgs = parse("shell", args)?;
-        let r = self
+        let prepared = self
             .inner
             .sessions
-            .exec(p, id, a.command, a.timeout)
+            .prepare_exec(p, id, a.command, a.timeout)
             .await
             .map_err(|e| format!("error: {e}"))?;
+        // Unbounded, and still bounded: the command's output is capped at 1 MiB a stream.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let run = prepared.run(move |stream, text: &str| {
+            let _ = tx.send((stream, text.to_owned()));
+        });
+        let publish = crate::tool_output::publish(&self.inner.db, id, live, "shell", secrets, rx);
+        let (r, ()) = tokio::join!(run, publish);
+        let r = r.map_err(|e| format!("error: {e}"))?.result;
         let mut out = format!("exit code: {}\n", r.exit_code);
         if !r.stdout.is_empty() {
             out.push_str(&format!("stdout:\n{}\n", r.stdout));

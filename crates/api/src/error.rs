@@ -55,6 +55,19 @@ impl ApiError {
         ApiError::NotFound(what.into())
     }
 
+    /// The `{"detail": ...}` a caller is shown (also inside streams that fail after they
+    /// began). An internal cause goes to the log under a reference, never to the caller.
+    pub fn body(&self) -> serde_json::Value {
+        match self {
+            ApiError::Validation(errors) => json!({ "detail": errors }),
+            ApiError::Internal(e) => {
+                let said = sandbox_agents_errors::internal_reference(e.as_ref());
+                json!({ "detail": format!("{said}: the server log has the cause") })
+            }
+            other => json!({ "detail": other.to_string() }),
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -77,17 +90,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = match &self {
-            ApiError::Validation(errors) => json!({ "detail": errors }),
-            // The same words as a run's internal failure: the cause goes to the log under the
-            // reference, never to the caller.
-            ApiError::Internal(e) => {
-                let said = sandbox_agents_errors::internal_reference(e.as_ref());
-                json!({ "detail": format!("{said}: the server log has the cause") })
-            }
-            other => json!({ "detail": other.to_string() }),
-        };
-        let mut resp = (status, Json(body)).into_response();
+        let mut resp = (status, Json(self.body())).into_response();
         if matches!(self, ApiError::Unavailable(_)) {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));

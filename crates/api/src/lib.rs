@@ -114,7 +114,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::start))
         .routes(routes!(lifecycle::stop))
         .routes(routes!(lifecycle::interrupt))
-        .routes(routes!(lifecycle::exec))
+        .routes(routes!(routes::exec::exec))
         .routes(routes!(routes::runs::send_message))
         .routes(routes!(routes::runs::submit_tool_result))
         .routes(routes!(routes::runs::tool_calls))

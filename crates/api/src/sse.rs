@@ -13,7 +13,7 @@
 
 use axum::response::sse::Event;
 use futures::Stream;
-use sandbox_agents_domain::event::SessionEvent;
+use sandbox_agents_domain::event::{EventType, SessionEvent};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_store::events::{self, MAX_PAGE};
 use sandbox_agents_store::{Db, LiveEvent, Subscription};
@@ -44,6 +44,19 @@ async fn read_after(
     })
 }
 
+/// Whether a live ephemeral event goes to a stream: the opt-in types only to streams that
+/// asked for them.
+fn sends(e: &SessionEvent, opted_in: bool) -> bool {
+    opted_in || !EventType::parse(&e.kind).is_some_and(EventType::is_opt_in)
+}
+
+/// What a stream sends besides the log and token deltas.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamOptions {
+    /// `agent.tool_output_delta` events.
+    pub tool_output: bool,
+}
+
 pub fn event_stream(
     db: Db,
     project: ProjectId,
@@ -51,6 +64,7 @@ pub fn event_stream(
     after: i64,
     sub: Subscription,
     shutdown: CancellationToken,
+    options: StreamOptions,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
         // Move the whole subscription in: capturing only `sub.rx` would drop the feed handle
@@ -81,7 +95,11 @@ pub fn event_stream(
                         yield Ok(frame(&e));
                     }
                 }
-                Ok(LiveEvent::Ephemeral(e)) => yield Ok(frame(&e)),
+                Ok(LiveEvent::Ephemeral(e)) => {
+                    if sends(&e, options.tool_output) {
+                        yield Ok(frame(&e));
+                    }
+                }
                 Ok(LiveEvent::Deleted) | Err(RecvError::Closed) => break,
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(session.id = %session, skipped = n, "a slow stream is caught up from the database");

@@ -147,6 +147,60 @@ pub fn mask(text: String, values: &[String]) -> String {
     out
 }
 
+/// [`mask`] for text that arrives in pieces (a command's output as it is written): a value
+/// split between two pieces is still hidden whole, because the tail of a piece that could be
+/// the start of a value is held back until the next piece (or [`StreamMask::finish`]) shows
+/// whether it is one.
+pub struct StreamMask {
+    values: Vec<String>,
+    longest: usize,
+    held: String,
+}
+
+impl StreamMask {
+    pub fn new(values: &[String]) -> Self {
+        let values: Vec<String> = values
+            .iter()
+            .filter(|v| v.len() >= MIN_MASKED_LEN)
+            .cloned()
+            .collect();
+        let longest = values.iter().map(String::len).max().unwrap_or(0);
+        StreamMask {
+            values,
+            longest,
+            held: String::new(),
+        }
+    }
+
+    /// What of the text so far may be shown now, masked.
+    pub fn push(&mut self, text: &str) -> String {
+        self.held.push_str(text);
+        let masked = mask(std::mem::take(&mut self.held), &self.values);
+        if self.longest == 0 {
+            return masked;
+        }
+        // The earliest place in the last `longest - 1` bytes where a value could begin.
+        let from = masked.len().saturating_sub(self.longest - 1);
+        let cut = (from..masked.len())
+            .filter(|&i| masked.is_char_boundary(i))
+            .find(|&i| {
+                let tail = &masked[i..];
+                self.values
+                    .iter()
+                    .any(|v| v.len() > tail.len() && v.starts_with(tail))
+            })
+            .unwrap_or(masked.len());
+        let mut shown = masked;
+        self.held = shown.split_off(cut);
+        shown
+    }
+
+    /// The rest, at the end of the text.
+    pub fn finish(&mut self) -> String {
+        mask(std::mem::take(&mut self.held), &self.values)
+    }
+}
+
 impl Credentials {
     /// The secret values of the session's sandbox as it is now, for [`mask`]; empty when it
     /// has none (or they cannot be opened: then commands fail loudly anyway).
@@ -337,6 +391,31 @@ mod tests {
             "x *** y *** z abc"
         );
         assert_eq!(mask("nothing".into(), &[]), "nothing");
+    }
+
+    #[test]
+    fn a_value_split_between_pieces_is_still_masked_whole() {
+        let values = vec!["s3cr3t-value".to_owned(), "abc".to_owned()];
+        let text = "before s3cr3t-value between s3cr3t-valu and after s3cr3t-value";
+        for size in 1..=text.len() {
+            let mut m = StreamMask::new(&values);
+            let mut shown = String::new();
+            for piece in text.as_bytes().chunks(size) {
+                shown.push_str(&m.push(std::str::from_utf8(piece).unwrap()));
+            }
+            shown.push_str(&m.finish());
+            assert_eq!(
+                shown, "before *** between s3cr3t-valu and after ***",
+                "pieces of {size}"
+            );
+        }
+        // Text that cannot begin a value is shown at once.
+        let mut m = StreamMask::new(&values);
+        assert_eq!(m.push("plain output\n"), "plain output\n");
+        assert_eq!(m.push("ends with s3c"), "ends with ");
+        assert_eq!(m.finish(), "s3c");
+        let mut none = StreamMask::new(&[]);
+        assert_eq!(none.push("s3cr"), "s3cr");
     }
 
     #[test]

@@ -26,11 +26,14 @@ pub enum EventType {
     AgentClientToolResult,
     AgentHandoff,
     AgentCompaction,
+    /// An addition to the client's vocabulary: streamed only to readers that ask for it
+    /// (`?tool_output=true`), so the published client's streams never see it.
+    AgentToolOutputDelta,
     StreamGap,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 17] = [
+    pub const ALL: [EventType; 18] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -47,6 +50,7 @@ impl EventType {
         Self::AgentClientToolResult,
         Self::AgentHandoff,
         Self::AgentCompaction,
+        Self::AgentToolOutputDelta,
         Self::StreamGap,
     ];
 
@@ -68,6 +72,7 @@ impl EventType {
             Self::AgentClientToolResult => "agent.client_tool_result",
             Self::AgentHandoff => "agent.handoff",
             Self::AgentCompaction => "agent.compaction",
+            Self::AgentToolOutputDelta => "agent.tool_output_delta",
             Self::StreamGap => "stream_gap",
         }
     }
@@ -78,7 +83,17 @@ impl EventType {
 
     /// Ephemeral events (`seq = 0`) are streamed live and never stored.
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, Self::AgentTextDelta | Self::StreamGap)
+        matches!(
+            self,
+            Self::AgentTextDelta | Self::AgentToolOutputDelta | Self::StreamGap
+        )
+    }
+
+    /// Ephemeral types a stream sends only to readers that ask for them: the published
+    /// client knows `agent.text_delta` and `stream_gap` as its only ephemeral types, and
+    /// would keep anything else among a run's events.
+    pub fn is_opt_in(self) -> bool {
+        matches!(self, Self::AgentToolOutputDelta)
     }
 
     /// The two types that end a turn.
@@ -118,6 +133,9 @@ impl EventType {
             Self::AgentHandoff => "The conversation changed hands between agents.",
             Self::AgentCompaction => {
                 "The conversation the model sees was compacted into a summary (the log keeps it whole); carries the token counts before and after."
+            }
+            Self::AgentToolOutputDelta => {
+                "Output of a running sandbox tool as it is written (`call_id`, `stream`, `text`), streamed only, to streams opened with `tool_output=true`."
             }
             Self::StreamGap => "The reader fell behind; re-read the log.",
         }

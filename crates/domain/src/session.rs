@@ -205,6 +205,18 @@ pub struct ExecResult {
     pub stderr: String,
 }
 
+/// The last event of an exec streamed as SSE (`event: exit`): how the command ended; its
+/// output came before, as `stdout` and `stderr` events of `{"text": ...}`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ExecExit {
+    /// The exit status; 124 when the command timed out.
+    pub exit_code: i64,
+    pub timed_out: bool,
+    /// Whether stdout went over 1 MiB (the rest was not sent).
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+}
+
 /// One file, directory or link of a session's workspace.
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct WorkspaceEntry {

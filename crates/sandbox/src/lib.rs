@@ -10,6 +10,20 @@ pub mod unavailable;
 pub use docker::DockerBackend;
 /// The daemon's protocol and client, for the services that talk to it.
 pub use sandboxd;
+/// Which stream a chunk of a command's output came on.
+pub use sandboxd::client::Stream as OutputStream;
+/// What takes a command's output as it comes (see [`SandboxBackend::exec_streaming`]).
+pub type OnOutput<'a> = dyn for<'b> FnMut(OutputStream, &'b [u8]) + Send + 'a;
+
+/// Hands a finished command's output to `on_output`, stdout first.
+pub(crate) fn emit_whole(out: &ExecOutput, on_output: &mut OnOutput<'_>) {
+    if !out.stdout.is_empty() {
+        on_output(OutputStream::Stdout, &out.stdout);
+    }
+    if !out.stderr.is_empty() {
+        on_output(OutputStream::Stderr, &out.stderr);
+    }
+}
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -219,6 +233,20 @@ pub trait SandboxBackend: Send + Sync + 'static {
     }
 
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput>;
+
+    /// [`SandboxBackend::exec`], handing each chunk of output to `on_output` as the command
+    /// writes it (through the daemon), or all of it when the command ends (where output
+    /// cannot be had sooner). The chunks are what the output holds: capped the same way.
+    async fn exec_streaming(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        on_output: &mut OnOutput<'_>,
+    ) -> Result<ExecOutput> {
+        let out = self.exec(id, req).await?;
+        emit_whole(&out, on_output);
+        Ok(out)
+    }
 
     /// Extracts a tar archive into `dir` (absolute, inside the sandbox), as the sandbox user.
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()>;

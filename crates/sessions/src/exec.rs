@@ -3,10 +3,10 @@
 use crate::lock::not_found;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
-use sandbox_agents_domain::session::ExecResult;
+use sandbox_agents_domain::session::{ExecExit, ExecResult};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
-use sandbox_agents_sandbox::{ExecRequest, SandboxError};
+use sandbox_agents_sandbox::{ExecRequest, OutputStream, SandboxError};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 
 /// The plain environment of a session's sandbox: the manifest's `environment` as it was when
@@ -82,6 +82,19 @@ impl Sessions {
         command: String,
         timeout: Option<f64>,
     ) -> Result<ExecResult> {
+        let prepared = self.prepare_exec(project, id, command, timeout).await?;
+        Ok(prepared.run(|_, _| {}).await?.result)
+    }
+
+    /// Checks an exec (the timeout, the session running) without starting it, so a caller
+    /// that streams can answer a refusal as an ordinary error before its stream begins.
+    pub async fn prepare_exec(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        command: String,
+        timeout: Option<f64>,
+    ) -> Result<PreparedExec> {
         let secs = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
         if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
             return Err(ServiceError::field(
@@ -99,14 +112,69 @@ impl Sessions {
             max_output: MAX_OUTPUT_BYTES,
             stdin: None,
         };
+        Ok(PreparedExec {
+            sessions: self.clone(),
+            id,
+            container,
+            req,
+            secs,
+        })
+    }
+}
+
+/// An exec checked and ready to run (see [`Sessions::prepare_exec`]).
+pub struct PreparedExec {
+    sessions: Sessions,
+    id: SessionId,
+    container: String,
+    req: ExecRequest,
+    secs: f64,
+}
+
+/// What an exec gives: the whole answer, and how it ended.
+pub struct ExecOutcome {
+    pub result: ExecResult,
+    pub exit: ExecExit,
+}
+
+impl PreparedExec {
+    /// Runs the command; each piece of its output also goes to `on_output` as text (invalid
+    /// UTF-8 replaced, a character split between chunks kept whole) as the command writes it,
+    /// where the sandbox's daemon carries it, or at the end otherwise. A timeout's note comes
+    /// last, on stderr. Dropping the future abandons the command (its tree is killed).
+    pub async fn run(
+        self,
+        mut on_output: impl FnMut(OutputStream, &str) + Send,
+    ) -> Result<ExecOutcome> {
+        let PreparedExec {
+            sessions,
+            id,
+            container,
+            req,
+            secs,
+        } = self;
+        let (mut out_text, mut err_text) = (Utf8Chunks::default(), Utf8Chunks::default());
+        let mut each = |stream: OutputStream, chunk: &[u8]| {
+            let decoder = match stream {
+                OutputStream::Stdout => &mut out_text,
+                OutputStream::Stderr => &mut err_text,
+            };
+            let text = decoder.push(chunk);
+            if !text.is_empty() {
+                on_output(stream, &text);
+            }
+        };
         // The idle clock is moved while the command runs, not before it: the UPDATE (a
         // commit) overlaps the Docker round trips instead of adding to them. It has committed
         // by the time the caller gets the answer, so a use that was answered is always on
         // record; a reaper that decided just before it re-checks under the session lock
         // (see `stop_locked`).
         let (touched, out) = tokio::join!(
-            sessions::touch(&self.inner.db, id),
-            self.inner.backend.exec(&container, &req)
+            sessions::touch(&sessions.inner.db, id),
+            sessions
+                .inner
+                .backend
+                .exec_streaming(&container, &req, &mut each)
         );
         if let Err(e) = touched {
             tracing::warn!(error = %e, "could not record the use of the sandbox");
@@ -117,16 +185,114 @@ impl Sessions {
             ),
             other => other.into(),
         })?;
+        for (stream, decoder) in [
+            (OutputStream::Stdout, &mut out_text),
+            (OutputStream::Stderr, &mut err_text),
+        ] {
+            let rest = decoder.finish();
+            if !rest.is_empty() {
+                on_output(stream, &rest);
+            }
+        }
         let mut stderr = text(&out.stderr, out.stderr_truncated, "stderr");
         if out.timed_out {
-            stderr.push_str(&format!(
-                "\n[timed out after {secs} s: the command was killed]\n"
-            ));
+            let note = format!("\n[timed out after {secs} s: the command was killed]\n");
+            on_output(OutputStream::Stderr, &note);
+            stderr.push_str(&note);
         }
-        Ok(ExecResult {
-            exit_code: if out.timed_out { 124 } else { out.exit_code },
-            stdout: text(&out.stdout, out.stdout_truncated, "stdout"),
-            stderr,
+        let exit_code = if out.timed_out { 124 } else { out.exit_code };
+        Ok(ExecOutcome {
+            result: ExecResult {
+                exit_code,
+                stdout: text(&out.stdout, out.stdout_truncated, "stdout"),
+                stderr,
+            },
+            exit: ExecExit {
+                exit_code,
+                timed_out: out.timed_out,
+                stdout_truncated: out.stdout_truncated,
+                stderr_truncated: out.stderr_truncated,
+            },
         })
+    }
+}
+
+/// Bytes to text chunk by chunk: a UTF-8 character split between two chunks is held until
+/// it is whole; bytes that can never be valid become U+FFFD, as `from_utf8_lossy` does.
+#[derive(Default)]
+pub(crate) struct Utf8Chunks {
+    held: Vec<u8>,
+}
+
+impl Utf8Chunks {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> String {
+        self.held.extend_from_slice(chunk);
+        let mut out = String::new();
+        let mut rest: &[u8] = &self.held;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    out.push_str(s);
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match e.error_len() {
+                        Some(n) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[n..];
+                        }
+                        // An incomplete character at the end: wait for its other bytes.
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.held = rest.to_vec();
+        out
+    }
+
+    /// What is held at the end: an incomplete character, replaced.
+    pub(crate) fn finish(&mut self) -> String {
+        let rest = String::from_utf8_lossy(&self.held).into_owned();
+        self.held.clear();
+        rest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Utf8Chunks;
+
+    #[test]
+    fn characters_split_between_chunks_come_out_whole() {
+        let text = "héllo — 日本 ✓";
+        let bytes = text.as_bytes();
+        for size in 1..=4 {
+            let mut d = Utf8Chunks::default();
+            let mut out = String::new();
+            for chunk in bytes.chunks(size) {
+                let piece = d.push(chunk);
+                assert!(!piece.contains('\u{fffd}'), "chunks of {size}: {piece:?}");
+                out.push_str(&piece);
+            }
+            out.push_str(&d.finish());
+            assert_eq!(out, text, "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn invalid_bytes_are_replaced_as_lossy_decoding_does() {
+        let bytes = b"ok\xff\xfeend\xe6\x97";
+        let mut d = Utf8Chunks::default();
+        let mut out = d.push(&bytes[..5]);
+        out.push_str(&d.push(&bytes[5..]));
+        out.push_str(&d.finish());
+        assert_eq!(out, String::from_utf8_lossy(bytes));
     }
 }

@@ -63,10 +63,11 @@ mod terminal;
 pub mod trust;
 
 pub use checkout::CHECKOUT_TIMEOUT;
-pub use exec::MAX_OUTPUT_BYTES;
+pub use exec::{ExecOutcome, PreparedExec, MAX_OUTPUT_BYTES};
 pub use hooks::RunHooks;
 pub use lock::not_found;
 pub use running::{not_running, require_running};
+pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;
 pub use service::{SessionSettings, Sessions};
 pub use terminal::{

@@ -27,22 +27,24 @@ impl Frame {
 
 pub struct SseReader {
     body: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
-    buf: String,
+    /// Bytes, not text: a character split between two reads is decoded whole.
+    buf: Vec<u8>,
 }
 
 impl SseReader {
     pub fn new(resp: reqwest::Response) -> Self {
         Self {
             body: Box::pin(resp.bytes_stream()),
-            buf: String::new(),
+            buf: Vec::new(),
         }
     }
 
     /// The next frame, or `None` when the stream ended. Panics after `timeout` of silence.
     pub async fn next(&mut self, timeout: Duration) -> Option<Frame> {
         loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..end + 2).collect();
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let raw = String::from_utf8_lossy(&self.buf[..end + 2]).into_owned();
+                self.buf.drain(..end + 2);
                 let mut f = Frame::default();
                 for line in raw.lines() {
                     if let Some(c) = line.strip_prefix(':') {
@@ -62,9 +64,9 @@ impl SseReader {
             match tokio::time::timeout(timeout, self.body.next()).await {
                 Err(_) => panic!("no SSE frame within {timeout:?}"),
                 Ok(None) => return None,
-                Ok(Some(chunk)) => self.buf.push_str(&String::from_utf8_lossy(
-                    &chunk.expect("reading the stream"),
-                )),
+                Ok(Some(chunk)) => self
+                    .buf
+                    .extend_from_slice(&chunk.expect("reading the stream")),
             }
         }
     }

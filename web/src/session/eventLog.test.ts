@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../api/client';
-import { activeRun, applyEvents, emptyLog, pendingCallIds } from './eventLog';
+import { activeRun, applyEvents, emptyLog, pendingCallIds, TOOL_OUTPUT_KEPT } from './eventLog';
 
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, run_id: string | null = 'R'): SessionEvent =>
   ({ seq, type, payload, run_id, session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
@@ -69,5 +69,27 @@ describe('run state', () => {
     expect(pendingCallIds(s)).toEqual(['c1']);
     s = applyEvents(s, [ev(4, 'agent.client_tool_result', { call_id: 'c1', output: 'yes' }, 'R1')]);
     expect(pendingCallIds(s)).toEqual([]);
+  });
+});
+
+describe('running tools’ output', () => {
+  const out = (call_id: string, text: string, run = 'R') => ev(0, 'agent.tool_output_delta', { call_id, tool: 'shell', stream: 'stdout', text }, run);
+
+  it('gathers it by call until the result, never as stored events', () => {
+    let s = applyEvents(emptyLog(), [ev(1, 'agent.tool_use', { call_id: 'c1', tool: 'shell' }), out('c1', 'step 1\n'), out('c2', 'other\n')]);
+    s = applyEvents(s, [out('c1', 'step 2\n')]);
+    expect(s.toolOutput.c1.text).toBe('step 1\nstep 2\n');
+    expect(s.events.map((e) => e.type)).toEqual(['agent.tool_use']);
+    s = applyEvents(s, [ev(2, 'agent.tool_result', { call_id: 'c1', output: 'exit code: 0' })]);
+    expect(s.toolOutput.c1).toBeUndefined();
+    expect(s.toolOutput.c2.text).toBe('other\n');
+  });
+
+  it('forgets a run’s output at its end, and keeps only the tail of a long one', () => {
+    let s = applyEvents(emptyLog(), [out('c1', 'x'.repeat(TOOL_OUTPUT_KEPT)), out('c1', 'the end'), out('c9', 'elsewhere', 'R2')]);
+    expect(s.toolOutput.c1.text).toHaveLength(TOOL_OUTPUT_KEPT);
+    expect(s.toolOutput.c1.text.endsWith('the end')).toBe(true);
+    s = applyEvents(s, [ev(3, 'session.status_idle', { stop_reason: 'cancelled' }, 'R')]);
+    expect(Object.keys(s.toolOutput)).toEqual(['c9']);
   });
 });

@@ -1,6 +1,7 @@
 // The state of one session's event log as the UI holds it: the stored events in ascending seq,
 // each exactly once, plus the text the model is streaming right now (ephemeral
-// `agent.text_delta` events, seq 0, never stored). Pure functions, so the rules are testable:
+// `agent.text_delta` events, seq 0, never stored) and the output of sandbox tools still running
+// (`agent.tool_output_delta`, asked for with `tool_output=true`). Pure functions, so the rules are testable:
 // a stored event already held is dropped (a replay after a reconnect, or the history and the
 // stream overlapping), one that arrives out of order is put in its place, and a stored
 // `agent.message` (or the run's end) replaces the deltas it is made of.
@@ -22,14 +23,21 @@ export type EventLogState = {
   lastSeq: number;
   /** Texts being streamed, by run and subagent call. */
   streaming: StreamingText[];
+  /** Output of running sandbox tools so far, by call id (the tail, at most TOOL_OUTPUT_KEPT). */
+  toolOutput: Record<string, LiveToolOutput>;
   /** How many stored events were dropped as duplicates (for the raw view and tests). */
   duplicatesDropped: number;
 };
 
+export type LiveToolOutput = { runId: string | null; text: string };
+
+/** Characters of a running tool's output the UI keeps (its tail). */
+export const TOOL_OUTPUT_KEPT = 64 * 1024;
+
 export const TERMINAL_TYPES = new Set(['session.status_idle', 'session.status_error']);
 
 export function emptyLog(): EventLogState {
-  return { events: [], lastSeq: 0, streaming: [], duplicatesDropped: 0 };
+  return { events: [], lastSeq: 0, streaming: [], toolOutput: {}, duplicatesDropped: 0 };
 }
 
 export function subagentOf(event: SessionEvent): SubagentRef | null {
@@ -67,6 +75,14 @@ export function applyEvents(state: EventLogState, batch: SessionEvent[]): EventL
   let duplicatesDropped = state.duplicatesDropped;
   let streaming = state.streaming;
   let streamingCopied = false;
+  let toolOutput = state.toolOutput;
+  let toolOutputCopied = false;
+  const touchToolOutput = () => {
+    if (!toolOutputCopied) {
+      toolOutput = { ...toolOutput };
+      toolOutputCopied = true;
+    }
+  };
   const touchStreaming = () => {
     if (!streamingCopied) {
       streaming = streaming.slice();
@@ -84,6 +100,13 @@ export function applyEvents(state: EventLogState, batch: SessionEvent[]): EventL
         const i = streaming.findIndex((s) => s.key === key);
         if (i >= 0) streaming[i] = { ...streaming[i], text: streaming[i].text + text };
         else streaming.push({ key, runId: event.run_id ?? null, subagent: subagentOf(event), text });
+      } else if (event.type === 'agent.tool_output_delta') {
+        const p = (event.payload ?? {}) as Record<string, unknown>;
+        if (typeof p.call_id === 'string' && typeof p.text === 'string') {
+          touchToolOutput();
+          const soFar = (toolOutput[p.call_id]?.text ?? '') + p.text;
+          toolOutput[p.call_id] = { runId: event.run_id ?? null, text: soFar.length > TOOL_OUTPUT_KEPT ? soFar.slice(-TOOL_OUTPUT_KEPT) : soFar };
+        }
       }
       continue; // stream_gap and other ephemeral notices are not kept
     }
@@ -108,14 +131,25 @@ export function applyEvents(state: EventLogState, batch: SessionEvent[]): EventL
         touchStreaming();
         streaming = streaming.filter((s) => s.key !== key);
       }
+    } else if (event.type === 'agent.tool_result') {
+      const callId = (event.payload as Record<string, unknown> | undefined)?.call_id;
+      if (typeof callId === 'string' && callId in toolOutput) {
+        touchToolOutput();
+        delete toolOutput[callId];
+      }
     } else if (TERMINAL_TYPES.has(event.type ?? '')) {
+      const ended = (runId: string | null) => event.run_id == null || runId === event.run_id;
+      if (Object.values(toolOutput).some((o) => ended(o.runId))) {
+        touchToolOutput();
+        for (const [k, o] of Object.entries(toolOutput)) if (ended(o.runId)) delete toolOutput[k];
+      }
       if (streaming.some((s) => s.runId === (event.run_id ?? null) || event.run_id == null)) {
         touchStreaming();
         streaming = streaming.filter((s) => !(s.runId === (event.run_id ?? null) || event.run_id == null));
       }
     }
   }
-  return { events, lastSeq, streaming, duplicatesDropped };
+  return { events, lastSeq, streaming, toolOutput, duplicatesDropped };
 }
 
 /** The run in flight, if any: the latest run with a user.message and no terminal event since. */

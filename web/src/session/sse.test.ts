@@ -69,9 +69,9 @@ describe('openEventStream', () => {
     });
     await done;
     expect(received.map((e) => e.seq)).toEqual([1, 2, 3, 4]);
-    expect(urls[0]).toBe('/api/sessions/S/events/stream');
-    expect(urls[1]).toBe('/api/sessions/S/events/stream?after=2');
-    expect(urls[2]).toBe('/api/sessions/S/events/stream?after=4');
+    expect(urls[0]).toBe('/api/sessions/S/events/stream?tool_output=true');
+    expect(urls[1]).toBe('/api/sessions/S/events/stream?tool_output=true&after=2');
+    expect(urls[2]).toBe('/api/sessions/S/events/stream?tool_output=true&after=4');
   });
 
   it('stops on an HTTP error with the API detail', async () => {

@@ -85,7 +85,8 @@ export function openEventStream(opts: StreamOptions): StreamHandle {
   async function once(): Promise<'again' | 'stop'> {
     controller = new AbortController();
     const after = opts.cursor();
-    const url = `/api/sessions/${encodeURIComponent(opts.sessionId)}/events/stream${after > 0 ? `?after=${after}` : ''}`;
+    // `tool_output=true`: running sandbox tools' output too, as it is written.
+    const url = `/api/sessions/${encodeURIComponent(opts.sessionId)}/events/stream?tool_output=true${after > 0 ? `&after=${after}` : ''}`;
     let response: Response;
     try {
       response = await fetchImpl(url, {

@@ -3,7 +3,7 @@
 // steps nested under the call that invoked it (`payload.subagent.call_id`), and the text being
 // streamed right now where it belongs.
 import type { SessionEvent } from '../api/client';
-import { subagentOf, type StreamingText, type SubagentRef } from './eventLog';
+import { subagentOf, type LiveToolOutput, type StreamingText, type SubagentRef } from './eventLog';
 
 export type ToolItem = {
   kind: 'tool';
@@ -16,6 +16,8 @@ export type ToolItem = {
   deferrable: boolean;
   call: SessionEvent;
   result: SessionEvent | null;
+  /** What the tool wrote so far, while it runs (null once it has a result, or none came). */
+  live: string | null;
   subagent: SubagentRef | null;
   children: Item[];
 };
@@ -49,7 +51,7 @@ export function parseArguments(raw: unknown): unknown {
   }
 }
 
-export function buildTranscript(events: SessionEvent[], streaming: StreamingText[] = []): Item[] {
+export function buildTranscript(events: SessionEvent[], streaming: StreamingText[] = [], toolOutput: Record<string, LiveToolOutput> = {}): Item[] {
   const top: Item[] = [];
   const tools = new Map<string, ToolItem>();
 
@@ -93,6 +95,7 @@ export function buildTranscript(events: SessionEvent[], streaming: StreamingText
           deferrable: p.deferrable === true,
           call: e,
           result: null,
+          live: toolOutput[callId]?.text ?? null,
           subagent: sub,
           children: [],
         };
@@ -103,8 +106,10 @@ export function buildTranscript(events: SessionEvent[], streaming: StreamingText
       case 'agent.tool_result':
       case 'agent.client_tool_result': {
         const t = tools.get(str(p.call_id));
-        if (t) t.result = e;
-        else place({ kind: 'status', id, seq, event: e }, sub);
+        if (t) {
+          t.result = e;
+          t.live = null;
+        } else place({ kind: 'status', id, seq, event: e }, sub);
         break;
       }
       case 'agent.handoff':

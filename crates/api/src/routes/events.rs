@@ -73,6 +73,10 @@ pub struct StreamQuery {
     /// Replay stored events after this seq, then follow live. Absent: from the start, or from
     /// a `Last-Event-ID` header when one is sent.
     pub after: Option<i64>,
+    /// Also send `agent.tool_output_delta` events: a running sandbox tool's output as it is
+    /// written (ephemeral, `seq: 0`). Off by default, so readers that know only
+    /// `agent.text_delta` and `stream_gap` as ephemeral never see them.
+    pub tool_output: Option<bool>,
 }
 
 /// Stream the event log (SSE)
@@ -120,6 +124,9 @@ pub async fn stream(
         after,
         subscription,
         st.shutdown.clone(),
+        crate::sse::StreamOptions {
+            tool_output: q.tool_output.unwrap_or(false),
+        },
     );
     Ok((
         [

@@ -1,5 +1,5 @@
 //! Session lifecycle: create (202, the container boots in the background), start, stop,
-//! interrupt, delete, and exec.
+//! interrupt and delete.
 
 use crate::error::ApiResult;
 use crate::extract::{ApiJson, SessionPath};
@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::session::StoppedReason;
-use sandbox_agents_domain::session::{ExecBody, ExecResult, Session, SessionCreate};
+use sandbox_agents_domain::session::{Session, SessionCreate};
 
 /// Create a session
 ///
@@ -96,28 +96,4 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     st.sessions.delete(project, id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Run a command in the sandbox
-///
-/// Runs `sh -c command` in the workspace of a running session, with its bound secrets in the
-/// environment, and answers when it ends. A non-zero exit is still 200; on timeout only the
-/// command's process tree is killed (exit code 124, a note in stderr). An asleep session is
-/// not woken (409). The body is at most 1 MiB (413 above).
-#[utoipa::path(post, path = "/api/sessions/{session_id}/exec", operation_id = "exec_command", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
-    request_body = ExecBody,
-    responses((status = 200, body = ExecResult), (status = 404, description = "No such session"),
-              (status = 409, description = "The session is not running")))]
-#[tracing::instrument(skip_all, fields(session.id = %raw))]
-pub async fn exec(
-    State(st): State<AppState>,
-    Project(project): Project,
-    SessionPath { id, raw }: SessionPath,
-    ApiJson(body): ApiJson<ExecBody>,
-) -> ApiResult<Json<ExecResult>> {
-    let out = st
-        .sessions
-        .exec(project, id, body.command, body.timeout)
-        .await?;
-    Ok(Json(out))
 }

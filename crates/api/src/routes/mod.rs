@@ -5,6 +5,7 @@ pub mod api_keys;
 pub mod deliveries;
 pub mod environments;
 pub mod events;
+pub mod exec;
 pub mod files;
 pub mod git_keys;
 pub mod identity;

@@ -306,6 +306,24 @@ impl SandboxBackend for DockerBackend {
         }
     }
 
+    #[tracing::instrument(skip_all, fields(container.id = %id))]
+    async fn exec_streaming(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        on_output: &mut crate::OnOutput<'_>,
+    ) -> Result<ExecOutput> {
+        match self.daemons.client(&self.docker, id).await {
+            Some(client) => daemon::exec(&client, req, on_output).await,
+            // Docker exec's output comes whole, at the end.
+            None => {
+                let out = exec::exec(&self.docker, id, req).await?;
+                crate::emit_whole(&out, on_output);
+                Ok(out)
+            }
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir, bytes = tar.len()))]
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
         archive::put_archive(&self.docker, id, dir, tar).await

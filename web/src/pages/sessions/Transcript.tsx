@@ -69,6 +69,19 @@ export function AnswerForm({ call, sessionId, onAnswered }: { call: ClientToolCa
   );
 }
 
+/** A running tool's output so far, following its end as it grows. */
+function LiveOutput({ text }: { text: string }) {
+  const ref = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    if (ref.current) ref.current.scrollTop = ref.current.scrollHeight;
+  }, [text]);
+  return (
+    <Code block ref={ref} mt={6} data-testid="tool-live-output" style={{ maxHeight: 180, overflow: 'auto' }}>
+      {text}
+    </Code>
+  );
+}
+
 function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
   const rp = (item.result?.payload ?? {}) as Record<string, unknown>;
   const pending = item.client ? ctx.pending.get(item.callId) : undefined;
@@ -144,6 +157,7 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
           </Text>
         )}
       </Collapsible>
+      {item.live && <LiveOutput text={item.live} />}
     </Paper>
   );
 }
@@ -282,7 +296,7 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
 });
 
 export function Transcript({ log, pending, height }: { log: EventLogState; pending: ClientToolCall[]; height: string }) {
-  const items = useMemo(() => buildTranscript(log.events, log.streaming), [log.events, log.streaming]);
+  const items = useMemo(() => buildTranscript(log.events, log.streaming, log.toolOutput), [log.events, log.streaming, log.toolOutput]);
   const [expanded, setExpanded] = useState<Set<string>>(() => new Set());
   const pendingMap = useMemo(() => new Map(pending.map((c) => [c.call_id, c])), [pending]);
   const ctx: Ctx = useMemo(

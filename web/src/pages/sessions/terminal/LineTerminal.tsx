@@ -3,7 +3,7 @@
 // time, its output printed when it ends.
 import { Alert, Group, NumberInput, Text, useComputedColorScheme } from '@mantine/core';
 import { useEffect, useRef, useState } from 'react';
-import { api, unwrap, type SessionDetail } from '../../../api/client';
+import { api, unwrap, type Schemas, type SessionDetail } from '../../../api/client';
 import { errorText } from '../../../components/common';
 import { createTerminal } from './xterm';
 
@@ -32,9 +32,10 @@ export default function LineTerminal({ session }: { session: SessionDetail }) {
     const run = async (command: string) => {
       busy = true;
       try {
-        const r = await unwrap(
+        // Asked as JSON (no `Accept: text/event-stream`): the whole result.
+        const r = (await unwrap(
           api.POST('/api/sessions/{session_id}/exec', { params: { path: { session_id: session.id } }, body: { command, timeout: timeoutRef.current } }),
-        );
+        )) as Schemas['ExecResult'];
         if (r.stdout) term.write(r.stdout.endsWith('\n') ? r.stdout : r.stdout + '\n');
         if (r.stderr) term.write('\x1b[31m' + r.stderr + (r.stderr.endsWith('\n') ? '' : '\n') + '\x1b[0m');
         if (r.exit_code !== 0) term.writeln(`\x1b[33m[exit ${r.exit_code}]\x1b[0m`);
