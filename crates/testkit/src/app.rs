@@ -33,6 +33,18 @@ impl TestApp {
             .expect("the server returned cleanly");
     }
 
+    /// A restart: this server shuts down (its connections, its daemon bridges and all it
+    /// held in memory go with it) and leaves its sandboxes running; a new server starts on the
+    /// same database with the default options, as a redeploy would.
+    pub async fn restart(mut self) -> TestApp {
+        let (db, options) = (self.db.clone(), self.db_options.clone());
+        self.keep_sandboxes = true;
+        let data_dir = self.data_dir.clone();
+        self.stop().await;
+        let _ = std::fs::remove_dir_all(data_dir);
+        crate::spawn_app_on(db, options).await
+    }
+
     /// An agent in the default project, straight into the store.
     pub async fn seed_agent(&self, slug: &str) -> AgentRecord {
         let body: AgentCreate =

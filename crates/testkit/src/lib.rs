@@ -104,6 +104,8 @@ pub struct TestApp {
     /// The webhook dispatcher, not running: drive it with `run_once`, or start its loop with
     /// [`TestApp::start_dispatcher`].
     pub dispatcher: Dispatcher,
+    /// Whether dropping it leaves the deployment's sandboxes (see [`TestApp::restart`]).
+    keep_sandboxes: bool,
 }
 
 /// The image tests boot (the one `scripts/test` builds).
@@ -366,6 +368,8 @@ pub struct AppOptions {
     pub s3: Option<s3::S3Access>,
     /// `--s3-stage-max-bytes` (1 GiB by default).
     pub s3_stage_max_bytes: Option<u64>,
+    /// `--sandboxd-bin off`: sandboxes get no daemon (every command is a Docker exec).
+    pub no_daemon: bool,
 }
 
 impl Default for AppOptions {
@@ -384,6 +388,7 @@ impl Default for AppOptions {
             max_concurrent_builds: 2,
             s3: None,
             s3_stage_max_bytes: None,
+            no_daemon: false,
         }
     }
 }
@@ -425,6 +430,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         max_concurrent_builds,
         s3,
         s3_stage_max_bytes,
+        no_daemon,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -438,6 +444,9 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.local_dir_roots = local_dir_roots;
     config.extra_ca_certs = extra_ca_certs;
     config.max_concurrent_builds = max_concurrent_builds;
+    if no_daemon {
+        config.sandboxd_bin = Some("off".into());
+    }
     if let Some(s3) = s3 {
         config.s3_endpoint = Some(s3.endpoint);
         config.s3_access_key_id = Some(s3.access_key_id);
@@ -499,6 +508,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         data_dir,
         blobs_dir,
         dispatcher,
+        keep_sandboxes: false,
     }
 }
 
@@ -511,6 +521,9 @@ impl Drop for TestApp {
         // Pooled sandboxes carry the deployment label too, so the sweep below takes them; the
         // refill worker is told to stop first (`stop` also waits for it).
         self.shutdown.cancel();
+        if self.keep_sandboxes {
+            return;
+        }
         let db = self.db.clone();
         let options = self.db_options.clone();
         let _ = std::thread::spawn(move || {

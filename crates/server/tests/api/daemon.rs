@@ -1,6 +1,7 @@
 //! What only a sandbox's daemon does, through the API on real Docker sandboxes: background
 //! processes that outlive their request and die with the sandbox, files by absolute path
-//! byte for byte, and the daemon killed inside a sandbox coming back.
+//! byte for byte, the daemon killed inside a sandbox coming back, a restarted control plane
+//! reconnecting to running sandboxes, and sandboxes without a daemon served by Docker exec.
 
 use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
 use serde_json::{json, Value};
@@ -231,4 +232,106 @@ async fn the_daemon_killed_inside_a_sandbox_comes_back() {
         (0, "back\n".into(), String::new())
     );
     app.delete_session(&id).await;
+}
+
+#[tokio::test]
+async fn a_restarted_control_plane_finds_the_daemons_processes_and_its_lost_command_is_killed() {
+    let first = spawn_app().await;
+    let id = first.running_session("restart", json!({})).await;
+    let p: Value = start(&first, &id, json!({"command": "exec sleep 3605"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let pid = p["id"].as_str().unwrap().to_owned();
+    // A command in flight when the server goes away.
+    let r = first
+        .http
+        .post(first.url(&format!("/api/sessions/{id}/exec")))
+        .header("accept", "text/event-stream")
+        .json(&json!({"command": "echo running; exec sleep 3606", "timeout": 600}))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = sandbox_agents_testkit::sse::SseReader::new(r);
+    let f = sse.next_event(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(f.json()["text"], "running\n");
+    drop(sse);
+    let second = first.restart().await;
+    // The background process lives on in the sandbox, and the new server's daemon
+    // connection sees it.
+    let (status, d) = second
+        .get_json(&format!("/api/sessions/{id}/processes/{pid}"))
+        .await;
+    assert_eq!(
+        (status, d["status"].as_str()),
+        (200, Some("running")),
+        "{d}"
+    );
+    // The command whose caller and server went away did not stay behind.
+    eventually(
+        "the lost command killed",
+        Duration::from_secs(20),
+        async || {
+            let (_, out, _) = second.exec(&id, "pgrep -fx 'sleep 3606' | wc -l").await;
+            (out.trim() == "0").then_some(())
+        },
+    )
+    .await;
+    second.delete_session(&id).await;
+}
+
+#[tokio::test]
+async fn a_sandbox_without_the_daemon_is_served_by_docker_exec_and_says_what_it_lacks() {
+    let first =
+        sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
+            no_daemon: true,
+            ..Default::default()
+        })
+        .await;
+    let id = first.running_session("no-daemon", json!({})).await;
+    // Everything a Docker exec can do still works, streamed exec included (whole, at the end).
+    assert_eq!(
+        first.exec(&id, "echo plain; exit 4").await,
+        (4, "plain\n".into(), String::new())
+    );
+    let r = first
+        .http
+        .post(first.url(&format!("/api/sessions/{id}/exec")))
+        .header("accept", "text/event-stream")
+        .json(&json!({"command": "echo streamed"}))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = sandbox_agents_testkit::sse::SseReader::new(r);
+    let out = sse.next_event(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        (out.event.as_deref(), out.json()["text"].as_str()),
+        (Some("stdout"), Some("streamed\n"))
+    );
+    let exit = sse.next_event(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(exit.event.as_deref(), Some("exit"));
+    // What only the daemon does is refused, saying why.
+    let (status, body) = first
+        .get_json(&format!("/api/sessions/{id}/processes"))
+        .await;
+    assert_eq!(status, 409);
+    assert!(
+        body["detail"].as_str().unwrap().contains("has no daemon"),
+        "{body}"
+    );
+    // A server with a daemon adopts the sandbox, which has no daemon volume mounted (it
+    // started before): commands fall back to Docker exec.
+    let second = first.restart().await;
+    assert_eq!(
+        second
+            .exec(&id, "test -e /opt/sandbox-agents/sandboxd || echo absent")
+            .await,
+        (0, "absent\n".into(), String::new())
+    );
+    let (status, _) = second
+        .get_json(&format!("/api/sessions/{id}/processes"))
+        .await;
+    assert_eq!(status, 409);
+    second.delete_session(&id).await;
 }
