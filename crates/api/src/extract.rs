@@ -289,3 +289,17 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
         Ok(SessionPath { id, raw })
     }
 }
+
+/// Whether the request's `Accept` names one of `types` (parameters and case aside; `*/*`
+/// names none of them).
+pub fn accepts_any(headers: &axum::http::HeaderMap, types: &[&str]) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.split(';').next().unwrap_or("").trim();
+            types.iter().any(|want| t.eq_ignore_ascii_case(want))
+        })
+}

@@ -178,15 +178,7 @@ pub async fn fallback(
 /// Whether the request names `text/html` among what it accepts, as browsers do for a
 /// navigation (`text/html,application/xhtml+xml,...`). `*/*` alone is not enough.
 fn wants_html(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.split(';').next().unwrap_or("").trim();
-            t.eq_ignore_ascii_case("text/html") || t.eq_ignore_ascii_case("application/xhtml+xml")
-        })
+    crate::extract::accepts_any(headers, &["text/html", "application/xhtml+xml"])
 }
 
 /// The fallback's JSON 404, as every unknown route of the API answers.

@@ -33,6 +33,18 @@ impl TestApp {
             .expect("the server returned cleanly");
     }
 
+    /// `POST /api/sessions/{id}/stop`, asserting the 200 (the stop itself goes on in the
+    /// background: wait for `stopped` when it matters).
+    pub async fn stop_session(&self, id: &str) {
+        let r = self
+            .http
+            .post(self.url(&format!("/api/sessions/{id}/stop")))
+            .send()
+            .await
+            .expect("POST stop");
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    }
+
     /// A restart: this server shuts down (its connections, its daemon bridges and all it
     /// held in memory go with it) and leaves its sandboxes running; a new server starts on the
     /// same database with the default options, as a redeploy would.

@@ -23,16 +23,7 @@ use std::convert::Infallible;
 
 /// Whether the caller asked for the stream.
 fn wants_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            t.split(';')
-                .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
-        })
+    crate::extract::accepts_any(headers, &["text/event-stream"])
 }
 
 /// Run a command in the sandbox

@@ -46,13 +46,7 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
     assert_eq!((code, out.trim()), (0, "1"), "it runs in the sandbox");
 
     // A stop takes it down with the sandbox; the next boot has none.
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    app.stop_session(&id).await;
     app.wait_for_status(&id, "stopped", Duration::from_secs(60))
         .await;
     let (status, _) = app.get_json(&format!("/api/sessions/{id}/processes")).await;

@@ -382,13 +382,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
     let live_root = strip(list_ok(&app, &id, ".").await);
     let live_docs = strip(list_ok(&app, &id, "docs").await);
 
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    app.stop_session(&id).await;
     let before = app.events(&id).await.len();
 
     assert_eq!(strip(list_ok(&app, &id, ".").await), live_root);

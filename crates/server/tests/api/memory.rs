@@ -41,13 +41,7 @@ async fn memory(app: &TestApp, agent: &str) -> Value {
 }
 
 async fn stop(app: &TestApp, id: &str) {
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    app.stop_session(&id).await;
 }
 
 /// The consolidation requests the fake model received.

@@ -165,13 +165,7 @@ async fn a_closed_socket_kills_its_shell_and_a_stop_closes_the_socket() {
     let mut socket = connect(&app, &id, "").await;
     send(&mut socket, "echo ready-$((2+2))\r").await;
     read_until(&mut socket, "ready-4").await;
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/stop")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    app.stop_session(&id).await;
     let (exit, close) = ending(&mut socket).await;
     assert_eq!(exit, None, "the shell did not exit: its sandbox went away");
     let (code, reason) = close.expect("a close frame");
