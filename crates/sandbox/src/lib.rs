@@ -53,6 +53,11 @@ pub enum SandboxError {
     /// The image is not present and cannot be pulled.
     #[error("the image {0} is not available on this host: build it first (images/sandbox/build-offline.sh)")]
     ImageMissing(String),
+    /// The sandbox's daemon went away while it ran a command (the command, or something else
+    /// in the sandbox, may have killed it): the command's outcome is unknown. The next call
+    /// starts the daemon again.
+    #[error("the sandbox's daemon went away while the command ran (did the command kill it?), so its outcome is unknown; the next command starts the daemon again")]
+    DaemonLost,
     /// The backend is unreachable or refused the request.
     #[error("sandbox backend error: {0}")]
     Backend(String),

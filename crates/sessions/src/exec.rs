@@ -183,6 +183,7 @@ impl PreparedExec {
             SandboxError::NotFound(_) => ServiceError::Conflict(
                 "the sandbox is gone; stop and start the session to get a new one".into(),
             ),
+            e @ SandboxError::DaemonLost => ServiceError::Conflict(e.to_string()),
             other => other.into(),
         })?;
         for (stream, decoder) in [

@@ -225,6 +225,28 @@ async fn the_daemon_killed_inside_a_sandbox_comes_back() {
         app.exec(&id, "echo back").await,
         (0, "back\n".into(), String::new())
     );
+    // A command that kills the daemon under itself gets a clear 409, not a 500; the next
+    // command brings it back.
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/exec")))
+        .json(&json!({"command": "pkill -KILL -f 'sandboxd serve'; sleep 30"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("daemon went away"),
+        "{body}"
+    );
+    assert_eq!(
+        app.exec(&id, "echo again").await,
+        (0, "again\n".into(), String::new())
+    );
     app.delete_session(&id).await;
 }
 

@@ -50,6 +50,10 @@ pub(crate) async fn exec(
                 req.workdir.clone().unwrap_or_else(|| WORKDIR.to_owned()),
             ))
         }
+        Ok(Err(e)) if e.is_transport() => {
+            tracing::warn!(error = %e, "exec: the daemon's connection broke while a command ran");
+            return Err(SandboxError::DaemonLost);
+        }
         Ok(Err(e)) => return Err(SandboxError::Backend(format!("exec: {e}"))),
         Err(_) => {
             tracing::warn!(
