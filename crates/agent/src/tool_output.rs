@@ -11,11 +11,10 @@
 use sandbox_agents_credentials::secrets::StreamMask;
 use sandbox_agents_domain::event::EventType;
 use sandbox_agents_domain::{RunId, SessionId};
-use sandbox_agents_sessions::OutputStream;
+use sandbox_agents_sessions::{OutputPieces, OutputStream};
 use sandbox_agents_store::{events, Db};
 use serde_json::{Map, Value};
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How long pieces are gathered into one event.
 const GATHER: Duration = Duration::from_millis(100);
@@ -37,7 +36,7 @@ pub(crate) async fn publish(
     live: &Live<'_>,
     tool: &str,
     secrets: &[String],
-    mut pieces: UnboundedReceiver<(OutputStream, String)>,
+    mut pieces: OutputPieces,
 ) {
     let mut masks = [StreamMask::new(secrets), StreamMask::new(secrets)];
     let index = |s: OutputStream| match s {

@@ -233,11 +233,7 @@ impl Runs {
             .prepare_exec(p, id, a.command, a.timeout)
             .await
             .map_err(|e| format!("error: {e}"))?;
-        // Unbounded, and still bounded: the command's output is capped at 1 MiB a stream.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let run = prepared.run(move |stream, text: &str| {
-            let _ = tx.send((stream, text.to_owned()));
-        });
+        let (run, rx) = prepared.run_to_channel();
         let publish = crate::tool_output::publish(&self.inner.db, id, live, "shell", secrets, rx);
         let (r, ()) = tokio::join!(run, publish);
         let r = r.map_err(|e| format!("error: {e}"))?.result;

@@ -19,8 +19,12 @@ pub struct Project(pub ProjectId);
 
 /// The `X-Project` header, trimmed; None when absent or empty.
 fn header(parts: &Parts) -> Option<String> {
-    parts
-        .headers
+    named_in(&parts.headers)
+}
+
+/// The `X-Project` of `headers`, trimmed; None when absent or empty.
+pub(crate) fn named_in(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get("x-project")
         .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_owned())
         .filter(|v| !v.is_empty())

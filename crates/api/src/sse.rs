@@ -109,3 +109,31 @@ pub fn event_stream(
         }
     }
 }
+
+/// An SSE answer as every stream of ours is sent: `text/event-stream`, no proxy buffering
+/// (`X-Accel-Buffering: no`), and a `: ping` comment after `heartbeat` of silence.
+pub fn response(
+    stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+    heartbeat: std::time::Duration,
+) -> axum::response::Response {
+    use axum::http::{header, HeaderValue};
+    use axum::response::IntoResponse;
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream; charset=utf-8"),
+            ),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        axum::response::sse::Sse::new(stream).keep_alive(
+            axum::response::sse::KeepAlive::new()
+                .interval(heartbeat)
+                .text("ping"),
+        ),
+    )
+        .into_response()
+}

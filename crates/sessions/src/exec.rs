@@ -218,6 +218,28 @@ impl PreparedExec {
     }
 }
 
+/// Output pieces as [`PreparedExec::run_to_channel`] hands them on.
+pub type OutputPieces = tokio::sync::mpsc::UnboundedReceiver<(OutputStream, String)>;
+
+impl PreparedExec {
+    /// [`PreparedExec::run`] with each piece of output sent to the returned receiver, for a
+    /// caller that forwards it while the command runs. The receiver ends once the command
+    /// has (the sender is dropped with the future). Unbounded, and still bounded: the output
+    /// is capped at [`MAX_OUTPUT_BYTES`] a stream.
+    pub fn run_to_channel(
+        self,
+    ) -> (
+        impl std::future::Future<Output = Result<ExecOutcome>> + Send,
+        OutputPieces,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let run = self.run(move |stream, text: &str| {
+            let _ = tx.send((stream, text.to_owned()));
+        });
+        (run, rx)
+    }
+}
+
 /// Bytes to text chunk by chunk: a UTF-8 character split between two chunks is held until
 /// it is whole; bytes that can never be valid become U+FFFD, as `from_utf8_lossy` does.
 #[derive(Default)]

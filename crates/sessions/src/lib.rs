@@ -63,7 +63,7 @@ mod terminal;
 pub mod trust;
 
 pub use checkout::CHECKOUT_TIMEOUT;
-pub use exec::{ExecOutcome, PreparedExec, MAX_OUTPUT_BYTES};
+pub use exec::{ExecOutcome, OutputPieces, PreparedExec, MAX_OUTPUT_BYTES};
 pub use hooks::RunHooks;
 pub use lock::not_found;
 pub use running::{not_running, require_running};

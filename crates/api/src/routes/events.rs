@@ -8,8 +8,7 @@ use crate::routes::sessions::session_not_found;
 use crate::sse::event_stream;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::sse::{KeepAlive, Sse};
+use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use sandbox_agents_domain::event::SessionEvent;
@@ -128,21 +127,5 @@ pub async fn stream(
             tool_output: q.tool_output.unwrap_or(false),
         },
     );
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream; charset=utf-8"),
-            ),
-            (
-                header::HeaderName::from_static("x-accel-buffering"),
-                HeaderValue::from_static("no"),
-            ),
-        ],
-        Sse::new(stream).keep_alive(
-            KeepAlive::new()
-                .interval(st.settings.heartbeat)
-                .text("ping"),
-        ),
-    ))
+    Ok(crate::sse::response(stream, st.settings.heartbeat))
 }

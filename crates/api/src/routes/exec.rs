@@ -12,8 +12,8 @@ use crate::extract::{ApiJson, SessionPath};
 use crate::project::Project;
 use crate::state::AppState;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::HeaderMap;
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandbox_agents_domain::session::{ExecBody, ExecResult};
@@ -60,14 +60,10 @@ pub async fn exec(
         let out: ExecResult = prepared.run(|_, _| {}).await?.result;
         return Ok(Json(out).into_response());
     }
-    Ok((
-        [(
-            header::HeaderName::from_static("x-accel-buffering"),
-            HeaderValue::from_static("no"),
-        )],
-        Sse::new(stream(prepared)).keep_alive(KeepAlive::new().text("ping")),
-    )
-        .into_response())
+    Ok(crate::sse::response(
+        stream(prepared),
+        st.settings.heartbeat,
+    ))
 }
 
 fn output(stream: OutputStream, text: String) -> Event {
@@ -84,11 +80,7 @@ fn output(stream: OutputStream, text: String) -> Event {
 /// drops the command's future, which abandons it.
 fn stream(prepared: PreparedExec) -> impl futures::Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
-        // Unbounded, and still bounded: the command's output is capped at 1 MiB a stream.
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let run = prepared.run(move |stream, text: &str| {
-            let _ = tx.send((stream, text.to_owned()));
-        });
+        let (run, mut rx) = prepared.run_to_channel();
         tokio::pin!(run);
         let outcome = loop {
             tokio::select! {

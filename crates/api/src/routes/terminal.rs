@@ -77,13 +77,7 @@ pub async fn open(
     ApiQuery(q): ApiQuery<TerminalQuery>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
-    let named = headers
-        .get("x-project")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-        .or(q.project.filter(|p| !p.trim().is_empty()));
+    let named = project::named_in(&headers).or(q.project.filter(|p| !p.trim().is_empty()));
     let project = project::resolve(&st.db, &principal, named.as_deref())
         .await?
         .ok_or_else(|| {

@@ -7,7 +7,8 @@ use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-async fn streamed(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
+/// `POST …/exec` asking for the stream.
+pub(crate) async fn streamed(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
     app.http
         .post(app.url(&format!("/api/sessions/{id}/exec")))
         .header("accept", "text/event-stream")
