@@ -183,6 +183,11 @@ impl Sessions {
                         shown(&p)
                     ))
                 })?;
+                // Through the daemon, the bytes come as they are (no tar, no Docker archive
+                // call); without one, out of a tar of the file.
+                if let Some(client) = self.inner.backend.daemon(&container).await {
+                    return daemon_read(&client, &resolved, &p).await;
+                }
                 let stream = self
                     .inner
                     .backend
@@ -303,16 +308,21 @@ impl Sessions {
             .split_once('\0')
             .ok_or_else(|| anyhow::anyhow!("the upload check printed {text:?}"))?;
         // The archive is extracted into the deepest directory that exists (no link in it);
-        // the directories still missing come with it, owned by the sandbox user.
+        // the directories still missing come with it, owned by the sandbox user. The daemon,
+        // which runs as the sandbox user, creates them itself.
         let below = resolved
             .strip_prefix(existing)
             .map(|s| s.trim_start_matches('/'))
             .ok_or_else(|| anyhow::anyhow!("the upload check printed {text:?}"))?;
         let entry = child(below, &name);
 
-        let size = self
-            .stream_upload(&container, existing, &entry, data)
-            .await?;
+        let size = match self.inner.backend.daemon(&container).await {
+            Some(client) => upload::daemon_write(&client, existing, resolved, &name, data).await?,
+            None => {
+                self.stream_upload(&container, existing, &entry, data)
+                    .await?
+            }
+        };
         sessions::touch(&self.inner.db, id).await?;
         let filename = filename.unwrap_or(&name);
         if announce {
@@ -371,4 +381,40 @@ impl Sessions {
         tracing::info!(path = p.relative(), recursive, "file deleted");
         Ok(())
     }
+}
+
+/// A live file's bytes through the sandbox's daemon, cut at the size it had when opened (the
+/// response's length is announced before its bytes; a file that grows meanwhile is not read
+/// past it, one that shrinks ends the body early).
+async fn daemon_read(
+    client: &sandbox_agents_sandbox::sandboxd::client::Client,
+    resolved: &str,
+    p: &sandbox_agents_sandbox::path::WorkspacePath,
+) -> Result<FileContent> {
+    use sandbox_agents_sandbox::sandboxd::client::is_not_found;
+    let (size, stream) = match client.read_file(resolved).await {
+        Ok((Some(size), stream)) => (size, stream),
+        Ok((None, _)) => {
+            return Err(ServiceError::Internal(anyhow::anyhow!(
+                "the sandbox daemon sent a file without its size"
+            )))
+        }
+        Err(e) if is_not_found(&e) => return Err(missing(p)),
+        Err(e) => return Err(crate::processes::daemon_error(e)),
+    };
+    let body = stream
+        .scan(size, |left, chunk| {
+            if *left == 0 {
+                return futures::future::ready(None);
+            }
+            let item = chunk.map_err(std::io::Error::other).map(|mut c| {
+                let keep = usize::try_from(*left).unwrap_or(usize::MAX).min(c.len());
+                c.truncate(keep);
+                *left -= keep as u64;
+                c
+            });
+            futures::future::ready(Some(item))
+        })
+        .boxed();
+    Ok(FileContent { size, body })
 }

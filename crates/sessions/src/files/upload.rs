@@ -97,3 +97,73 @@ impl std::fmt::Display for CallerSide {
 }
 
 impl std::error::Error for CallerSide {}
+
+/// Writes an upload through the sandbox's daemon, which runs as the sandbox user: no spool, no
+/// tar, and the daemon replaces a file whole once every byte arrived (readers never see half
+/// of it), mode 0644. Directories still missing between `existing` (the deepest one there) and
+/// the target are made only once the whole file has arrived, in the same way: the file is
+/// written next to them first and moved in. Over [`MAX_UPLOAD_BYTES`] the stream is cut and
+/// nothing is left behind (a 400; the API turns a part over its limit into the 413).
+pub(super) async fn daemon_write<S>(
+    client: &sandbox_agents_sandbox::sandboxd::client::Client,
+    existing: &str,
+    parent: &str,
+    name: &str,
+    data: S,
+) -> Result<u64>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static,
+{
+    use crate::processes::daemon_error;
+    let target = format!("{}/{name}", parent.trim_end_matches('/'));
+    let staged = (existing != parent).then(|| {
+        format!(
+            "{}/.sandbox-agents-upload-{}",
+            existing.trim_end_matches('/'),
+            uuid::Uuid::new_v4().simple()
+        )
+    });
+    let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let broken = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let (flag, why) = (over.clone(), broken.clone());
+    let mut seen: u64 = 0;
+    let limited = data
+        .map(move |chunk| {
+            let chunk = chunk.inspect_err(|e| {
+                *why.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            })?;
+            seen += chunk.len() as u64;
+            if seen > MAX_UPLOAD_BYTES {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(chunk)
+        })
+        .boxed();
+    let first = staged.as_deref().unwrap_or(&target);
+    let written = client.write_file(first, Some(0o644), false, limited).await;
+    if over.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(ServiceError::BadRequest(format!(
+            "the file is larger than {} MiB",
+            MAX_UPLOAD_BYTES / (1024 * 1024)
+        )));
+    }
+    if let Some(msg) = broken.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(ServiceError::BadRequest(format!(
+            "the upload could not be read: {msg}"
+        )));
+    }
+    let stat = written.map_err(daemon_error)?;
+    if let Some(staged) = &staged {
+        let moved = async {
+            client.mkdir(parent, true).await?;
+            client.rename(staged, &target).await
+        }
+        .await;
+        if let Err(e) = moved {
+            let _ = client.remove(staged, false).await;
+            return Err(daemon_error(e));
+        }
+    }
+    Ok(stat.size)
+}
