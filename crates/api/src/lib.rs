@@ -19,6 +19,7 @@ pub mod routes;
 pub mod sse;
 pub mod state;
 pub mod ui;
+mod unread_body;
 pub mod web;
 
 use axum::extract::DefaultBodyLimit;
@@ -209,6 +210,8 @@ pub fn router(state: AppState) -> Router {
         // Outside the auth layer: a rebound or cross-site request is refused before any
         // credential is looked at.
         .layer(axum::middleware::from_fn_with_state(checks, guard::layer))
+        // Outermost of the refusals: any of them may answer before the body is read.
+        .layer(axum::middleware::from_fn(unread_body::layer))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {

@@ -212,3 +212,65 @@ async fn each_route_takes_bodies_up_to_its_own_limit() {
         .unwrap();
     assert_eq!(r.status(), 201);
 }
+
+/// One raw HTTP/1.1 exchange on a fresh connection: the response head (lowercased), and
+/// whether the server closed the connection after it.
+async fn exchange(app: &sandbox_agents_testkit::TestApp, request: String) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.replace("{host}", addr).as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        let read = tokio::time::timeout(std::time::Duration::from_secs(2), s.read(&mut buf)).await;
+        match read {
+            Ok(Ok(0)) => break true,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Ok(Err(_)) => break true,
+            // Still open after the answer: kept alive.
+            Err(_) => break false,
+        }
+    };
+    let text = String::from_utf8_lossy(&got).to_lowercase();
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_owned();
+    (head, closed)
+}
+
+#[tokio::test]
+async fn a_refusal_before_the_body_is_read_closes_the_connection_and_says_so() {
+    let app = spawn_app().await;
+    // A body the server refuses unread (an upload to a session that does not exist): the
+    // client is told not to reuse the connection, so its next request cannot meet a socket
+    // that is closing.
+    let body = "--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"x\"\r\n\r\n"
+        .to_owned()
+        + &"x".repeat(200_000)
+        + "\r\n--b--\r\n";
+    let (head, closed) = exchange(
+        &app,
+        format!(
+            "POST /api/sessions/01a2347b-d27a-717c-ba3d-c07aa52a5a44/files?path=..%2Fx HTTP/1.1\r\nhost: {{host}}\r\ncontent-type: multipart/form-data; boundary=b\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert!(head.starts_with("http/1.1 4"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(closed);
+    // A body read to its end leaves the connection open for the next request.
+    let body = r#"{"slug": "kept-alive", "name": "k"}"#;
+    let (head, closed) = exchange(
+        &app,
+        format!(
+            "POST /api/agents HTTP/1.1\r\nhost: {{host}}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert!(head.starts_with("http/1.1 201"), "{head}");
+    assert!(!head.contains("connection: close"), "{head}");
+    assert!(!closed);
+}
