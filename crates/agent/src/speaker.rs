@@ -182,6 +182,16 @@ impl Runs {
             client_tools::merge(&agent.spec.client_tools, &turn_only)
         };
         let mut specs = tools::specs(agent.spec.capabilities.as_deref(), skills);
+        // A sandbox tool's name means that tool (saves refuse a clash; a subagent's own
+        // client tool may still meet the `python` of a capability): the client tool yields.
+        let mut client_tools = client_tools;
+        client_tools.retain(|t| {
+            let free = !specs.iter().any(|s| s.name == t.name);
+            if !free {
+                tracing::warn!(tool = %t.name, "a client tool's name is a sandbox tool's; it is not offered");
+            }
+            free
+        });
         specs.extend(client_tools.iter().map(client_tools::spec));
         let mut delegates = Vec::new();
         let mut offer = |name: String,

@@ -58,6 +58,14 @@ impl Runs {
             &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id),
         )
         .await?;
+        let mut v = Violations::new();
+        sandbox_agents_domain::agent::python_tool_is_free(
+            agent.spec.capabilities.as_deref(),
+            client_tools,
+            "client_tools",
+            &mut v,
+        );
+        v.into_result().map_err(ServiceError::Validation)?;
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
         let worker = self.worker_key().await?;
         let run_id = RunId::new();

@@ -7,6 +7,7 @@ use crate::Runs;
 use bytes::Bytes;
 use futures::StreamExt;
 use sandbox_agents_domain::agent::Capability;
+use sandbox_agents_domain::notebook::PYTHON_TOOL;
 use sandbox_agents_domain::skills::{SessionSkills, LOAD_SKILL_TOOL};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_model::ToolSpec;
@@ -73,6 +74,20 @@ pub fn specs(capabilities: Option<&[Capability]>, skills: Option<&SessionSkills>
             parameters: json!({"type": "object", "properties": {"path": path}}),
         });
     }
+    if capabilities.is_some_and(|cs| cs.contains(&Capability::Python)) {
+        out.push(ToolSpec {
+            name: PYTHON_TOOL.into(),
+            description: "Run Python code in a persistent IPython kernel (cwd /workspace). Variables, imports and installed packages stay between calls and turns while the sandbox runs. Returns what the cell printed, its result and any error with its traceback; matplotlib figures are shown by saving them as images under outputs/. Prefer this over the shell for data analysis.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "The cell's code."},
+                    "timeout": {"type": "number", "description": "Seconds before the cell is interrupted (default 600, at most 3600); the kernel and its state are kept."}
+                },
+                "required": ["code"]
+            }),
+        });
+    }
     if skills.is_some_and(SessionSkills::offers_load_skill) {
         out.push(ToolSpec {
             name: LOAD_SKILL_TOOL.into(),
@@ -90,6 +105,13 @@ pub fn specs(capabilities: Option<&[Capability]>, skills: Option<&SessionSkills>
 #[derive(Deserialize)]
 struct LoadSkillArgs {
     skill_name: String,
+}
+
+#[derive(Deserialize)]
+struct PythonArgs {
+    code: String,
+    #[serde(default)]
+    timeout: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +211,10 @@ impl Runs {
                 self.shell_tool(project, id, arguments, live, &secrets)
                     .await
             }
+            PYTHON_TOOL => {
+                self.python_tool(project, id, arguments, live, &secrets)
+                    .await
+            }
             "read_file" => self.read_tool(project, id, arguments).await,
             "write_file" => self.write_tool(project, id, arguments).await,
             "edit_file" => self.edit_tool(project, id, arguments).await,
@@ -245,6 +271,53 @@ impl Runs {
             out.push_str(&format!("stderr:\n{}\n", r.stderr));
         }
         Ok(out)
+    }
+
+    /// A cell in the session's kernel; what it prints goes out live, as a shell command's
+    /// does. The text is cut at `notebook::MAX_CELL_TEXT` characters here (the tool's own
+    /// limit), before the general cap.
+    async fn python_tool(
+        &self,
+        p: ProjectId,
+        id: SessionId,
+        args: &str,
+        live: &Live<'_>,
+        secrets: &[String],
+    ) -> Result<String, String> {
+        let a: PythonArgs = parse(PYTHON_TOOL, args)?;
+        let timeout = match a.timeout {
+            None => sandbox_agents_sessions::DEFAULT_CELL_TIMEOUT,
+            Some(t) if t > 0.0 && t <= sandbox_agents_sessions::MAX_CELL_TIMEOUT.as_secs_f64() => {
+                std::time::Duration::from_secs_f64(t)
+            }
+            Some(t) => {
+                return Err(format!(
+                    "error: timeout is more than 0 and at most {} seconds (got {t})",
+                    sandbox_agents_sessions::MAX_CELL_TIMEOUT.as_secs()
+                ))
+            }
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let cell = self.inner.sessions.run_cell(
+            p,
+            id,
+            Some(live.run),
+            &a.code,
+            timeout,
+            move |stream, text| {
+                let _ = tx.send((stream, text.to_owned()));
+            },
+        );
+        let publish =
+            crate::tool_output::publish(&self.inner.db, id, live, PYTHON_TOOL, secrets, rx);
+        let (ran, ()) = tokio::join!(cell, publish);
+        let ran = ran.map_err(|e| format!("error: {e}"))?;
+        Ok(sandbox_agents_domain::notebook::cell_text(
+            &ran.cell,
+            &ran.files,
+            ran.restarted,
+            ran.detail.as_deref(),
+        ))
     }
 
     async fn read_tool(&self, p: ProjectId, id: SessionId, args: &str) -> Result<String, String> {

@@ -128,6 +128,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::ports::get))
         .routes(routes!(routes::processes::list, routes::processes::start))
         .routes(routes!(routes::processes::get, routes::processes::kill))
+        .routes(routes!(routes::notebook::get))
         .routes(routes!(routes::terminal::open))
         .routes(routes!(
             routes::sandbox_files::read,

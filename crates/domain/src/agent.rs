@@ -58,8 +58,11 @@ pub enum ReasoningEffort {
 /// staged under `memories/`, its summary in the system prompt, what a session learnt merged
 /// back when it stops) and `compaction` (when the conversation nears the model's input window
 /// it is summarised, and the model sees the summary and the most recent user messages instead
-/// of the older history; without it a run over the window fails saying so). Null on the
-/// agent means the default set, `shell`, `filesystem` and `compaction`.
+/// of the older history; without it a run over the window fails saying so) and `python` (a
+/// `python` tool running cells in an IPython kernel kept for the session, whose variables
+/// survive between calls and turns while the sandbox runs; its packages come from the agent's
+/// environment, or a built-in `analysis` environment when it has none). Null on the agent
+/// means the default set, `shell`, `filesystem` and `compaction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Capability {
@@ -68,6 +71,7 @@ pub enum Capability {
     Compaction,
     Memory,
     Skills,
+    Python,
 }
 
 /// An agent's definition: everything a caller edits. Stored as is; validated on the way in.
@@ -495,6 +499,12 @@ impl AgentSpec {
         }
         self.manifest.validate(&["manifest"], v);
         validate_client_tools(&self.client_tools, "client_tools", v);
+        python_tool_is_free(
+            self.capabilities.as_deref(),
+            &self.client_tools,
+            "client_tools",
+            v,
+        );
         validate_secret_bindings(&self.secret_bindings, "secret_bindings", v);
         if let Some(s) = &self.skills_source {
             s.validate("skills_source", v);
@@ -678,6 +688,29 @@ impl AgentRef {
         match AgentId::parse(s) {
             Some(id) => AgentRef::Id(id),
             None => AgentRef::Slug(s.to_owned()),
+        }
+    }
+}
+
+/// With the `python` capability the name `python` is the kernel's tool, so no client tool
+/// may take it (422 at `loc`); without it the name is free, as it always was.
+pub fn python_tool_is_free(
+    capabilities: Option<&[Capability]>,
+    tools: &[ClientTool],
+    loc: &str,
+    v: &mut Violations,
+) {
+    if !capabilities.is_some_and(|c| c.contains(&Capability::Python)) {
+        return;
+    }
+    for (i, t) in tools.iter().enumerate() {
+        if t.name == crate::notebook::PYTHON_TOOL {
+            v.push(
+                "value_error",
+                &[loc, &i.to_string(), "name"],
+                "'python' is the tool of the agent's python capability; give the client tool another name",
+                Value::from(t.name.as_str()),
+            );
         }
     }
 }

@@ -28,8 +28,9 @@ pub struct Session {
     /// Why the last boot failed, while `status` is `error`; otherwise null.
     pub error: Option<String>,
     /// Why the sandbox is stopped, only while `status` is `stopped`: `requested` (a stop),
-    /// `idle` (released after `idle_ttl_seconds` unused; asleep, the next message wakes it) or
-    /// `restart` (the server restarted without it). Null otherwise.
+    /// `idle` (released after `idle_ttl_seconds` unused; asleep, the next message wakes it),
+    /// `restart` (the server restarted without it) or `lifetime` (its `max_lifetime_seconds`
+    /// passed; it cannot be started again). Null otherwise.
     pub stopped_reason: Option<StoppedReason>,
     /// The compute plane it runs on, e.g. `docker`.
     pub backend: String,
@@ -57,6 +58,17 @@ pub struct Session {
     /// When the last event was written to its log; null before any.
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_event_at: Option<OffsetDateTime>,
+    /// The session's own idle TTL (see `SessionCreate`); null: the agent's, else the
+    /// server's default. An addition to the contract.
+    pub idle_ttl_seconds: Option<i64>,
+    /// The session's lifetime limit in seconds from `created_at`; null: none. An addition.
+    pub max_lifetime_seconds: Option<i64>,
+    /// When the lifetime limit stops the sandbox: `created_at + max_lifetime_seconds`; null
+    /// without a limit. An addition.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    /// The sandbox's own resources; null: the server's defaults. An addition.
+    pub resources: Option<SandboxResources>,
 }
 
 /// One turn of the tool-calling loop, started by a message. Every event of the turn carries
@@ -178,6 +190,54 @@ pub struct SessionCreate {
     /// boot, so it is the session's first run); no run id comes back. Null: none.
     #[serde(default)]
     pub prompt: Option<String>,
+    /// Seconds the sandbox may sit unused before it is released (asleep; the next message
+    /// wakes it). Null: the agent's `idle_ttl_seconds`, else the server's default; `0`:
+    /// never. An addition to the contract.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 31536000)]
+    pub idle_ttl_seconds: Option<i64>,
+    /// The longest this session's sandbox may exist, in seconds from the session's creation.
+    /// Past it the sandbox is stopped (`stopped_reason: "lifetime"`, its workspace archived as
+    /// by a stop) and cannot be started again; its files, transcript and notebook stay
+    /// readable. Null: no limit. An addition to the contract.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 31536000)]
+    pub max_lifetime_seconds: Option<i64>,
+    /// CPUs and memory of this session's sandbox instead of the server's defaults, within the
+    /// server's maxima. Null: the defaults. An addition to the contract.
+    #[serde(default)]
+    pub resources: Option<SandboxResources>,
+}
+
+/// The most seconds `idle_ttl_seconds` and `max_lifetime_seconds` take (a year).
+pub const MAX_SESSION_SECONDS: i64 = 365 * 24 * 3600;
+
+/// A sandbox's resources, each null for the server's default. A sandbox with resources of its
+/// own is always created for its session (the warm pool's sandboxes have the defaults).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxResources {
+    /// CPUs (fractional, e.g. `0.5`); more than 0, at most the server's `--sandbox-max-cpus`.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub cpus: Option<f64>,
+    /// Memory in MiB (no extra swap); at least 64, at most the server's
+    /// `--sandbox-max-memory-mb`.
+    #[serde(default)]
+    #[schema(minimum = 64)]
+    pub memory_mb: Option<i64>,
+    /// GPUs. Only `0` (or null) is accepted: the Docker backend gives sandboxes no GPUs, and a
+    /// request for one is refused (422) rather than quietly run without.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 0)]
+    pub gpus: Option<i64>,
+}
+
+impl SandboxResources {
+    /// Whether every field is the default (null, or no GPUs).
+    pub fn is_default(&self) -> bool {
+        self.cpus.is_none() && self.memory_mb.is_none() && self.gpus.unwrap_or(0) == 0
+    }
 }
 
 /// The body of `POST /api/sessions/{session_id}/exec`: a shell command for the sandbox.

@@ -69,11 +69,28 @@ text_enum!(
 
 text_enum!(
     /// Why a session's sandbox is stopped: `requested` (a stop), `idle` (released after its
-    /// idle TTL; the next message wakes it) or `restart` (the server restarted without it).
+    /// idle TTL; the next message wakes it), `restart` (the server restarted without it) or
+    /// `lifetime` (its `max_lifetime_seconds` passed; it cannot be started again).
     StoppedReason {
         Requested = "requested",
         Idle = "idle",
         Restart = "restart",
+        Lifetime = "lifetime",
+    }
+);
+
+text_enum!(
+    /// How a cell ended: `running` (not yet, or its run was interrupted before it answered),
+    /// `ok`, `error` (it raised), `timeout` (interrupted at its time limit, state kept),
+    /// `died` (the kernel died or had to be replaced: its state is gone) or `interrupted`
+    /// (its run was interrupted).
+    CellStatus {
+        Running = "running",
+        Ok = "ok",
+        Error = "error",
+        Timeout = "timeout",
+        Died = "died",
+        Interrupted = "interrupted",
     }
 );
 
@@ -153,7 +170,8 @@ mod tests {
             RunStopReason,
             ToolCallStatus,
             DeliveryStatus,
-            BuildStatus
+            BuildStatus,
+            CellStatus
         );
         assert_eq!(SessionActivity::parse("Busy"), None);
     }

@@ -8,6 +8,7 @@
 //! depend on them: `sessions` reads the rows it needs from the store (`store::environments`)
 //! and this crate tells it when a build is done (`Sessions::boot_waiting`).
 
+pub mod analysis;
 mod builds;
 pub mod dockerfile;
 mod service;

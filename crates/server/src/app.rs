@@ -68,6 +68,10 @@ impl ServiceSettings {
                     memory_bytes: config.sandbox_memory_mb * 1024 * 1024,
                     pids: config.sandbox_pids,
                 },
+                max_cpus: config.sandbox_max_cpus.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+                }),
+                max_memory_mb: config.sandbox_max_memory_mb,
                 idle_ttl: Duration::from_secs(config.idle_ttl_seconds),
                 sweep_interval: SWEEP_INTERVAL,
                 manifest: ManifestPolicy {
@@ -209,6 +213,7 @@ pub async fn services(
         settings.environments,
         shutdown,
     );
+    sessions.register_environments(std::sync::Arc::new(environments.clone()));
     Ok(Services {
         sessions,
         runs,

@@ -127,6 +127,19 @@ pub struct Config {
     )]
     pub sandbox_memory_mb: i64,
 
+    /// The most CPUs a session may ask for in its `resources` (default: this host's CPUs).
+    #[arg(long, env = "SANDBOX_AGENTS_SANDBOX_MAX_CPUS", global = true)]
+    pub sandbox_max_cpus: Option<f64>,
+
+    /// The most memory, in MiB, a session may ask for in its `resources`.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_MAX_MEMORY_MB",
+        default_value_t = 8192,
+        global = true
+    )]
+    pub sandbox_max_memory_mb: i64,
+
     /// Processes each sandbox may run at once.
     #[arg(
         long,

@@ -33,7 +33,10 @@ impl Sessions {
     /// booted in the caller's task rather than in the background, so the caller can wait for
     /// it to run.
     pub async fn wake(&self, project: ProjectId, id: SessionId) -> Result<()> {
-        sessions::mark_provisioning(&self.inner.db, project, id).await?;
+        let (row, changed) = sessions::mark_provisioning(&self.inner.db, project, id).await?;
+        if !changed && row.lifetime_over() {
+            return Err(crate::start::lifetime_over(&row));
+        }
         self.boot(id).await
     }
 

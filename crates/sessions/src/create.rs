@@ -4,7 +4,7 @@
 
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
-use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
+use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::SessionCreate;
 use sandbox_agents_domain::tools::validate_secret_bindings;
@@ -37,7 +37,7 @@ impl Sessions {
                 agent.slug
             )));
         }
-        check_request(&body, &agent)?;
+        check_request(&body, &agent, &st.settings)?;
         let manifest = match &body.manifest {
             Some(m) => agent.spec.manifest.merged_with(m),
             None => agent.spec.manifest.clone(),
@@ -85,6 +85,9 @@ impl Sessions {
             image,
             secret_bindings: body.secret_bindings.clone(),
             boot_snapshot_id: snapshot.map(|s| s.id),
+            idle_ttl_seconds: body.idle_ttl_seconds,
+            max_lifetime_seconds: body.max_lifetime_seconds,
+            resources: body.resources.clone().filter(|r| !r.is_default()),
         };
         let mut tx = st.db.begin().await?;
         secrets::check_bound(
@@ -131,7 +134,16 @@ impl Sessions {
             .as_deref()
             .or(agent.spec.environment_id.as_deref())
         else {
-            return Ok(None);
+            // The kernel's packages come from somewhere: the project's `analysis` environment.
+            let python = agent
+                .spec
+                .capabilities
+                .as_ref()
+                .is_some_and(|c| c.contains(&Capability::Python));
+            return match (python, self.inner.environments.get()) {
+                (true, Some(hooks)) => Ok(Some(hooks.analysis_environment(project).await?)),
+                _ => Ok(None),
+            };
         };
         let env = environments::get(&self.inner.db, project, &EnvironmentRef::parse(raw))
             .await
@@ -166,9 +178,14 @@ impl Sessions {
 }
 
 /// What a create request may not ask for, whatever the database holds: an invalid manifest
-/// or secret binding, an empty model. 422 with every violation at once.
-fn check_request(body: &SessionCreate, agent: &AgentRecord) -> Result<()> {
+/// or secret binding, an empty model, limits out of range. 422 with every violation at once.
+fn check_request(
+    body: &SessionCreate,
+    agent: &AgentRecord,
+    settings: &crate::SessionSettings,
+) -> Result<()> {
     let mut v = Violations::new();
+    check_limits(body, settings, &mut v);
     if let Some(m) = &body.manifest {
         m.validate(&["manifest"], &mut v);
     }
@@ -203,5 +220,68 @@ fn environment_image(env: &EnvironmentRecord) -> Option<String> {
     match &env.build_digest {
         Some(_) => env.build_image.clone(),
         None => env.config.0.image.clone(),
+    }
+}
+
+/// The session's own idle TTL, lifetime and resources: in range, and nothing this backend
+/// cannot give (a GPU is refused, never quietly left out).
+fn check_limits(body: &SessionCreate, settings: &crate::SessionSettings, v: &mut Violations) {
+    use sandbox_agents_domain::session::MAX_SESSION_SECONDS;
+    if let Some(t) = body.idle_ttl_seconds {
+        if !(0..=MAX_SESSION_SECONDS).contains(&t) {
+            v.push(
+                "value_error",
+                &["idle_ttl_seconds"],
+                format!("idle_ttl_seconds is 0 (never released) to {MAX_SESSION_SECONDS} (a year); null: the agent's"),
+                Value::from(t),
+            );
+        }
+    }
+    if let Some(t) = body.max_lifetime_seconds {
+        if !(1..=MAX_SESSION_SECONDS).contains(&t) {
+            v.push(
+                "value_error",
+                &["max_lifetime_seconds"],
+                format!(
+                    "max_lifetime_seconds is 1 to {MAX_SESSION_SECONDS} (a year); null: no limit"
+                ),
+                Value::from(t),
+            );
+        }
+    }
+    let Some(r) = &body.resources else { return };
+    if let Some(c) = r.cpus {
+        if !(c.is_finite() && c > 0.0 && c <= settings.max_cpus) {
+            v.push(
+                "value_error",
+                &["resources", "cpus"],
+                format!(
+                    "cpus is more than 0 and at most {} on this server (--sandbox-max-cpus)",
+                    settings.max_cpus
+                ),
+                Value::from(c),
+            );
+        }
+    }
+    if let Some(m) = r.memory_mb {
+        if !(64..=settings.max_memory_mb).contains(&m) {
+            v.push(
+                "value_error",
+                &["resources", "memory_mb"],
+                format!(
+                    "memory_mb is 64 to {} on this server (--sandbox-max-memory-mb)",
+                    settings.max_memory_mb
+                ),
+                Value::from(m),
+            );
+        }
+    }
+    if let Some(g) = r.gpus.filter(|g| *g != 0) {
+        v.push(
+            "value_error",
+            &["resources", "gpus"],
+            "this server's sandboxes have no GPUs (the Docker backend gives none); send 0 or null, or run the work where GPUs are",
+            Value::from(g),
+        );
     }
 }

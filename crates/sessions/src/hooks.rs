@@ -66,3 +66,17 @@ impl RunHooks for NoRuns {
         Ok(())
     }
 }
+
+/// What the lifecycle asks of environments (`sandbox-agents-environments` implements it and
+/// registers it at wiring time, [`crate::Sessions::register_environments`]): the lifecycle
+/// reads environment rows itself, but creating one starts an image build, which is theirs.
+#[async_trait]
+pub trait EnvironmentHooks: Send + Sync + 'static {
+    /// The project's environment for agents with the `python` capability and no environment
+    /// of their own: the one named `analysis`, created with the kernel's packages (its build
+    /// starting) when the project has none.
+    async fn analysis_environment(
+        &self,
+        project: ProjectId,
+    ) -> Result<sandbox_agents_store::environments::EnvironmentRecord>;
+}

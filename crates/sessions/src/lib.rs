@@ -43,6 +43,7 @@ mod exec;
 pub mod files;
 mod garbage;
 mod hooks;
+mod kernel;
 mod lock;
 mod memory;
 mod mounts;
@@ -64,7 +65,8 @@ pub mod trust;
 
 pub use checkout::CHECKOUT_TIMEOUT;
 pub use exec::{ExecOutcome, OutputPieces, PreparedExec, MAX_OUTPUT_BYTES};
-pub use hooks::RunHooks;
+pub use hooks::{EnvironmentHooks, RunHooks};
+pub use kernel::{CellRun, DEFAULT_CELL_TIMEOUT, MAX_CELL_TIMEOUT};
 pub use lock::not_found;
 pub use running::{not_running, require_running};
 pub use sandbox_agents_sandbox::OutputStream;

@@ -21,6 +21,20 @@ impl Sessions {
         Ok(expired.len())
     }
 
+    /// Stops the sandboxes of sessions past their `max_lifetime_seconds` (for good: a start
+    /// is refused after it). A boot in progress is stopped too once it holds a sandbox.
+    pub async fn end_lifetimes(&self) -> Result<usize> {
+        sessions::retire_asleep_past_lifetime(&self.inner.db).await?;
+        let expired = sessions::lifetime_expired(&self.inner.db).await?;
+        for id in &expired {
+            tracing::info!(session.id = %id, "stopping a session at the end of its lifetime");
+            if let Err(e) = self.stop(None, *id, StoppedReason::Lifetime).await {
+                tracing::warn!(session.id = %id, error = %e, "could not stop a session at the end of its lifetime");
+            }
+        }
+        Ok(expired.len())
+    }
+
     /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
     /// garbage collection.
     pub fn spawn_workers(&self) {
@@ -34,6 +48,9 @@ impl Sessions {
                 tokio::select! { _ = tick.tick() => {}, _ = shutdown.cancelled() => return }
                 if let Err(e) = rt.release_idle().await {
                     tracing::warn!(error = %e, "idle release failed");
+                }
+                if let Err(e) = rt.end_lifetimes().await {
+                    tracing::warn!(error = %e, "ending lifetimes failed");
                 }
                 if let Err(e) = rt.sweep_orphans().await {
                     tracing::warn!(error = %e, "orphan sweep failed");

@@ -63,7 +63,7 @@ impl Sessions {
                 .iter()
                 .filter_map(|p| u16::try_from(*p).ok())
                 .collect(),
-            limits: st.settings.limits.clone(),
+            limits: limits_of(&st.settings.limits, s.resources.as_ref().map(|r| &r.0)),
         };
         if let Some(stale) = &s.container_id {
             // A provisioning row with a container: an earlier boot took one from the pool and
@@ -149,4 +149,22 @@ impl Sessions {
             .await
             .map_err(|e| anyhow::anyhow!("reading {key}: {e}").into())
     }
+}
+
+/// The sandbox's limits: the session's resources where it sets them, the defaults otherwise.
+/// (Different limits keep a session off the warm pool: a pooled sandbox has the defaults.)
+fn limits_of(
+    defaults: &sandbox_agents_sandbox::Limits,
+    resources: Option<&sandbox_agents_domain::session::SandboxResources>,
+) -> sandbox_agents_sandbox::Limits {
+    let mut limits = defaults.clone();
+    if let Some(r) = resources {
+        if let Some(cpus) = r.cpus {
+            limits.cpus = cpus;
+        }
+        if let Some(mb) = r.memory_mb {
+            limits.memory_bytes = mb * 1024 * 1024;
+        }
+    }
+    limits
 }

@@ -2,7 +2,7 @@
 //! backend, the blob store, the credentials, the background tasks) and the settings it runs
 //! with.
 
-use crate::hooks::{NoRuns, RunHooks};
+use crate::hooks::{EnvironmentHooks, NoRuns, RunHooks};
 use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
@@ -23,7 +23,12 @@ pub struct SessionSettings {
     /// The input window (tokens) runs compact against when the model catalogue gives none
     /// for the model.
     pub default_max_input_tokens: u64,
+    /// A sandbox's limits unless its session sets `resources`.
     pub limits: Limits,
+    /// The most CPUs a session's `resources` may ask for.
+    pub max_cpus: f64,
+    /// The most memory (MiB) a session's `resources` may ask for.
+    pub max_memory_mb: i64,
     /// How long a running, idle sandbox may sit unused when its agent does not say (0 = never).
     pub idle_ttl: Duration,
     /// How often the idle reaper and the orphan sweep look.
@@ -61,6 +66,8 @@ pub(crate) struct Inner {
     pub shutdown: CancellationToken,
     /// What the lifecycle asks of the run loop (see [`RunHooks`]); registered at wiring time.
     pub runs: OnceLock<Arc<dyn RunHooks>>,
+    /// What the lifecycle asks of environments (see [`EnvironmentHooks`]).
+    pub environments: OnceLock<Arc<dyn EnvironmentHooks>>,
     /// Wakes the warm pool's refill worker (see `pool.rs`).
     pub pool_wanted: tokio::sync::Notify,
     /// Set once the refill worker runs.
@@ -91,6 +98,7 @@ impl Sessions {
                 tasks: TaskTracker::new(),
                 shutdown,
                 runs: OnceLock::new(),
+                environments: OnceLock::new(),
                 pool_wanted: tokio::sync::Notify::new(),
                 pool_started: Default::default(),
                 pool_worker: Default::default(),
@@ -103,6 +111,12 @@ impl Sessions {
     /// behaves as if no session ever had a run.
     pub fn register_runs(&self, runs: Arc<dyn RunHooks>) {
         let _ = self.inner.runs.set(runs);
+    }
+
+    /// Registers environments' side of the lifecycle (the built-in `analysis` environment);
+    /// without it, `python` agents with no environment boot in the server's default image.
+    pub fn register_environments(&self, environments: Arc<dyn EnvironmentHooks>) {
+        let _ = self.inner.environments.set(environments);
     }
 
     /// The registered run loop, or one that has no runs.

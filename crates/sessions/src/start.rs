@@ -3,7 +3,7 @@
 use crate::lock::{not_found, SessionLock};
 use crate::Sessions;
 use sandbox_agents_domain::{ProjectId, SessionId};
-use sandbox_agents_errors::Result;
+use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 
 impl Sessions {
@@ -13,6 +13,9 @@ impl Sessions {
         let (row, changed) = sessions::mark_provisioning(&self.inner.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
+        if !changed && row.lifetime_over() {
+            return Err(lifetime_over(&row));
+        }
         if changed {
             self.spawn_boot(id);
         }
@@ -48,4 +51,12 @@ impl Sessions {
         lock.release().await;
         result
     }
+}
+
+/// The refusal to boot a session whose `max_lifetime_seconds` has passed.
+pub(crate) fn lifetime_over(s: &SessionRecord) -> ServiceError {
+    ServiceError::Conflict(format!(
+        "this session reached its max_lifetime_seconds ({} s) and cannot be started again; its files and transcript can still be read, or start a new session",
+        s.max_lifetime_seconds.unwrap_or_default()
+    ))
 }

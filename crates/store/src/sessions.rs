@@ -4,7 +4,9 @@
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::manifest::ManifestSpec;
-use sandbox_agents_domain::session::{Session, SessionActivity, SessionStatus, StoppedReason};
+use sandbox_agents_domain::session::{
+    SandboxResources, Session, SessionActivity, SessionStatus, StoppedReason,
+};
 use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{AgentId, ProjectId, SessionId};
 use serde_json::{Map, Value};
@@ -49,6 +51,12 @@ pub struct SessionRecord {
     /// The secret variables of the sandbox that is up, sealed with the session's id as
     /// associated data (see the runtime's `credentials::secrets`); None when none is up.
     pub sandbox_secrets: Option<Vec<u8>>,
+    /// The session's own idle TTL; None: the agent's, else the server's default.
+    pub idle_ttl_seconds: Option<i64>,
+    /// Seconds from `created_at` after which the sandbox is stopped for good; None: no limit.
+    pub max_lifetime_seconds: Option<i64>,
+    /// The sandbox's own resources; None: the server's defaults.
+    pub resources: Option<Json<SandboxResources>>,
 }
 
 impl SessionRecord {
@@ -75,7 +83,23 @@ impl SessionRecord {
             created_at: self.created_at,
             updated_at: self.updated_at,
             last_event_at: self.last_event_at,
+            idle_ttl_seconds: self.idle_ttl_seconds,
+            max_lifetime_seconds: self.max_lifetime_seconds,
+            expires_at: self.expires_at(),
+            resources: self.resources.as_ref().map(|r| r.0.clone()),
         }
+    }
+
+    /// When the lifetime limit stops the sandbox; None without one.
+    pub fn expires_at(&self) -> Option<OffsetDateTime> {
+        self.max_lifetime_seconds
+            .map(|s| self.created_at + time::Duration::seconds(s))
+    }
+
+    /// Whether the lifetime limit has passed (the sandbox may not be started again).
+    pub fn lifetime_over(&self) -> bool {
+        self.expires_at()
+            .is_some_and(|at| at <= OffsetDateTime::now_utc())
     }
 }
 
@@ -101,7 +125,8 @@ macro_rules! session_query {
                     workspace_archive, boot_snapshot_id, last_used_at,
                     port_map as "port_map: Json<BTreeMap<String, u16>>",
                     sandbox_env as "sandbox_env: Json<BTreeMap<String, String>>",
-                    sandbox_secrets"#
+                    sandbox_secrets, idle_ttl_seconds, max_lifetime_seconds,
+                    resources as "resources: Json<SandboxResources>""#
                 + $tail
             $(, $arg)*
         )
@@ -125,14 +150,18 @@ pub struct NewSession {
     pub image: Option<String>,
     pub secret_bindings: Vec<sandbox_agents_domain::tools::SecretBinding>,
     pub boot_snapshot_id: Option<Uuid>,
+    pub idle_ttl_seconds: Option<i64>,
+    pub max_lifetime_seconds: Option<i64>,
+    pub resources: Option<SandboxResources>,
 }
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
 pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRecord> {
     Ok(session_query!(
         "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
-                               metadata, image, secret_bindings, boot_snapshot_id, workdir)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace')
+                               metadata, image, secret_bindings, boot_snapshot_id, workdir,
+                               idle_ttl_seconds, max_lifetime_seconds, resources)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16)
          returning ",
         "",
         s.id.0,
@@ -148,6 +177,9 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
         s.image.as_deref(),
         Json(&s.secret_bindings) as _,
         s.boot_snapshot_id,
+        s.idle_ttl_seconds,
+        s.max_lifetime_seconds,
+        s.resources.as_ref().map(Json) as _,
     )
     .fetch_one(db)
     .await?)
@@ -393,6 +425,8 @@ pub async fn mark_provisioning(
     let changed = session_query!(
         "update sessions set status = 'provisioning', error = null, stopped_reason = null, updated_at = now()
          where project_id = $1 and id = $2 and status in ('stopped', 'error')
+           and (max_lifetime_seconds is null
+                or created_at + make_interval(secs => max_lifetime_seconds) > now())
          returning ",
         "",
         project.0,
@@ -417,8 +451,8 @@ pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
     Ok(())
 }
 
-/// Running, idle sessions unused for longer than their agent's `idle_ttl_seconds` (or
-/// `default_ttl` when the agent has none; 0 means never).
+/// Running, idle sessions unused for longer than their own `idle_ttl_seconds`, else their
+/// agent's, else `default_ttl` (0 means never).
 pub async fn idle_expired(
     db: impl PgExecutor<'_>,
     default_ttl_secs: i64,
@@ -426,8 +460,8 @@ pub async fn idle_expired(
     let rows = sqlx::query_scalar!(
         "select s.id from sessions s join agents a on a.id = s.agent_id
          where s.status = 'running' and s.activity = 'idle'
-           and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
-           and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+           and coalesce(s.idle_ttl_seconds, (a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
+           and s.last_used_at < now() - make_interval(secs => coalesce(s.idle_ttl_seconds, (a.spec->>'idle_ttl_seconds')::bigint, $1))",
         default_ttl_secs,
     )
     .fetch_all(db)
@@ -446,14 +480,40 @@ pub async fn is_idle_expired(
     let row = sqlx::query_scalar!(
         "select s.id from sessions s join agents a on a.id = s.agent_id
          where s.id = $2 and s.status = 'running' and s.activity = 'idle'
-           and coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
-           and s.last_used_at < now() - make_interval(secs => coalesce((a.spec->>'idle_ttl_seconds')::bigint, $1))",
+           and coalesce(s.idle_ttl_seconds, (a.spec->>'idle_ttl_seconds')::bigint, $1) > 0
+           and s.last_used_at < now() - make_interval(secs => coalesce(s.idle_ttl_seconds, (a.spec->>'idle_ttl_seconds')::bigint, $1))",
         default_ttl_secs,
         id.0,
     )
     .fetch_optional(db)
     .await?;
     Ok(row.is_some())
+}
+
+/// Sessions with a sandbox (running or booting) whose `max_lifetime_seconds` has passed.
+pub async fn lifetime_expired(db: impl PgExecutor<'_>) -> Result<Vec<SessionId>> {
+    let rows = sqlx::query_scalar!(
+        "select id from sessions
+         where max_lifetime_seconds is not null and status in ('provisioning', 'running')
+           and created_at + make_interval(secs => max_lifetime_seconds) <= now()",
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(SessionId).collect())
+}
+
+/// Asleep sessions (stopped for idleness) whose lifetime has passed are stopped for good:
+/// their `stopped_reason` becomes `lifetime`, so a message no longer wakes them. Returns how
+/// many.
+pub async fn retire_asleep_past_lifetime(db: impl PgExecutor<'_>) -> Result<u64> {
+    Ok(sqlx::query!(
+        "update sessions set stopped_reason = 'lifetime', updated_at = now()
+         where max_lifetime_seconds is not null and status = 'stopped' and stopped_reason = 'idle'
+           and created_at + make_interval(secs => max_lifetime_seconds) <= now()",
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
 }
 
 /// Which of `containers` (ids) a session records as its container: the orphan sweep's

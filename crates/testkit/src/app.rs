@@ -87,6 +87,9 @@ impl TestApp {
                 image: None,
                 secret_bindings: Vec::new(),
                 boot_snapshot_id: None,
+                idle_ttl_seconds: None,
+                max_lifetime_seconds: None,
+                resources: None,
             },
         )
         .await

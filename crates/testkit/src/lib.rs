@@ -146,6 +146,8 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         image: test_image(),
         sandbox_cpus: 1.0,
         sandbox_memory_mb: 512,
+        sandbox_max_cpus: None,
+        sandbox_max_memory_mb: 4096,
         sandbox_pids: 256,
         warm_pool_size: 0,
         max_concurrent_builds: 2,
@@ -390,6 +392,27 @@ impl Default for AppOptions {
             s3_stage_max_bytes: None,
             no_daemon: false,
         }
+    }
+}
+
+impl AppOptions {
+    /// Runs go to `model_proxy` (a fake model's root URL), whose catalogue `GET /api/models`
+    /// shows, as [`spawn_app_with_model_proxy`] sets it up.
+    pub fn with_model_proxy(mut self, model_proxy: &str) -> Self {
+        let transport = sandbox_agents_model::Transport::Proxy {
+            base: model_proxy.to_owned(),
+            api_key: Some("test-key".into()),
+        };
+        let client = sandbox_agents_model::ModelClient::new(
+            sandbox_agents_model::ModelConfig::new(transport),
+        )
+        .expect("a model client");
+        self.models = ModelClients {
+            proxy: Some(client.clone()),
+            openai: None,
+        };
+        self.model_proxy = Some(sandbox_agents_model::Catalogue::new(client));
+        self
     }
 }
 

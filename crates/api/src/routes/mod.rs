@@ -12,6 +12,7 @@ pub mod identity;
 pub mod lifecycle;
 pub mod memory;
 pub mod models;
+pub mod notebook;
 pub mod ports;
 pub mod processes;
 pub mod projects;

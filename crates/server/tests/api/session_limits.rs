@@ -1,0 +1,246 @@
+//! A session's own limits (additions to the contract): its idle TTL winning over its agent's,
+//! a lifetime after which its sandbox stops for good, and resources its container really gets;
+//! values out of range and GPUs are refused and change nothing.
+
+use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn create(app: &TestApp, body: Value) -> (u16, Value) {
+    let r = app
+        .http
+        .post(app.url("/api/sessions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// `docker inspect -f <format>` of a container.
+fn inspect(container: &str, format: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", format, container])
+        .output()
+        .expect("docker inspect");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+async fn session_count(app: &TestApp) -> i64 {
+    sqlx::query_scalar("select count(*) from sessions")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
+    let app = spawn_app().await;
+    app.create_agent("limited", json!({})).await;
+    let (status, s) = create(
+        &app,
+        json!({"agent_id": "limited", "idle_ttl_seconds": 120, "max_lifetime_seconds": 3600,
+               "resources": {"cpus": 0.5, "memory_mb": 256, "gpus": 0}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{s}");
+    assert_eq!(
+        (&s["idle_ttl_seconds"], &s["max_lifetime_seconds"]),
+        (&json!(120), &json!(3600))
+    );
+    assert_eq!(
+        s["resources"],
+        json!({"cpus": 0.5, "memory_mb": 256, "gpus": 0})
+    );
+    let created = time::OffsetDateTime::parse(
+        s["created_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let expires = time::OffsetDateTime::parse(
+        s["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!((expires - created).whole_seconds(), 3600);
+    let id = s["id"].as_str().unwrap().to_owned();
+    let running = app
+        .wait_for_status(&id, "running", Duration::from_secs(60))
+        .await;
+    let container = running["container_id"].as_str().unwrap();
+    assert_eq!(inspect(container, "{{.HostConfig.NanoCpus}}"), "500000000");
+    assert_eq!(
+        inspect(container, "{{.HostConfig.Memory}}"),
+        (256 * 1024 * 1024).to_string()
+    );
+    // Without resources of its own a session has the server's defaults.
+    let plain = app.boot_session(json!({"agent_id": "limited"})).await;
+    let s = app.session(&plain).await;
+    assert_eq!(
+        (&s["resources"], &s["expires_at"]),
+        (&Value::Null, &Value::Null)
+    );
+    assert_eq!(
+        inspect(
+            s["container_id"].as_str().unwrap(),
+            "{{.HostConfig.NanoCpus}}"
+        ),
+        "1000000000"
+    );
+    app.delete_session(&plain).await;
+    app.delete_session(&id).await;
+}
+
+#[tokio::test]
+async fn limits_out_of_range_and_gpus_are_refused_and_change_nothing() {
+    let app = spawn_app().await;
+    app.create_agent("limited", json!({})).await;
+    let before = session_count(&app).await;
+    for (body, loc) in [
+        (
+            json!({"resources": {"gpus": 1}}),
+            json!(["body", "resources", "gpus"]),
+        ),
+        (
+            json!({"resources": {"cpus": 0}}),
+            json!(["body", "resources", "cpus"]),
+        ),
+        (
+            json!({"resources": {"cpus": 4096}}),
+            json!(["body", "resources", "cpus"]),
+        ),
+        (
+            json!({"resources": {"memory_mb": 8}}),
+            json!(["body", "resources", "memory_mb"]),
+        ),
+        (
+            json!({"max_lifetime_seconds": 0}),
+            json!(["body", "max_lifetime_seconds"]),
+        ),
+        (
+            json!({"idle_ttl_seconds": -1}),
+            json!(["body", "idle_ttl_seconds"]),
+        ),
+    ] {
+        let mut b = body.clone();
+        b["agent_id"] = json!("limited");
+        let (status, r) = create(&app, b).await;
+        assert_eq!(status, 422, "{body}: {r}");
+        let locs: Vec<&Value> = r["detail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| &d["loc"])
+            .collect();
+        assert!(locs.contains(&&loc), "{body}: {r}");
+    }
+    let gpu = create(
+        &app,
+        json!({"agent_id": "limited", "resources": {"gpus": 1}}),
+    )
+    .await
+    .1;
+    assert!(gpu.to_string().contains("no GPUs"), "{gpu}");
+    // Unknown resource fields are refused too, rather than ignored.
+    let (status, _) = create(
+        &app,
+        json!({"agent_id": "limited", "resources": {"tpus": 1}}),
+    )
+    .await;
+    assert_eq!(status, 422);
+    assert_eq!(session_count(&app).await, before);
+}
+
+#[tokio::test]
+async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
+    let app = spawn_app().await;
+    app.create_agent("brief", json!({})).await;
+    let (status, s) = create(
+        &app,
+        json!({"agent_id": "brief", "max_lifetime_seconds": 2}),
+    )
+    .await;
+    assert_eq!(status, 202, "{s}");
+    let id = s["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, "running", Duration::from_secs(60))
+        .await;
+    assert_eq!(app.exec(&id, "echo kept > note.txt").await.0, 0);
+    // The periodic worker's step, driven here: nothing before the limit, the stop after.
+    eventually("the lifetime to end", Duration::from_secs(30), async || {
+        app.sessions.end_lifetimes().await.unwrap();
+        let s = app.session(&id).await;
+        (s["status"] == "stopped").then_some(s)
+    })
+    .await;
+    let s = app.session(&id).await;
+    assert_eq!(s["stopped_reason"], "lifetime");
+    assert!(app
+        .events(&id)
+        .await
+        .iter()
+        .any(|e| e["type"] == "session.status_stopped"));
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let detail = r.json::<Value>().await.unwrap()["detail"].to_string();
+    assert!(detail.contains("max_lifetime_seconds"), "{detail}");
+    assert_eq!(app.session(&id).await["status"], "stopped");
+    // A message cannot wake it either, and its files still read from the archive.
+    let r = app
+        .http
+        .post(app.url(&format!("/api/sessions/{id}/messages")))
+        .json(&json!({"prompt": "hi", "max_turns": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let note = app
+        .http
+        .get(app.url(&format!("/api/sessions/{id}/files/content")))
+        .query(&[("path", "note.txt")])
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(note, "kept\n");
+    app.delete_session(&id).await;
+}
+
+#[tokio::test]
+async fn a_sessions_own_idle_ttl_wins_over_its_agents() {
+    let app = spawn_app().await;
+    app.create_agent("keeper", json!({"idle_ttl_seconds": 0}))
+        .await;
+    let kept = app.boot_session(json!({"agent_id": "keeper"})).await;
+    let brief = app
+        .boot_session(json!({"agent_id": "keeper", "idle_ttl_seconds": 1}))
+        .await;
+    eventually(
+        "the brief session's release",
+        Duration::from_secs(30),
+        async || {
+            app.sessions.release_idle().await.unwrap();
+            (app.session(&brief).await["status"] == "stopped").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(app.session(&brief).await["stopped_reason"], "idle");
+    assert_eq!(
+        app.session(&kept).await["status"],
+        "running",
+        "the agent's 0 keeps it"
+    );
+    app.delete_session(&kept).await;
+    app.delete_session(&brief).await;
+}
