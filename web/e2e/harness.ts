@@ -64,6 +64,8 @@ const DROP = [
   'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'SANDBOX_AGENTS_BASE_URL', 'SANDBOX_AGENTS_API_KEY', 'SANDBOX_AGENTS_PROJECT',
 ];
 
+const HOST_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
 export type Server = { url: string; proc: ChildProcess; dataDir: string; logPath: string };
 
 export async function startServer(fakeModelUrl: string): Promise<Server> {
@@ -84,6 +86,10 @@ export async function startServer(fakeModelUrl: string): Promise<Server> {
     SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS: '1',
     SANDBOX_AGENTS_WARM_POOL_SIZE: env.SANDBOX_AGENTS_WARM_POOL_SIZE ?? '1',
   });
+  // Environment builds (pip and apt in Docker, as the python capability's built-in analysis
+  // environment needs) trust the host's bundle, which holds the CA of a network that inspects
+  // TLS, as an operator's --extra-ca-certs file would (tests/contract does the same).
+  if (!env.SANDBOX_AGENTS_EXTRA_CA_CERTS && existsSync(HOST_CA_BUNDLE)) env.SANDBOX_AGENTS_EXTRA_CA_CERTS = HOST_CA_BUNDLE;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const log = openSync(logPath, 'a');

@@ -1,20 +1,13 @@
 // End to end, against the real server and the scripted fake model: one story, in order, the way
 // a person uses the UI. The API key comes last: the first key closes the open deployment.
-import { expect, test, type Page } from '@playwright/test';
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
-import path from 'node:path';
-import { REPO_ROOT, setScript, tail } from './harness';
+import { expect, test } from '@playwright/test';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { setScript, tail } from './harness';
+import { shot } from './shots';
 import { sha256, tar, tgz } from './tar';
 
 const UI = () => process.env.E2E_UI_URL!;
 const API = () => process.env.E2E_API_URL!;
-// The README's screenshots: every run takes them (so a page that cannot be shot fails here),
-// into target/screenshots; `UPDATE_SCREENSHOTS=1` writes the committed ones in docs/ instead,
-// so an ordinary run leaves the tree clean.
-const SHOTS = path.join(
-  REPO_ROOT,
-  process.env.UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : 'target/screenshots',
-);
 const SLUG = 'e2e-analyst';
 const LONG = Array.from({ length: 30 }, (_, i) => `word${i + 1}`).join(' ');
 
@@ -22,12 +15,6 @@ let sessionId = '';
 const ADA = { email: 'ada@example.com', password: 'correct horse battery' };
 
 test.describe.configure({ mode: 'serial' });
-
-async function shot(page: Page, name: string) {
-  mkdirSync(SHOTS, { recursive: true });
-  await page.waitForTimeout(300); // a pause for the picture only: transitions settle
-  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
-}
 
 async function apiGet(p: string) {
   const r = await fetch(`${API()}${p}`);

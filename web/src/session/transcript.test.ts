@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../api/client';
-import { buildTranscript, transcriptMarkdown, type ToolItem } from './transcript';
+import { buildTranscript, pythonCell, transcriptMarkdown, type ToolItem } from './transcript';
 
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}): SessionEvent =>
   ({ seq, type, payload, run_id: 'R', session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
@@ -46,6 +46,18 @@ describe('buildTranscript', () => {
     expect(items.map((i) => i.kind)).toEqual(['user', 'compaction', 'agent']);
     expect(items[1]).toMatchObject({ before: 115200, after: 2300 });
     expect(transcriptMarkdown('T', events)).toContain('_Conversation compacted (115,200 → 2,300 tokens)_');
+  });
+
+  it('reads the python tool’s call as a cell, and exports it as Python', () => {
+    const events = [
+      ev(1, 'agent.tool_use', { tool: 'python', call_id: 'p1', arguments: '{"code":"x = 6 * 7\\nprint(x)","timeout":30}' }),
+      ev(2, 'agent.tool_result', { tool: 'python', call_id: 'p1', output: '42\n' }),
+    ];
+    const call = buildTranscript(events)[0] as ToolItem;
+    expect(pythonCell(call)).toEqual({ code: 'x = 6 * 7\nprint(x)', timeout: 30 });
+    expect(pythonCell({ tool: 'python', arguments: { input: { code: 'x' } } })).toBeNull();
+    expect(pythonCell({ tool: 'shell', arguments: { code: 'x' } })).toBeNull();
+    expect(transcriptMarkdown('T', events)).toContain('```python\nx = 6 * 7\nprint(x)\n```');
   });
 
   it('exports Markdown', () => {

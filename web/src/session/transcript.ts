@@ -51,6 +51,14 @@ export function parseArguments(raw: unknown): unknown {
   }
 }
 
+/** The python tool's call as a cell (its code, its timeout), or null for any other call. */
+export function pythonCell(item: Pick<ToolItem, 'tool' | 'arguments'>): { code: string; timeout: number | null } | null {
+  if (item.tool !== 'python' || !item.arguments || typeof item.arguments !== 'object') return null;
+  const a = item.arguments as Record<string, unknown>;
+  if (typeof a.code !== 'string') return null;
+  return { code: a.code, timeout: typeof a.timeout === 'number' ? a.timeout : null };
+}
+
 export function buildTranscript(events: SessionEvent[], streaming: StreamingText[] = [], toolOutput: Record<string, LiveToolOutput> = {}): Item[] {
   const top: Item[] = [];
   const tools = new Map<string, ToolItem>();
@@ -152,7 +160,8 @@ export function transcriptMarkdown(title: string, events: SessionEvent[]): strin
           break;
         case 'tool': {
           const rp = (it.result?.payload ?? {}) as Record<string, unknown>;
-          out.push(`${q}**${it.client ? 'Client tool' : 'Tool'} \`${it.tool}\`**`, '', '```json', JSON.stringify(it.arguments, null, 2), '```');
+          const cell = pythonCell(it);
+          out.push(`${q}**${it.client ? 'Client tool' : 'Tool'} \`${it.tool}\`**`, '', ...(cell ? ['```python', cell.code, '```'] : ['```json', JSON.stringify(it.arguments, null, 2), '```']));
           if (it.result) out.push('', `${q}Result${rp.is_error ? ' (error)' : ''}:`, '', '```', str(rp.output), '```');
           out.push('');
           walk(it.children, depth + 1);

@@ -121,7 +121,7 @@ export default function AgentDetailPage() {
                 <Field label="Transport">{a.transport}</Field>
                 <Field label="Reasoning effort">{a.reasoning_effort ?? 'provider default'}</Field>
                 <Field label="Image">{a.image ?? 'server default'}</Field>
-                <Field label="Capabilities">{a.capabilities ? a.capabilities.join(', ') : 'default (shell, filesystem)'}</Field>
+                <Field label="Capabilities">{a.capabilities ? a.capabilities.join(', ') : 'default (shell, filesystem, compaction)'}</Field>
                 <Field label="Idle TTL">{a.idle_ttl_seconds == null ? 'server default' : a.idle_ttl_seconds === 0 ? 'never released' : `${a.idle_ttl_seconds}s`}</Field>
                 <Field label="Exposed ports">{a.exposed_ports.length ? a.exposed_ports.join(', ') : 'none'}</Field>
                 <Field label="Client tools">{a.client_tools.length ? a.client_tools.map((t) => t.name + (t.deferrable ? ' (deferrable)' : '')).join(', ') : 'none'}</Field>

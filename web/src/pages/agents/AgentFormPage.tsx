@@ -20,7 +20,7 @@ import {
   Textarea,
 } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconPlus, IconTrash } from '@tabler/icons-react';
+import { IconCheck, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -32,6 +32,7 @@ import { bundleOfSkillsSource } from '../skills/bundles';
 import {
   agentBody,
   CAPABILITIES,
+  CAPABILITY_HELP,
   changedFields,
   EFFORTS,
   emptyAgentForm,
@@ -214,9 +215,37 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
               />
               <Select label="Reasoning effort" placeholder="provider default" clearable data={[...EFFORTS]} value={values.reasoning_effort || null} onChange={(v) => set('reasoning_effort', v ?? '')} />
             </SimpleGrid>
-            <Checkbox label="Default capabilities (shell and filesystem)" checked={values.defaultCapabilities} onChange={(e) => set('defaultCapabilities', e.currentTarget.checked)} />
+            <Checkbox label="Default capabilities (shell, filesystem and compaction)" checked={values.defaultCapabilities} onChange={(e) => set('defaultCapabilities', e.currentTarget.checked)} />
             {!values.defaultCapabilities && (
-              <MultiSelect label="Capabilities" description="skills announces the skills source's skills to the model (with load_skill for lazy sources); memory gives sessions the agent's memory (the Memory tab) under memories/ and merges what they learn when they stop; compaction is kept in definitions but not run yet." data={[...CAPABILITIES]} value={values.capabilities} onChange={(v) => set('capabilities', v)} />
+              <MultiSelect
+                label="Capabilities"
+                description="What the agent’s tools may do; each option says what it gives."
+                data={[...CAPABILITIES]}
+                value={values.capabilities}
+                onChange={(v) => set('capabilities', v)}
+                maxDropdownHeight={360}
+                renderOption={({ option, checked }) => (
+                  <Group gap="xs" wrap="nowrap">
+                    <IconCheck size={14} style={{ visibility: checked ? 'visible' : 'hidden', flex: 'none' }} />
+                    <Stack gap={0}>
+                      <Text size="sm" ff="monospace">
+                        {option.value}
+                      </Text>
+                      <Text size="xs" c="dimmed">
+                        {CAPABILITY_HELP[option.value as keyof typeof CAPABILITY_HELP]}
+                      </Text>
+                    </Stack>
+                  </Group>
+                )}
+              />
+            )}
+            {!values.defaultCapabilities && values.capabilities.includes('python') && (
+              <Text size="sm" c="dimmed" data-testid="python-capability-note">
+                python: the model gets a python tool whose kernel keeps its variables between calls; each cell is kept in the session’s Notebook tab.{' '}
+                {values.environment_id.trim()
+                  ? 'The kernel’s packages (ipykernel at least) come from the agent’s environment.'
+                  : 'With no environment of its own the agent boots in the project’s built-in analysis environment (numpy, pandas, matplotlib), made on first use: its image builds while the first session waits.'}
+              </Text>
             )}
           </Stack>
         </Tabs.Panel>

@@ -1,12 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../api/client';
-import { agentBody, agentSnippets, changedFields, emptyAgentForm, formFromAgent, rebaseForm, validateAgentForm } from './model';
+import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, emptyAgentForm, formFromAgent, rebaseForm, validateAgentForm } from './model';
 
 const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
 
 describe('validateAgentForm', () => {
   it('accepts the minimal agent', () => {
     expect(validateAgentForm(valid())).toEqual({});
+  });
+  it('offers the python capability, each capability with its line of help, and sends it', () => {
+    expect(CAPABILITIES).toContain('python');
+    for (const c of CAPABILITIES) expect(CAPABILITY_HELP[c]).toBeTruthy();
+    expect(agentBody({ ...valid(), defaultCapabilities: false, capabilities: ['shell', 'python'] }).capabilities).toEqual(['shell', 'python']);
+    // The server refuses a client tool of that name beside the capability, and takes it without.
+    const tool = { name: 'python', description: '', deferrable: false, timeout_seconds: '', parameters: '{}' };
+    expect(validateAgentForm({ ...valid(), defaultCapabilities: false, capabilities: ['python'], client_tools: [tool] })['client_tools.0.name']).toMatch(/python capability/);
+    expect(validateAgentForm({ ...valid(), client_tools: [tool] })).toEqual({});
   });
   it('checks the slug like the server', () => {
     for (const slug of ['', 'Analyst', '-a', 'a_b', 'a'.repeat(64)]) expect(validateAgentForm({ ...valid(), slug }).slug).toBeTruthy();

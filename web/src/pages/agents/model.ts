@@ -8,7 +8,16 @@ export const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 export const ENV_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The tools the control plane runs itself (the server's BUILTIN_TOOLS): no client tool may take these names. */
 export const SANDBOX_TOOLS = ['shell', 'read_file', 'write_file', 'edit_file', 'list_files', 'load_skill'];
-export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills'] as const;
+export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills', 'python'] as const;
+/** One line on what each capability gives the agent, for the form's picker. */
+export const CAPABILITY_HELP: Record<(typeof CAPABILITIES)[number], string> = {
+  shell: 'the shell tool: commands in the sandbox',
+  filesystem: 'read_file, write_file, edit_file and list_files',
+  compaction: 'kept in definitions; not run yet',
+  memory: 'the agent’s memory (its Memory tab) under memories/, merged back when a session stops',
+  skills: 'the skills source’s skills announced to the model (load_skill for lazy sources)',
+  python: 'a python tool: cells in a persistent IPython kernel, kept in the session’s Notebook tab',
+};
 export const TRANSPORTS = ['proxy', 'litellm', 'openai'] as const;
 export const EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 const ENTRY_KINDS = ['file', 'dir', 'git_repo', 'local_dir', 's3_mount'];
@@ -196,6 +205,7 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
   v.client_tools.forEach((t, i) => {
     if (!TOOL_NAME_RE.test(t.name)) e[`client_tools.${i}.name`] = '1 to 64 letters, digits, _ or -.';
     else if (SANDBOX_TOOLS.includes(t.name)) e[`client_tools.${i}.name`] = 'That is a sandbox tool’s name.';
+    else if (t.name === 'python' && !v.defaultCapabilities && v.capabilities.includes('python')) e[`client_tools.${i}.name`] = 'That is the python capability’s tool.';
     else if (names.has(t.name)) e[`client_tools.${i}.name`] = 'Duplicate tool name.';
     names.add(t.name);
     if (t.timeout_seconds.trim() !== '') {

@@ -1,13 +1,14 @@
-import { Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconClockStop, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { lazy, Suspense, useCallback, useState } from 'react';
+import { lazy, Suspense, useCallback, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, unwrap, type SessionEvent } from '../../api/client';
 import { ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../Layout';
-import { RelTime } from '../../lib/time';
+import { download } from '../../lib/download';
+import { formatDuration, RelTime } from '../../lib/time';
 import { activeRun } from '../../session/eventLog';
 import { transcriptMarkdown } from '../../session/transcript';
 import { useEventLog } from '../../session/useEventLog';
@@ -18,22 +19,16 @@ import { EditSessionModal } from './EditSessionModal';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { parseTurnClientTools } from './startSession';
 import type { ClientTool } from '../../api/client';
+import { idleTtlText, lifetimeEnded, resourcesText } from './limits';
+import { isPythonToolEvent } from './notebook/notebook';
 
 const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
 const RawEventsTab = lazy(() => import('./RawEventsTab'));
 const SessionExtrasTabs = lazy(() => import('./SessionExtras'));
+const NotebookTab = lazy(() => import('./notebook/NotebookTab'));
 
-const TABS = ['transcript', 'files', 'terminal', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
-
-function download(name: string, text: string, type: string) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name;
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
-}
+const TABS = ['transcript', 'notebook', 'files', 'terminal', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
 
 function StreamBadge({ status, onReconnect }: { status: StreamStatus; onReconnect: () => void }) {
   const color = { live: 'teal', connecting: 'yellow', reconnecting: 'orange', closed: 'gray', error: 'red' }[status];
@@ -78,11 +73,14 @@ export default function SessionDetailPage() {
         qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] });
       }
       if (types.has('user.file')) qc.invalidateQueries({ queryKey: ['files', sessionId] });
+      // A python cell started or ended: the notebook changed.
+      if (events.some(isPythonToolEvent)) qc.invalidateQueries({ queryKey: ['notebook', sessionId] });
     },
     [qc, sessionId],
   );
   const { log, status: streamStatus, error: streamError, reconnect } = useEventLog(sessionId, onEvents);
   const [editing, setEditing] = useState(false);
+  const pythonInLog = useMemo(() => log.events.some(isPythonToolEvent), [log.events]);
 
   const act = useMutation({
     mutationFn: async (kind: 'start' | 'stop' | 'interrupt' | 'delete') => {
@@ -112,6 +110,12 @@ export default function SessionDetailPage() {
   const busy = s.activity === 'busy' || !!running;
   const pending = toolCalls.data ?? [];
   const title = s.title || 'Untitled session';
+  const ended = lifetimeEnded(s);
+  // The notebook is there for an agent with the python capability, or once the log shows a
+  // python call (the agent may have lost the capability since), or when the URL names it.
+  const showNotebook = !!agent?.capabilities?.includes('python') || pythonInLog || tab === 'notebook';
+  const resources = resourcesText(s.resources);
+  const idleTtl = idleTtlText(s.idle_ttl_seconds);
 
   return (
     <Stack gap="sm">
@@ -138,6 +142,23 @@ export default function SessionDetailPage() {
             <Text span size="sm" c="dimmed">
               created <RelTime value={s.created_at} />
             </Text>
+            {s.expires_at && !ended && (
+              <Tooltip label={`Its max lifetime (${formatDuration(s.max_lifetime_seconds)}) ends then: the sandbox stops, and cannot be started again.`}>
+                <Text span size="sm" c="orange.8" data-testid="session-expires" style={{ display: 'inline-flex', alignItems: 'center', gap: 4 }}>
+                  <IconClockStop size={14} /> stops for good <RelTime value={s.expires_at} size="sm" />
+                </Text>
+              </Tooltip>
+            )}
+            {resources && (
+              <Text span size="sm" c="dimmed" data-testid="session-resources" title="This session’s own sandbox resources">
+                {resources}
+              </Text>
+            )}
+            {idleTtl && (
+              <Text span size="sm" c="dimmed" data-testid="session-idle-ttl">
+                {idleTtl}
+              </Text>
+            )}
             <StreamBadge status={streamStatus} onReconnect={reconnect} />
           </Group>
         }
@@ -148,7 +169,13 @@ export default function SessionDetailPage() {
                 Interrupt
               </Button>
             )}
-            {s.status === 'stopped' || s.status === 'error' ? (
+            {ended ? (
+              <Tooltip label="Its lifetime ended; it cannot be started again. Start a new session to go on.">
+                <Button variant="light" leftSection={<IconPlayerPlay size={16} />} data-disabled aria-disabled="true" onClick={(e) => e.preventDefault()}>
+                  Start
+                </Button>
+              </Tooltip>
+            ) : s.status === 'stopped' || s.status === 'error' ? (
               <Button variant="light" leftSection={<IconPlayerPlay size={16} />} onClick={() => act.mutate('start')} loading={act.isPending && act.variables === 'start'}>
                 Start
               </Button>
@@ -180,10 +207,16 @@ export default function SessionDetailPage() {
       <EditSessionModal key={s.updated_at} session={s} opened={editing} onClose={() => setEditing(false)} />
       <ErrorAlert error={act.error} />
       {s.status === 'error' && s.error && <ErrorAlert error={new Error(s.error)} title="The sandbox failed to start" />}
+      {ended && (
+        <Alert color="gray" icon={<IconClockStop size={18} />} title="Its lifetime ended; it cannot be started again" data-testid="lifetime-ended">
+          The sandbox stopped for good when its max lifetime{s.max_lifetime_seconds ? ` (${formatDuration(s.max_lifetime_seconds)})` : ''} passed. Its files, transcript and notebook stay readable; start a new session to go on.
+        </Alert>
+      )}
       {streamError && <ErrorAlert error={streamError} title="The event stream stopped" />}
       <Tabs value={tab} onChange={(v) => navigate(`/sessions/${sessionId}${v && v !== 'transcript' ? `/${v}` : ''}`, { replace: true })} keepMounted={false}>
         <Tabs.List>
           <Tabs.Tab value="transcript">Transcript</Tabs.Tab>
+          {showNotebook && <Tabs.Tab value="notebook">Notebook</Tabs.Tab>}
           <Tabs.Tab value="files">Files</Tabs.Tab>
           <Tabs.Tab value="terminal">Terminal</Tabs.Tab>
           <Tabs.Tab value="ports">Ports</Tabs.Tab>
@@ -200,9 +233,12 @@ export default function SessionDetailPage() {
         <Tabs.Panel value="transcript" pt="sm">
           <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] })} />
           <Transcript log={log} pending={pending} height="calc(100vh - 400px)" />
-          <Composer sessionId={sessionId} disabled={s.status === 'provisioning'} busy={busy} />
+          <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} />
         </Tabs.Panel>
         <Suspense fallback={<PageFallback />}>
+          <Tabs.Panel value="notebook" pt="sm">
+            <NotebookTab session={s} />
+          </Tabs.Panel>
           <Tabs.Panel value="files" pt="sm">
             <FilesTab session={s} />
           </Tabs.Panel>
@@ -225,7 +261,7 @@ export default function SessionDetailPage() {
 
 const TOOLS_PLACEHOLDER = '[\n  {\n    "name": "lookup_order",\n    "description": "Look an order up by its number",\n    "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},\n    "deferrable": false,\n    "timeout_seconds": 120\n  }\n]';
 
-function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: boolean; busy: boolean }) {
+function Composer({ sessionId, disabled, ended, busy }: { sessionId: string; disabled: boolean; ended: boolean; busy: boolean }) {
   const [prompt, setPrompt] = useState('');
   const [maxTurns, setMaxTurns] = useState<number | ''>('');
   const [withTools, setWithTools] = useState(false);
@@ -282,7 +318,7 @@ function Composer({ sessionId, disabled, busy }: { sessionId: string; disabled: 
           <Textarea
             style={{ flex: 1 }}
             aria-label="Message"
-            placeholder={busy ? 'A turn is in flight: interrupt it, or wait for it to end' : 'Message the agent (Ctrl+Enter to send)'}
+            placeholder={ended ? 'Its lifetime ended: start a new session to go on' : busy ? 'A turn is in flight: interrupt it, or wait for it to end' : 'Message the agent (Ctrl+Enter to send)'}
             autosize
             minRows={2}
             maxRows={8}

@@ -17,10 +17,12 @@ export function statusColor(status: string): string {
 
 export function StatusBadge({ session }: { session: Pick<Session, 'status' | 'activity' | 'stopped_reason'> }) {
   const asleep = session.status === 'stopped' && session.stopped_reason === 'idle';
+  // Past its max lifetime: stopped for good.
+  const ended = session.status === 'stopped' && session.stopped_reason === 'lifetime';
   return (
     <Group gap={4} wrap="nowrap">
-      <Badge color={statusColor(session.status)} variant="light" data-testid="session-status">
-        {asleep ? 'asleep' : session.status}
+      <Badge color={statusColor(session.status)} variant="light" data-testid="session-status" data-reason={session.stopped_reason ?? undefined}>
+        {asleep ? 'asleep' : ended ? 'ended' : session.status}
       </Badge>
       {session.activity === 'busy' && (
         <Badge color="blue" variant="dot">

@@ -36,6 +36,32 @@ describe('StartSessionModal', () => {
     expect(posted).toEqual([expect.objectContaining({ agent_id: 'analyst', model: 'gpt-nope', instructions: null, manifest: null, metadata: { n: 7 }, secret_bindings: [] })]);
   }, 30_000);
 
+  it('checks the limits before sending, sends them, and puts a 422 on its resource', async () => {
+    const posted: unknown[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      if (new URL(req.url).pathname === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'resources', 'cpus'], msg: 'cpus is more than 0 and at most 2 on this server (--sandbox-max-cpus)' }] }, 422);
+      }
+      return json([]);
+    });
+    renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);
+    const user = userEvent.setup({ delay: null });
+    await user.click(await screen.findByRole('button', { name: /Limits/ }));
+    await user.type(screen.getByRole('textbox', { name: 'Idle TTL (seconds)' }), '0');
+    await user.type(screen.getByRole('textbox', { name: 'Max lifetime (seconds)' }), '3600');
+    await user.type(screen.getByRole('textbox', { name: 'CPUs' }), '8');
+    await user.type(screen.getByRole('textbox', { name: 'Memory (MiB)' }), '32');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    expect(screen.getByRole('textbox', { name: 'Memory (MiB)' })).toHaveAccessibleDescription(/Whole MiB, at least 64\./);
+    expect(posted).toEqual([]);
+    await user.type(screen.getByRole('textbox', { name: 'Memory (MiB)' }), '0');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(screen.getByRole('textbox', { name: 'CPUs' })).toHaveAccessibleDescription(/at most 2 on this server/));
+    expect(posted).toEqual([expect.objectContaining({ max_lifetime_seconds: 3600, idle_ttl_seconds: 0, resources: { cpus: 8, memory_mb: 320 } })]);
+  }, 30_000);
+
   it('checks fields before sending anything', async () => {
     const fetch = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
     renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);

@@ -1,4 +1,4 @@
-import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, Select, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
+import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, NumberInput, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
 import { IconPlayerPlay, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -6,21 +6,23 @@ import { useNavigate } from 'react-router-dom';
 import { api, unwrap, type Agent } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
-import { emptyStartSession, fieldErrorsOf, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
+import { MAX_SESSION_SECONDS } from './limits';
+import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
 
 const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
 
 /**
  * "Start a session": with an agent (from its page) or a picker (from the sessions list), and
- * under "Advanced" everything else POST /api/sessions takes. Checked as the server checks;
- * a 422's field errors land next to their fields.
+ * under "Advanced" and "Limits" everything else POST /api/sessions takes. Checked as the
+ * server checks; a 422's field errors land next to their fields, their section unfolded.
  */
 export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { agent?: Agent; defaultAgent?: string; opened: boolean; onClose: () => void }) {
   const navigate = useNavigate();
   const qc = useQueryClient();
   const [v, setV] = useState<StartSessionValues>(() => emptyStartSession(agent?.slug ?? defaultAgent ?? ''));
   const [errors, setErrors] = useState<Errors>({});
-  const [advanced, setAdvanced] = useState<string | null>(null);
+  const [open, setOpen] = useState<string[]>([]);
+  const unfold = (e: Errors) => setOpen((o) => [...new Set([...o, ...sectionsWithErrors(e)])]);
   const set = <K extends keyof StartSessionValues>(k: K, value: StartSessionValues[K]) => setV((old) => ({ ...old, [k]: value }));
   const agents = useQuery({
     queryKey: ['agents', { archived: false }],
@@ -46,7 +48,7 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
     onError: (e, values) => {
       const fields = fieldErrorsOf(e, values);
       setErrors(fields);
-      if (Object.keys(fields).some((k) => !['agent_id', 'title', 'prompt'].includes(k))) setAdvanced('advanced');
+      unfold(fields);
     },
   });
   const err = (k: string) => errors[k];
@@ -54,7 +56,7 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
     const e = validateStartSession(v);
     setErrors(e);
     if (Object.keys(e).length) {
-      if (Object.keys(e).some((k) => k !== 'agent_id')) setAdvanced('advanced');
+      unfold(e);
       return;
     }
     start.mutate(v);
@@ -84,7 +86,7 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
           )}
           <TextInput label="Title" placeholder="optional" value={v.title} onChange={(e) => set('title', e.currentTarget.value)} error={err('title')} data-autofocus={agent ? true : undefined} />
           <Textarea label="First prompt" description="Optional: the first turn starts as soon as the sandbox is up." autosize minRows={3} value={v.prompt} onChange={(e) => set('prompt', e.currentTarget.value)} error={err('prompt')} />
-          <Accordion variant="contained" value={advanced} onChange={setAdvanced}>
+          <Accordion variant="contained" multiple value={open} onChange={setOpen}>
             <Accordion.Item value="advanced">
               <Accordion.Control>Advanced: model, instructions, manifest, secrets, metadata</Accordion.Control>
               <Accordion.Panel>
@@ -194,6 +196,58 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                     </Stack>
                   </Input.Wrapper>
                 </Stack>
+              </Accordion.Panel>
+            </Accordion.Item>
+            <Accordion.Item value="limits">
+              <Accordion.Control>Limits: idle time, lifetime, CPUs, memory</Accordion.Control>
+              <Accordion.Panel>
+                {/* The values stay text (what was typed, checked before sending): Mantine's
+                    trimming of leading zeros on blur would turn a typed 0 into nothing. */}
+                <SimpleGrid cols={{ base: 1, sm: 2 }}>
+                  <NumberInput
+                    label="Idle TTL (seconds)"
+                    description="Unused this long, the sandbox is released (asleep: a message wakes it). Empty: the agent’s; 0: never."
+                    placeholder="the agent’s"
+                    allowDecimal={false}
+                    allowNegative={false}
+                    trimLeadingZeroesOnBlur={false}
+                    value={v.idle_ttl_seconds}
+                    onChange={(x) => set('idle_ttl_seconds', String(x))}
+                    error={err('idle_ttl_seconds')}
+                  />
+                  <NumberInput
+                    label="Max lifetime (seconds)"
+                    description={`From now; then the sandbox stops for good and cannot be started again. Empty: no limit; at most ${MAX_SESSION_SECONDS} (a year).`}
+                    placeholder="no limit"
+                    allowDecimal={false}
+                    allowNegative={false}
+                    trimLeadingZeroesOnBlur={false}
+                    value={v.max_lifetime_seconds}
+                    onChange={(x) => set('max_lifetime_seconds', String(x))}
+                    error={err('max_lifetime_seconds')}
+                  />
+                  <NumberInput
+                    label="CPUs"
+                    description="Fractions allowed (0.5). Empty: the server’s default."
+                    placeholder="server default"
+                    allowNegative={false}
+                    trimLeadingZeroesOnBlur={false}
+                    value={v.cpus}
+                    onChange={(x) => set('cpus', String(x))}
+                    error={err('resources.cpus') ?? err('resources')}
+                  />
+                  <NumberInput
+                    label="Memory (MiB)"
+                    description="At least 64, no extra swap. Empty: the server’s default."
+                    placeholder="server default"
+                    allowDecimal={false}
+                    allowNegative={false}
+                    trimLeadingZeroesOnBlur={false}
+                    value={v.memory_mb}
+                    onChange={(x) => set('memory_mb', String(x))}
+                    error={err('resources.memory_mb') ?? err('resources.gpus')}
+                  />
+                </SimpleGrid>
               </Accordion.Panel>
             </Accordion.Item>
           </Accordion>

@@ -7,7 +7,7 @@ import { api, unwrap, type ClientToolCall } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
 import type { EventLogState } from '../../session/eventLog';
-import { buildTranscript, compactionSizes, parseArguments as parseArgs, type Item, type ToolItem } from '../../session/transcript';
+import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, type Item, type ToolItem } from '../../session/transcript';
 
 type Ctx = {
   expanded: Set<string>;
@@ -82,10 +82,36 @@ function LiveOutput({ text }: { text: string }) {
   );
 }
 
+/** A tool call's input: the python tool's cell as code, any other tool's arguments as JSON. */
+function ToolInput({ item }: { item: ToolItem }) {
+  const cell = pythonCell(item);
+  if (!cell) {
+    return (
+      <>
+        <Text size="xs" c="dimmed">
+          Arguments
+        </Text>
+        <Code block>{text(item.arguments)}</Code>
+      </>
+    );
+  }
+  return (
+    <>
+      <Text size="xs" c="dimmed">
+        Code{cell.timeout != null ? ` · time limit ${cell.timeout} s` : ''}
+      </Text>
+      <Code block data-testid="python-code" style={{ whiteSpace: 'pre', overflowX: 'auto', maxHeight: 320 }}>
+        {cell.code}
+      </Code>
+    </>
+  );
+}
+
 function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
   const rp = (item.result?.payload ?? {}) as Record<string, unknown>;
   const pending = item.client ? ctx.pending.get(item.callId) : undefined;
-  const argsSummary = typeof item.arguments === 'object' && item.arguments ? Object.values(item.arguments as Record<string, unknown>).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ') : String(item.arguments ?? '');
+  const cell = pythonCell(item);
+  const argsSummary = cell ? cell.code.split('\n').find((l) => l.trim()) ?? '' : typeof item.arguments === 'object' && item.arguments ? Object.values(item.arguments as Record<string, unknown>).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ') : String(item.arguments ?? '');
   return (
     <Paper withBorder p="xs" radius="sm" data-testid="tool-call" data-tool={item.tool}>
       <Collapsible
@@ -127,10 +153,7 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
           </Group>
         }
       >
-        <Text size="xs" c="dimmed">
-          Arguments
-        </Text>
-        <Code block>{text(item.arguments)}</Code>
+        <ToolInput item={item} />
         {item.children.length > 0 && (
           <Stack gap={6} mt="xs" pl="sm" style={{ borderLeft: '2px solid var(--mantine-color-blue-4)' }} data-testid="subagent-steps">
             <Text size="xs" c="dimmed">
@@ -281,7 +304,7 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
       const label: Record<string, string> = {
         'session.created': 'Session created',
         'session.status_running': 'Sandbox running',
-        'session.status_stopped': `Sandbox stopped${p.reason ? ` (${text(p.reason)})` : ''}`,
+        'session.status_stopped': `Sandbox stopped${p.reason === 'lifetime' ? ': its lifetime ended' : p.reason ? ` (${text(p.reason)})` : ''}`,
         'user.file': `File uploaded: ${text(p.path)}`,
       };
       return (

@@ -7,7 +7,7 @@ const valid = () => emptyStartSession('analyst');
 describe('validateStartSession', () => {
   it('accepts the agent alone, and sends null for everything left alone', () => {
     expect(validateStartSession(valid())).toEqual({});
-    expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null });
+    expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null, idle_ttl_seconds: null, max_lifetime_seconds: null, resources: null });
     expect(startSessionBody({ ...valid(), environment: ' 01a2321d-484e-7689-af64-6c1f20a7dba8 ' }).environment_id).toBe('01a2321d-484e-7689-af64-6c1f20a7dba8');
   });
   it('needs an agent and a model that is not blank', () => {

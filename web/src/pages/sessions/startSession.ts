@@ -1,9 +1,11 @@
 // The "Start a session" dialog's values and the per-turn client tools of the composer: their
 // validation with the rules of openapi.json (SessionCreate, SecretBinding, ManifestSpec,
 // ClientTool), their conversion to the API's bodies, and a 422's field list mapped back onto
-// the fields, so the dialog says what is wrong where it is wrong.
+// the fields, so the dialog says what is wrong where it is wrong. The limits (idle TTL,
+// lifetime, resources) are in limits.ts.
 import { ApiError, type ClientTool, type Schemas } from '../../api/client';
 import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../agents/model';
+import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
 
 export type SessionCreate = Schemas['SessionCreate'];
 export type Errors = Record<string, string>;
@@ -21,10 +23,17 @@ export type StartSessionValues = {
   manifest: string; // JSON text; '' for none
   secret_bindings: { secret: string; env: string }[];
   metadata: { key: string; value: string }[];
-};
+} & LimitValues;
 
 export function emptyStartSession(agent = ''): StartSessionValues {
-  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [] };
+  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], ...emptyLimits() };
+}
+
+/** The dialog's folded sections ("advanced", "limits") holding a field with an error. */
+export function sectionsWithErrors(errors: Errors): string[] {
+  const keys = Object.keys(errors).filter((k) => !['agent_id', 'title', 'prompt'].includes(k));
+  const limits = keys.filter((k) => LIMIT_FIELDS.includes(k));
+  return [...(keys.length > limits.length ? ['advanced'] : []), ...(limits.length ? ['limits'] : [])];
 }
 
 export const MAX_SECRET_BINDINGS = 32;
@@ -84,7 +93,7 @@ export function metadataValue(text: string): unknown {
 
 /** Every field error at once, keyed by field (`secret_bindings.0.env` for rows). */
 export function validateStartSession(v: StartSessionValues): Errors {
-  const e: Errors = {};
+  const e: Errors = validateLimits(v);
   if (blank(v.agent)) e.agent_id = 'Pick an agent.';
   if (v.model !== '' && blank(v.model)) e.model = 'Leave empty for the agent’s model, or name one.';
   const m = validateManifest(v.manifest);
@@ -119,6 +128,7 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
     from_snapshot_id: null,
     environment_id: blank(v.environment) ? null : v.environment.trim(),
     prompt: v.prompt.trim() ? v.prompt : null,
+    ...limitsBody(v),
   };
 }
 
