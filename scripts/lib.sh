@@ -284,3 +284,51 @@ check_offline_data() {
     return 1
   fi
 }
+
+# Prints the path of a Python 3.12 or later (sqlsaber-sandbox needs it): pyenv's 3.13.0 or
+# newest 3.13/3.12, else python3.13, python3.12 or python3 when recent enough; fails when
+# there is none.
+find_python312() {
+  local candidates=() dir c
+  if command -v pyenv >/dev/null 2>&1; then
+    local pyenv_root
+    pyenv_root=$(pyenv root)
+    candidates+=("$pyenv_root/versions/3.13.0/bin/python3")
+    while IFS= read -r dir; do
+      candidates+=("$dir/bin/python3")
+    done < <(ls -d "$pyenv_root"/versions/3.13.* "$pyenv_root"/versions/3.12.* 2>/dev/null | sort -rV)
+  fi
+  candidates+=(python3.13 python3.12 python3)
+  for c in "${candidates[@]}"; do
+    if command -v "$c" >/dev/null 2>&1 &&
+      "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# target/sqlsaber-venv (Python 3.12+) with tests/sqlsaber/requirements.txt and the provider
+# (python/sandbox-agents-sqlsaber, editable) installed; prints its path. Progress to stderr.
+ensure_sqlsaber_venv() {
+  local python venv="$lib_repo_root/target/sqlsaber-venv"
+  python=$(find_python312) || {
+    echo "error: sqlsaber-sandbox needs Python 3.12 or later, with venv; none was found" >&2
+    echo "(tried pyenv's 3.13.0, 3.13.x and 3.12.x, python3.13, python3.12, python3)." >&2
+    echo "Install one (e.g. 'pyenv install 3.13.0') and run this again." >&2
+    return 1
+  }
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    log "target/sqlsaber-venv has an older Python: making it again" >&2
+    rm -rf "$venv"
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating target/sqlsaber-venv with $python ($("$python" --version 2>&1))" >&2
+    "$python" -m venv "$venv" >&2
+  fi
+  log "installing tests/sqlsaber/requirements.txt and python/sandbox-agents-sqlsaber" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$lib_repo_root/tests/sqlsaber/requirements.txt" \
+    -e "$lib_repo_root/python/sandbox-agents-sqlsaber" >&2
+  echo "$venv"
+}

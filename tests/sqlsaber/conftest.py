@@ -166,34 +166,5 @@ def janitor(server: Server) -> Iterator[sandboxes.Janitor]:
     j.cleanup()
 
 
-# -- server logs on failure (as tests/contract does) ----------------------------------------
-
-
-def pytest_runtest_setup(item):
-    item._sa_log_offsets = {id(p): _log_size(p) for p in harness.ServerProcess.instances}
-
-
-def _log_size(process: harness.ServerProcess) -> int:
-    try:
-        return process.log_path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if not report.failed:
-        return
-    offsets = getattr(item, "_sa_log_offsets", {})
-    for process in harness.ServerProcess.instances:
-        try:
-            with open(process.log_path, "rb") as log:
-                log.seek(offsets.get(id(process), 0))
-                text = log.read().decode(errors="replace")
-        except FileNotFoundError:
-            continue
-        text = harness.strip_ansi(text).strip()
-        if text:
-            report.sections.append((f"{process.name} log ({process.log_path})", "\n".join(text.splitlines()[-150:])))
+# Server logs on failure, as tests/contract shows them.
+pytest_plugins = ["server_logs"]

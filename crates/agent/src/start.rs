@@ -157,6 +157,9 @@ fn refusal_message(r: Refusal) -> &'static str {
         }
         Refusal::Error => "the session failed; start it again before sending a message",
         Refusal::Stopped => "the session is stopped; start it before sending a message",
+        Refusal::LifetimeOver => {
+            "this session reached its max_lifetime_seconds and cannot be started again; start a new session"
+        }
     }
 }
 

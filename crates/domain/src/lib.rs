@@ -22,6 +22,7 @@ pub mod session;
 pub mod skills;
 pub mod slug;
 pub mod state;
+pub mod text;
 pub mod tools;
 pub mod usage;
 pub mod validation;

@@ -4,6 +4,7 @@
 //! Outputs are stored in nbformat's own shapes (`stream`, `execute_result`, `display_data`,
 //! `error`), so the notebook is the journal as it is, and a reader of one knows the other.
 
+use crate::text::strip_ansi;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
@@ -110,26 +111,6 @@ fn valid_output(o: &Value) -> Value {
     o
 }
 
-/// Terminal colour codes out of a traceback (IPython colours them).
-pub fn plain(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// What the model reads of a cell: its outputs in order (stream text, results' plain text,
 /// errors with their traceback), the images saved, and how it ended, cut at
 /// [`MAX_CELL_TEXT`] characters with the cut said.
@@ -158,7 +139,13 @@ pub fn cell_text(
             Some("error") => {
                 let tb: Vec<String> = o["traceback"]
                     .as_array()
-                    .map(|lines| lines.iter().filter_map(Value::as_str).map(plain).collect())
+                    .map(|lines| {
+                        lines
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(strip_ansi)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if tb.is_empty() {
                     out.push_str(&format!(

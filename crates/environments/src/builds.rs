@@ -9,6 +9,7 @@ use crate::dockerfile::{self, MISSING_MARKER};
 use crate::Environments;
 use bytes::Bytes;
 use sandbox_agents_domain::state::BuildStatus;
+use sandbox_agents_domain::text::strip_ansi;
 use sandbox_agents_errors::{internal_reference, Result};
 use sandbox_agents_sandbox::{ImageBuild, LABEL_ENVIRONMENT_DIGEST};
 use sandbox_agents_store::environments::{self, BuildRecord};
@@ -35,26 +36,6 @@ pub(crate) struct Progress {
     tail: VecDeque<String>,
 }
 
-/// The line without terminal colour codes (the classic builder colours a step's stderr).
-fn plain(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            if chars.next() == Some('[') {
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The Engine's words for a failed step, shortened: the command it quotes is in the log.
 fn engine_summary(engine: &str) -> String {
     match engine.rsplit_once("returned a non-zero code: ") {
@@ -65,7 +46,7 @@ fn engine_summary(engine: &str) -> String {
 
 impl Progress {
     fn line(&mut self, line: &str) {
-        let line = plain(line);
+        let line = strip_ansi(line);
         let line = line.as_str();
         if self.text.len() + line.len() < MAX_LOG {
             self.text.push_str(line);

@@ -118,6 +118,9 @@ impl Sessions {
         tx.commit().await?;
         tracing::info!(session.id = %new.id, agent.id = %agent.id, "session created");
         self.spawn_boot(new.id);
+        if let Some(at) = row.expires_at() {
+            self.schedule_lifetime_end(at);
+        }
         Ok(row)
     }
 

@@ -35,6 +35,25 @@ impl Sessions {
         Ok(expired.len())
     }
 
+    /// Ends the session's lifetime on time rather than at the next sweep: a task of this
+    /// process sleeps until `at` (or shutdown), then runs [`Sessions::end_lifetimes`]. The
+    /// sweep remains the guarantee (after a restart, or when this process is gone).
+    pub(crate) fn schedule_lifetime_end(&self, at: time::OffsetDateTime) {
+        let rt = self.clone();
+        let wait = (at - time::OffsetDateTime::now_utc()).max(time::Duration::ZERO);
+        let wait = std::time::Duration::try_from(wait).unwrap_or_default()
+            + std::time::Duration::from_millis(50);
+        self.inner.tasks.spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = rt.inner.shutdown.cancelled() => return,
+            }
+            if let Err(e) = rt.end_lifetimes().await {
+                tracing::warn!(error = %e, "ending a lifetime failed; the sweep retries");
+            }
+        });
+    }
+
     /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
     /// garbage collection.
     pub fn spawn_workers(&self) {

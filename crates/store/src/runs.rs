@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::session::{
-    Run, RunStatus, RunStopReason, SessionActivity, SessionStatus,
+    Run, RunStatus, RunStopReason, SessionActivity, SessionStatus, StoppedReason,
 };
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
@@ -94,6 +94,8 @@ pub enum Refusal {
     Provisioning,
     Error,
     Stopped,
+    /// Stopped for good: its `max_lifetime_seconds` passed.
+    LifetimeOver,
 }
 
 /// Claims the session for a new turn: `activity` goes `idle` → `busy` only when the session is
@@ -120,7 +122,8 @@ pub async fn claim_session(
         return Ok(Ok(status));
     }
     let row = sqlx::query!(
-        r#"select status as "status: SessionStatus", activity as "activity: SessionActivity"
+        r#"select status as "status: SessionStatus", activity as "activity: SessionActivity",
+                  stopped_reason as "stopped_reason: StoppedReason"
            from sessions where project_id = $1 and id = $2"#,
         project.0,
         session.0,
@@ -140,6 +143,7 @@ pub async fn claim_session(
         _ if parked.is_some() => Refusal::Parked,
         (SessionStatus::Provisioning, _) => Refusal::Provisioning,
         (SessionStatus::Error, _) => Refusal::Error,
+        _ if row.stopped_reason == Some(StoppedReason::Lifetime) => Refusal::LifetimeOver,
         _ => Refusal::Stopped,
     }))
 }

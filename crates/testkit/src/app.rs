@@ -213,6 +213,29 @@ impl TestApp {
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
     }
 
+    /// `POST path` with `body` (JSON; none when null) as (status, JSON body; null when the
+    /// body is not JSON).
+    pub async fn post_json(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let mut req = self.http.post(self.url(path));
+        if !body.is_null() {
+            req = req.json(&body);
+        }
+        let r = req.send().await.expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// `POST /api/sessions/{id}/start`, which must answer 200.
+    pub async fn start_session(&self, id: &str) {
+        let (status, body) = self
+            .post_json(
+                &format!("/api/sessions/{id}/start"),
+                serde_json::Value::Null,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+
     /// `DELETE /api/sessions/{id}`, which must answer 204.
     pub async fn delete_session(&self, id: &str) {
         let r = self

@@ -108,6 +108,21 @@ pub struct TestApp {
     keep_sandboxes: bool,
 }
 
+/// `docker inspect -f <format> <what>` (a container or an image), trimmed; panics when it
+/// fails.
+pub fn docker_inspect(what: &str, format: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", format, what])
+        .output()
+        .expect("docker inspect");
+    assert!(
+        out.status.success(),
+        "docker inspect {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// The image tests boot (the one `scripts/test` builds).
 pub fn test_image() -> String {
     std::env::var("SANDBOX_AGENTS_IMAGE").unwrap_or_else(|_| "sandbox-agents-sandbox:1".into())

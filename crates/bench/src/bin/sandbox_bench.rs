@@ -11,6 +11,8 @@
 //!
 //! 3. Runs (`--parts runs`): a one-step turn, a turn with one shell call, and time to first
 //!    delta, each beside the same model calls (and exec) made directly; see `runs.rs`.
+//! 4. File transfers (`--parts files`): 1 KB and 10 MB written and read through the workspace
+//!    and absolute-path endpoints, beside the Engine's archive API; see `files.rs`.
 //!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
@@ -18,6 +20,8 @@
 
 #![allow(clippy::print_stdout)]
 
+#[path = "sandbox_bench/files.rs"]
+mod files;
 #[path = "sandbox_bench/ours.rs"]
 mod ours;
 #[path = "sandbox_bench/raw.rs"]
@@ -63,7 +67,7 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
-    /// Which parts to run, comma-separated: `create`, `exec`, `runs`.
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -451,6 +455,13 @@ async fn parts(
     }
     if wants("runs") {
         out.extend(runs::parts(args, app, fake, docker, &tar).await?);
+    }
+    if wants("files") {
+        log(format!(
+            "file transfers: {} + {} iterations × 6 variants × 2 sizes",
+            args.warmup, args.iterations
+        ));
+        out.extend(files::parts(args, app, docker, &tar).await?);
     }
     Ok(out)
 }

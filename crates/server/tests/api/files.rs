@@ -61,7 +61,7 @@ async fn content(app: &TestApp, id: &str, path: &str) -> Response {
         .unwrap()
 }
 
-async fn content_ok(app: &TestApp, id: &str, path: &str) -> Vec<u8> {
+pub(crate) async fn content_ok(app: &TestApp, id: &str, path: &str) -> Vec<u8> {
     let r = content(app, id, path).await;
     assert_eq!(r.status(), 200, "content {path}");
     assert_eq!(r.headers()["content-type"], "application/octet-stream");

@@ -33,18 +33,11 @@ async fn analysis_session(app: &TestApp, slug: &str) -> String {
         json!({"instructions": "Analyse data.", "capabilities": ["python"]}),
     )
     .await;
-    let r = app
-        .http
-        .post(app.url("/api/sessions"))
-        .json(&json!({"agent_id": slug}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (status, s) = app
+        .post_json("/api/sessions", json!({"agent_id": slug}))
+        .await;
+    assert_eq!(status, 202, "{s}");
+    let id = s["id"].as_str().unwrap().to_owned();
     wait_running(app, &id).await;
     id
 }
@@ -126,16 +119,7 @@ async fn a_kernel_keeps_state_across_turns_saves_plots_and_reports_errors() {
         saved.starts_with("outputs/") && saved.ends_with(".png"),
         "{saved}"
     );
-    let png = app
-        .http
-        .get(app.url(&format!("/api/sessions/{id}/files/content")))
-        .query(&[("path", saved.as_str())])
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let png = crate::files::content_ok(&app, &id, &saved).await;
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "the saved file is a PNG");
     let failed = turn(&app, &id, "fail now").await;
     assert!(
@@ -251,13 +235,7 @@ async fn after_a_stop_the_next_cell_says_the_kernel_restarted() {
     let id = analysis_session(&app, "analyst").await;
     turn(&app, &id, "define x").await;
     app.stop_session(&id).await;
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    app.start_session(&id).await;
     wait_running(&app, &id).await;
 
     let after = turn(&app, &id, "use x").await;
@@ -283,14 +261,10 @@ async fn after_a_stop_the_next_cell_says_the_kernel_restarted() {
 async fn an_environment_without_the_kernels_packages_is_named_and_the_notebook_needs_the_project() {
     let fake = FakeModel::start(script(&[("use", json!({"code": "1"}))]));
     let app = python_app(&fake).await;
-    let r = app
-        .http
-        .post(app.url("/api/environments"))
-        .json(&json!({"name": "bare"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let (status, _) = app
+        .post_json("/api/environments", json!({"name": "bare"}))
+        .await;
+    assert_eq!(status, 201);
     let id = app
         .running_session(
             "bare-analyst",
@@ -306,14 +280,13 @@ async fn an_environment_without_the_kernels_packages_is_named_and_the_notebook_n
     let (_, envs) = app.get_json("/api/environments").await;
     assert_eq!(envs.as_array().unwrap().len(), 1);
     // A client tool may not take the capability's tool name.
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/messages")))
-        .json(&json!({"prompt": "x", "max_turns": null, "client_tools": [{"name": "python"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 422);
+    let (status, _) = app
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            json!({"prompt": "x", "max_turns": null, "client_tools": [{"name": "python"}]}),
+        )
+        .await;
+    assert_eq!(status, 422);
     let (status, _) = app.get_json("/api/sessions/not-a-session/notebook").await;
     assert_eq!(status, 404);
     app.delete_session(&id).await;

@@ -41,7 +41,7 @@ async fn memory(app: &TestApp, agent: &str) -> Value {
 }
 
 async fn stop(app: &TestApp, id: &str) {
-    app.stop_session(&id).await;
+    app.stop_session(id).await;
 }
 
 /// The consolidation requests the fake model received.

@@ -2,33 +2,12 @@
 //! a lifetime after which its sandbox stops for good, and resources its container really gets;
 //! values out of range and GPUs are refused and change nothing.
 
-use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{docker_inspect, eventually, spawn_app, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 async fn create(app: &TestApp, body: Value) -> (u16, Value) {
-    let r = app
-        .http
-        .post(app.url("/api/sessions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-/// `docker inspect -f <format>` of a container.
-fn inspect(container: &str, format: &str) -> String {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "-f", format, container])
-        .output()
-        .expect("docker inspect");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    app.post_json("/api/sessions", body).await
 }
 
 async fn session_count(app: &TestApp) -> i64 {
@@ -73,9 +52,12 @@ async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
         .wait_for_status(&id, "running", Duration::from_secs(60))
         .await;
     let container = running["container_id"].as_str().unwrap();
-    assert_eq!(inspect(container, "{{.HostConfig.NanoCpus}}"), "500000000");
     assert_eq!(
-        inspect(container, "{{.HostConfig.Memory}}"),
+        docker_inspect(container, "{{.HostConfig.NanoCpus}}"),
+        "500000000"
+    );
+    assert_eq!(
+        docker_inspect(container, "{{.HostConfig.Memory}}"),
         (256 * 1024 * 1024).to_string()
     );
     // Without resources of its own a session has the server's defaults.
@@ -86,7 +68,7 @@ async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
         (&Value::Null, &Value::Null)
     );
     assert_eq!(
-        inspect(
+        docker_inspect(
             s["container_id"].as_str().unwrap(),
             "{{.HostConfig.NanoCpus}}"
         ),
@@ -160,9 +142,10 @@ async fn limits_out_of_range_and_gpus_are_refused_and_change_nothing() {
 async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
     let app = spawn_app().await;
     app.create_agent("brief", json!({})).await;
+    // Long enough for the boot and a command on a loaded machine, short enough for a test.
     let (status, s) = create(
         &app,
-        json!({"agent_id": "brief", "max_lifetime_seconds": 2}),
+        json!({"agent_id": "brief", "max_lifetime_seconds": 10}),
     )
     .await;
     assert_eq!(status, 202, "{s}");
@@ -170,9 +153,8 @@ async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
     app.wait_for_status(&id, "running", Duration::from_secs(60))
         .await;
     assert_eq!(app.exec(&id, "echo kept > note.txt").await.0, 0);
-    // The periodic worker's step, driven here: nothing before the limit, the stop after.
-    eventually("the lifetime to end", Duration::from_secs(30), async || {
-        app.sessions.end_lifetimes().await.unwrap();
+    // Stopped on time by the process that created it (no sweep runs in tests).
+    eventually("the lifetime to end", Duration::from_secs(40), async || {
         let s = app.session(&id).await;
         (s["status"] == "stopped").then_some(s)
     })
@@ -184,36 +166,56 @@ async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
         .await
         .iter()
         .any(|e| e["type"] == "session.status_stopped"));
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 409);
-    let detail = r.json::<Value>().await.unwrap()["detail"].to_string();
+    let (status, r) = app
+        .post_json(&format!("/api/sessions/{id}/start"), Value::Null)
+        .await;
+    assert_eq!(status, 409);
+    let detail = r["detail"].to_string();
     assert!(detail.contains("max_lifetime_seconds"), "{detail}");
     assert_eq!(app.session(&id).await["status"], "stopped");
     // A message cannot wake it either, and its files still read from the archive.
-    let r = app
-        .http
-        .post(app.url(&format!("/api/sessions/{id}/messages")))
-        .json(&json!({"prompt": "hi", "max_turns": null}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 409);
-    let note = app
-        .http
-        .get(app.url(&format!("/api/sessions/{id}/files/content")))
-        .query(&[("path", "note.txt")])
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(note, "kept\n");
+    let (status, r) = app
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            json!({"prompt": "hi", "max_turns": null}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let detail = r["detail"].to_string();
+    assert!(detail.contains("max_lifetime_seconds"), "{detail}");
+    assert_eq!(
+        crate::files::content_ok(&app, &id, "note.txt").await,
+        b"kept\n"
+    );
+    app.delete_session(&id).await;
+}
+
+#[tokio::test]
+async fn an_asleep_session_past_its_lifetime_no_longer_wakes() {
+    let app = spawn_app().await;
+    app.create_agent("napper", json!({})).await;
+    let id = app
+        .boot_session(
+            json!({"agent_id": "napper", "idle_ttl_seconds": 1, "max_lifetime_seconds": 4}),
+        )
+        .await;
+    eventually("the idle release", Duration::from_secs(20), async || {
+        app.sessions.release_idle().await.unwrap();
+        (app.session(&id).await["stopped_reason"] == "idle").then_some(())
+    })
+    .await;
+    eventually("the lifetime to end", Duration::from_secs(20), async || {
+        (app.session(&id).await["stopped_reason"] == "lifetime").then_some(())
+    })
+    .await;
+    let (status, _) = app
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            json!({"prompt": "wake up", "max_turns": null}),
+        )
+        .await;
+    assert_eq!(status, 409, "an asleep session would have woken");
+    assert_eq!(app.session(&id).await["status"], "stopped");
     app.delete_session(&id).await;
 }
 

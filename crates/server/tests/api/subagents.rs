@@ -361,8 +361,7 @@ async fn a_handoff_moves_the_conversation_which_survives_a_restart_and_can_be_ha
         .events(&id)
         .await
         .into_iter()
-        .filter(|e| e["type"] == "agent.handoff")
-        .last()
+        .rfind(|e| e["type"] == "agent.handoff")
         .unwrap();
     assert_eq!(back["payload"], json!({"from": "billing", "to": "triage"}));
     assert_eq!(other.session(&id).await["conversation_agent"], "triage");

@@ -119,19 +119,9 @@ impl Sessions {
             "cell": cell_id,
         });
         let mut answer = Answer::default();
-        let mut called = self
-            .call_controller(
-                &container,
-                &env,
-                &request,
-                timeout,
-                &mut answer,
-                &mut on_text,
-            )
-            .await?;
-        if matches!(called, Called::NoController) {
-            self.start_controller(&container, &env).await?;
-            called = self
+        let mut started = false;
+        let done = loop {
+            let called = self
                 .call_controller(
                     &container,
                     &env,
@@ -141,13 +131,18 @@ impl Sessions {
                     &mut on_text,
                 )
                 .await?;
-        }
-        let done = match called {
-            Called::Answered(done) => done,
-            Called::NoController => return Err(ServiceError::Conflict(
-                "the Python kernel's controller stopped answering; try again (a new kernel starts)"
-                    .into(),
-            )),
+            match called {
+                Called::Answered(done) => break done,
+                Called::NoController if !started => {
+                    self.start_controller(&container, &env).await?;
+                    started = true;
+                }
+                Called::NoController => {
+                    return Err(ServiceError::Conflict(
+                        "the Python kernel's controller stopped answering; try again (a new kernel starts)".into(),
+                    ))
+                }
+            }
         };
         let status = match done["status"].as_str() {
             Some("ok") => CellStatus::Ok,
