@@ -59,6 +59,18 @@ impl Sessions {
         Ok(env.into_iter().collect())
     }
 
+    /// The values of the sandbox's secret variables (none when it has none).
+    pub(crate) fn secret_values(&self, s: &SessionRecord) -> Result<Vec<String>> {
+        Ok(match &s.sandbox_secrets {
+            Some(sealed) => {
+                secrets::open_env(self.inner.credentials.master_key(), s.session_id(), sealed)?
+                    .into_values()
+                    .collect()
+            }
+            None => Vec::new(),
+        })
+    }
+
     /// The session, which must have a running sandbox; 409 otherwise.
     pub(crate) async fn running(
         &self,

@@ -26,16 +26,19 @@ async fn python_app(fake: &FakeModel) -> TestApp {
     .await
 }
 
-/// A running session of a `python` agent (created as `slug`), once its environment is built.
-async fn analysis_session(app: &TestApp, slug: &str) -> String {
+/// A running session of a `python` agent (created as `slug`), once its environment is built;
+/// `extra` is merged into the create's body.
+async fn analysis_session(app: &TestApp, slug: &str, extra: Value) -> String {
     app.create_agent(
         slug,
         json!({"instructions": "Analyse data.", "capabilities": ["python"]}),
     )
     .await;
-    let (status, s) = app
-        .post_json("/api/sessions", json!({"agent_id": slug}))
-        .await;
+    let mut body = json!({"agent_id": slug});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let (status, s) = app.post_json("/api/sessions", body).await;
     assert_eq!(status, 202, "{s}");
     let id = s["id"].as_str().unwrap().to_owned();
     wait_running(app, &id).await;
@@ -105,7 +108,7 @@ async fn a_kernel_keeps_state_across_turns_saves_plots_and_reports_errors() {
         ("recover", json!({"code": "print(int(x) * 2)"})),
     ]));
     let app = python_app(&fake).await;
-    let id = analysis_session(&app, "analyst").await;
+    let id = analysis_session(&app, "analyst", json!({})).await;
 
     assert_eq!(turn(&app, &id, "define x").await, ["defined 41\n"]);
     assert_eq!(turn(&app, &id, "use x").await, ["42\n"]);
@@ -159,7 +162,7 @@ async fn a_kernel_keeps_state_across_turns_saves_plots_and_reports_errors() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["analysis"]);
-    let second = analysis_session(&app, "second-analyst").await;
+    let second = analysis_session(&app, "second-analyst", json!({})).await;
     let (_, envs) = app.get_json("/api/environments").await;
     assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
     app.delete_session(&second).await;
@@ -181,7 +184,7 @@ async fn a_cell_is_interrupted_at_its_limit_and_by_an_interrupt_and_the_kernel_k
         ("use", json!({"code": "x + 1"})),
     ]));
     let app = python_app(&fake).await;
-    let id = analysis_session(&app, "analyst").await;
+    let id = analysis_session(&app, "analyst", json!({})).await;
     turn(&app, &id, "define x").await;
 
     let slow = turn(&app, &id, "slow cell").await;
@@ -230,10 +233,28 @@ async fn after_a_stop_the_next_cell_says_the_kernel_restarted() {
     let fake = FakeModel::start(script(&[
         ("define", json!({"code": "x = 41"})),
         ("use", json!({"code": "x + 1"})),
+        (
+            "secret",
+            json!({"code": "import os\nprint(os.environ['TOKEN'])"}),
+        ),
     ]));
     let app = python_app(&fake).await;
-    let id = analysis_session(&app, "analyst").await;
+    let (status, _) = app
+        .post_json(
+            "/api/secrets",
+            json!({"name": "KERNEL_TOKEN", "value": "tok-kernel-0123456789"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let id = analysis_session(
+        &app,
+        "analyst",
+        json!({"secret_bindings": [{"secret": "KERNEL_TOKEN", "env": "TOKEN"}]}),
+    )
+    .await;
     turn(&app, &id, "define x").await;
+    // A secret a cell prints is masked for the model and in the notebook alike.
+    assert_eq!(turn(&app, &id, "print the secret").await, ["***\n"]);
     app.stop_session(&id).await;
     app.start_session(&id).await;
     wait_running(&app, &id).await;
@@ -246,14 +267,17 @@ async fn after_a_stop_the_next_cell_says_the_kernel_restarted() {
     // The notebook of a stopped session still reads, with both kernels' cells.
     app.stop_session(&id).await;
     let nb = notebook(&app, &id).await;
-    assert_eq!(statuses(&nb), ["ok", "error"]);
+    assert_eq!(statuses(&nb), ["ok", "ok", "error"]);
+    assert_eq!(nb["cells"][1]["outputs"][0]["text"], "***\n");
+    assert!(!nb.to_string().contains("tok-kernel-0123456789"));
     let epochs: Vec<&str> = nb["cells"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["metadata"]["sandbox_agents"]["epoch"].as_str().unwrap())
         .collect();
-    assert_ne!(epochs[0], epochs[1]);
+    assert_eq!(epochs[0], epochs[1]);
+    assert_ne!(epochs[1], epochs[2]);
     app.delete_session(&id).await;
 }
 

@@ -107,6 +107,9 @@ impl Sessions {
         }
         let (session, container) = self.running(project, id).await?;
         let env = self.command_env(&session)?;
+        // The journal is read by people and the UI, like the event log: the sandbox's secret
+        // values are masked in it as they are in tool results.
+        let secrets = self.secret_values(&session)?;
         let db = &self.inner.db;
         let previous = notebook::last_epoch(db, id).await?;
         let cell_id = uuid::Uuid::now_v7().simple().to_string()[20..].to_owned();
@@ -119,29 +122,26 @@ impl Sessions {
             "cell": cell_id,
         });
         let mut answer = Answer::default();
-        let mut started = false;
-        let done = loop {
-            let called = self
-                .call_controller(
-                    &container,
-                    &env,
-                    &request,
-                    timeout,
-                    &mut answer,
-                    &mut on_text,
-                )
-                .await?;
-            match called {
-                Called::Answered(done) => break done,
-                Called::NoController if !started => {
-                    self.start_controller(&container, &env).await?;
-                    started = true;
-                }
-                Called::NoController => {
-                    return Err(ServiceError::Conflict(
-                        "the Python kernel's controller stopped answering; try again (a new kernel starts)".into(),
-                    ))
-                }
+        let done = match self
+            .answer_cell(
+                &container,
+                &env,
+                &request,
+                timeout,
+                &mut answer,
+                &mut on_text,
+            )
+            .await
+        {
+            Ok(done) => done,
+            Err(e) => {
+                // The cell is journaled as what happened to it, not left `running`.
+                let said =
+                    json!([{"output_type": "stream", "name": "stderr", "text": e.to_string()}]);
+                let outputs = said.as_array().cloned().unwrap_or_default();
+                let _ = notebook::finish(db, id, &cell_id, &outputs, None, CellStatus::Error, None)
+                    .await;
+                return Err(e);
             }
         };
         let status = match done["status"].as_str() {
@@ -167,6 +167,7 @@ impl Sessions {
                 None => note,
             });
         }
+        mask_outputs(&mut answer.outputs, &secrets);
         let cell = notebook::finish(
             db,
             id,
@@ -185,6 +186,36 @@ impl Sessions {
             files: answer.files,
             detail,
         })
+    }
+
+    /// The cell's answer from the controller, started first when none runs.
+    async fn answer_cell(
+        &self,
+        container: &str,
+        env: &[(String, String)],
+        request: &Value,
+        timeout: Duration,
+        answer: &mut Answer,
+        on_text: &mut (impl FnMut(OutputStream, &str) + Send),
+    ) -> Result<Value> {
+        let mut started = false;
+        loop {
+            match self
+                .call_controller(container, env, request, timeout, answer, on_text)
+                .await?
+            {
+                Called::Answered(done) => return Ok(done),
+                Called::NoController if !started => {
+                    self.start_controller(container, env).await?;
+                    started = true;
+                }
+                Called::NoController => {
+                    return Err(ServiceError::Conflict(
+                        "the Python kernel's controller stopped answering; try again (a new kernel starts)".into(),
+                    ))
+                }
+            }
+        }
     }
 
     /// One `controller.py call`: its JSON lines go to `answer` (and stream text to
@@ -316,6 +347,37 @@ impl Sessions {
                 )));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Secret values out of every text an output carries (images are left as they are).
+fn mask_outputs(outputs: &mut [Value], secrets: &[String]) {
+    use sandbox_agents_credentials::secrets::mask;
+    if secrets.is_empty() {
+        return;
+    }
+    let masked = |v: &mut Value| {
+        if let Some(t) = v.as_str() {
+            *v = Value::from(mask(t.to_owned(), secrets));
+        }
+    };
+    // `get_mut`, never indexing: an index inserts the key, and nbformat refuses unknown ones.
+    for o in outputs {
+        for key in ["text", "evalue"] {
+            if let Some(v) = o.get_mut(key) {
+                masked(v);
+            }
+        }
+        if let Some(lines) = o.get_mut("traceback").and_then(Value::as_array_mut) {
+            lines.iter_mut().for_each(masked);
+        }
+        if let Some(data) = o.get_mut("data").and_then(Value::as_object_mut) {
+            for (mime, v) in data.iter_mut() {
+                if mime.starts_with("text/") || mime == "application/json" {
+                    masked(v);
+                }
+            }
         }
     }
 }
