@@ -144,7 +144,11 @@ impl Sessions {
         }
         let spec = self.pool_spec();
         let names = sandbox_pool::reserve(&st.db, &spec.image, st.settings.warm_pool, || {
-            format!("sa-pool-{}", uuid::Uuid::new_v4().simple())
+            format!(
+                "{}pool-{}",
+                sandbox_agents_sandbox::docker::CONTAINER_PREFIX,
+                uuid::Uuid::new_v4().simple()
+            )
         })
         .await?;
         let mut started = 0;

@@ -10,8 +10,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 use crate::PUBLISH_IP;
 
 /// The container name of a session's sandbox.
+/// The start of every sandbox container's name (`sa-<session>`, `sa-pool-<id>`). The
+/// deployment label alone does not make a container ours: images we build or commit carry it
+/// too, and so does any container someone else starts from one of them.
+pub const CONTAINER_PREFIX: &str = "sa-";
+
 pub fn container_name(session: &str) -> String {
-    format!("sa-{session}")
+    format!("{CONTAINER_PREFIX}{session}")
 }
 
 /// Whom a container is created for: its owner label.

@@ -13,7 +13,7 @@ mod exec;
 mod images;
 
 pub use archive::owned_by_sandbox_user;
-pub use create::container_name;
+pub use create::{container_name, CONTAINER_PREFIX};
 pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
 
 use crate::{
@@ -394,17 +394,24 @@ impl SandboxBackend for DockerBackend {
             .list_containers(Some(options))
             .await
             .map_err(error::backend)?;
+        // Only containers this backend made: a container started by someone else from one of
+        // our images inherits the image's deployment label, and must not be taken for an
+        // orphan and removed.
         Ok(containers
             .into_iter()
             .filter_map(|c| {
                 let mut labels = c.labels.unwrap_or_default();
+                let name = c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .map(|n| n.trim_start_matches('/').to_owned())
+                    .unwrap_or_default();
+                if !name.starts_with(create::CONTAINER_PREFIX) {
+                    return None;
+                }
                 Some(ListedSandbox {
                     id: c.id?,
-                    name: c
-                        .names
-                        .and_then(|n| n.into_iter().next())
-                        .map(|n| n.trim_start_matches('/').to_owned())
-                        .unwrap_or_default(),
+                    name,
                     session: labels.remove(LABEL_SESSION).filter(|l| !l.is_empty()),
                     pool: labels.remove(LABEL_POOL).filter(|l| !l.is_empty()),
                     running: c.state == Some(ContainerSummaryStateEnum::RUNNING),

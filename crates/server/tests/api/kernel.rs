@@ -182,6 +182,7 @@ async fn a_cell_is_interrupted_at_its_limit_and_by_an_interrupt_and_the_kernel_k
             json!({"code": "import time\nwhile True:\n    time.sleep(0.1)"}),
         ),
         ("use", json!({"code": "x + 1"})),
+        ("die", json!({"code": "import os\nos._exit(1)"})),
     ]));
     let app = python_app(&fake).await;
     let id = analysis_session(&app, "analyst", json!({})).await;
@@ -223,8 +224,20 @@ async fn a_cell_is_interrupted_at_its_limit_and_by_an_interrupt_and_the_kernel_k
         "the kernel was free at once"
     );
 
+    // A kernel that dies is reported; the next cell runs in a fresh one, and says so.
+    let died = turn(&app, &id, "die now").await;
+    assert!(died[0].contains("the Python kernel died"), "{died:?}");
+    let after = turn(&app, &id, "use x again").await;
+    assert!(
+        after[0].starts_with("note: the Python kernel restarted") && after[0].contains("NameError"),
+        "{after:?}"
+    );
+
     let nb = notebook(&app, &id).await;
-    assert_eq!(statuses(&nb), ["ok", "timeout", "ok", "interrupted", "ok"]);
+    assert_eq!(
+        statuses(&nb),
+        ["ok", "timeout", "ok", "interrupted", "ok", "died", "error"]
+    );
     app.delete_session(&id).await;
 }
 

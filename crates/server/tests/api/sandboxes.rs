@@ -610,3 +610,50 @@ async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_container_someone_starts_from_our_image_is_not_taken_for_an_orphan() {
+    let app = spawn_app().await;
+    let id = app.running_session("labelled", json!({})).await;
+    let ours = app.session(&id).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Images we build or commit carry our deployment label, and a container started from one
+    // inherits it: here, such a container, with a session label too, named by someone else.
+    let deployment = sandbox_agents_testkit::docker_inspect(
+        &ours,
+        "{{index .Config.Labels \"io.sandbox-agents.deployment\"}}",
+    );
+    let name = format!("foreign-{}", uuid::Uuid::now_v7().simple());
+    let started = std::process::Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--label",
+            &format!("io.sandbox-agents.deployment={deployment}"),
+            "--label",
+            &format!("io.sandbox-agents.session={}", uuid::Uuid::now_v7()),
+            &sandbox_agents_testkit::test_image(),
+            "sleep",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    app.sessions.sweep_orphans().await.unwrap();
+    app.sessions.reconcile_on_start().await.unwrap();
+    let state = sandbox_agents_testkit::docker_inspect(&name, "{{.State.Running}}");
+    let _ = std::process::Command::new("docker")
+        .args(["rm", "-f", &name])
+        .output();
+    assert_eq!(state, "true", "the foreign container was left alone");
+    assert_eq!(app.session(&id).await["status"], "running");
+    app.delete_session(&id).await;
+}

@@ -219,7 +219,9 @@ class Controller:
             gone.cancel()
         try:
             await flush()
-            await send(writer, {"type": "done", "status": status, "execution_count": count, "epoch": epoch if status != "died" else self.epoch, "restarted": status == "died", "detail": detail})
+            # The epoch the cell ran in: after a death it is the dead kernel's, so the next
+            # cell, in the new kernel, is the one told that state was lost.
+            await send(writer, {"type": "done", "status": status, "execution_count": count, "epoch": epoch, "detail": detail})
         except (ConnectionError, OSError):
             pass
 

@@ -155,7 +155,7 @@ impl Sessions {
         let restarted = match (&previous, &epoch) {
             (Some(before), Some(now)) => before != now,
             _ => false,
-        } || done["restarted"].as_bool() == Some(true);
+        };
         let mut detail = done["detail"].as_str().map(str::to_owned);
         if answer.cut {
             let note = format!(
