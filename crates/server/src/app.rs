@@ -23,7 +23,7 @@ use sandbox_agents_skills::Bundles;
 use sandbox_agents_store::{Db, EventHub};
 use sandbox_agents_vault::MasterKey;
 use sandbox_agents_webhooks::{Dispatcher, WebhookSettings, Webhooks};
-use sandbox_agents_workspace::{BlobStore, LocalBlobStore, ManifestPolicy};
+use sandbox_agents_workspace::{BlobLocation, BlobStore, ManifestPolicy};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,8 +38,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 pub struct ServiceSettings {
     pub master_key: MasterKey,
     pub sessions: SessionSettings,
-    /// Where workspace archives and uploads are kept (`<data-dir>/blobs`).
-    pub blobs_dir: PathBuf,
+    /// Where blobs are kept: `--blob-url`, else `<data-dir>/blobs`.
+    pub blobs: BlobLocation,
     /// The known_hosts file git uses with deploy keys.
     pub git_known_hosts: PathBuf,
     /// The CA bundle git run by the control plane trusts (`GIT_SSL_CAINFO`), when there are
@@ -81,7 +81,7 @@ impl ServiceSettings {
                 extra_ca: extra_ca.clone(),
                 s3: config.s3_settings(),
             },
-            blobs_dir: config.data_dir.join("blobs"),
+            blobs: config.blob_location()?,
             git_known_hosts: config.git_known_hosts()?,
             git_ca_bundle: config.git_ca_bundle(extra_ca.as_ref())?,
             models: model_clients(extra_ca.as_ref()),
@@ -190,8 +190,12 @@ pub async fn services(
             })
         }
     };
-    let blobs: Arc<dyn BlobStore> =
-        Arc::new(LocalBlobStore::new(&settings.blobs_dir).context("creating the blob store")?);
+    let blobs: Arc<dyn BlobStore> = sandbox_agents_workspace::blobs::open(
+        &settings.blobs,
+        &settings.sessions.s3,
+    )
+    .await
+    .context("opening the blob store")?;
     let bundles = Bundles::new(db.clone(), blobs.clone());
     let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts)
         .with_git_ca_bundle(settings.git_ca_bundle);

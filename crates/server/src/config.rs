@@ -210,6 +210,14 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_S3_ENDPOINT", global = true)]
     pub s3_endpoint: Option<String>,
 
+    /// Where workspace archives, snapshots, skill bundle versions, upload spools and build
+    /// logs are kept: `s3://bucket/prefix` (S3 or the S3-compatible store of --s3-endpoint,
+    /// with the same keys and region as `s3_mount` entries; every server process of a
+    /// deployment must name the same one) or `file:///directory`. Default: <data-dir>/blobs,
+    /// which only processes on this host can share.
+    #[arg(long, env = "SANDBOX_AGENTS_BLOB_URL", global = true)]
+    pub blob_url: Option<String>,
+
     /// The region of `s3_mount` buckets. Default: AWS_REGION, else AWS_DEFAULT_REGION, else
     /// us-east-1.
     #[arg(long, env = "SANDBOX_AGENTS_S3_REGION", global = true)]

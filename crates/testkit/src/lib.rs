@@ -170,6 +170,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
         s3_endpoint: None,
+        blob_url: None,
         s3_region: Some("us-east-1".into()),
         s3_access_key_id: None,
         s3_secret_access_key: None,
@@ -387,6 +388,8 @@ pub struct AppOptions {
     pub s3_stage_max_bytes: Option<u64>,
     /// `--sandboxd-bin off`: sandboxes get no daemon (every command is a Docker exec).
     pub no_daemon: bool,
+    /// `--blob-url` (e.g. `s3://bucket/prefix` with `s3`); `<data-dir>/blobs` by default.
+    pub blob_url: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -406,6 +409,7 @@ impl Default for AppOptions {
             s3: None,
             s3_stage_max_bytes: None,
             no_daemon: false,
+            blob_url: None,
         }
     }
 }
@@ -469,6 +473,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         s3,
         s3_stage_max_bytes,
         no_daemon,
+        blob_url,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -485,6 +490,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     if no_daemon {
         config.sandboxd_bin = Some("off".into());
     }
+    config.blob_url = blob_url;
     if let Some(s3) = s3 {
         config.s3_endpoint = Some(s3.endpoint);
         config.s3_access_key_id = Some(s3.access_key_id);
@@ -518,7 +524,11 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     settings.auth = auth;
     settings.heartbeat = HEARTBEAT;
     settings.ui = ui;
-    let blobs_dir = settings.services.blobs_dir.clone();
+    // Where a local store keeps its files (nothing is there when the blobs are in a bucket).
+    let blobs_dir = match &settings.services.blobs {
+        sandbox_agents_workspace::BlobLocation::Local(dir) => dir.clone(),
+        sandbox_agents_workspace::BlobLocation::S3 { .. } => data_dir.join("blobs"),
+    };
     let shutdown = CancellationToken::new();
     let app = sandbox_agents_server::app::build(settings, db.clone(), shutdown.clone())
         .await

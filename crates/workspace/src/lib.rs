@@ -34,6 +34,6 @@ pub mod upload;
 #[cfg(test)]
 mod test_tar;
 
-pub use blobs::{BlobStore, ByteStream, LocalBlobStore};
+pub use blobs::{BlobLocation, BlobStore, ByteStream, LocalBlobStore, ObjectBlobStore};
 pub use manifest::{build_archive, git_checkouts, ManifestPolicy};
 pub use stream::FileContent;

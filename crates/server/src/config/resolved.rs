@@ -90,6 +90,16 @@ impl Config {
         })
     }
 
+    /// `--blob-url`, else the directory `<data-dir>/blobs`.
+    pub fn blob_location(&self) -> anyhow::Result<sandbox_agents_workspace::BlobLocation> {
+        match self.blob_url.as_deref().filter(|u| !u.trim().is_empty()) {
+            Some(url) => sandbox_agents_workspace::BlobLocation::parse(url).map_err(anyhow::Error::msg),
+            None => Ok(sandbox_agents_workspace::BlobLocation::Local(
+                self.data_dir.join("blobs"),
+            )),
+        }
+    }
+
     /// How `s3_mount` entries reach their buckets: the `--s3-*` flags, with the standard AWS
     /// variables for what they leave unset (`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_DEFAULT_REGION`).

@@ -2,6 +2,7 @@
 
 mod agents;
 mod auth;
+mod blob_store;
 mod client_tools;
 mod compaction;
 mod conventions;

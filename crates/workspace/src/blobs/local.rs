@@ -1,26 +1,10 @@
-//! Where workspace archives and snapshots live. [`BlobStore`] is what the lifecycle needs; the
-//! local implementation keeps blobs as files under the data directory, and an object store
-//! (S3 and the like) can implement the same trait.
+//! Blobs as files under a directory of this host (the default: `<data-dir>/blobs`).
 
+use super::{check_key, BlobStore, ByteStream};
 use async_trait::async_trait;
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
 use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt;
-
-pub type ByteStream = BoxStream<'static, std::io::Result<Bytes>>;
-
-#[async_trait]
-pub trait BlobStore: Send + Sync + 'static {
-    /// Stores `data` under `key`, replacing what was there; the new blob becomes visible
-    /// whole or not at all. Returns its size.
-    async fn put(&self, key: &str, data: ByteStream) -> std::io::Result<u64>;
-    /// The blob's bytes, streamed; `NotFound` when there is none.
-    async fn get(&self, key: &str) -> std::io::Result<ByteStream>;
-    /// Removes a blob; a missing one is fine.
-    async fn delete(&self, key: &str) -> std::io::Result<()>;
-}
 
 fn file_name(path: &Path) -> String {
     path.file_name()
@@ -42,17 +26,7 @@ impl LocalBlobStore {
 
     /// Keys are `a/b/c` made by the lifecycle; anything that could leave the root is refused.
     fn path(&self, key: &str) -> std::io::Result<PathBuf> {
-        let ok = !key.is_empty()
-            && key
-                .split('/')
-                .all(|c| !c.is_empty() && c != "." && c != "..")
-            && !key.contains('\0');
-        if !ok {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("bad blob key {key:?}"),
-            ));
-        }
+        check_key(key)?;
         Ok(self.root.join(key))
     }
 }
@@ -118,6 +92,7 @@ impl BlobStore for LocalBlobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[tokio::test]
     async fn blobs_round_trip_and_keys_cannot_escape() {

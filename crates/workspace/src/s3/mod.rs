@@ -147,32 +147,37 @@ impl S3Client {
     /// The store of `mount`'s bucket. Without keys the boot fails here rather than waiting on
     /// an instance-metadata service that is not there.
     pub(crate) fn store(&self, mount: &Mount) -> Result<AmazonS3, ServiceError> {
-        let s = &self.settings;
-        let (Some(key), Some(secret)) = (&s.access_key_id, &s.secret_access_key) else {
-            return Err(mount.refused(
-                "this server has no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the server (never in the sandbox)",
-            ));
-        };
-        let mut b = AmazonS3Builder::new()
-            .with_bucket_name(&mount.bucket)
-            .with_region(&s.region)
-            .with_access_key_id(key)
-            .with_secret_access_key(secret)
-            .with_retry(RetryConfig {
-                max_retries: 3,
-                retry_timeout: Duration::from_secs(30),
-                ..Default::default()
-            });
-        if let Some(token) = &s.session_token {
-            b = b.with_token(token);
-        }
-        if let Some(endpoint) = &s.endpoint {
-            b = b
-                .with_endpoint(endpoint)
-                .with_allow_http(endpoint.starts_with("http://"));
-        }
-        b.build().map_err(|e| mount.refused(e))
+        build_store(&self.settings, &mount.bucket).map_err(|e| mount.refused(e))
     }
+}
+
+/// A client of `bucket` with the control plane's S3 settings (its endpoint, region and keys),
+/// for `s3_mount` entries and the blob store alike.
+pub(crate) fn build_store(s: &S3Settings, bucket: &str) -> Result<AmazonS3, String> {
+    let (Some(key), Some(secret)) = (&s.access_key_id, &s.secret_access_key) else {
+        return Err(
+            "this server has no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the server (never in the sandbox)".into(),
+        );
+    };
+    let mut b = AmazonS3Builder::new()
+        .with_bucket_name(bucket)
+        .with_region(&s.region)
+        .with_access_key_id(key)
+        .with_secret_access_key(secret)
+        .with_retry(RetryConfig {
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(30),
+            ..Default::default()
+        });
+    if let Some(token) = &s.session_token {
+        b = b.with_token(token);
+    }
+    if let Some(endpoint) = &s.endpoint {
+        b = b
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"));
+    }
+    b.build().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -1,0 +1,172 @@
+//! Blobs in a bucket (`--blob-url s3://bucket/prefix`) against a real S3-compatible server
+//! (moto, `testkit::s3`), shared by two server processes of one deployment: what one archives
+//! the other restores, a snapshot made through one forks through the other, an upload spools
+//! through the bucket, nothing lands on the host's disk, and the garbage queue removes the
+//! objects again. A bucket the server cannot use stops it at start.
+
+use sandbox_agents_testkit::s3::MotoServer;
+use sandbox_agents_testkit::{
+    eventually, spawn_app_on_with_options, spawn_app_with_options, AppOptions, TestApp, BOOT,
+};
+use serde_json::json;
+use std::time::Duration;
+
+fn options(moto: &MotoServer, url: &str) -> AppOptions {
+    AppOptions {
+        s3: Some(moto.access()),
+        blob_url: Some(url.into()),
+        ..Default::default()
+    }
+}
+
+async fn sh(app: &TestApp, id: &str, command: &str) -> String {
+    let (code, out, err) = app.exec(id, command).await;
+    assert_eq!(code, 0, "{command}: {out}{err}");
+    out.trim().to_owned()
+}
+
+/// The bucket's keys under `deploy/`, with the prefix removed.
+async fn objects(moto: &MotoServer) -> Vec<String> {
+    moto.keys("blobs")
+        .await
+        .into_iter()
+        .map(|k| {
+            k.strip_prefix("deploy/")
+                .unwrap_or_else(|| panic!("{k} is outside the prefix"))
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
+    let moto = MotoServer::start().await;
+    moto.create_bucket("blobs").await;
+    let a = spawn_app_with_options(options(&moto, "s3://blobs/deploy/")).await;
+    let b = spawn_app_on_with_options(
+        a.db.clone(),
+        a.db_options.clone(),
+        options(&moto, "s3://blobs/deploy"),
+    )
+    .await;
+
+    let id = a
+        .running_session(
+            "shared",
+            json!({"manifest": {"entries": {"notes.md": {"kind": "file", "content": "from a\n"}}}}),
+        )
+        .await;
+    // A file larger than a multipart upload's part, so the archive goes up in parts.
+    sh(&a, &id, "head -c 20000000 /dev/urandom > big.bin && sha256sum big.bin").await;
+    let digest = sh(&a, &id, "sha256sum big.bin | cut -d' ' -f1").await;
+    a.stop_session(&id).await;
+    let stored = objects(&moto).await;
+    assert!(
+        stored.iter().any(|k| k.starts_with("sessions/")),
+        "the stop's archive is in the bucket: {stored:?}"
+    );
+
+    // The other process restores it.
+    b.start_session(&id).await;
+    b.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(sh(&b, &id, "cat notes.md").await, "from a");
+    assert_eq!(sh(&b, &id, "sha256sum big.bin | cut -d' ' -f1").await, digest);
+
+    // An upload spools through the bucket, and a snapshot made by one forks through the other.
+    let r = b
+        .http
+        .post(b.url(&format!("/api/sessions/{id}/files")))
+        .query(&[("path", "up/hello.txt")])
+        .multipart(reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(b"uploaded through b\n".to_vec()).file_name("hello.txt"),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let (s, snap) = b
+        .post_json(&format!("/api/sessions/{id}/snapshots"), json!({"label": "s"}))
+        .await;
+    assert_eq!(s, 201, "{snap}");
+    let fork = a
+        .boot_session(json!({"agent_id": "shared", "from_snapshot_id": snap["id"]}))
+        .await;
+    assert_eq!(sh(&a, &fork, "cat up/hello.txt").await, "uploaded through b");
+    assert_eq!(sh(&a, &fork, "sha256sum big.bin | cut -d' ' -f1").await, digest);
+
+    // Nothing went to either host's disk.
+    for app in [&a, &b] {
+        assert!(
+            !app.blobs_dir.exists()
+                || std::fs::read_dir(&app.blobs_dir).unwrap().next().is_none(),
+            "{} holds blobs",
+            app.blobs_dir.display()
+        );
+    }
+
+    // Deleting the sessions removes their archives (and the spool went when the upload was
+    // done), through the garbage queue; what is left is the snapshot, which outlives them.
+    for s in [&id, &fork] {
+        a.delete_session(s).await;
+    }
+    eventually("the garbage queue to remove the archives", Duration::from_secs(60), async || {
+        a.sessions.collect_garbage().await.map_err(|e| e.to_string())?;
+        let left = objects(&moto).await;
+        if !left.is_empty() && left.iter().all(|k| k.starts_with("snapshots/")) {
+            Ok(())
+        } else {
+            Err(format!("stored: {left:?}"))
+        }
+    })
+    .await;
+    b.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
+    let moto = MotoServer::start().await;
+    let app = sandbox_agents_testkit::spawn_app().await;
+    let build = |url: &str| {
+        let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
+        config.blob_url = Some(url.into());
+        let access = moto.access();
+        config.s3_endpoint = Some(access.endpoint);
+        config.s3_access_key_id = Some(access.access_key_id);
+        config.s3_secret_access_key = Some(access.secret_access_key);
+        config
+    };
+    let config = build("s3://no-such-bucket/x");
+    let settings = sandbox_agents_server::app::Settings::resolve(
+        &config,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    )
+    .unwrap();
+    let err = sandbox_agents_server::app::build(
+        settings,
+        app.db.clone(),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .err()
+    .expect("a missing bucket is refused");
+    let said = format!("{err:#}");
+    assert!(
+        said.contains("s3://no-such-bucket/x") && said.contains("not usable"),
+        "{said}"
+    );
+
+    let mut config = build("s3://blobs/x");
+    config.blob_url = Some("gs://blobs/x".into());
+    let err = sandbox_agents_server::app::Settings::resolve(
+        &config,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    )
+    .err()
+    .expect("another scheme is refused");
+    assert!(format!("{err:#}").contains("expected s3://bucket/prefix"), "{err:#}");
+    app.stop().await;
+}
