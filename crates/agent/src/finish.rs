@@ -81,9 +81,9 @@ impl Runs {
             },
         )
         .await?;
-        if finished.is_none() {
+        let Some(finished) = finished else {
             return Ok(false);
-        }
+        };
         tool_calls::cancel_pending(&mut tx, run).await?;
         let mut session_usage = runs::lock_session_usage(&mut tx, session).await?;
         usage::add_into(&mut session_usage, usage);
@@ -108,6 +108,11 @@ impl Runs {
         events::append(&mut tx, session, &[NewEvent::new(kind, Some(run), payload)]).await?;
         tx.commit().await?;
         tracing::info!(run.id = %run, %status, %stop_reason, turns, "run finished");
+        let took = finished.finished_at.unwrap_or_else(time::OffsetDateTime::now_utc) - finished.created_at;
+        metrics::counter!("sandbox_agents_runs_finished_total", "status" => status.as_str(), "stop_reason" => stop_reason.as_str())
+            .increment(1);
+        metrics::histogram!("sandbox_agents_run_duration_seconds", "status" => status.as_str())
+            .record(took.as_seconds_f64().max(0.0));
         Ok(true)
     }
 }

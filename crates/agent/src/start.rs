@@ -186,6 +186,9 @@ pub(crate) async fn start_run(
         },
     )
     .await?;
+    // Counted at the insert: a start whose transaction then rolls back is counted too (rare:
+    // the checks that refuse a message come before it).
+    metrics::counter!("sandbox_agents_runs_started_total").increment(1);
     events::append(
         tx,
         id,

@@ -59,9 +59,20 @@ impl Runs {
                         call_id: &c.id,
                         subagent: tag.map(SubTag::value),
                     };
+                    // Sandbox tools are ours (bash, files, python, load_skill...): a bounded
+                    // set of labels, unlike the names of caller-answered tools.
+                    let started = std::time::Instant::now();
+                    let timed = |outcome: &'static str| {
+                        metrics::histogram!("sandbox_agents_tool_call_duration_seconds", "tool" => c.name.clone(), "outcome" => outcome)
+                            .record(started.elapsed());
+                    };
                     tokio::select! {
-                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live) => r,
+                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live) => {
+                            timed("answered");
+                            r
+                        }
                         _ = token.cancelled() => {
+                            timed("cancelled");
                             stop = Some(Stop::Outcome(Outcome::Cancelled));
                             break;
                         }

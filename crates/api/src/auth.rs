@@ -1,4 +1,4 @@
-//! Who is calling. Every `/api` request is authenticated by [`layer`] before its handler
+//! Who is calling. Every `/api` request (and `/metrics`) is authenticated by [`layer`] before its handler
 //! runs, with the credential checker of `credentials`; handlers read the result with the
 //! [`Principal`] extractor. Public without a credential: `GET /api/health`, `GET /api/me`
 //! (which says whether credentials are checked) and the sign-in routes.
@@ -27,7 +27,7 @@ fn is_public(path: &str) -> bool {
 /// Authenticates every `/api` request; anything but a public route needs a principal.
 pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
-    if !path.starts_with("/api/") && path != "/api" {
+    if !path.starts_with("/api/") && path != "/api" && path != "/metrics" {
         return next.run(req).await;
     }
     let public = is_public(&path);

@@ -9,6 +9,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod limits;
+pub mod metrics;
 pub mod multipart;
 pub mod pages;
 pub mod people;
@@ -198,6 +199,7 @@ pub fn router(state: AppState) -> Router {
     api.merge(docs::routes(doc))
         .merge(preview::moved())
         .merge(pages::routes())
+        .merge(metrics::routes())
         .fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
             let assets = assets.clone();
             async move { ui::fallback(&assets, &method, &uri, &headers).await }
@@ -207,6 +209,9 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .layer(axum::middleware::from_fn(limits::layer))
+        // Inside the routes (it reads their templates), outside the refusals' answers too:
+        // a 401 or 403 is a request like any other.
+        .layer(axum::middleware::from_fn(metrics::layer))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         // Outside the auth layer: a rebound or cross-site request is refused before any
         // credential is looked at.
@@ -236,6 +241,9 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> axum::respo
 pub struct Listeners {
     pub api: tokio::net::TcpListener,
     pub preview: Option<tokio::net::TcpListener>,
+    /// `--metrics-bind`: `GET /metrics` without a credential, for a scraper on a private
+    /// interface (None: only the API listener's, for operators).
+    pub metrics: Option<tokio::net::TcpListener>,
 }
 
 /// Serves `router(state)` on the API listener and the preview proxy on the preview listener
@@ -245,6 +253,18 @@ pub struct Listeners {
 pub async fn serve(listeners: Listeners, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
     let catch = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
+    if let Some(listener) = listeners.metrics {
+        let app = metrics::listener_router(state.clone()).layer(catch());
+        let s = shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { s.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "the metrics listener failed");
+            }
+        });
+    }
     // Connection info lets the preview proxy say who the client is (X-Forwarded-For).
     let api = router(state.clone())
         .layer(catch())

@@ -110,6 +110,38 @@ pub fn event_stream(
     }
 }
 
+/// One open stream, for the process's metrics: counted while it lives.
+struct Open;
+
+impl Open {
+    fn new() -> Self {
+        metrics::gauge!("sandbox_agents_sse_streams_open").increment(1);
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        metrics::gauge!("sandbox_agents_sse_streams_open").decrement(1);
+    }
+}
+
+/// `stream`, counted: open while it is being sent, each event it sends.
+fn counted(
+    stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    use futures::StreamExt;
+    async_stream::stream! {
+        let _open = Open::new();
+        let sent = metrics::counter!("sandbox_agents_sse_events_sent_total");
+        futures::pin_mut!(stream);
+        while let Some(item) = stream.next().await {
+            sent.increment(1);
+            yield item;
+        }
+    }
+}
+
 /// An SSE answer as every stream of ours is sent: `text/event-stream`, no proxy buffering
 /// (`X-Accel-Buffering: no`), and a `: ping` comment after `heartbeat` of silence.
 pub fn response(
@@ -118,6 +150,7 @@ pub fn response(
 ) -> axum::response::Response {
     use axum::http::{header, HeaderValue};
     use axum::response::IntoResponse;
+    let stream = counted(stream);
     (
         [
             (

@@ -75,6 +75,28 @@ impl ModelClient {
         &self,
         req: ChatRequest,
     ) -> impl Stream<Item = Result<StreamEvent, ModelError>> + Send + 'static {
+        let call = crate::metrics::CallMetrics::start(&req.model);
+        let events = self.attempts(req);
+        // The call's outcome, for the process's metrics: its answer, or its first error.
+        async_stream::stream! {
+            let mut call = Some(call);
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                match &event {
+                    Ok(StreamEvent::Done(c)) => if let Some(m) = call.take() { m.ok(&c.usage) },
+                    Err(e) => if let Some(m) = call.take() { m.failed(e) },
+                    Ok(_) => {}
+                }
+                yield event;
+            }
+        }
+    }
+
+    /// The call itself, retried as the policy allows.
+    fn attempts(
+        &self,
+        req: ChatRequest,
+    ) -> impl Stream<Item = Result<StreamEvent, ModelError>> + Send + 'static {
         let inner = Arc::clone(&self.inner);
         async_stream::stream! {
             let config = &inner.config;

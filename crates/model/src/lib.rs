@@ -28,6 +28,7 @@ mod catalogue;
 mod client;
 mod config;
 mod error;
+mod metrics;
 mod models;
 mod retry;
 mod sse;

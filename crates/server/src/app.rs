@@ -177,6 +177,8 @@ pub async fn services(
     db: &Db,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Services> {
+    // Before anything records: what the services count from here on is in `/metrics`.
+    sandbox_agents_api::metrics::install();
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .context("reading the deployment id")?;

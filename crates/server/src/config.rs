@@ -268,6 +268,13 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_BIND", global = true)]
     pub preview_bind: Option<SocketAddr>,
 
+    /// A listener of its own for `GET /metrics` (Prometheus' text format), answered without a
+    /// credential: bind it to an interface only your scraper reaches. Without it, `/metrics`
+    /// is on the API listener and needs an operator's credential (the shared token or an
+    /// operator's API key as a bearer token).
+    #[arg(long, env = "SANDBOX_AGENTS_METRICS_BIND", global = true)]
+    pub metrics_bind: Option<SocketAddr>,
+
     /// The URL browsers reach the preview listener at; path preview URLs are
     /// <preview-public-url>/preview/<token>/. Default: http://<preview-bind>.
     #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_PUBLIC_URL", global = true)]

@@ -75,6 +75,14 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 "cannot listen for previews on {preview_bind} (choose another with --preview-bind)"
             )
         })?;
+    let metrics_listener = match config.metrics_bind {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {addr} (--metrics-bind)"))?,
+        ),
+        None => None,
+    };
     let settings = Settings::resolve(
         &config,
         listener.local_addr()?,
@@ -99,6 +107,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let listeners = sandbox_agents_api::Listeners {
         api: listener,
         preview: Some(preview_listener),
+        metrics: metrics_listener,
     };
     let served = app.serve(listeners).await;
     shutdown.cancel();

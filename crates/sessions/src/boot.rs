@@ -89,7 +89,9 @@ impl Sessions {
         if s.status != SessionStatus::Provisioning {
             return Ok(false);
         }
-        if let Some(build) = environments::session_build(&st.db, id).await? {
+        let build = environments::session_build(&st.db, id).await?;
+        let path = if build.is_some() { "environment" } else { "cold" };
+        if let Some(build) = build {
             match build.status {
                 BuildStatus::Building => {
                     tracing::info!(environment = %build.environment, "waiting for the environment's image build");
@@ -109,8 +111,17 @@ impl Sessions {
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
-            Ok(booted) => self.record_running(&s, &booted, started).await,
-            Err(e) => self.record_boot_failed(id, &e).await,
+            Ok(booted) => {
+                let path = if booted.pooled { "pool" } else { path };
+                metrics::histogram!("sandbox_agents_session_boot_duration_seconds", "path" => path)
+                    .record(started.elapsed());
+                self.record_running(&s, &booted, started).await
+            }
+            Err(e) => {
+                metrics::counter!("sandbox_agents_session_boot_failures_total", "path" => path)
+                    .increment(1);
+                self.record_boot_failed(id, &e).await
+            }
         }
         .map(|()| false)
     }

@@ -181,6 +181,7 @@ impl PreparedExec {
         // by the time the caller gets the answer, so a use that was answered is always on
         // record; a reaper that decided just before it re-checks under the session lock
         // (see `stop_locked`).
+        let started = std::time::Instant::now();
         let (touched, out) = tokio::join!(
             sessions::touch(&sessions.inner.db, id),
             sessions
@@ -191,6 +192,13 @@ impl PreparedExec {
         if let Err(e) = touched {
             tracing::warn!(error = %e, "could not record the use of the sandbox");
         }
+        let outcome = match &out {
+            Ok(o) if o.timed_out => "timed_out",
+            Ok(_) => "exited",
+            Err(_) => "failed",
+        };
+        metrics::histogram!("sandbox_agents_exec_duration_seconds", "outcome" => outcome)
+            .record(started.elapsed());
         let out = out.map_err(|e| match e {
             SandboxError::NotFound(_) => ServiceError::Conflict(
                 "the sandbox is gone; stop and start the session to get a new one".into(),

@@ -73,6 +73,8 @@ impl Sessions {
         }
         let Some(container) = claimed else {
             tracing::debug!("the warm pool is empty; creating a sandbox");
+            metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "miss")
+                .increment(1);
             return Ok(None);
         };
         // Named after the session like any session's sandbox (the label cannot change; the
@@ -84,6 +86,8 @@ impl Sessions {
         match st.backend.inspect(&container).await? {
             Some(status) if status.running => {
                 tracing::debug!(container.id = %container, "took a sandbox from the warm pool");
+                metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "hit")
+                    .increment(1);
                 Ok(Some(Sandbox {
                     id: container,
                     workdir: WORKDIR.to_owned(),
@@ -92,6 +96,8 @@ impl Sessions {
             }
             _ => {
                 tracing::warn!(container.id = %container, "a pooled sandbox had died; creating one");
+                metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "dead")
+                    .increment(1);
                 st.backend.remove(&container).await?;
                 Ok(None)
             }

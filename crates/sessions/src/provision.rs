@@ -25,6 +25,8 @@ pub(crate) struct Booted {
     pub secrets: secrets::Resolved,
     /// What the agent's skills source staged.
     pub skills: Option<SessionSkills>,
+    /// The sandbox came from the warm pool.
+    pub pooled: bool,
 }
 
 impl Sessions {
@@ -132,6 +134,7 @@ impl Sessions {
                 env,
                 secrets: resolved,
                 skills,
+                pooled,
             }),
             Err(e) => {
                 let _ = st.backend.remove(&sandbox.id).await;

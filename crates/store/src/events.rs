@@ -157,6 +157,9 @@ pub async fn append(
     .fetch_all(&mut *tx)
     .await?;
     let queued = appended.first().is_some_and(|a| a.queued > 0);
+    // Counted when the statement succeeds: an append whose transaction then rolls back is
+    // counted too (rare, and cheaper than a hook on every commit).
+    metrics::counter!("sandbox_agents_events_appended_total").increment(appended.len() as u64);
     let mut rows: Vec<Row> = appended.into_iter().map(Row::from).collect();
     rows.sort_by_key(|r| r.seq);
     let last = rows.last().map(|r| r.seq);

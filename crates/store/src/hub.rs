@@ -232,6 +232,7 @@ impl EventHub {
     async fn listen(self) {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(100);
+        let mut connected_before = false;
         while !shutdown.is_cancelled() {
             let mut listener = match connect_listener(&self.inner.db).await {
                 Ok(l) => l,
@@ -243,6 +244,9 @@ impl EventHub {
                 }
             };
             backoff = Duration::from_millis(100);
+            if std::mem::replace(&mut connected_before, true) {
+                metrics::counter!("sandbox_agents_event_listener_reconnects_total").increment(1);
+            }
             self.inner.listening.store(true, Ordering::Relaxed);
             tracing::info!("event listener connected");
             // Anything committed while nobody listened is read now.

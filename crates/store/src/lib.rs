@@ -18,6 +18,7 @@ pub mod hub;
 pub mod liveness;
 pub mod memberships;
 pub mod memory_consolidations;
+pub mod metrics;
 pub mod notebook;
 pub mod people;
 pub mod pool;

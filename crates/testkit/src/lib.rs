@@ -180,6 +180,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandboxd_bin: Some(test_sandboxd()),
         public_url: None,
         preview_bind: Some("127.0.0.1:0".parse().expect("an address")),
+        metrics_bind: None,
         preview_public_url: None,
         preview_domain: None,
         allowed_hosts: Vec::new(),
@@ -540,6 +541,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     let listeners = sandbox_agents_api::Listeners {
         api: listener,
         preview: Some(preview_listener),
+        metrics: None,
     };
     let server = tokio::spawn(app.serve(listeners));
     TestApp {

@@ -173,6 +173,16 @@ impl Dispatcher {
                 status,
                 next_attempt_at,
             };
+            // `delivered`, `retrying` (this attempt failed, another is due) or `failed` (the
+            // last one did).
+            let label = match status {
+                DeliveryStatus::Delivered => "delivered",
+                DeliveryStatus::Pending => "retrying",
+                DeliveryStatus::Failed => "failed",
+            };
+            metrics::counter!("sandbox_agents_webhook_attempts_total", "outcome" => label).increment(1);
+            metrics::histogram!("sandbox_agents_webhook_attempt_duration_seconds", "outcome" => label)
+                .record(out.duration);
             let deactivate_after = st.hooks.settings.deactivate_after.min(i32::MAX as u32) as i32;
             match deliveries::record(&st.db, &c, &outcome, deactivate_after).await {
                 Ok(Recorded::Written) => match status {

@@ -20,6 +20,7 @@ mod isolation;
 mod kernel;
 mod key_rotation;
 mod memory;
+mod metrics;
 mod models;
 mod openapi;
 mod operators;
