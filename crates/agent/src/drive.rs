@@ -91,16 +91,22 @@ impl Runs {
     }
 
     /// Wakes an asleep session for this run: boot (written as `session.status_running`), then
-    /// wait until it is running. A failed boot fails the run.
+    /// wait until it is running. A failed boot fails the run. The boot has 300 s from when it
+    /// gets a sandbox: time queued under the sandbox limits does not count (the run waits as
+    /// long as the queue does; an interrupt ends the wait).
     pub(crate) async fn wake(&self, project: ProjectId, id: SessionId) -> Result<(), Stop> {
         let db = &self.inner.db;
         self.inner.sessions.wake(project, id).await?;
-        let deadline = Instant::now() + Duration::from_secs(300);
+        const BOOT: Duration = Duration::from_secs(300);
+        let mut deadline = Instant::now() + BOOT;
         loop {
             let s = sessions::get(db, project, id).await?;
             match s.status {
                 SessionStatus::Running => return Ok(()),
                 SessionStatus::Provisioning if Instant::now() < deadline => {
+                    if sandbox_agents_store::admission::is_queued(db, id).await? {
+                        deadline = Instant::now() + BOOT;
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await
                 }
                 _ => {

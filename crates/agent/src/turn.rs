@@ -28,7 +28,11 @@ impl Runs {
         started: Instant,
     ) -> Result<Outcome, Stop> {
         if wake {
-            self.wake(project, id).await?;
+            // An interrupt ends the wait for a sandbox (queued under the limits, or booting).
+            tokio::select! {
+                woke = self.wake(project, id) => woke?,
+                _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
+            }
         }
         let Context {
             cast,

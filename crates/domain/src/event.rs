@@ -15,6 +15,8 @@ pub enum EventType {
     SessionStatusIdle,
     SessionStatusError,
     SessionStatusStopped,
+    /// An addition: a boot waits for room under the sandbox limits.
+    SessionQueued,
     UserMessage,
     UserFile,
     AgentMessage,
@@ -33,12 +35,13 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 18] = [
+    pub const ALL: [EventType; 19] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
         Self::SessionStatusError,
         Self::SessionStatusStopped,
+        Self::SessionQueued,
         Self::UserMessage,
         Self::UserFile,
         Self::AgentMessage,
@@ -61,6 +64,7 @@ impl EventType {
             Self::SessionStatusIdle => "session.status_idle",
             Self::SessionStatusError => "session.status_error",
             Self::SessionStatusStopped => "session.status_stopped",
+            Self::SessionQueued => "session.queued",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
             Self::AgentMessage => "agent.message",
@@ -121,6 +125,9 @@ impl EventType {
             }
             Self::SessionStatusError => "A turn or a boot failed; carries the error.",
             Self::SessionStatusStopped => "The container was stopped and the workspace archived.",
+            Self::SessionQueued => {
+                "The boot waits for room under the sandbox limits (`limit`: `deployment`, `project` or `queue`; `position` in the queue); `session.status_running` follows when it gets a sandbox."
+            }
             Self::UserMessage => "A prompt that started a turn.",
             Self::UserFile => "A file uploaded into the workspace.",
             Self::AgentMessage => "The model's full message.",

@@ -80,6 +80,10 @@ impl ServiceSettings {
                 warm_pool: config.warm_pool_size,
                 extra_ca: extra_ca.clone(),
                 s3: config.s3_settings(),
+                admission: sandbox_agents_store::admission::Limits {
+                    deployment: config.max_sandboxes.map(i64::from),
+                    project: config.max_sandboxes_per_project.map(i64::from),
+                },
             },
             blobs: config.blob_location()?,
             git_known_hosts: config.git_known_hosts()?,

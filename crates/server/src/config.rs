@@ -160,6 +160,18 @@ pub struct Config {
     )]
     pub warm_pool_size: usize,
 
+    /// Most sandboxes the deployment runs at once (sessions running or booting, every server
+    /// process together; warm-pool sandboxes are not counted). A boot over it waits in
+    /// `provisioning`, queued fairly between projects, and says so with `session.queued`.
+    /// Default: no limit.
+    #[arg(long, env = "SANDBOX_AGENTS_MAX_SANDBOXES", value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub max_sandboxes: Option<u32>,
+
+    /// Most sandboxes one project runs at once; a boot over it waits like one over
+    /// --max-sandboxes. Default: no limit.
+    #[arg(long, env = "SANDBOX_AGENTS_MAX_SANDBOXES_PER_PROJECT", value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub max_sandboxes_per_project: Option<u32>,
+
     /// How many environment image builds one server process runs at once; more wait their
     /// turn.
     #[arg(

@@ -18,6 +18,17 @@ use sandbox_agents_store::{environments, events, sessions};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// What a boot left its session waiting for, if anything.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// Nothing: it is running, failed, or was not this boot's to do.
+    Nothing,
+    /// Its environment's image build.
+    Build,
+    /// Room under the sandbox limits.
+    Admission,
+}
+
 impl Sessions {
     /// Boots in the background; the outcome lands in the row and the log.
     pub(crate) fn spawn_boot(&self, id: SessionId) {
@@ -56,7 +67,12 @@ impl Sessions {
             match result {
                 // A build that finished while this boot looked may have found the session's
                 // lock taken and left it: look again now that the lock is free.
-                Ok(true) if !self.build_still_running(id).await? => continue,
+                Ok(Waiting::Build) if !self.build_still_running(id).await? => continue,
+                // Queued sessions are booted by whoever frees room (`admit_queued`).
+                Ok(Waiting::Nothing) if self.inner.settings.admission.any() => {
+                    self.admit_queued();
+                    return Ok(());
+                }
                 other => return other.map(|_| ()),
             }
         }
@@ -79,15 +95,16 @@ impl Sessions {
     }
 
     /// The boot itself; the caller holds the session's lock. Records `running` or `error`,
-    /// each with its event, in one transaction. `true` when the session waits for its
-    /// environment's image build instead (it stays `provisioning`; the build's end boots it).
-    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<bool> {
+    /// each with its event, in one transaction; or leaves the session `provisioning`, waiting
+    /// for its environment's image build (whose end boots it) or for room under the sandbox
+    /// limits (`admission.rs`).
+    pub(crate) async fn boot_locked(&self, id: SessionId) -> Result<Waiting> {
         let st = &self.inner;
         let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
-            return Ok(false);
+            return Ok(Waiting::Nothing);
         };
         if s.status != SessionStatus::Provisioning {
-            return Ok(false);
+            return Ok(Waiting::Nothing);
         }
         let build = environments::session_build(&st.db, id).await?;
         let path = if build.is_some() { "environment" } else { "cold" };
@@ -95,7 +112,7 @@ impl Sessions {
             match build.status {
                 BuildStatus::Building => {
                     tracing::info!(environment = %build.environment, "waiting for the environment's image build");
-                    return Ok(true);
+                    return Ok(Waiting::Build);
                 }
                 BuildStatus::Failed => {
                     let e = ServiceError::BadRequest(format!(
@@ -104,10 +121,13 @@ impl Sessions {
                         build.error.unwrap_or_default()
                     ));
                     self.record_boot_failed(id, &e).await?;
-                    return Ok(false);
+                    return Ok(Waiting::Nothing);
                 }
                 BuildStatus::Ready => {}
             }
+        }
+        if !self.admit(&s).await? {
+            return Ok(Waiting::Admission);
         }
         let started = std::time::Instant::now();
         match self.boot_sandbox(&s).await {
@@ -123,7 +143,7 @@ impl Sessions {
                 self.record_boot_failed(id, &e).await
             }
         }
-        .map(|()| false)
+        .map(|()| Waiting::Nothing)
     }
 
     /// Records a booted sandbox: `running`, with the sealed secret variables and the

@@ -36,6 +36,7 @@
 //!
 //! Entry point: [`Sessions`].
 
+mod admission;
 mod boot;
 mod checkout;
 mod create;

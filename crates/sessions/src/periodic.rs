@@ -80,6 +80,8 @@ impl Sessions {
                 if let Err(e) = rt.collect_garbage().await {
                     tracing::warn!(error = %e, "garbage collection failed");
                 }
+                // Room freed by a process that died before it booted the next in line.
+                rt.admit_queued();
             }
         });
     }

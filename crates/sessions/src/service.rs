@@ -43,6 +43,9 @@ pub struct SessionSettings {
     /// How `s3_mount` entries reach their buckets (the control plane's client; nothing of it
     /// enters a sandbox).
     pub s3: S3Settings,
+    /// Sandboxes the deployment and each project may hold at once (`--max-sandboxes`,
+    /// `--max-sandboxes-per-project`); a boot over them waits, queued.
+    pub admission: sandbox_agents_store::admission::Limits,
 }
 
 /// The sandbox lifecycle service; cheap to clone.

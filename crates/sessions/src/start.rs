@@ -49,6 +49,7 @@ impl Sessions {
         }
         .await;
         lock.release().await;
+        self.admit_queued();
         result
     }
 }

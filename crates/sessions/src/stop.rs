@@ -76,6 +76,8 @@ impl Sessions {
         let lock = SessionLock::acquire(&st.db, id).await?;
         let result = self.stop_locked(project, id, reason).await;
         lock.release().await;
+        // Its sandbox's room may go to a queued boot.
+        self.admit_queued();
         result
     }
 

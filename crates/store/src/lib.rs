@@ -2,6 +2,7 @@
 //! connection inside the caller's transaction), so the caller decides what commits together.
 //! Every project-scoped query filters by `project_id` here, so a handler cannot forget to.
 
+pub mod admission;
 pub mod agent_memories;
 pub mod agents;
 pub mod api_keys;

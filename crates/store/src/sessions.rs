@@ -423,7 +423,8 @@ pub async fn mark_provisioning(
     id: SessionId,
 ) -> Result<(SessionRecord, bool)> {
     let changed = session_query!(
-        "update sessions set status = 'provisioning', error = null, stopped_reason = null, updated_at = now()
+        "update sessions set status = 'provisioning', error = null, stopped_reason = null, updated_at = now(),
+                            admitted = false, queued_at = null
          where project_id = $1 and id = $2 and status in ('stopped', 'error')
            and (max_lifetime_seconds is null
                 or created_at + make_interval(secs => max_lifetime_seconds) > now())
@@ -555,6 +556,8 @@ pub async fn prepare_restore(
     sqlx::query!(
         "update sessions
          set status = 'provisioning', container_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
+             -- A running session keeps its room under the sandbox limits through a restore.
+             admitted = (status = 'running' or (status = 'provisioning' and admitted)), queued_at = null,
              boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()
          where id = $1",
         id.0,

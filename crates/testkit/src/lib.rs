@@ -166,6 +166,8 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_pids: 256,
         warm_pool_size: 0,
         max_concurrent_builds: 2,
+        max_sandboxes: None,
+        max_sandboxes_per_project: None,
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
@@ -391,6 +393,9 @@ pub struct AppOptions {
     pub no_daemon: bool,
     /// `--blob-url` (e.g. `s3://bucket/prefix` with `s3`); `<data-dir>/blobs` by default.
     pub blob_url: Option<String>,
+    /// `--max-sandboxes` and `--max-sandboxes-per-project` (no limit by default).
+    pub max_sandboxes: Option<u32>,
+    pub max_sandboxes_per_project: Option<u32>,
 }
 
 impl Default for AppOptions {
@@ -411,6 +416,8 @@ impl Default for AppOptions {
             s3_stage_max_bytes: None,
             no_daemon: false,
             blob_url: None,
+            max_sandboxes: None,
+            max_sandboxes_per_project: None,
         }
     }
 }
@@ -475,6 +482,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         s3_stage_max_bytes,
         no_daemon,
         blob_url,
+        max_sandboxes,
+        max_sandboxes_per_project,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -492,6 +501,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         config.sandboxd_bin = Some("off".into());
     }
     config.blob_url = blob_url;
+    config.max_sandboxes = max_sandboxes;
+    config.max_sandboxes_per_project = max_sandboxes_per_project;
     if let Some(s3) = s3 {
         config.s3_endpoint = Some(s3.endpoint);
         config.s3_access_key_id = Some(s3.access_key_id);

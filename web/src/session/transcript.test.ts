@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../api/client';
-import { buildTranscript, pythonCell, transcriptMarkdown, type ToolItem } from './transcript';
+import { buildTranscript, pythonCell, statusLabel, transcriptMarkdown, type ToolItem } from './transcript';
 
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}): SessionEvent =>
   ({ seq, type, payload, run_id: 'R', session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
@@ -65,5 +65,22 @@ describe('buildTranscript', () => {
     expect(md).toContain('# T');
     expect(md).toContain('**User:** hi');
     expect(md).toContain('**Agent:** hello');
+  });
+});
+
+describe('statusLabel', () => {
+  it('says why a boot waits and where it stands in the queue', () => {
+    expect(statusLabel({ type: 'session.queued', payload: { limit: 'project', position: 2 } })).toBe(
+      "Waiting for a sandbox: this project's sandbox limit is reached (position 2 in the queue)",
+    );
+    expect(statusLabel({ type: 'session.queued', payload: { limit: 'deployment', position: 1 } })).toContain("the deployment's sandbox limit");
+    expect(statusLabel({ type: 'session.queued', payload: { limit: 'queue' } })).toBe('Waiting for a sandbox: other sessions are ahead');
+  });
+
+  it('names the other session-wide events, and shows unknown types as they are', () => {
+    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'lifetime' } })).toBe('Sandbox stopped: its lifetime ended');
+    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'idle' } })).toBe('Sandbox stopped (idle)');
+    expect(statusLabel({ type: 'user.file', payload: { path: 'a.txt' } })).toBe('File uploaded: a.txt');
+    expect(statusLabel({ type: 'something.new', payload: {} })).toBe('something.new');
   });
 });

@@ -59,6 +59,29 @@ export function pythonCell(item: Pick<ToolItem, 'tool' | 'arguments'>): { code: 
   return { code: a.code, timeout: typeof a.timeout === 'number' ? a.timeout : null };
 }
 
+/** The line a session-wide event (a status change, an upload, a queued boot) shows as. */
+export function statusLabel(event: { type: string; payload?: unknown }): string {
+  const p = (event.payload ?? {}) as Record<string, unknown>;
+  const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
+  switch (event.type) {
+    case 'session.created':
+      return 'Session created';
+    case 'session.status_running':
+      return 'Sandbox running';
+    case 'session.status_stopped':
+      return `Sandbox stopped${p.reason === 'lifetime' ? ': its lifetime ended' : p.reason ? ` (${str(p.reason)})` : ''}`;
+    case 'session.queued': {
+      const why =
+        p.limit === 'project' ? "this project's sandbox limit is reached" : p.limit === 'deployment' ? "the deployment's sandbox limit is reached" : 'other sessions are ahead';
+      return `Waiting for a sandbox: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
+    }
+    case 'user.file':
+      return `File uploaded: ${str(p.path)}`;
+    default:
+      return event.type;
+  }
+}
+
 export function buildTranscript(events: SessionEvent[], streaming: StreamingText[] = [], toolOutput: Record<string, LiveToolOutput> = {}): Item[] {
   const top: Item[] = [];
   const tools = new Map<string, ToolItem>();

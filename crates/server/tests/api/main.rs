@@ -1,5 +1,6 @@
 //! One integration-test binary: every module drives real servers on real PostgreSQL.
 
+mod admission;
 mod agents;
 mod auth;
 mod blob_store;

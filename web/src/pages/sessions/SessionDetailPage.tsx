@@ -67,7 +67,7 @@ export default function SessionDetailPage() {
   const onEvents = useCallback(
     (events: SessionEvent[]) => {
       const types = new Set(events.map((e) => e.type));
-      const refreshSession = ['session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created', 'agent.handoff'];
+      const refreshSession = ['session.queued', 'session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created', 'agent.handoff'];
       if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: ['session', sessionId] });
       if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
         qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] });

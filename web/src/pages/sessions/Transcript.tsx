@@ -7,7 +7,7 @@ import { api, unwrap, type ClientToolCall } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
 import type { EventLogState } from '../../session/eventLog';
-import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, type Item, type ToolItem } from '../../session/transcript';
+import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, statusLabel, type Item, type ToolItem } from '../../session/transcript';
 
 type Ctx = {
   expanded: Set<string>;
@@ -301,16 +301,10 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
       );
     }
     case 'status': {
-      const label: Record<string, string> = {
-        'session.created': 'Session created',
-        'session.status_running': 'Sandbox running',
-        'session.status_stopped': `Sandbox stopped${p.reason === 'lifetime' ? ': its lifetime ended' : p.reason ? ` (${text(p.reason)})` : ''}`,
-        'user.file': `File uploaded: ${text(p.path)}`,
-      };
       return (
         <Group gap={6} justify="center">
           <Text size="xs" c="dimmed">
-            {label[item.event.type] ?? item.event.type} · <RelTime value={item.event.created_at} size="xs" />
+            {statusLabel(item.event)} · <RelTime value={item.event.created_at} size="xs" />
           </Text>
         </Group>
       );
