@@ -78,6 +78,7 @@ impl ServiceSettings {
                     local_dir_roots: config.local_dir_roots.clone(),
                 },
                 warm_pool: config.warm_pool_size,
+                warm_pool_max: config.warm_pool_max.max(config.warm_pool_size),
                 extra_ca: extra_ca.clone(),
                 s3: config.s3_settings(),
                 admission: sandbox_agents_store::admission::Limits {

@@ -172,6 +172,18 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_MAX_SANDBOXES_PER_PROJECT", value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub max_sandboxes_per_project: Option<u32>,
 
+    /// The most sandboxes the warm pool grows to when demand asks for it: the pool holds as
+    /// many as the busiest minute of the last ten booted (sessions it could serve), between
+    /// --warm-pool-size and this, and shrinks back when that minute falls out of the ten.
+    /// At most --warm-pool-size (e.g. 0): a fixed pool. Every process should say the same.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_WARM_POOL_MAX",
+        default_value_t = 8,
+        global = true
+    )]
+    pub warm_pool_max: usize,
+
     /// How many environment image builds one server process runs at once; more wait their
     /// turn.
     #[arg(

@@ -13,6 +13,11 @@
 //!   boots in any number of processes never get the same container.
 //! - Only boots that could have got this very container may take one: the default image,
 //!   the default limits, and no exposed ports (ports are published at creation).
+//! - Its size follows demand: every such boot is recorded by its claim (hit or miss), and the
+//!   pool holds as many as the busiest minute of the last ten booted, between
+//!   `--warm-pool-size` and `--warm-pool-max` ([`Sessions::pool_target`]); the refill tops it
+//!   up after each boot, the sweep trims what a quieter past no longer wants. A burst that
+//!   emptied it is served from the pool the next time.
 
 use crate::Sessions;
 use sandbox_agents_domain::SessionId;
@@ -66,11 +71,8 @@ impl Sessions {
         let st = &self.inner;
         let mut tx = st.db.begin().await?;
         let claimed = sandbox_pool::claim(&mut tx, &spec.image, session).await?;
-        if claimed.is_some() {
-            tx.commit().await?;
-        } else {
-            drop(tx);
-        }
+        // Committed either way: the claim records the boot as demand (see `pool_target`).
+        tx.commit().await?;
         let Some(container) = claimed else {
             tracing::debug!("the warm pool is empty; creating a sandbox");
             metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "miss")
@@ -102,6 +104,17 @@ impl Sessions {
                 Ok(None)
             }
         }
+    }
+
+    /// How many sandboxes the pool should hold now: `--warm-pool-size`, or more when recent
+    /// demand asks (`sandbox_pool::target`: the busiest minute of the last ten), at most
+    /// `--warm-pool-max`.
+    pub async fn pool_target(&self) -> Result<usize> {
+        let s = &self.inner.settings;
+        if s.warm_pool == 0 || s.warm_pool_max <= s.warm_pool {
+            return Ok(s.warm_pool);
+        }
+        Ok(sandbox_pool::target(&self.inner.db, s.warm_pool, s.warm_pool_max).await?)
     }
 
     /// Starts the refill worker (once) and asks it to fill the pool. The worker tops the pool
@@ -149,7 +162,8 @@ impl Sessions {
             return Ok(0);
         }
         let spec = self.pool_spec();
-        let names = sandbox_pool::reserve(&st.db, &spec.image, st.settings.warm_pool, || {
+        let target = self.pool_target().await?;
+        let names = sandbox_pool::reserve(&st.db, &spec.image, target, || {
             format!(
                 "{}pool-{}",
                 sandbox_agents_sandbox::docker::CONTAINER_PREFIX,
@@ -197,7 +211,7 @@ impl Sessions {
 
     /// The pool's part of the orphan sweep, given the rows read before `listed` was taken.
     /// Drops rows whose container died and ready containers the settings no longer want (the
-    /// pool disabled, the image changed, more than the size); then removes every pool
+    /// pool disabled, the image changed, more than the target); then removes every pool
     /// container that neither a row nor a session owns. Returns the ids it removed.
     pub(crate) async fn sweep_pool(
         &self,
@@ -224,13 +238,15 @@ impl Sessions {
             .collect();
         let after = sandbox_pool::list(&st.db).await?;
         let wanted = self.pool_spec().image;
+        let target = self.pool_target().await?;
+        sandbox_pool::prune_demand(&st.db).await?;
         let mut kept = 0;
         let stale = time::OffsetDateTime::now_utc() - STALE_RESERVATION;
         for r in &after {
             let ready = r.container_id.is_some();
             // Another image's, surplus, or a reservation whose creator died.
             let unwanted = r.image != wanted
-                || (ready && kept >= st.settings.warm_pool)
+                || (ready && kept >= target)
                 || (!ready && r.created_at < stale);
             if unwanted {
                 drop.push(r.name.clone());

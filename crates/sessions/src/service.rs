@@ -38,6 +38,8 @@ pub struct SessionSettings {
     /// Every server process of a deployment should say the same: each one's sweep trims the
     /// pool to its own setting.
     pub warm_pool: usize,
+    /// The most the pool grows to under demand (at least `warm_pool`; equal: a fixed pool).
+    pub warm_pool_max: usize,
     /// CA certificates every sandbox trusts besides its image's (`--extra-ca-certs`).
     pub extra_ca: Option<ExtraCaCerts>,
     /// How `s3_mount` entries reach their buckets (the control plane's client; nothing of it

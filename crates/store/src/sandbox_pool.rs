@@ -106,8 +106,10 @@ pub async fn claim(
     image: &str,
     session: SessionId,
 ) -> Result<Option<String>> {
+    // The boot is demand whether it finds a sandbox or not (see `target`).
     let taken = sqlx::query_scalar!(
-        r#"delete from sandbox_pool
+        r#"with demand as (insert into pool_demand default values)
+         delete from sandbox_pool
          where name = (select name from sandbox_pool
                        where image = $1 and container_id is not null
                        order by created_at
@@ -130,4 +132,36 @@ pub async fn claim(
     .execute(&mut *tx)
     .await?;
     Ok((owned.rows_affected() == 1).then_some(container))
+}
+
+/// How far back demand is remembered: a burst raises the pool for this long after it.
+pub const DEMAND_HORIZON_SECS: i64 = 600;
+/// The window demand is counted in: the pool aims to hold what the busiest such window took.
+pub const DEMAND_WINDOW_SECS: i64 = 60;
+
+/// The pool's size now: the most pool-eligible boots in any minute of the last ten
+/// (`claim` records each), between `min` and `max`. The same in every process.
+pub async fn target(db: impl PgExecutor<'_>, min: usize, max: usize) -> Result<usize> {
+    let peak = sqlx::query_scalar!(
+        r#"select coalesce(max(n), 0)::int8 as "peak!" from (
+             select count(*) over (order by at range between make_interval(secs => $1) preceding and current row) as n
+               from pool_demand where at > now() - make_interval(secs => $2)
+           ) d"#,
+        DEMAND_WINDOW_SECS as f64,
+        DEMAND_HORIZON_SECS as f64,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok((peak.max(0) as usize).clamp(min, max.max(min)))
+}
+
+/// Forgets demand older than the horizon (the sweep's).
+pub async fn prune_demand(db: impl PgExecutor<'_>) -> Result<u64> {
+    Ok(sqlx::query!(
+        "delete from pool_demand where at < now() - make_interval(secs => $1)",
+        DEMAND_HORIZON_SECS as f64,
+    )
+    .execute(db)
+    .await?
+    .rows_affected())
 }

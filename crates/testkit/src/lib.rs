@@ -165,6 +165,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_max_memory_mb: 4096,
         sandbox_pids: 256,
         warm_pool_size: 0,
+        warm_pool_max: 0,
         max_concurrent_builds: 2,
         max_sandboxes: None,
         max_sandboxes_per_project: None,
@@ -372,6 +373,8 @@ pub struct AppOptions {
     pub auth: sandbox_agents_api::auth::Auth,
     pub webhooks: WebhookSettings,
     pub warm_pool: usize,
+    /// `--warm-pool-max` (0 by default: a fixed pool of `warm_pool`).
+    pub warm_pool_max: usize,
     /// `--preview-domain`: previews under a wildcard domain instead of `/preview/{token}/`.
     pub preview_domain: Option<String>,
     /// `--allowed-hosts`.
@@ -406,6 +409,7 @@ impl Default for AppOptions {
             auth: sandbox_agents_api::auth::Auth::new(None),
             webhooks: test_webhook_settings(),
             warm_pool: 0,
+            warm_pool_max: 0,
             preview_domain: None,
             allowed_hosts: Vec::new(),
             ui: Default::default(),
@@ -472,6 +476,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         auth,
         webhooks,
         warm_pool,
+        warm_pool_max,
         preview_domain,
         allowed_hosts,
         ui,
@@ -492,6 +497,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         std::env::temp_dir().join(format!("sa-test-data-{}", uuid::Uuid::new_v4().simple()));
     let mut config = test_config(data_dir.clone(), &deployment);
     config.warm_pool_size = warm_pool;
+    config.warm_pool_max = warm_pool_max;
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
     config.local_dir_roots = local_dir_roots;

@@ -13,6 +13,8 @@
 //!    delta, each beside the same model calls (and exec) made directly; see `runs.rs`.
 //! 4. File transfers (`--parts files`): 1 KB and 10 MB written and read through the workspace
 //!    and absolute-path endpoints, beside the Engine's archive API; see `files.rs`.
+//! 5. Bursts (`--parts burst`): twenty sessions at once on a fixed warm pool and on one that
+//!    follows demand, beside twenty raw cold boots at once; see `burst.rs`.
 //!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
@@ -20,6 +22,8 @@
 
 #![allow(clippy::print_stdout)]
 
+#[path = "sandbox_bench/burst.rs"]
+mod burst;
 #[path = "sandbox_bench/files.rs"]
 mod files;
 #[path = "sandbox_bench/ours.rs"]
@@ -67,7 +71,7 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
-    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`.
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -340,7 +344,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let pooled = sandbox_agents_testkit::spawn_app_on_pooled(db, options, POOL_SIZE).await;
         pooled.sessions.start_pool();
         let parts = tokio::select! {
-            r = parts(&args, &app, &pooled, &fake, &docker) => r,
+            r = parts(&args, &app, &pooled, &fake, &docker, &cluster) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         };
         // Whatever happened: no sandbox of this server, and no raw container, is left.
@@ -433,6 +437,7 @@ async fn parts(
     pooled: &TestApp,
     fake: &sandbox_agents_fake_model::FakeModel,
     docker: &bollard::Docker,
+    cluster: &sandbox_agents_bench::cluster::Cluster,
 ) -> anyhow::Result<Vec<Part>> {
     let wants = |p: &str| args.parts.iter().any(|x| x == p);
     // The manifest's tar, as a boot builds it (owned by uid 1000): what the baselines upload.
@@ -462,6 +467,12 @@ async fn parts(
             args.warmup, args.iterations
         ));
         out.extend(files::parts(args, app, docker, &tar).await?);
+    }
+    if wants("burst") {
+        // A burst is twenty samples: a tenth of the iterations' bursts, at least three.
+        let bursts = (args.iterations / 10).max(3);
+        log(format!("bursts: 1 + {bursts} bursts of {} × 2 servers, and raw", burst::BURST));
+        out.push(burst::part(bursts, cluster, docker, &tar).await?);
     }
     Ok(out)
 }

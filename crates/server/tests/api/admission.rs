@@ -10,7 +10,6 @@ use sandbox_agents_testkit::{
     eventually, spawn_app_on_with_options, spawn_app_with_options, AppOptions, TestApp, BOOT,
 };
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// A request in `project` (its slug), as (status, JSON).
 async fn call(

@@ -270,3 +270,53 @@ async fn the_runs_shell_tool_sees_the_manifest_environment() {
         "{output}"
     );
 }
+
+#[tokio::test]
+async fn the_pool_grows_to_a_burst_it_has_seen_within_its_maximum_and_shrinks_when_it_is_past() {
+    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
+        warm_pool: 1,
+        warm_pool_max: 3,
+        ..Default::default()
+    })
+    .await;
+    app.sessions.start_pool();
+    app.create_agent("bursty", json!({})).await;
+    pool_settles_at(&app, 1).await;
+    assert_eq!(app.sessions.pool_target().await.unwrap(), 1);
+
+    // A burst of four: one from the pool, three the slow way; the pool has seen it coming.
+    let ids: Vec<String> = futures::future::join_all(
+        (0..4).map(|_| app.boot_session(json!({"agent_id": "bursty"}))),
+    )
+    .await;
+    assert_eq!(ids.len(), 4);
+    assert_eq!(
+        app.sessions.pool_target().await.unwrap(),
+        3,
+        "four boots in a minute, capped at the maximum"
+    );
+    pool_settles_at(&app, 3).await;
+    let hit = app.boot_session(json!({"agent_id": "bursty"})).await;
+    let container = container_of(&app, &hit).await;
+    let listed = app.sessions.backend().list().await.unwrap();
+    assert!(
+        listed.iter().any(|c| c.id == container && c.pool.is_some()),
+        "the next boot took a pooled sandbox"
+    );
+    pool_settles_at(&app, 3).await;
+
+    // Ten minutes later the burst is forgotten: the sweep trims the pool to its size.
+    sqlx::query("update pool_demand set at = at - interval '11 minutes'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(app.sessions.pool_target().await.unwrap(), 1);
+    app.sessions.sweep_orphans().await.unwrap();
+    pool_settles_at(&app, 1).await;
+    let (left,): (i64,) = sqlx::query_as("select count(*) from pool_demand")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "old demand is pruned");
+    app.stop().await;
+}
