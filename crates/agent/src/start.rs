@@ -3,6 +3,7 @@
 //! a session's first prompt starts the same way inside its boot's transaction. The run is
 //! then driven in the background (`drive.rs`).
 
+use tracing::Instrument;
 use crate::client_tools;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -137,10 +138,16 @@ impl Runs {
     pub(crate) fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
         let token = self.inner.runs.insert(run);
         let rt = self.clone();
-        self.inner.sessions.spawn(async move {
-            rt.drive(project, id, run, wake, token).await;
-            rt.inner.runs.remove(run);
-        });
+        // A child of the caller's span (the request that sent the message, when there is
+        // one): its request id and trace go on with the turn, however long it runs.
+        let span = tracing::info_span!("run", run.id = %run, session.id = %id);
+        self.inner.sessions.spawn(
+            async move {
+                rt.drive(project, id, run, wake, token).await;
+                rt.inner.runs.remove(run);
+            }
+            .instrument(span),
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! (checked in the appending transaction), so nothing of this run follows its terminal
 //! event when somebody else (an interrupt that gave up waiting) finished it.
 
+use tracing::Instrument;
 use crate::client_tools;
 use crate::finish::Outcome;
 use crate::frame::{Kind, SubTag};
@@ -109,6 +110,44 @@ impl Runs {
 
     /// One streamed model call: deltas go out live as `agent.text_delta`.
     pub(crate) async fn model_step(
+        &self,
+        client: &sandbox_agents_model::ModelClient,
+        req: ChatRequest,
+        id: SessionId,
+        run: RunId,
+        tag: Option<&SubTag>,
+    ) -> Result<Completion, Stop> {
+        // The model call's span, with the GenAI semantic conventions' attributes.
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {}", req.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = "openai",
+            gen_ai.request.model = %req.model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let answered = self
+            .stream_model(client, req, id, run, tag)
+            .instrument(span.clone())
+            .await;
+        match &answered {
+            Ok(c) => {
+                span.record("gen_ai.usage.input_tokens", c.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", c.usage.output_tokens);
+                span.record("gen_ai.response.finish_reasons", c.finish_reason.as_str());
+            }
+            Err(_) => {
+                span.record("error.type", "model_error");
+            }
+        }
+        answered
+    }
+
+    async fn stream_model(
         &self,
         client: &sandbox_agents_model::ModelClient,
         req: ChatRequest,

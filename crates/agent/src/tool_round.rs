@@ -3,6 +3,7 @@
 //! for the ordinary client answers; deferrable client calls (and subagent calls that parked
 //! on some) are handed back for parking.
 
+use tracing::Instrument;
 use crate::client_tools;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, Kind, ParkedFrame, SubTag};
@@ -66,8 +67,16 @@ impl Runs {
                         metrics::histogram!("sandbox_agents_tool_call_duration_seconds", "tool" => c.name.clone(), "outcome" => outcome)
                             .record(started.elapsed());
                     };
+                    let span = tracing::info_span!(
+                        "execute_tool",
+                        otel.name = %format!("execute_tool {}", c.name),
+                        gen_ai.operation.name = "execute_tool",
+                        gen_ai.tool.name = %c.name,
+                        gen_ai.tool.call.id = %c.id,
+                        gen_ai.tool.type = "function",
+                    );
                     tokio::select! {
-                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live) => {
+                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live).instrument(span) => {
                             timed("answered");
                             r
                         }

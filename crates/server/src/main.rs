@@ -6,7 +6,8 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    telemetry::init(cli.config.log_format);
+    // Kept to the end: dropping it flushes the traces still batched.
+    let telemetry = telemetry::init(cli.config.log_format);
     tracing::debug!(config = ?cli.config, "configuration");
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
@@ -21,11 +22,13 @@ async fn main() -> std::process::ExitCode {
         Command::Migrate => migrate(cli.config).await,
         Command::Teardown => teardown(cli.config).await,
     };
-    match result {
+    let code = match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    drop(telemetry);
+    code
 }

@@ -18,6 +18,22 @@ use sandbox_agents_store::{environments, events, sessions};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// One boot in progress, counted while it lives (the pool's refill waits for none).
+struct Booting<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Booting<'a> {
+    fn new(count: &'a tokio::sync::watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Booting(count)
+    }
+}
+
+impl Drop for Booting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// What a boot left its session waiting for, if anything.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Waiting {
@@ -59,7 +75,10 @@ impl Sessions {
                 tracing::debug!("another process is working on this session");
                 return Ok(());
             };
-            let result = self.boot_locked(id).await;
+            let result = {
+                let _booting = Booting::new(&self.inner.booting);
+                self.boot_locked(id).await
+            };
             lock.release().await;
             // Replace a pooled sandbox this boot may have taken, now that it no longer
             // competes with the boot (a no-op without a pool).

@@ -31,6 +31,8 @@ use std::time::Duration;
 /// A reservation whose container never became ready in this long was made by a process that
 /// died (creating and starting a container takes well under a minute even on a busy host).
 const STALE_RESERVATION: Duration = Duration::from_secs(300);
+/// The longest a refill waits for this process's boots in progress to end.
+const REFILL_DEFER: Duration = Duration::from_secs(10);
 
 impl Sessions {
     /// What a pooled sandbox is: the default image and limits, nothing session-specific.
@@ -131,6 +133,14 @@ impl Sessions {
                 loop {
                     tokio::select! {
                         _ = rt.inner.pool_wanted.notified() => {}
+                        _ = shutdown.cancelled() => return,
+                    }
+                    // Starting sandboxes competes with boots for the host: during a burst,
+                    // let this process's boots finish first (at most REFILL_DEFER, so a
+                    // steady stream of boots still gets a pool).
+                    let mut booting = rt.inner.booting.subscribe();
+                    tokio::select! {
+                        _ = tokio::time::timeout(REFILL_DEFER, booting.wait_for(|n| *n == 0)) => {}
                         _ = shutdown.cancelled() => return,
                     }
                     if let Err(e) = rt.fill_pool().await {

@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     pub pool_wanted: tokio::sync::Notify,
     /// Set once the refill worker runs.
     pub pool_started: std::sync::atomic::AtomicBool,
+    /// Boots in progress in this process: the refill waits for them to end (see `pool.rs`).
+    pub booting: tokio::sync::watch::Sender<usize>,
     /// The refill worker, for a shutdown that waits for it.
     pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Open terminals per session (`terminal.rs`).
@@ -106,6 +108,7 @@ impl Sessions {
                 environments: OnceLock::new(),
                 pool_wanted: tokio::sync::Notify::new(),
                 pool_started: Default::default(),
+                booting: tokio::sync::watch::Sender::new(0),
                 pool_worker: Default::default(),
                 terminals: Default::default(),
             }),
