@@ -78,6 +78,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 input: Value::Null,
             }])
         })?;
+        crate::nul::in_body(&value)?;
         from_value("body", value).map(ApiJson)
     }
 }
@@ -168,6 +169,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
+        crate::nul::in_query(query)?;
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(ApiQuery)

@@ -10,6 +10,7 @@ pub mod extract;
 pub mod guard;
 pub mod limits;
 pub mod multipart;
+mod nul;
 pub mod pages;
 pub mod people;
 pub mod preview;
@@ -206,6 +207,7 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(nul::layer))
         .layer(axum::middleware::from_fn(limits::layer))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::layer))
         // Outside the auth layer: a rebound or cross-site request is refused before any

@@ -15,6 +15,84 @@ async fn send(app: &TestApp, method: &str, path: &str, body: Option<Value>) -> (
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
+async fn count(app: &TestApp, table: &str) -> i64 {
+    let sql = match table {
+        "projects" => "select count(*) from projects",
+        "agents" => "select count(*) from agents",
+        "secrets" => "select count(*) from secrets",
+        other => panic!("no count for {other}"),
+    };
+    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_nul_character_in_a_body_is_a_422_naming_the_field_and_changes_nothing() {
+    let app = spawn_app().await;
+    let projects = count(&app, "projects").await;
+    let (status, r) = send(
+        &app,
+        "POST",
+        "/api/projects",
+        Some(json!({"name": "a\u{0}b"})),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["detail"][0]["type"], "string_nul");
+    assert_eq!(r["detail"][0]["loc"], json!(["body", "name"]));
+    assert!(
+        r["detail"][0].get("input").is_none(),
+        "the value is not echoed: {r}"
+    );
+    assert_eq!(count(&app, "projects").await, projects);
+
+    // Deep in a document stored as jsonb, as a key too, and in a write-only secret.
+    let agent = app.seed_agent("edges").await;
+    let session = app.seed_session(agent.id).await;
+    let path = format!("/api/sessions/{session}");
+    let (status, r) = send(
+        &app,
+        "PATCH",
+        &path,
+        Some(json!({"metadata": {"k\u{0}": "v"}})),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["detail"][0]["loc"], json!(["body", "metadata", "k\u{0}"]));
+    let (status, r) = send(
+        &app,
+        "POST",
+        "/api/secrets",
+        Some(json!({"name": "TOKEN", "value": "se\u{0}cret"})),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert!(!r.to_string().contains("se\\u0000cret"), "{r}");
+    assert_eq!(count(&app, "secrets").await, 0);
+    assert_eq!(
+        app.session(&session.to_string()).await["metadata"],
+        json!({})
+    );
+}
+
+#[tokio::test]
+async fn a_nul_character_in_the_url_is_a_404_or_a_422_never_a_500() {
+    let app = spawn_app().await;
+    for path in [
+        "/api/agents/a%00b",
+        "/api/agents/a%00b/memory",
+        "/api/projects/p%00",
+        "/api/environments/e%00",
+        "/api/skill-bundles/b%00",
+    ] {
+        let (status, r) = send(&app, "GET", path, None).await;
+        assert_eq!(status, 404, "{path}: {r}");
+        assert!(r["detail"].as_str().unwrap().contains("NUL"), "{path}: {r}");
+    }
+    let (status, r) = send(&app, "GET", "/api/sessions?agent_id=a%00", None).await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["detail"][0]["loc"], json!(["query", "agent_id"]));
+}
+
 #[tokio::test]
 async fn numbers_at_the_edges_of_a_double_come_back_from_the_database_exactly() {
     let app = spawn_app().await;
