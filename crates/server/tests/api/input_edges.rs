@@ -94,6 +94,28 @@ async fn a_nul_character_in_the_url_is_a_404_or_a_422_never_a_500() {
 }
 
 #[tokio::test]
+async fn an_array_is_not_a_body_even_where_every_field_is_optional() {
+    let app = spawn_app().await;
+    let agent = app.seed_agent("edges").await;
+    let session = app.seed_session(agent.id).await;
+    // serde fills a struct from an array, field by field: `[]` was an empty edit (200).
+    let (status, r) = send(
+        &app,
+        "PATCH",
+        &format!("/api/sessions/{session}"),
+        Some(json!([])),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["detail"][0]["loc"], json!(["body"]));
+    // ... and `["a", "b"]` an agent with slug "a" and name "b".
+    let agents = count(&app, "agents").await;
+    let (status, r) = send(&app, "POST", "/api/agents", Some(json!(["a", "b"]))).await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(count(&app, "agents").await, agents);
+}
+
+#[tokio::test]
 async fn numbers_at_the_edges_of_a_double_come_back_from_the_database_exactly() {
     let app = spawn_app().await;
     let agent = app.seed_agent("edges").await;
