@@ -134,3 +134,47 @@ async fn numbers_at_the_edges_of_a_double_come_back_from_the_database_exactly() 
     let (status, _) = send(&app, "DELETE", &path, None).await;
     assert_eq!(status, 204);
 }
+
+#[tokio::test]
+async fn a_pinned_bundle_version_past_int4_is_a_422() {
+    let app = spawn_app().await;
+    let agents = count(&app, "agents").await;
+    let body = json!({"slug": "pinned", "name": "Pinned",
+        "skills_source": {"kind": "bundle", "bundle": "tools", "version": 2_147_483_648_u64}});
+    let (status, r) = send(&app, "POST", "/api/agents", Some(body)).await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(
+        r["detail"][0]["loc"],
+        json!(["body", "skills_source", "version"])
+    );
+    assert_eq!(count(&app, "agents").await, agents);
+}
+
+#[tokio::test]
+async fn a_last_event_id_that_is_not_a_seq_is_a_422() {
+    let app = spawn_app().await;
+    let agent = app.seed_agent("edges").await;
+    let session = app.seed_session(agent.id).await;
+    let url = app.url(&format!("/api/sessions/{session}/events/stream"));
+    let r = app
+        .http
+        .get(&url)
+        .header("last-event-id", "__main__")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["detail"][0]["loc"], json!(["header", "Last-Event-ID"]));
+    // Blank is no cursor, and a seq is one.
+    for id in [" ", "0", "12"] {
+        let r = app
+            .http
+            .get(&url)
+            .header("last-event-id", id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "Last-Event-ID {id:?}");
+    }
+}
