@@ -122,17 +122,15 @@ pub async fn stream(
     Ok(crate::sse::response(stream, st.settings.heartbeat))
 }
 
-/// The `Last-Event-ID` header as a cursor: None when absent or blank; a 422 when it is not an
-/// integer (EventSource sends back the `id:` lines of this stream, which are seqs, so anything
-/// else is a client's mistake that replaying from the start would hide).
+/// The `Last-Event-ID` header as a cursor: None when absent; a 422 when it is not an integer,
+/// blank included (EventSource sends back the `id:` lines of this stream, which are seqs, and
+/// sends no header before it has seen one, so anything else is a client's mistake that
+/// replaying from the start would hide).
 fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<i64>> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
     let text = value.to_str().map(str::trim).unwrap_or("\u{fffd}");
-    if text.is_empty() {
-        return Ok(None);
-    }
     text.parse().map(Some).map_err(|_| {
         ApiError::Validation(vec![FieldError {
             kind: "int_parsing".into(),
