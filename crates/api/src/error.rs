@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 #[derive(ToSchema)]
 #[allow(dead_code)] // the document's shape of [`ApiError::body`]
 pub struct ErrorBody {
-    /// What went wrong and what to do. A 5xx says only `internal error (reference <id>)`:
+    /// What went wrong and what to do. A 500 says only `internal error (reference <id>)`:
     /// the server's log has the cause under that reference.
     detail: String,
 }
