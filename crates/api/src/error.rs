@@ -7,6 +7,23 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandbox_agents_domain::FieldError;
 use serde_json::json;
+use utoipa::ToSchema;
+
+/// Every error answer but a 422: what went wrong, and what to do, for a person.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the document's shape of [`ApiError::body`]
+pub struct ErrorBody {
+    /// What went wrong and what to do. A 500 says only `internal error (reference <id>)`:
+    /// the server's log has the cause under that reference.
+    detail: String,
+}
+
+/// A 422: every field error of the request at once, FastAPI-style.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the document's shape of [`ApiError::body`] for [`ApiError::Validation`]
+pub struct ValidationErrorBody {
+    detail: Vec<FieldError>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -78,6 +78,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 input: Value::Null,
             }])
         })?;
+        // Every body is an object of named fields. serde would also fill a struct from an
+        // array, field by field in declaration order: `[]` would be an empty PATCH, and
+        // `["a", "b"]` an agent with slug "a" and name "b".
+        if !value.is_object() {
+            return Err(ApiError::Validation(vec![FieldError {
+                kind: "type_error".into(),
+                loc: vec!["body".into()],
+                msg: "Input should be a JSON object: this endpoint takes its fields by name, \
+                      as {\"field\": value, ...}"
+                    .into(),
+                input: Value::Null,
+            }]));
+        }
+        crate::nul::in_body(&value)?;
         from_value("body", value).map(ApiJson)
     }
 }
@@ -168,6 +182,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
+        crate::nul::in_query(query)?;
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(ApiQuery)

@@ -6,11 +6,13 @@ pub mod auth;
 pub mod credentials;
 pub mod docs;
 pub mod error;
+mod error_docs;
 pub mod extract;
 pub mod guard;
 pub mod limits;
 pub mod metrics;
 pub mod multipart;
+mod nul;
 pub mod pages;
 pub mod people;
 pub mod preview;
@@ -68,7 +70,8 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "skill-bundles", description = "Named skills trees that CI pushes to, and their numbered versions"),
         (name = "webhooks", description = "Signed HTTP deliveries of session events, and their attempt log"),
         (name = "usage", description = "What a project spent: tokens, requests and sandbox time over a window"),
-    )
+    ),
+    components(schemas(error::ErrorBody, error::ValidationErrorBody, sandbox_agents_domain::FieldError))
 )]
 struct ApiDoc;
 
@@ -182,7 +185,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the routes themselves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
+    error_docs::document(api_routes().split_for_parts().1)
 }
 
 /// Every route, with request ids, tracing, body limits, and 404/405 answers as
@@ -190,6 +193,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
+    let doc = error_docs::document(doc);
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
     let checks = std::sync::Arc::new(guard::Guard {
@@ -208,6 +212,7 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"})))
         })
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(nul::layer))
         .layer(axum::middleware::from_fn(limits::layer))
         // Inside the routes (it reads their templates), outside the refusals' answers too:
         // a 401 or 403 is a request like any other.

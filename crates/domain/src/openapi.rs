@@ -41,6 +41,7 @@ pub fn bundle_version() -> RefOr<Schema> {
                 .schema_type(Type::Integer)
                 .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
                 .minimum(Some(0))
+                .maximum(Some(i32::MAX))
                 .description(Some("A pinned version of the bundle.")),
         )
         .item(
@@ -85,6 +86,33 @@ pub fn event_types_patch() -> RefOr<Schema> {
             "{EVENT_TYPES} Null means every type as well (the same as `[]`); absent leaves the \
              list as it is."
         )))
+        .into()
+}
+
+/// A field error's `loc`: the path to the offending field, names and list indexes.
+pub fn field_error_loc() -> RefOr<Schema> {
+    ArrayBuilder::new()
+        .items(
+            OneOfBuilder::new()
+                .item(ObjectBuilder::new().schema_type(Type::String))
+                .item(ObjectBuilder::new().schema_type(Type::Integer)),
+        )
+        .description(Some(
+            "Where the error is: the part of the request (`body`, `query`, `header`), then the \
+             field names and list indexes down to the field, e.g. \
+             `[\"body\", \"manifest\", \"entries\", \"a.txt\", \"kind\"]` or \
+             `[\"body\", \"client_tools\", 0, \"name\"]`.",
+        ))
+        .into()
+}
+
+/// A field error's `input`: whatever JSON value was sent there.
+pub fn field_error_input() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .description(Some(
+            "The offending input, when there is one and it may be shown (never a secret's).",
+        ))
         .into()
 }
 

@@ -292,19 +292,24 @@ impl Default for BundleVersion {
 
 impl SkillsSource {
     pub fn validate(&self, loc: &str, v: &mut Violations) {
-        if let SkillsSource::Bundle {
-            version: BundleVersion::Label(l),
-            ..
-        } = self
-        {
-            if l != "latest" {
-                v.push(
-                    "value_error",
-                    &[loc, "version"],
-                    "version is a version number or \"latest\"",
-                    Value::from(l.as_str()),
-                );
-            }
+        let SkillsSource::Bundle { version, .. } = self else {
+            return;
+        };
+        match version {
+            BundleVersion::Label(l) if l != "latest" => v.push(
+                "value_error",
+                &[loc, "version"],
+                "version is a version number or \"latest\"",
+                Value::from(l.as_str()),
+            ),
+            // Versions are numbered in an `int4`: a larger number could never name one.
+            BundleVersion::Pinned(n) if i32::try_from(*n).is_err() => v.push(
+                "value_error",
+                &[loc, "version"],
+                "version is a version number, at most 2147483647, or \"latest\"",
+                Value::from(*n),
+            ),
+            BundleVersion::Label(_) | BundleVersion::Pinned(_) => {}
         }
     }
 }

@@ -13,13 +13,13 @@ pub struct FieldError {
     #[serde(rename = "type")]
     pub kind: String,
     /// Where the error is: `["body", "manifest", "entries", "a.txt", "kind"]`.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(schema_with = crate::openapi::field_error_loc)]
     pub loc: Vec<Value>,
     /// What is wrong, for a person.
     pub msg: String,
     /// The offending input, when there is one.
     #[serde(skip_serializing_if = "Value::is_null")]
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::openapi::field_error_input)]
     pub input: Value,
 }
 

@@ -86,7 +86,7 @@ pub struct StreamQuery {
 /// session is deleted or the server shuts down, and resumes with `after=<last seq seen>`.
 #[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", operation_id = "stream_events", tag = "events",
     params(("session_id" = String, Path, description = "The session's id"), StreamQuery,
-           ("Last-Event-ID" = Option<i64>, Header, description = "Resume cursor for EventSource clients; `after` wins")),
+           ("Last-Event-ID" = Option<i64>, Header, description = "Resume cursor for EventSource clients (the `id:` of the last event received); `after` wins. Anything but an integer is a 422")),
     responses((status = 200, content_type = "text/event-stream", description = "One SessionEvent per `data:` frame"),
               (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
@@ -97,19 +97,11 @@ pub async fn stream(
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<StreamQuery>,
 ) -> ApiResult<impl IntoResponse> {
+    let last_event_id = last_event_id(&headers)?;
     sessions::get(&st.db, project, id)
         .await
         .or_not_found(session_not_found(&raw))?;
-    let after = q
-        .after
-        .or_else(|| {
-            headers
-                .get("last-event-id")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
-        .max(0);
+    let after = q.after.or(last_event_id).unwrap_or(0).max(0);
     let subscription = st
         .hub
         .subscribe(id)
@@ -128,4 +120,25 @@ pub async fn stream(
         },
     );
     Ok(crate::sse::response(stream, st.settings.heartbeat))
+}
+
+/// The `Last-Event-ID` header as a cursor: None when absent; a 422 when it is not an integer,
+/// blank included (EventSource sends back the `id:` lines of this stream, which are seqs, and
+/// sends no header before it has seen one, so anything else is a client's mistake that
+/// replaying from the start would hide).
+fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<i64>> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let text = value.to_str().map(str::trim).unwrap_or("\u{fffd}");
+    text.parse().map(Some).map_err(|_| {
+        ApiError::Validation(vec![FieldError {
+            kind: "int_parsing".into(),
+            loc: vec!["header".into(), "Last-Event-ID".into()],
+            msg: "Last-Event-ID should be the seq of the last event received, an integer; \
+                  leave it out to read from the start"
+                .into(),
+            input: Value::from(text),
+        }])
+    })
 }

@@ -34,9 +34,10 @@ pub async fn create(
 ///
 /// Brings a stopped or failed session back up, restoring the workspace its stop archived.
 /// Returns at once (`provisioning`); `session.status_running` follows. A running session is
-/// returned unchanged.
+/// returned unchanged. A session past its `max_lifetime_seconds` cannot run again (409).
 #[utoipa::path(post, path = "/api/sessions/{session_id}/start", operation_id = "start_session", tag = "sessions", params(("session_id" = String, Path, description = "The session's id")),
-    responses((status = 200, body = Session), (status = 404, description = "No such session")))]
+    responses((status = 200, body = Session), (status = 404, description = "No such session"),
+              (status = 409, description = "The session reached its `max_lifetime_seconds`")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]
 pub async fn start(
     State(st): State<AppState>,

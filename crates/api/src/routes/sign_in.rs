@@ -73,11 +73,13 @@ pub async fn logout(
 /// Set a password with a recovery code
 ///
 /// Sets a password with a recovery secret (which then stops working) and signs in.
+/// Attempts are limited per address, as sign-ins are (429 with Retry-After).
 /// The body is at most 64 KiB (413 above).
 #[utoipa::path(post, path = "/api/auth/recovery", operation_id = "recover_account", tag = "identity", request_body = RecoveryBody,
     responses((status = 204, description = "Password set; signed in"),
               (status = 400, description = "The code is unknown, used or expired"),
-              (status = 422, description = "The password is too short")))]
+              (status = 422, description = "The password is too short"),
+              (status = 429, description = "Too many attempts; retry after Retry-After")))]
 #[tracing::instrument(skip_all)]
 pub async fn recover(
     State(st): State<AppState>,

@@ -16,6 +16,7 @@ mod fanout;
 mod files;
 mod git_checkouts;
 mod git_keys;
+mod input_edges;
 mod internal_errors;
 mod isolation;
 mod kernel;
