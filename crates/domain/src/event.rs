@@ -236,8 +236,10 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            15
+            16
         );
         assert_eq!(EventType::AgentCompaction.group(), "agent");
+        assert_eq!(EventType::SessionQueued.group(), "session");
+        assert!(!EventType::SessionQueued.is_terminal() && !EventType::SessionQueued.is_ephemeral());
     }
 }
