@@ -31,6 +31,9 @@ DEPLOYMENT_LABEL = "io.sandbox-agents.deployment"
 POOL_LABEL = "io.sandbox-agents.pool"
 #: The server's default warm pool (SANDBOX_AGENTS_WARM_POOL_SIZE).
 DEFAULT_POOL_SIZE = 2
+#: The most the default pool grows to under demand (SANDBOX_AGENTS_WARM_POOL_MAX): a run of
+#: the suite boots sessions in bursts, so the pool may hold this many at shutdown.
+DEFAULT_POOL_MAX = 8
 
 #: The server's default image (built on this machine; see images/sandbox).
 DEFAULT_IMAGE = "sandbox-agents-sandbox:1"
@@ -83,7 +86,8 @@ def deployment_containers(deployment_id: str) -> list[str]:
 def leftover_containers(deployment_id: str) -> list[str]:
     """A deployment's containers once every session is deleted, but for its warm pool:
     started sandboxes no session has claimed (label POOL_LABEL, still named `sa-pool-...`),
-    which the server keeps on purpose, up to the pool's size. More than that is a leak too."""
+    which the server keeps on purpose, up to the most the pool grows to. More than that is a
+    leak too."""
     ids = deployment_containers(deployment_id)
     if not ids:
         return []
@@ -92,7 +96,7 @@ def leftover_containers(deployment_id: str) -> list[str]:
     ).splitlines()
     pooled = [l.split()[0] for l in lines if l.split()[1].startswith("/sa-pool-") and len(l.split()) > 2]
     others = [l.split()[0] for l in lines if l.split()[0] not in pooled]
-    return others if len(pooled) <= DEFAULT_POOL_SIZE else others + pooled
+    return others if len(pooled) <= DEFAULT_POOL_MAX else others + pooled
 
 
 def describe(container_ids: Iterable[str]) -> str:
