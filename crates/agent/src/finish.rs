@@ -108,7 +108,10 @@ impl Runs {
         events::append(&mut tx, session, &[NewEvent::new(kind, Some(run), payload)]).await?;
         tx.commit().await?;
         tracing::info!(run.id = %run, %status, %stop_reason, turns, "run finished");
-        let took = finished.finished_at.unwrap_or_else(time::OffsetDateTime::now_utc) - finished.created_at;
+        let took = finished
+            .finished_at
+            .unwrap_or_else(time::OffsetDateTime::now_utc)
+            - finished.created_at;
         metrics::counter!("sandbox_agents_runs_finished_total", "status" => status.as_str(), "stop_reason" => stop_reason.as_str())
             .increment(1);
         metrics::histogram!("sandbox_agents_run_duration_seconds", "status" => status.as_str())

@@ -3,7 +3,6 @@
 //! a session's first prompt starts the same way inside its boot's transaction. The run is
 //! then driven in the background (`drive.rs`).
 
-use tracing::Instrument;
 use crate::client_tools;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -18,6 +17,7 @@ use sandbox_agents_store::events;
 use sandbox_agents_store::runs::{self, NewRun, Refusal, RunRecord};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 /// Model steps a run may take when the message does not say.
 pub const DEFAULT_MAX_TURNS: i64 = 25;

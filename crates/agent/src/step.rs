@@ -4,7 +4,6 @@
 //! (checked in the appending transaction), so nothing of this run follows its terminal
 //! event when somebody else (an interrupt that gave up waiting) finished it.
 
-use tracing::Instrument;
 use crate::client_tools;
 use crate::finish::Outcome;
 use crate::frame::{Kind, SubTag};
@@ -20,6 +19,7 @@ use sandbox_agents_store::sessions::{self, Holder};
 use sandbox_agents_store::tool_calls::{self, NewToolCall};
 use sandbox_agents_store::{events, runs};
 use serde_json::{json, Map, Value};
+use tracing::Instrument;
 
 impl Runs {
     /// Writes a model step: its thinking and message, an `agent.tool_use` for each sandbox

@@ -3,7 +3,6 @@
 //! for the ordinary client answers; deferrable client calls (and subagent calls that parked
 //! on some) are handed back for parking.
 
-use tracing::Instrument;
 use crate::client_tools;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, Kind, ParkedFrame, SubTag};
@@ -16,6 +15,7 @@ use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_model::{Completion, Message};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// What a step's calls came to.
 pub(crate) struct Round {

@@ -54,30 +54,101 @@ pub fn install() -> &'static PrometheusHandle {
 /// The help text of the metrics recorded elsewhere, shown as `# HELP` lines.
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_histogram!("sandbox_agents_http_request_duration_seconds", Unit::Seconds, "HTTP requests by method, route template and status (streams: until they end)");
+    describe_histogram!(
+        "sandbox_agents_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP requests by method, route template and status (streams: until they end)"
+    );
     describe_histogram!("sandbox_agents_session_boot_duration_seconds", Unit::Seconds, "Sandbox boots that reached running, by path: pool (a warm-pool sandbox), cold (a new container), environment (an environment's image)");
-    describe_counter!("sandbox_agents_session_boot_failures_total", "Boots that ended in error, by path");
-    describe_counter!("sandbox_agents_warm_pool_claims_total", "Boots that asked the warm pool for a sandbox, by outcome (hit, miss, dead)");
-    describe_counter!("sandbox_agents_runs_started_total", "Runs started (turns of the agent loop)");
-    describe_counter!("sandbox_agents_runs_finished_total", "Runs finished, by status and stop reason");
-    describe_histogram!("sandbox_agents_run_duration_seconds", Unit::Seconds, "Runs from start to finish, by status");
-    describe_histogram!("sandbox_agents_model_request_duration_seconds", Unit::Seconds, "Model calls (streamed chat completions, retries included), by model and outcome");
-    describe_counter!("sandbox_agents_model_tokens_total", "Tokens of answered model calls, by model and type (input, output)");
-    describe_histogram!("sandbox_agents_tool_call_duration_seconds", Unit::Seconds, "Sandbox tool calls of runs, by tool and outcome (answered, cancelled)");
+    describe_counter!(
+        "sandbox_agents_session_boot_failures_total",
+        "Boots that ended in error, by path"
+    );
+    describe_counter!(
+        "sandbox_agents_warm_pool_claims_total",
+        "Boots that asked the warm pool for a sandbox, by outcome (hit, miss, dead)"
+    );
+    describe_counter!(
+        "sandbox_agents_runs_started_total",
+        "Runs started (turns of the agent loop)"
+    );
+    describe_counter!(
+        "sandbox_agents_runs_finished_total",
+        "Runs finished, by status and stop reason"
+    );
+    describe_histogram!(
+        "sandbox_agents_run_duration_seconds",
+        Unit::Seconds,
+        "Runs from start to finish, by status"
+    );
+    describe_histogram!(
+        "sandbox_agents_model_request_duration_seconds",
+        Unit::Seconds,
+        "Model calls (streamed chat completions, retries included), by model and outcome"
+    );
+    describe_counter!(
+        "sandbox_agents_model_tokens_total",
+        "Tokens of answered model calls, by model and type (input, output)"
+    );
+    describe_histogram!(
+        "sandbox_agents_tool_call_duration_seconds",
+        Unit::Seconds,
+        "Sandbox tool calls of runs, by tool and outcome (answered, cancelled)"
+    );
     describe_histogram!("sandbox_agents_exec_duration_seconds", Unit::Seconds, "Commands run in sandboxes (the exec endpoint and tools), by outcome (exited, timed_out, failed)");
-    describe_counter!("sandbox_agents_events_appended_total", "Events appended to the log");
-    describe_gauge!("sandbox_agents_sse_streams_open", "Event streams (SSE) this process is sending");
-    describe_counter!("sandbox_agents_sse_events_sent_total", "Events sent on SSE streams");
-    describe_counter!("sandbox_agents_webhook_attempts_total", "Webhook delivery attempts, by outcome (delivered, retrying, failed)");
-    describe_histogram!("sandbox_agents_webhook_attempt_duration_seconds", Unit::Seconds, "Webhook delivery attempts, request to response, by outcome");
-    describe_counter!("sandbox_agents_event_listener_reconnects_total", "Times the LISTEN connection of the live event feed was re-established");
-    describe_gauge!("sandbox_agents_sessions", "Sessions of the deployment by status (the same in every process)");
-    describe_gauge!("sandbox_agents_runs_in_flight", "Runs of the deployment running now (the same in every process)");
-    describe_gauge!("sandbox_agents_warm_pool_sandboxes", "Warm-pool sandboxes of the deployment, by state (ready, starting)");
-    describe_gauge!("sandbox_agents_webhook_queue_depth", "Webhook deliveries waiting to be delivered (the same in every process)");
-    describe_gauge!("sandbox_agents_webhook_queue_oldest_seconds", "Age of the oldest waiting webhook delivery");
-    describe_gauge!("sandbox_agents_db_pool_connections", "This process's database connections, by state (idle, in_use)");
-    describe_gauge!("sandbox_agents_db_pool_max_connections", "The most database connections this process opens");
+    describe_counter!(
+        "sandbox_agents_events_appended_total",
+        "Events appended to the log"
+    );
+    describe_gauge!(
+        "sandbox_agents_sse_streams_open",
+        "Event streams (SSE) this process is sending"
+    );
+    describe_counter!(
+        "sandbox_agents_sse_events_sent_total",
+        "Events sent on SSE streams"
+    );
+    describe_counter!(
+        "sandbox_agents_webhook_attempts_total",
+        "Webhook delivery attempts, by outcome (delivered, retrying, failed)"
+    );
+    describe_histogram!(
+        "sandbox_agents_webhook_attempt_duration_seconds",
+        Unit::Seconds,
+        "Webhook delivery attempts, request to response, by outcome"
+    );
+    describe_counter!(
+        "sandbox_agents_event_listener_reconnects_total",
+        "Times the LISTEN connection of the live event feed was re-established"
+    );
+    describe_gauge!(
+        "sandbox_agents_sessions",
+        "Sessions of the deployment by status (the same in every process)"
+    );
+    describe_gauge!(
+        "sandbox_agents_runs_in_flight",
+        "Runs of the deployment running now (the same in every process)"
+    );
+    describe_gauge!(
+        "sandbox_agents_warm_pool_sandboxes",
+        "Warm-pool sandboxes of the deployment, by state (ready, starting)"
+    );
+    describe_gauge!(
+        "sandbox_agents_webhook_queue_depth",
+        "Webhook deliveries waiting to be delivered (the same in every process)"
+    );
+    describe_gauge!(
+        "sandbox_agents_webhook_queue_oldest_seconds",
+        "Age of the oldest waiting webhook delivery"
+    );
+    describe_gauge!(
+        "sandbox_agents_db_pool_connections",
+        "This process's database connections, by state (idle, in_use)"
+    );
+    describe_gauge!(
+        "sandbox_agents_db_pool_max_connections",
+        "The most database connections this process opens"
+    );
 }
 
 /// Times a request by its route's template (`/api/sessions/{session_id}`): never the path
@@ -128,22 +199,32 @@ async fn scrape(State(st): State<AppState>) -> Response {
         Ok(s) => {
             // Every status, so one whose last session left shows 0 rather than its old count.
             for status in sandbox_agents_domain::session::SessionStatus::ALL {
-                let n = s.sessions.iter().find(|(st, _)| st == status).map_or(0, |(_, n)| *n);
-                metrics::gauge!("sandbox_agents_sessions", "status" => status.as_str()).set(n as f64);
+                let n = s
+                    .sessions
+                    .iter()
+                    .find(|(st, _)| st == status)
+                    .map_or(0, |(_, n)| *n);
+                metrics::gauge!("sandbox_agents_sessions", "status" => status.as_str())
+                    .set(n as f64);
             }
             metrics::gauge!("sandbox_agents_runs_in_flight").set(s.runs_in_flight as f64);
-            metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "ready").set(s.pool_ready as f64);
-            metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "starting").set(s.pool_starting as f64);
+            metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "ready")
+                .set(s.pool_ready as f64);
+            metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "starting")
+                .set(s.pool_starting as f64);
             metrics::gauge!("sandbox_agents_webhook_queue_depth").set(s.webhook_pending as f64);
-            metrics::gauge!("sandbox_agents_webhook_queue_oldest_seconds").set(s.webhook_oldest_pending_seconds);
+            metrics::gauge!("sandbox_agents_webhook_queue_oldest_seconds")
+                .set(s.webhook_oldest_pending_seconds);
         }
         Err(e) => tracing::warn!(error = %e, "a metrics scrape could not read the database"),
     }
     let size = st.db.size();
     let idle = st.db.num_idle() as u32;
     metrics::gauge!("sandbox_agents_db_pool_connections", "state" => "idle").set(f64::from(idle));
-    metrics::gauge!("sandbox_agents_db_pool_connections", "state" => "in_use").set(f64::from(size.saturating_sub(idle)));
-    metrics::gauge!("sandbox_agents_db_pool_max_connections").set(f64::from(st.db.options().get_max_connections()));
+    metrics::gauge!("sandbox_agents_db_pool_connections", "state" => "in_use")
+        .set(f64::from(size.saturating_sub(idle)));
+    metrics::gauge!("sandbox_agents_db_pool_max_connections")
+        .set(f64::from(st.db.options().get_max_connections()));
     handle.run_upkeep();
     (
         [(

@@ -240,6 +240,8 @@ mod tests {
         );
         assert_eq!(EventType::AgentCompaction.group(), "agent");
         assert_eq!(EventType::SessionQueued.group(), "session");
-        assert!(!EventType::SessionQueued.is_terminal() && !EventType::SessionQueued.is_ephemeral());
+        assert!(
+            !EventType::SessionQueued.is_terminal() && !EventType::SessionQueued.is_ephemeral()
+        );
     }
 }

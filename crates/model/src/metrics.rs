@@ -54,7 +54,10 @@ impl CallMetrics {
 
     pub(crate) fn ok(mut self, usage: &Usage) {
         self.record("ok");
-        for (kind, n) in [("input", usage.input_tokens), ("output", usage.output_tokens)] {
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
             metrics::counter!("sandbox_agents_model_tokens_total", "model" => self.model.clone(), "type" => kind)
                 .increment(n);
         }

@@ -197,12 +197,10 @@ pub async fn services(
             })
         }
     };
-    let blobs: Arc<dyn BlobStore> = sandbox_agents_workspace::blobs::open(
-        &settings.blobs,
-        &settings.sessions.s3,
-    )
-    .await
-    .context("opening the blob store")?;
+    let blobs: Arc<dyn BlobStore> =
+        sandbox_agents_workspace::blobs::open(&settings.blobs, &settings.sessions.s3)
+            .await
+            .context("opening the blob store")?;
     let bundles = Bundles::new(db.clone(), blobs.clone());
     let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts)
         .with_git_ca_bundle(settings.git_ca_bundle);

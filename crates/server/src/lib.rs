@@ -75,14 +75,13 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 "cannot listen for previews on {preview_bind} (choose another with --preview-bind)"
             )
         })?;
-    let metrics_listener = match config.metrics_bind {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen for metrics on {addr} (--metrics-bind)"))?,
-        ),
-        None => None,
-    };
+    let metrics_listener =
+        match config.metrics_bind {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| {
+                format!("cannot listen for metrics on {addr} (--metrics-bind)")
+            })?),
+            None => None,
+        };
     let settings = Settings::resolve(
         &config,
         listener.local_addr()?,

@@ -36,9 +36,12 @@ impl Drop for Telemetry {
 
 /// Whether the environment asks for traces.
 fn otlp_configured() -> bool {
-    ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
 }
 
 fn tracer_provider() -> Result<SdkTracerProvider, String> {
@@ -61,9 +64,8 @@ fn tracer_provider() -> Result<SdkTracerProvider, String> {
 }
 
 pub fn init(format: LogFormat) -> Telemetry {
-    let filter = || {
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"))
-    };
+    let filter =
+        || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let logs = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer().with_target(true).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -87,7 +89,9 @@ pub fn init(format: LogFormat) -> Telemetry {
     let otel = traces.as_ref().map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("sandbox-agents"))
-            .with_filter(EnvFilter::new("info,sqlx=warn,h2=warn,hyper=warn,reqwest=warn"))
+            .with_filter(EnvFilter::new(
+                "info,sqlx=warn,h2=warn,hyper=warn,reqwest=warn",
+            ))
     });
     tracing_subscriber::registry()
         .with(logs.with_filter(filter()))

@@ -34,7 +34,9 @@ impl Sessions {
         } = decided
         {
             let reason = match limit {
-                "project" => "the project runs as many sandboxes as it may (--max-sandboxes-per-project)",
+                "project" => {
+                    "the project runs as many sandboxes as it may (--max-sandboxes-per-project)"
+                }
                 "deployment" => "the deployment runs as many sandboxes as it may (--max-sandboxes)",
                 _ => "other sessions wait for a sandbox before this one",
             };
@@ -52,8 +54,14 @@ impl Sessions {
         tx.commit().await?;
         match decided {
             Admission::Admitted => Ok(true),
-            Admission::Queued { limit, position, .. } => {
-                tracing::info!(limit, position, "the boot waits for room under the sandbox limits");
+            Admission::Queued {
+                limit, position, ..
+            } => {
+                tracing::info!(
+                    limit,
+                    position,
+                    "the boot waits for room under the sandbox limits"
+                );
                 Ok(false)
             }
         }
@@ -73,7 +81,9 @@ impl Sessions {
                         rt.spawn_boot(id);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "could not look for queued boots; the sweep retries"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not look for queued boots; the sweep retries")
+                }
             }
         });
     }

@@ -126,7 +126,11 @@ impl Sessions {
             return Ok(Waiting::Nothing);
         }
         let build = environments::session_build(&st.db, id).await?;
-        let path = if build.is_some() { "environment" } else { "cold" };
+        let path = if build.is_some() {
+            "environment"
+        } else {
+            "cold"
+        };
         if let Some(build) = build {
             match build.status {
                 BuildStatus::Building => {

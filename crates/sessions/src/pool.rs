@@ -255,9 +255,8 @@ impl Sessions {
         for r in &after {
             let ready = r.container_id.is_some();
             // Another image's, surplus, or a reservation whose creator died.
-            let unwanted = r.image != wanted
-                || (ready && kept >= target)
-                || (!ready && r.created_at < stale);
+            let unwanted =
+                r.image != wanted || (ready && kept >= target) || (!ready && r.created_at < stale);
             if unwanted {
                 drop.push(r.name.clone());
             } else if ready {

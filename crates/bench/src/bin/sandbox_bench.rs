@@ -471,7 +471,10 @@ async fn parts(
     if wants("burst") {
         // A burst is twenty samples: a tenth of the iterations' bursts, at least three.
         let bursts = (args.iterations / 10).max(3);
-        log(format!("bursts: 1 + {bursts} bursts of {} × 2 servers, and raw", burst::BURST));
+        log(format!(
+            "bursts: 1 + {bursts} bursts of {} × 2 servers, and raw",
+            burst::BURST
+        ));
         out.push(burst::part(bursts, cluster, docker, &tar).await?);
     }
     Ok(out)

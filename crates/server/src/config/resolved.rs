@@ -93,7 +93,9 @@ impl Config {
     /// `--blob-url`, else the directory `<data-dir>/blobs`.
     pub fn blob_location(&self) -> anyhow::Result<sandbox_agents_workspace::BlobLocation> {
         match self.blob_url.as_deref().filter(|u| !u.trim().is_empty()) {
-            Some(url) => sandbox_agents_workspace::BlobLocation::parse(url).map_err(anyhow::Error::msg),
+            Some(url) => {
+                sandbox_agents_workspace::BlobLocation::parse(url).map_err(anyhow::Error::msg)
+            }
             None => Ok(sandbox_agents_workspace::BlobLocation::Local(
                 self.data_dir.join("blobs"),
             )),

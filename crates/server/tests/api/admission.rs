@@ -44,7 +44,14 @@ async fn create(app: &TestApp, project: &str, agent: &str) -> String {
 }
 
 async fn status(app: &TestApp, project: &str, id: &str) -> Value {
-    let (s, b) = call(app, reqwest::Method::GET, project, &format!("/api/sessions/{id}"), None).await;
+    let (s, b) = call(
+        app,
+        reqwest::Method::GET,
+        project,
+        &format!("/api/sessions/{id}"),
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{b}");
     b
 }
@@ -59,7 +66,14 @@ async fn wait_running(app: &TestApp, project: &str, id: &str) {
 }
 
 async fn events(app: &TestApp, project: &str, id: &str) -> Vec<Value> {
-    let (s, b) = call(app, reqwest::Method::GET, project, &format!("/api/sessions/{id}/events?limit=1000"), None).await;
+    let (s, b) = call(
+        app,
+        reqwest::Method::GET,
+        project,
+        &format!("/api/sessions/{id}/events?limit=1000"),
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{b}");
     b.as_array().cloned().expect("a list of events")
 }
@@ -77,15 +91,36 @@ async fn queued(app: &TestApp, project: &str, id: &str) -> Value {
 }
 
 async fn stop(app: &TestApp, project: &str, id: &str) {
-    let (s, b) = call(app, reqwest::Method::POST, project, &format!("/api/sessions/{id}/stop"), Some(json!({}))).await;
+    let (s, b) = call(
+        app,
+        reqwest::Method::POST,
+        project,
+        &format!("/api/sessions/{id}/stop"),
+        Some(json!({})),
+    )
+    .await;
     assert_eq!(s, 200, "{b}");
 }
 
 async fn project(app: &TestApp, name: &str) -> String {
-    let (s, b) = call(app, reqwest::Method::POST, "default", "/api/projects", Some(json!({"name": name}))).await;
+    let (s, b) = call(
+        app,
+        reqwest::Method::POST,
+        "default",
+        "/api/projects",
+        Some(json!({"name": name})),
+    )
+    .await;
     assert_eq!(s, 201, "{b}");
     let slug = b["slug"].as_str().unwrap().to_owned();
-    let (s, b) = call(app, reqwest::Method::POST, &slug, "/api/agents", Some(json!({"slug": "a", "name": "a"}))).await;
+    let (s, b) = call(
+        app,
+        reqwest::Method::POST,
+        &slug,
+        "/api/agents",
+        Some(json!({"slug": "a", "name": "a"})),
+    )
+    .await;
     assert_eq!(s, 201, "{b}");
     slug
 }
@@ -101,7 +136,12 @@ fn limits(deployment: Option<u32>, project: Option<u32>) -> AppOptions {
 #[tokio::test]
 async fn a_boot_over_the_project_limit_waits_queued_until_another_process_frees_room() {
     let one = spawn_app_with_options(limits(None, Some(1))).await;
-    let two = spawn_app_on_with_options(one.db.clone(), one.db_options.clone(), limits(None, Some(1))).await;
+    let two = spawn_app_on_with_options(
+        one.db.clone(),
+        one.db_options.clone(),
+        limits(None, Some(1)),
+    )
+    .await;
     let p = project(&one, "Limited").await;
     let first = create(&one, &p, "a").await;
     wait_running(&one, &p, &first).await;
@@ -110,7 +150,10 @@ async fn a_boot_over_the_project_limit_waits_queued_until_another_process_frees_
     let said = queued(&two, &p, &second).await;
     assert_eq!(said["limit"], "project", "{said}");
     assert_eq!(said["position"], 1, "{said}");
-    assert!(said["reason"].as_str().unwrap().contains("--max-sandboxes-per-project"));
+    assert!(said["reason"]
+        .as_str()
+        .unwrap()
+        .contains("--max-sandboxes-per-project"));
     let s = status(&two, &p, &second).await;
     assert_eq!(s["status"], "provisioning");
     // Queued means no container: nothing of the Docker host is taken.
@@ -138,11 +181,22 @@ async fn a_boot_over_the_project_limit_waits_queued_until_another_process_frees_
         .collect();
     assert_eq!(
         said,
-        ["session.created", "session.queued", "session.status_running"],
+        [
+            "session.created",
+            "session.queued",
+            "session.status_running"
+        ],
         "queued once, then running"
     );
     // And the stopped one, started again, waits in its turn.
-    let (s, b) = call(&one, reqwest::Method::POST, &p, &format!("/api/sessions/{first}/start"), Some(json!({}))).await;
+    let (s, b) = call(
+        &one,
+        reqwest::Method::POST,
+        &p,
+        &format!("/api/sessions/{first}/start"),
+        Some(json!({})),
+    )
+    .await;
     assert_eq!(s, 200, "{b}");
     queued(&one, &p, &first).await;
     assert_eq!(status(&one, &p, &first).await["status"], "provisioning");
@@ -206,8 +260,14 @@ async fn a_run_that_needs_a_sandbox_waits_in_the_queue() {
     let said = queued(&app, "default", &asleep).await;
     assert_eq!(said["limit"], "deployment");
     assert!(
-        !app.events(&asleep).await.iter().any(|e| e["run_id"] == run.as_str()
-            && matches!(e["type"].as_str(), Some("session.status_idle" | "session.status_error"))),
+        !app.events(&asleep)
+            .await
+            .iter()
+            .any(|e| e["run_id"] == run.as_str()
+                && matches!(
+                    e["type"].as_str(),
+                    Some("session.status_idle" | "session.status_error")
+                )),
         "the run ended instead of waiting"
     );
 

@@ -46,7 +46,12 @@ async fn create_project(app: &TestApp, body: Value) -> (StatusCode, Value) {
     .await
 }
 
-pub(crate) async fn make_key(app: &TestApp, bearer: &str, project: Option<&str>, name: &str) -> Value {
+pub(crate) async fn make_key(
+    app: &TestApp,
+    bearer: &str,
+    project: Option<&str>,
+    name: &str,
+) -> Value {
     let (s, k) = call(
         app,
         Method::POST,

@@ -57,7 +57,12 @@ async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
         )
         .await;
     // A file larger than a multipart upload's part, so the archive goes up in parts.
-    sh(&a, &id, "head -c 20000000 /dev/urandom > big.bin && sha256sum big.bin").await;
+    sh(
+        &a,
+        &id,
+        "head -c 20000000 /dev/urandom > big.bin && sha256sum big.bin",
+    )
+    .await;
     let digest = sh(&a, &id, "sha256sum big.bin | cut -d' ' -f1").await;
     a.stop_session(&id).await;
     let stored = objects(&moto).await;
@@ -70,36 +75,50 @@ async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
     b.start_session(&id).await;
     b.wait_for_status(&id, "running", BOOT).await;
     assert_eq!(sh(&b, &id, "cat notes.md").await, "from a");
-    assert_eq!(sh(&b, &id, "sha256sum big.bin | cut -d' ' -f1").await, digest);
+    assert_eq!(
+        sh(&b, &id, "sha256sum big.bin | cut -d' ' -f1").await,
+        digest
+    );
 
     // An upload spools through the bucket, and a snapshot made by one forks through the other.
     let r = b
         .http
         .post(b.url(&format!("/api/sessions/{id}/files")))
         .query(&[("path", "up/hello.txt")])
-        .multipart(reqwest::multipart::Form::new().part(
-            "file",
-            reqwest::multipart::Part::bytes(b"uploaded through b\n".to_vec()).file_name("hello.txt"),
-        ))
+        .multipart(
+            reqwest::multipart::Form::new().part(
+                "file",
+                reqwest::multipart::Part::bytes(b"uploaded through b\n".to_vec())
+                    .file_name("hello.txt"),
+            ),
+        )
         .send()
         .await
         .unwrap();
     assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     let (s, snap) = b
-        .post_json(&format!("/api/sessions/{id}/snapshots"), json!({"label": "s"}))
+        .post_json(
+            &format!("/api/sessions/{id}/snapshots"),
+            json!({"label": "s"}),
+        )
         .await;
     assert_eq!(s, 201, "{snap}");
     let fork = a
         .boot_session(json!({"agent_id": "shared", "from_snapshot_id": snap["id"]}))
         .await;
-    assert_eq!(sh(&a, &fork, "cat up/hello.txt").await, "uploaded through b");
-    assert_eq!(sh(&a, &fork, "sha256sum big.bin | cut -d' ' -f1").await, digest);
+    assert_eq!(
+        sh(&a, &fork, "cat up/hello.txt").await,
+        "uploaded through b"
+    );
+    assert_eq!(
+        sh(&a, &fork, "sha256sum big.bin | cut -d' ' -f1").await,
+        digest
+    );
 
     // Nothing went to either host's disk.
     for app in [&a, &b] {
         assert!(
-            !app.blobs_dir.exists()
-                || std::fs::read_dir(&app.blobs_dir).unwrap().next().is_none(),
+            !app.blobs_dir.exists() || std::fs::read_dir(&app.blobs_dir).unwrap().next().is_none(),
             "{} holds blobs",
             app.blobs_dir.display()
         );
@@ -110,15 +129,22 @@ async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
     for s in [&id, &fork] {
         a.delete_session(s).await;
     }
-    eventually("the garbage queue to remove the archives", Duration::from_secs(60), async || {
-        a.sessions.collect_garbage().await.map_err(|e| e.to_string())?;
-        let left = objects(&moto).await;
-        if !left.is_empty() && left.iter().all(|k| k.starts_with("snapshots/")) {
-            Ok(())
-        } else {
-            Err(format!("stored: {left:?}"))
-        }
-    })
+    eventually(
+        "the garbage queue to remove the archives",
+        Duration::from_secs(60),
+        async || {
+            a.sessions
+                .collect_garbage()
+                .await
+                .map_err(|e| e.to_string())?;
+            let left = objects(&moto).await;
+            if !left.is_empty() && left.iter().all(|k| k.starts_with("snapshots/")) {
+                Ok(())
+            } else {
+                Err(format!("stored: {left:?}"))
+            }
+        },
+    )
     .await;
     b.stop().await;
     a.stop().await;
@@ -167,6 +193,9 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
     )
     .err()
     .expect("another scheme is refused");
-    assert!(format!("{err:#}").contains("expected s3://bucket/prefix"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("expected s3://bucket/prefix"),
+        "{err:#}"
+    );
     app.stop().await;
 }

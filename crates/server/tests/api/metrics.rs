@@ -10,7 +10,9 @@ use crate::runs::{start_run, test_agent, wait_for_run};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{eventually, spawn_app_with_model_proxy, spawn_app_with_token, TestApp};
+use sandbox_agents_testkit::{
+    eventually, spawn_app_with_model_proxy, spawn_app_with_token, TestApp,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -29,12 +31,10 @@ async fn scrape(app: &TestApp) -> String {
 
 /// The value of the sample `name{labels}` (labels as rendered, in order), if present.
 fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (s, v) = l.rsplit_once(' ')?;
-            (s == series).then(|| v.parse().ok()).flatten()
-        })
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (s, v) = l.rsplit_once(' ')?;
+        (s == series).then(|| v.parse().ok()).flatten()
+    })
 }
 
 /// The sum of every sample of `name` whose labels contain all of `with`.
@@ -71,7 +71,10 @@ async fn metrics_count_what_the_deployment_did_with_bounded_labels() {
         .await
         .unwrap();
     let mut stream = SseReader::new(stream);
-    stream.next_event(Duration::from_secs(30)).await.expect("the backlog");
+    stream
+        .next_event(Duration::from_secs(30))
+        .await
+        .expect("the backlog");
     let run = start_run(&app, &id, "list the files", serde_json::Value::Null).await;
     wait_for_run(&app, &id, &run).await;
 
@@ -80,59 +83,114 @@ async fn metrics_count_what_the_deployment_did_with_bounded_labels() {
         eprintln!("{text}");
     }
     assert_eq!(
-        total(&text, "sandbox_agents_session_boot_duration_seconds_count", &["path=\"cold\""]),
+        total(
+            &text,
+            "sandbox_agents_session_boot_duration_seconds_count",
+            &["path=\"cold\""]
+        ),
         1.0,
         "{text}"
     );
-    assert_eq!(sample(&text, "sandbox_agents_sessions{status=\"running\"}"), Some(1.0));
-    assert_eq!(sample(&text, "sandbox_agents_sessions{status=\"error\"}"), Some(0.0));
-    assert_eq!(sample(&text, "sandbox_agents_runs_started_total"), Some(1.0));
     assert_eq!(
-        total(&text, "sandbox_agents_runs_finished_total", &["status=\"completed\""]),
+        sample(&text, "sandbox_agents_sessions{status=\"running\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "sandbox_agents_sessions{status=\"error\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "sandbox_agents_runs_started_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        total(
+            &text,
+            "sandbox_agents_runs_finished_total",
+            &["status=\"completed\""]
+        ),
         1.0
     );
-    assert_eq!(total(&text, "sandbox_agents_run_duration_seconds_count", &[]), 1.0);
+    assert_eq!(
+        total(&text, "sandbox_agents_run_duration_seconds_count", &[]),
+        1.0
+    );
     assert_eq!(sample(&text, "sandbox_agents_runs_in_flight"), Some(0.0));
     // Two model steps: the tool call, then the answer; the fake model reports usage.
     assert_eq!(
-        total(&text, "sandbox_agents_model_request_duration_seconds_count", &["outcome=\"ok\""]),
+        total(
+            &text,
+            "sandbox_agents_model_request_duration_seconds_count",
+            &["outcome=\"ok\""]
+        ),
         2.0
     );
-    assert!(total(&text, "sandbox_agents_model_tokens_total", &["type=\"input\""]) > 0.0);
+    assert!(
+        total(
+            &text,
+            "sandbox_agents_model_tokens_total",
+            &["type=\"input\""]
+        ) > 0.0
+    );
     assert_eq!(
-        total(&text, "sandbox_agents_tool_call_duration_seconds_count", &["tool=\"shell\"", "outcome=\"answered\""]),
+        total(
+            &text,
+            "sandbox_agents_tool_call_duration_seconds_count",
+            &["tool=\"shell\"", "outcome=\"answered\""]
+        ),
         1.0
     );
     // The exec endpoint's command and the tool's.
     assert_eq!(
-        total(&text, "sandbox_agents_exec_duration_seconds_count", &["outcome=\"exited\""]),
+        total(
+            &text,
+            "sandbox_agents_exec_duration_seconds_count",
+            &["outcome=\"exited\""]
+        ),
         2.0
     );
     assert!(sample(&text, "sandbox_agents_events_appended_total").unwrap() >= 6.0);
     assert_eq!(sample(&text, "sandbox_agents_sse_streams_open"), Some(1.0));
     assert!(sample(&text, "sandbox_agents_sse_events_sent_total").unwrap() >= 1.0);
     assert!(sample(&text, "sandbox_agents_db_pool_max_connections").unwrap() >= 1.0);
-    assert_eq!(sample(&text, "sandbox_agents_webhook_queue_depth"), Some(0.0));
-    assert_eq!(sample(&text, "sandbox_agents_warm_pool_sandboxes{state=\"ready\"}"), Some(0.0));
+    assert_eq!(
+        sample(&text, "sandbox_agents_webhook_queue_depth"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "sandbox_agents_warm_pool_sandboxes{state=\"ready\"}"),
+        Some(0.0)
+    );
     assert!(
-        total(&text, "sandbox_agents_http_request_duration_seconds_count", &[
-            "route=\"/api/sessions/{session_id}/exec\"",
-            "status=\"200\""
-        ]) >= 1.0,
+        total(
+            &text,
+            "sandbox_agents_http_request_duration_seconds_count",
+            &[
+                "route=\"/api/sessions/{session_id}/exec\"",
+                "status=\"200\""
+            ]
+        ) >= 1.0,
         "requests are labelled by route template"
     );
     assert!(text.contains("# HELP sandbox_agents_session_boot_duration_seconds"));
     // Histograms, not summaries: buckets an aggregation across processes can add up.
     assert!(text.contains("sandbox_agents_exec_duration_seconds_bucket{"));
     // No label holds an id: neither the session's nor the run's.
-    assert!(!text.contains(&id) && !text.contains(&run), "an id in a label");
+    assert!(
+        !text.contains(&id) && !text.contains(&run),
+        "an id in a label"
+    );
 
     // The stream closes: the gauge follows.
     drop(stream);
-    eventually("the stream to be counted closed", Duration::from_secs(10), async || {
-        let text = scrape(&app).await;
-        (sample(&text, "sandbox_agents_sse_streams_open") == Some(0.0)).then_some(())
-    })
+    eventually(
+        "the stream to be counted closed",
+        Duration::from_secs(10),
+        async || {
+            let text = scrape(&app).await;
+            (sample(&text, "sandbox_agents_sse_streams_open") == Some(0.0)).then_some(())
+        },
+    )
     .await;
     app.stop().await;
 }
@@ -144,7 +202,15 @@ async fn metrics_are_for_operators() {
     let (s, _) = call(&app, Method::GET, "/metrics", None, None, None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let key = make_key(&app, TOKEN, Some("default"), "project key").await;
-    let (s, body) = call(&app, Method::GET, "/metrics", key["key"].as_str(), None, None).await;
+    let (s, body) = call(
+        &app,
+        Method::GET,
+        "/metrics",
+        key["key"].as_str(),
+        None,
+        None,
+    )
+    .await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
     let r = app
         .http
@@ -154,6 +220,10 @@ async fn metrics_are_for_operators() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.text().await.unwrap().contains("sandbox_agents_sessions{status=\"running\"} 0"));
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("sandbox_agents_sessions{status=\"running\"} 0"));
     app.stop().await;
 }

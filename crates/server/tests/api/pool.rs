@@ -285,10 +285,9 @@ async fn the_pool_grows_to_a_burst_it_has_seen_within_its_maximum_and_shrinks_wh
     assert_eq!(app.sessions.pool_target().await.unwrap(), 1);
 
     // A burst of four: one from the pool, three the slow way; the pool has seen it coming.
-    let ids: Vec<String> = futures::future::join_all(
-        (0..4).map(|_| app.boot_session(json!({"agent_id": "bursty"}))),
-    )
-    .await;
+    let ids: Vec<String> =
+        futures::future::join_all((0..4).map(|_| app.boot_session(json!({"agent_id": "bursty"}))))
+            .await;
     assert_eq!(ids.len(), 4);
     assert_eq!(
         app.sessions.pool_target().await.unwrap(),

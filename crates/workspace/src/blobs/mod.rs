@@ -78,7 +78,9 @@ impl BlobLocation {
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
-                return Err(format!("--blob-url {url:?} names no bucket (s3://bucket/prefix)"));
+                return Err(format!(
+                    "--blob-url {url:?} names no bucket (s3://bucket/prefix)"
+                ));
             }
             let prefix = prefix.trim_matches('/').to_owned();
             if !prefix.is_empty() {
@@ -110,10 +112,9 @@ pub async fn open(
             let store = crate::s3::build_store(s3, bucket)
                 .map_err(|e| anyhow::anyhow!("the blob bucket {bucket}: {e}"))?;
             let blobs = ObjectBlobStore::new(Arc::new(store), prefix);
-            blobs
-                .probe()
-                .await
-                .map_err(|e| anyhow::anyhow!("the blob bucket s3://{bucket}/{prefix} is not usable: {e}"))?;
+            blobs.probe().await.map_err(|e| {
+                anyhow::anyhow!("the blob bucket s3://{bucket}/{prefix} is not usable: {e}")
+            })?;
             Arc::new(blobs)
         }
     })
@@ -143,7 +144,14 @@ mod tests {
             BlobLocation::parse("file:///var/blobs").unwrap(),
             BlobLocation::Local("/var/blobs".into())
         );
-        for bad in ["s3://", "s3:///x", "file://rel", "gs://b", "s3://b/../x", "/x"] {
+        for bad in [
+            "s3://",
+            "s3:///x",
+            "file://rel",
+            "gs://b",
+            "s3://b/../x",
+            "/x",
+        ] {
             assert!(BlobLocation::parse(bad).is_err(), "{bad}");
         }
     }

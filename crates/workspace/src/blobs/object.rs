@@ -42,13 +42,17 @@ impl ObjectBlobStore {
         } else {
             format!("{}/{key}", self.prefix)
         };
-        ObjectPath::parse(&full).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        ObjectPath::parse(&full)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
     }
 
     /// Lists the prefix once: fails when the bucket is missing or the credentials are refused.
     pub async fn probe(&self) -> object_store::Result<()> {
         let prefix = (!self.prefix.is_empty()).then(|| ObjectPath::from(self.prefix.as_str()));
-        self.store.list_with_delimiter(prefix.as_ref()).await.map(|_| ())
+        self.store
+            .list_with_delimiter(prefix.as_ref())
+            .await
+            .map(|_| ())
     }
 }
 
@@ -120,13 +124,18 @@ mod tests {
         let mem = Arc::new(InMemory::new());
         let store = ObjectBlobStore::new(mem.clone(), "/deploy/a/");
         // Larger than a part: goes up as a multipart upload, chunk by chunk.
-        let big: Vec<u8> = (0..(PART_BYTES * 2 + 123)).map(|i| (i % 251) as u8).collect();
+        let big: Vec<u8> = (0..(PART_BYTES * 2 + 123))
+            .map(|i| (i % 251) as u8)
+            .collect();
         let chunks: Vec<std::io::Result<Bytes>> = big
             .chunks(1 << 20)
             .map(|c| Ok(Bytes::copy_from_slice(c)))
             .collect();
         let size = store
-            .put("sessions/s/workspace.tar", futures::stream::iter(chunks).boxed())
+            .put(
+                "sessions/s/workspace.tar",
+                futures::stream::iter(chunks).boxed(),
+            )
             .await
             .unwrap();
         assert_eq!(size, big.len() as u64);

@@ -113,9 +113,12 @@ async fn bursts_of(app: &TestApp, bursts: usize, row: &mut Row) -> anyhow::Resul
     .await?;
     for b in 0..bursts + 1 {
         let target = app.sessions.pool_target().await?;
-        pool_full(app, target).await.context("waiting for the pool")?;
+        pool_full(app, target)
+            .await
+            .context("waiting for the pool")?;
         log(format!("burst {b}: the pool holds {target}"));
-        let all = futures::future::join_all((0..BURST).map(|_| create_until_running(app, &agent))).await;
+        let all =
+            futures::future::join_all((0..BURST).map(|_| create_until_running(app, &agent))).await;
         let mut ids = Vec::new();
         for r in all {
             let (id, took, _) = r?;
