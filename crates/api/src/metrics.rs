@@ -262,7 +262,7 @@ mod tests {
         assert!(names.len() >= 20, "{names:?}");
         for n in names {
             assert!(
-                described.contains(&format!("(\"{n}\"")),
+                described.contains(&format!("\"{n}\"")),
                 "the dashboard queries {n}, which nothing describes"
             );
         }
