@@ -446,3 +446,60 @@ pub struct ClientToolCall {
     /// Whether the call parked the run (a deferrable tool) rather than holding it open.
     pub deferrable: bool,
 }
+
+/// Where the control plane reaches one exposed port of a running sandbox, as the lifecycle
+/// recorded it when the sandbox started (never taken from a request).
+///
+/// Stored per port in `sessions.port_map`. A bare number is what every row held before
+/// `--docker-network` existed, and is still what a control plane outside a container writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PortTarget {
+    /// A host port published on the sandboxes' loopback address (`sandbox::PUBLISH_IP`).
+    Published(u16),
+    /// The sandbox's own address on the network it shares with the control plane.
+    Network(std::net::SocketAddr),
+}
+
+impl PortTarget {
+    /// What a sandbox backend reported for a port: an address on `publish_ip` is a published
+    /// host port, anything else an address on the sandbox network.
+    pub fn from_addr(addr: std::net::SocketAddr, publish_ip: std::net::Ipv4Addr) -> Self {
+        if addr.ip() == std::net::IpAddr::V4(publish_ip) {
+            PortTarget::Published(addr.port())
+        } else {
+            PortTarget::Network(addr)
+        }
+    }
+
+    /// The address to connect to.
+    pub fn addr(self, publish_ip: std::net::Ipv4Addr) -> std::net::SocketAddr {
+        match self {
+            PortTarget::Published(port) => (publish_ip, port).into(),
+            PortTarget::Network(addr) => addr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod port_target_tests {
+    use super::PortTarget;
+    use std::net::Ipv4Addr;
+
+    const PUBLISH: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+    #[test]
+    fn rows_from_before_the_network_still_read_and_both_forms_round_trip() {
+        let old: PortTarget = serde_json::from_str("49153").unwrap();
+        assert_eq!(old, PortTarget::Published(49153));
+        assert_eq!(old.addr(PUBLISH), "127.0.0.2:49153".parse().unwrap());
+        let net = PortTarget::from_addr("172.18.0.5:8080".parse().unwrap(), PUBLISH);
+        assert_eq!(serde_json::to_string(&net).unwrap(), "\"172.18.0.5:8080\"");
+        assert_eq!(
+            serde_json::from_str::<PortTarget>("\"172.18.0.5:8080\"").unwrap(),
+            net
+        );
+        let published = PortTarget::from_addr("127.0.0.2:40000".parse().unwrap(), PUBLISH);
+        assert_eq!(serde_json::to_string(&published).unwrap(), "40000");
+    }
+}

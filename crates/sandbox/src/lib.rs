@@ -98,7 +98,8 @@ pub struct SandboxSpec {
     pub session: String,
     pub image: String,
     pub env: BTreeMap<String, String>,
-    /// Container ports to publish on [`PUBLISH_IP`] (random host ports).
+    /// Container ports to publish on [`PUBLISH_IP`] (random host ports), or to reach on the
+    /// sandbox network.
     pub exposed_ports: Vec<u16>,
     pub limits: Limits,
 }
@@ -109,7 +110,8 @@ pub struct Sandbox {
     /// The backend's id (the Docker container id).
     pub id: String,
     pub workdir: String,
-    /// Container port → where it is reachable from the control plane (`PUBLISH_IP`:<random>).
+    /// Container port → where it is reachable from the control plane (`PUBLISH_IP`:<random>,
+    /// or the sandbox's address on the network it shares with the control plane).
     pub ports: BTreeMap<u16, SocketAddr>,
 }
 

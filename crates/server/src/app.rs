@@ -51,6 +51,8 @@ pub struct ServiceSettings {
     pub environments: EnvironmentSettings,
     /// The in-sandbox daemon's binary, if sandboxes get one.
     pub sandboxd: Option<PathBuf>,
+    /// The Docker network sandboxes share with this server's container (`--docker-network`).
+    pub docker_network: Option<String>,
 }
 
 impl ServiceSettings {
@@ -95,6 +97,7 @@ impl ServiceSettings {
                 sweep_interval: SWEEP_INTERVAL,
             },
             sandboxd: config.sandboxd_bin(),
+            docker_network: config.docker_network.clone(),
         })
     }
 }
@@ -188,7 +191,16 @@ pub async fn services(
         .await
         .context("reading the deployment id")?;
     let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
-        Ok(b) => Arc::new(with_daemon(b, settings.sandboxd.as_deref())),
+        Ok(b) => {
+            let b = with_daemon(b, settings.sandboxd.as_deref());
+            // A network that is named but missing is a configuration error, not an outage:
+            // the server refuses to start rather than boot sandboxes it could not reach.
+            let b = match &settings.docker_network {
+                Some(net) => b.with_network(net).await?,
+                None => b,
+            };
+            Arc::new(b)
+        }
         Err(e) => {
             tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
             Arc::new(Unavailable {

@@ -109,6 +109,17 @@ pub struct Config {
     )]
     pub image: String,
 
+    /// The Docker network sandboxes join, for a control plane that runs in a container: it
+    /// must exist and this server's container must be attached to it. Sandboxes' exposed
+    /// ports are then reached at their address on it and published nowhere on the host
+    /// (whose loopback a container cannot reach). Default: none, the default bridge with
+    /// ports published on the host's 127.0.0.2. The daemon needs no network either way (it is
+    /// reached through the Docker API). Give sandboxes a network of their own, never one
+    /// PostgreSQL or anything else private is on: what runs in a sandbox can reach whatever
+    /// shares it.
+    #[arg(long, env = "SANDBOX_AGENTS_DOCKER_NETWORK", global = true)]
+    pub docker_network: Option<String>,
+
     /// CPUs each sandbox may use.
     #[arg(
         long,

@@ -9,10 +9,11 @@ use crate::provision::Booted;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::event::{EventType, NewEvent};
-use sandbox_agents_domain::session::SessionStatus;
+use sandbox_agents_domain::session::{PortTarget, SessionStatus};
 use sandbox_agents_domain::state::BuildStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sandbox::PUBLISH_IP;
 use sandbox_agents_store::sessions::SessionRecord;
 use sandbox_agents_store::{environments, events, sessions};
 use serde_json::json;
@@ -183,10 +184,10 @@ impl Sessions {
         let (sandbox, env, secrets) = (&booted.sandbox, &booted.env, &booted.secrets);
         let id = s.session_id();
         let sealed = secrets::seal_env(st.credentials.master_key(), id, &secrets.env)?;
-        let ports: BTreeMap<String, u16> = sandbox
+        let ports: BTreeMap<String, PortTarget> = sandbox
             .ports
             .iter()
-            .map(|(c, h)| (c.to_string(), h.port()))
+            .map(|(c, a)| (c.to_string(), PortTarget::from_addr(*a, PUBLISH_IP)))
             .collect();
         let mut tx = st.db.begin().await?;
         match sessions::mark_running(

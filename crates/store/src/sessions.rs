@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::session::{
-    SandboxResources, Session, SessionActivity, SessionStatus, StoppedReason,
+    PortTarget, SandboxResources, Session, SessionActivity, SessionStatus, StoppedReason,
 };
 use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{AgentId, ProjectId, SessionId};
@@ -44,8 +44,8 @@ pub struct SessionRecord {
     pub workspace_archive: Option<String>,
     pub boot_snapshot_id: Option<Uuid>,
     pub last_used_at: OffsetDateTime,
-    /// Container port → host port on 127.0.0.1, while running.
-    pub port_map: Json<std::collections::BTreeMap<String, u16>>,
+    /// Container port → where the control plane reaches it, while running.
+    pub port_map: Json<std::collections::BTreeMap<String, PortTarget>>,
     /// The environment every command in the sandbox runs with (the manifest's, at boot).
     pub sandbox_env: Json<std::collections::BTreeMap<String, String>>,
     /// The secret variables of the sandbox that is up, sealed with the session's id as
@@ -123,7 +123,7 @@ macro_rules! session_query {
                     created_at, updated_at, last_event_at, image,
                     secret_bindings as "secret_bindings: Json<Vec<SecretBinding>>",
                     workspace_archive, boot_snapshot_id, last_used_at,
-                    port_map as "port_map: Json<BTreeMap<String, u16>>",
+                    port_map as "port_map: Json<BTreeMap<String, PortTarget>>",
                     sandbox_env as "sandbox_env: Json<BTreeMap<String, String>>",
                     sandbox_secrets, idle_ttl_seconds, max_lifetime_seconds,
                     resources as "resources: Json<SandboxResources>""#
@@ -351,7 +351,7 @@ pub async fn mark_running(
     id: SessionId,
     container_id: &str,
     workdir: &str,
-    port_map: &std::collections::BTreeMap<String, u16>,
+    port_map: &std::collections::BTreeMap<String, PortTarget>,
     env: &std::collections::BTreeMap<String, String>,
     secrets: Option<&[u8]>,
 ) -> Result<Option<SessionRecord>> {

@@ -159,6 +159,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         db_max_connections: 32,
         backend: "docker".into(),
         image: test_image(),
+        docker_network: None,
         sandbox_cpus: 1.0,
         sandbox_memory_mb: 512,
         sandbox_max_cpus: None,

@@ -16,9 +16,9 @@
 //!   the session is read by id in any project.
 //! * **Upstreams are only ever `127.0.0.2:<host port>`** (`sandbox::PUBLISH_IP`: not the
 //!   API's loopback host, so a page cannot send the operator's cookies to a sandbox's port
-//!   directly), the host port read from the
-//!   session's `port_map` (which the lifecycle wrote when Docker published the port), never
-//!   from the request.
+//!   directly), **or, with `--docker-network`, the sandbox's own address on that network**;
+//!   either read from the session's `port_map` (which the lifecycle wrote when the sandbox
+//!   started), never from the request.
 //! * **On every request the port must be in `exposed_ports` and the session running**: a
 //!   token outlives a stop, the check does not.
 //! * **Upstream connections are never reused**: a host port freed by one sandbox can be

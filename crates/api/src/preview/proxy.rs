@@ -221,11 +221,12 @@ async fn forward(
             "nothing is listening on port {port} in the sandbox"
         ))
     };
-    let host_port = *s
+    let upstream = s
         .port_map
         .0
         .get(&port.to_string())
-        .ok_or_else(not_listening)?;
+        .ok_or_else(not_listening)?
+        .addr(PUBLISH_IP);
     if proxy.touch_due(id.0) {
         if let Err(e) = sessions::touch(&st.db, id).await {
             tracing::warn!(error = %e, "could not record the preview's use of the session");
@@ -244,8 +245,8 @@ async fn forward(
         None => preview.public_url.split("://").next().unwrap_or("http"),
     };
     let target = match parts.uri.query() {
-        Some(q) => format!("http://{PUBLISH_IP}:{host_port}{rest}?{q}"),
-        None => format!("http://{PUBLISH_IP}:{host_port}{rest}"),
+        Some(q) => format!("http://{upstream}{rest}?{q}"),
+        None => format!("http://{upstream}{rest}"),
     };
     let fwd = headers::Forwarded {
         port,

@@ -3,9 +3,11 @@
 
 use super::{SANDBOX_GID, SANDBOX_UID};
 use crate::{SandboxSpec, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR};
-use bollard::models::{ContainerCreateBody, HostConfig, NetworkSettings, PortBinding};
+use bollard::models::{
+    ContainerConfig, ContainerCreateBody, HostConfig, NetworkSettings, PortBinding,
+};
 use std::collections::{BTreeMap, HashMap};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::PUBLISH_IP;
 
@@ -30,10 +32,16 @@ pub(crate) enum Owner<'a> {
 
 /// The container of `spec`. Hardening, limits, user and working directory do not depend on
 /// `owner`: a pooled container is the same container a session would get, bar its label.
+///
+/// `network`: the Docker network sandboxes share with a control plane that runs in a
+/// container (`--docker-network`). On it, nothing is published on the host: the control plane
+/// reaches exposed ports at the sandbox's own address ([`network_ports`]). Without it, the
+/// default bridge and ports published on [`PUBLISH_IP`] ([`published_ports`]).
 pub(crate) fn container_body(
     deployment: &str,
     spec: &SandboxSpec,
     owner: Owner<'_>,
+    network: Option<&str>,
 ) -> ContainerCreateBody {
     let owner_label = match owner {
         Owner::Session => (LABEL_SESSION.to_owned(), spec.session.clone()),
@@ -51,6 +59,7 @@ pub(crate) fn container_body(
         .collect();
     let port_bindings: HashMap<String, Option<Vec<PortBinding>>> = exposed
         .iter()
+        .filter(|_| network.is_none())
         .map(|p| {
             let binding = PortBinding {
                 host_ip: Some(PUBLISH_IP.to_string()),
@@ -77,6 +86,7 @@ pub(crate) fn container_body(
         binds: Some(Vec::new()),
         mounts: Some(Vec::new()),
         port_bindings: Some(port_bindings),
+        network_mode: network.map(str::to_owned),
         publish_all_ports: Some(false),
         auto_remove: Some(false),
         ..Default::default()
@@ -120,10 +130,36 @@ pub(crate) fn published_ports(settings: Option<&NetworkSettings>) -> BTreeMap<u1
     ports
 }
 
+/// Exposed container port → <sandbox address on `network`>:<port>, from an inspected
+/// container: every port its configuration exposes, at its address on that network (none
+/// when it is not attached to it).
+pub(crate) fn network_ports(
+    config: Option<&ContainerConfig>,
+    settings: Option<&NetworkSettings>,
+    network: &str,
+) -> BTreeMap<u16, SocketAddr> {
+    let ip: Option<IpAddr> = settings
+        .and_then(|s| s.networks.as_ref())
+        .and_then(|n| n.get(network))
+        .and_then(|e| e.ip_address.as_deref())
+        .and_then(|ip| ip.parse().ok());
+    let Some(ip) = ip else {
+        return BTreeMap::new();
+    };
+    config
+        .and_then(|c| c.exposed_ports.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|key| key.strip_suffix("/tcp")?.parse::<u16>().ok())
+        .map(|port| (port, SocketAddr::new(ip, port)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Limits;
+    use bollard::models::EndpointSettings;
 
     #[test]
     fn the_container_is_hardened_and_labelled() {
@@ -138,8 +174,8 @@ mod tests {
                 pids: 100,
             },
         };
-        let body = container_body("dep", &spec, Owner::Session);
-        let pooled = container_body("dep", &spec, Owner::Pool("img:1"));
+        let body = container_body("dep", &spec, Owner::Session, None);
+        let pooled = container_body("dep", &spec, Owner::Pool("img:1"), None);
         assert_eq!(
             format!("{:?}", pooled.host_config),
             format!("{:?}", body.host_config),
@@ -195,5 +231,42 @@ mod tests {
         let ports = published_ports(Some(&settings));
         assert_eq!(ports.len(), 1);
         assert_eq!(ports[&8080], "127.0.0.1:49153".parse().unwrap());
+    }
+
+    #[test]
+    fn on_a_network_nothing_is_published_and_ports_are_at_the_sandbox_address() {
+        let spec = SandboxSpec {
+            session: "s1".into(),
+            image: "img:1".into(),
+            env: BTreeMap::new(),
+            exposed_ports: vec![8080, 3000],
+            limits: Limits::default(),
+        };
+        let body = container_body("dep", &spec, Owner::Session, Some("sbx"));
+        let hc = body.host_config.as_ref().unwrap();
+        assert_eq!(hc.network_mode.as_deref(), Some("sbx"));
+        assert!(hc.port_bindings.as_ref().unwrap().is_empty());
+        assert_eq!(hc.publish_all_ports, Some(false));
+        assert_eq!(body.exposed_ports.as_ref().unwrap().len(), 2);
+
+        let config = ContainerConfig {
+            exposed_ports: Some(vec!["8080/tcp".into(), "53/udp".into()]),
+            ..Default::default()
+        };
+        let endpoint = |ip: &str| EndpointSettings {
+            ip_address: Some(ip.into()),
+            ..Default::default()
+        };
+        let settings = NetworkSettings {
+            networks: Some(HashMap::from([
+                ("bridge".to_owned(), endpoint("172.17.0.9")),
+                ("sbx".to_owned(), endpoint("172.20.0.4")),
+            ])),
+            ..Default::default()
+        };
+        let ports = network_ports(Some(&config), Some(&settings), "sbx");
+        assert_eq!(ports.len(), 1, "{ports:?}");
+        assert_eq!(ports[&8080], "172.20.0.4:8080".parse().unwrap());
+        assert!(network_ports(Some(&config), Some(&settings), "other").is_empty());
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Each sandbox is a container named `sa-<session>`, labelled with the deployment and the
 //! session, running as uid/gid 1000 with every capability dropped, `no-new-privileges`, the
-//! spec's pids/memory/CPU limits, no host mounts, and its ports published on loopback only (`PUBLISH_IP`).
+//! spec's pids/memory/CPU limits, no host mounts, and its ports published on loopback only
+//! (`PUBLISH_IP`), or, with [`DockerBackend::with_network`], on a network shared with the
+//! control plane's container and published nowhere.
 
 pub mod archive;
 mod build;
@@ -50,6 +52,9 @@ pub struct DockerBackend {
     deployment: String,
     /// The sandboxes' daemons (none reached without a binary: every call is a Docker exec).
     daemons: std::sync::Arc<daemon::Daemons>,
+    /// The network sandboxes share with a control plane in a container (`with_network`);
+    /// None: the default bridge, ports published on `PUBLISH_IP`.
+    network: Option<String>,
 }
 
 impl DockerBackend {
@@ -85,7 +90,34 @@ impl DockerBackend {
             docker,
             deployment: deployment.to_owned(),
             daemons: std::sync::Arc::new(daemon::Daemons::new(None)),
+            network: None,
         }
+    }
+
+    /// Puts every sandbox created from now on on the Docker network `name` (which must exist:
+    /// it is looked up here, so a typo fails at start rather than at the first boot), and
+    /// reaches their exposed ports at their address on it instead of publishing them on the
+    /// host. For a control plane that runs in a container attached to the same network, where
+    /// the host's loopback is out of reach.
+    pub async fn with_network(mut self, name: &str) -> Result<Self> {
+        let network = self
+            .docker
+            .inspect_network(name, None)
+            .await
+            .map_err(|e| {
+                if error::is_not_found(&e) {
+                    SandboxError::Backend(format!(
+                        "the Docker network '{name}' (--docker-network) does not exist: create it (docker network create {name}) and attach this server's container to it"
+                    ))
+                } else {
+                    error::backend(e)
+                }
+            })?;
+        // The name the Engine keys a container's endpoints by, even when given an id.
+        let canonical = network.name.unwrap_or_else(|| name.to_owned());
+        tracing::info!(network = %canonical, driver = ?network.driver, "sandboxes join the Docker network; their ports are reached on it");
+        self.network = Some(canonical);
+        Ok(self)
     }
 
     /// Serves sandboxes through their daemon, `binary` (see `daemon`): it is mounted into
@@ -223,7 +255,12 @@ impl DockerBackend {
                 running: c.state.as_ref().and_then(|s| s.running).unwrap_or(false)
                     && c.state.as_ref().and_then(|s| s.status)
                         != Some(ContainerStateStatusEnum::PAUSED),
-                ports: create::published_ports(c.network_settings.as_ref()),
+                ports: match &self.network {
+                    Some(net) => {
+                        create::network_ports(c.config.as_ref(), c.network_settings.as_ref(), net)
+                    }
+                    None => create::published_ports(c.network_settings.as_ref()),
+                },
             })),
             Err(e) if error::is_not_found(&e) => Ok(None),
             Err(e) => Err(error::backend(e)),
@@ -241,7 +278,12 @@ impl SandboxBackend for DockerBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
         let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
-        let body = create::container_body(&self.deployment, spec, create::Owner::Session);
+        let body = create::container_body(
+            &self.deployment,
+            spec,
+            create::Owner::Session,
+            self.network.as_deref(),
+        );
         let sandbox = self.create_and_start(&name, body, workspace_ready).await?;
         let missing: Vec<u16> = spec
             .exposed_ports
@@ -251,10 +293,13 @@ impl SandboxBackend for DockerBackend {
             .collect();
         if !missing.is_empty() {
             let _ = self.remove_container(&sandbox.id).await;
-            return Err(SandboxError::Backend(format!(
-                "ports {missing:?} were not published on {}",
-                crate::PUBLISH_IP
-            )));
+            return Err(SandboxError::Backend(match &self.network {
+                Some(net) => format!("ports {missing:?} have no address on the network {net}"),
+                None => format!(
+                    "ports {missing:?} were not published on {}",
+                    crate::PUBLISH_IP
+                ),
+            }));
         }
         tracing::debug!(ports = ?sandbox.ports, "sandbox running");
         Ok(sandbox)
@@ -268,7 +313,12 @@ impl SandboxBackend for DockerBackend {
             ));
         }
         let workspace_ready = self.check_image(&spec.image).await?;
-        let body = create::container_body(&self.deployment, spec, create::Owner::Pool(&spec.image));
+        let body = create::container_body(
+            &self.deployment,
+            spec,
+            create::Owner::Pool(&spec.image),
+            self.network.as_deref(),
+        );
         self.create_and_start(name, body, workspace_ready).await
     }
 

@@ -23,6 +23,7 @@ impl fmt::Debug for Config {
             .field("log_format", &self.log_format)
             .field("backend", &self.backend)
             .field("image", &self.image)
+            .field("docker_network", &self.docker_network)
             .field("sandboxd_bin", &self.sandboxd_bin)
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("warm_pool_size", &self.warm_pool_size)
