@@ -387,6 +387,64 @@ pub async fn record(
     })
 }
 
+/// A successful attempt to record with others ([`record_delivered`]).
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    pub id: DeliveryId,
+    pub lease_token: Uuid,
+    pub started_at: OffsetDateTime,
+    pub duration_ms: i32,
+    pub status_code: i32,
+}
+
+/// Records many successful attempts in one statement (one round trip, one commit): each
+/// delivery whose lease is still `lease_token` becomes `delivered`, gets its row in the attempt
+/// log, and its subscription's failure count is reset. Returns the ids written; the others'
+/// leases were lost (whoever holds the delivery now reports on it).
+///
+/// Only successes are batched: a failure changes the subscription's failure count and may
+/// deactivate it, which [`record`] does under the subscription's row lock, one at a time.
+#[tracing::instrument(skip_all, fields(n = batch.len()))]
+pub async fn record_delivered(
+    db: impl PgExecutor<'_>,
+    batch: &[Delivered],
+) -> Result<std::collections::HashSet<DeliveryId>> {
+    let ids: Vec<Uuid> = batch.iter().map(|d| d.id.0).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|d| d.lease_token).collect();
+    let started: Vec<OffsetDateTime> = batch.iter().map(|d| d.started_at).collect();
+    let durations: Vec<i32> = batch.iter().map(|d| d.duration_ms).collect();
+    let codes: Vec<i32> = batch.iter().map(|d| d.status_code).collect();
+    let written = sqlx::query_scalar!(
+        r#"with i as (
+             select * from unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::int4[], $5::int4[])
+                 as t(id, token, started_at, duration_ms, status_code)
+         ), d as (
+             update webhook_deliveries wd
+                set attempt = wd.attempt + 1, status = 'delivered', status_code = i.status_code,
+                    error = null, next_attempt_at = null, delivered_at = now(),
+                    lease_until = null, lease_token = null
+               from i
+              where wd.id = i.id and wd.lease_token = i.token
+              returning wd.id, wd.webhook_id, wd.attempt, i.started_at, i.duration_ms, i.status_code
+         ), a as (
+             insert into webhook_attempts (delivery_id, attempt, started_at, duration_ms, status_code)
+             select id, attempt, started_at, duration_ms, status_code from d
+         ), ok as (
+             update webhooks w set consecutive_failures = 0
+              where w.id in (select webhook_id from d) and w.consecutive_failures <> 0
+         )
+         select id as "id!" from d"#,
+        &ids,
+        &tokens,
+        &started,
+        &durations,
+        &codes,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(written.into_iter().map(DeliveryId).collect())
+}
+
 /// Deletes finished deliveries (and their attempts) older than `days`.
 pub async fn prune(db: impl PgExecutor<'_>, days: i32) -> Result<u64> {
     Ok(sqlx::query!(

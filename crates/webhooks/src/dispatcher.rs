@@ -7,13 +7,20 @@
 //! `concurrency` requests are in flight per process and at most `per_subscription` of them
 //! for one subscription, each bounded by the request timeout, so a slow or hanging receiver delays
 //! only its own deliveries.
+//!
+//! Successful attempts are recorded in batches by one recorder task (`record_batches`): a
+//! send's slot is freed as soon as its response is in, and every success that finished while
+//! the previous batch was being written goes in the next one statement and commit. The
+//! delivery stays leased until it is recorded, so no other dispatcher sends it meanwhile; a
+//! crash before the record lets the lease expire and the delivery go again (at least once).
+//! Failures are recorded one by one, as they change the subscription's failure count.
 
 use crate::payload;
 use crate::policy::unit_random;
 use crate::sender::SendOutcome;
 use crate::Webhooks;
 use sandbox_agents_domain::webhook::DeliveryStatus;
-use sandbox_agents_store::deliveries::{self, AttemptOutcome, Claimed, Recorded};
+use sandbox_agents_store::deliveries::{self, AttemptOutcome, Claimed, Delivered, Recorded};
 use sandbox_agents_store::events::{Notice, CHANNEL};
 use sandbox_agents_store::Db;
 use sqlx::postgres::PgListener;
@@ -21,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use time::OffsetDateTime;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -29,6 +36,14 @@ use uuid::Uuid;
 
 /// How often finished deliveries past their retention are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// The most successes one statement records.
+const MAX_BATCH: usize = 256;
+/// Successes waiting for the recorder before sends wait for it (back-pressure on a slow
+/// database, which also bounds what a crash sends twice).
+const RECORD_QUEUE: usize = 1024;
+
+/// A success to record, and whom to tell whether it was written (`None`: the statement failed).
+type ToRecord = (Delivered, oneshot::Sender<Option<bool>>);
 
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -48,12 +63,19 @@ struct Inner {
     /// again soon.
     lease: Duration,
     wake: Notify,
+    /// Successes on their way to `record_batches`.
+    recorder: mpsc::Sender<ToRecord>,
 }
 
 impl Dispatcher {
     pub fn new(db: Db, hooks: Webhooks) -> Self {
         let concurrency = hooks.settings.concurrency.max(1);
         let lease = hooks.settings.timeout * 2 + Duration::from_secs(5);
+        let (recorder, queue) = mpsc::channel(RECORD_QUEUE);
+        // Ends when the last clone of this dispatcher is dropped (its sender with it).
+        tokio::spawn(
+            record_batches(db.clone(), queue).instrument(tracing::info_span!("webhook.recorder")),
+        );
         Self {
             inner: Arc::new(Inner {
                 db,
@@ -62,6 +84,7 @@ impl Dispatcher {
                 per_webhook: hooks.settings.per_subscription.clamp(1, concurrency),
                 lease,
                 wake: Notify::new(),
+                recorder,
                 hooks,
             }),
         }
@@ -132,8 +155,39 @@ impl Dispatcher {
         Ok(out)
     }
 
+    /// Frees a send's slot and its share of the subscription, and looks for more work.
+    fn release(&self, webhook: Uuid, permit: OwnedSemaphorePermit) {
+        let st = &self.inner;
+        {
+            let mut map = st.in_flight.lock().expect("in-flight map");
+            if let Some(n) = map.get_mut(&webhook) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&webhook);
+                }
+            }
+        }
+        drop(permit);
+        st.wake.notify_one();
+    }
+
+    /// Records a success through the recorder: `Some(written)`, or None when it could not.
+    async fn record_success(&self, c: &Claimed, outcome: &AttemptOutcome) -> Option<bool> {
+        let (tx, rx) = oneshot::channel();
+        let d = Delivered {
+            id: c.id,
+            lease_token: c.lease_token,
+            started_at: outcome.started_at,
+            duration_ms: outcome.duration_ms,
+            status_code: outcome.status_code.unwrap_or(200),
+        };
+        self.inner.recorder.send((d, tx)).await.ok()?;
+        rx.await.ok().flatten()
+    }
+
     /// One attempt: sign, send, record, and schedule the next try or give up.
     async fn deliver(self, c: Claimed, permit: OwnedSemaphorePermit) {
+        let mut permit = Some(permit);
         let span = tracing::info_span!("webhook.deliver", delivery.id = %c.id, webhook.id = %c.webhook_id,
             event.seq = c.event.seq, r#type = %c.event.kind, attempt = c.attempt + 1);
         async {
@@ -183,6 +237,18 @@ impl Dispatcher {
             metrics::counter!("sandbox_agents_webhook_attempts_total", "outcome" => label).increment(1);
             metrics::histogram!("sandbox_agents_webhook_attempt_duration_seconds", "outcome" => label)
                 .record(out.duration);
+            if status == DeliveryStatus::Delivered {
+                // The receiver has answered: the slot is free before the record is written.
+                if let Some(p) = permit.take() {
+                    self.release(c.webhook_id.0, p);
+                }
+                match self.record_success(&c, &outcome).await {
+                    Some(true) => tracing::debug!(ms = outcome.duration_ms, "delivered"),
+                    Some(false) => tracing::info!("the delivery was re-queued or re-claimed meanwhile; this attempt is not recorded"),
+                    None => tracing::warn!("could not record a delivery attempt; it will be sent again"),
+                }
+                return;
+            }
             let deactivate_after = st.hooks.settings.deactivate_after.min(i32::MAX as u32) as i32;
             match deliveries::record(&st.db, &c, &outcome, deactivate_after).await {
                 Ok(Recorded::Written) => match status {
@@ -201,18 +267,9 @@ impl Dispatcher {
         }
         .instrument(span)
         .await;
-        let st = &self.inner;
-        {
-            let mut map = st.in_flight.lock().expect("in-flight map");
-            if let Some(n) = map.get_mut(&c.webhook_id.0) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&c.webhook_id.0);
-                }
-            }
+        if let Some(p) = permit {
+            self.release(c.webhook_id.0, p);
         }
-        drop(permit);
-        st.wake.notify_one();
     }
 
     /// The dispatcher's loop, until `shutdown`; then in-flight sends get the request timeout
@@ -310,6 +367,29 @@ impl Dispatcher {
                         }
                     },
                     _ = shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+}
+
+/// The recorder: writes every success queued while the previous batch was being written in one
+/// statement, and tells each sender whether its delivery was written.
+async fn record_batches(db: Db, mut queue: mpsc::Receiver<ToRecord>) {
+    let mut buf = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut buf, MAX_BATCH).await > 0 {
+        let batch: Vec<Delivered> = buf.iter().map(|(d, _)| d.clone()).collect();
+        match deliveries::record_delivered(&db, &batch).await {
+            Ok(written) => {
+                for (d, tx) in buf.drain(..) {
+                    let _ = tx.send(Some(written.contains(&d.id)));
+                }
+            }
+            Err(e) => {
+                // The leases expire and the deliveries go again: at least once.
+                tracing::warn!(error = %e, n = batch.len(), "could not record delivered attempts");
+                for (_, tx) in buf.drain(..) {
+                    let _ = tx.send(None);
                 }
             }
         }

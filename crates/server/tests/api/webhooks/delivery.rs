@@ -408,3 +408,88 @@ async fn ping_sends_a_signed_test_request_and_reports_the_answer() {
     );
     app.stop().await;
 }
+
+/// Successes are recorded in batches: one statement writes every delivery whose lease is
+/// still the claimer's (status, attempt log, the subscription's failure count reset) and
+/// leaves alone one whose lease was lost meanwhile, which its new holder reports on.
+#[tokio::test]
+async fn a_batch_of_successes_records_those_still_leased_and_resets_the_failure_count() {
+    use sandbox_agents_store::deliveries::{self, Delivered};
+    let app = spawn_app().await;
+    let receiver = Receiver::start(Answer::Ok).await;
+    let s = session(&app, "a").await;
+    let hook = subscribe(
+        &app,
+        json!({"name": "batch", "url": receiver.url, "agent_id": null, "active": true}),
+    )
+    .await;
+    let id = hook["id"].as_str().unwrap().to_owned();
+    sqlx::query("update webhooks set consecutive_failures = 3 where id = $1::uuid")
+        .bind(&id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    events::append_now(
+        &app.db,
+        s,
+        &[
+            event(EventType::UserMessage, "1"),
+            event(EventType::UserMessage, "2"),
+            event(EventType::UserMessage, "3"),
+        ],
+    )
+    .await
+    .unwrap();
+    let claimed = deliveries::claim(&app.db, 10, Duration::from_secs(60), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let batch: Vec<Delivered> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Delivered {
+            id: c.id,
+            // The last one's lease was lost (re-claimed under another token).
+            lease_token: if i == 2 {
+                uuid::Uuid::new_v4()
+            } else {
+                c.lease_token
+            },
+            started_at: time::OffsetDateTime::now_utc(),
+            duration_ms: 7,
+            status_code: 204,
+        })
+        .collect();
+    let written = deliveries::record_delivered(&app.db, &batch).await.unwrap();
+    assert_eq!(written.len(), 2);
+    assert!(written.contains(&claimed[0].id) && written.contains(&claimed[1].id));
+
+    let (list, _) = deliveries(&app, &id, "").await;
+    let status = |d: &sandbox_agents_domain::DeliveryId| {
+        list.iter()
+            .find(|x| x["id"] == d.0.to_string())
+            .map(|x| x["status"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert_eq!(status(&claimed[0].id), "delivered");
+    assert_eq!(status(&claimed[1].id), "delivered");
+    assert_eq!(
+        status(&claimed[2].id),
+        "pending",
+        "a lost lease is not recorded"
+    );
+    let log = attempts(&app, &id, &claimed[0].id.0.to_string()).await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["status_code"], 204);
+    assert_eq!(log[0]["duration_ms"], 7);
+    assert!(attempts(&app, &id, &claimed[2].id.0.to_string())
+        .await
+        .is_empty());
+    let failures: i32 =
+        sqlx::query_scalar("select consecutive_failures from webhooks where id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(failures, 0);
+}
