@@ -16,13 +16,22 @@ use futures::Stream;
 use sandbox_agents_domain::event::{EventType, SessionEvent};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_store::events::{self, MAX_PAGE};
-use sandbox_agents_store::{Db, LiveEvent, Subscription};
+use sandbox_agents_store::{Db, LiveEvent, Shared, Subscription};
 use std::convert::Infallible;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 fn frame(e: &SessionEvent) -> Event {
     let data = serde_json::to_string(e).expect("a SessionEvent always serializes");
+    framed(e, &data)
+}
+
+/// A live event's frame, from the JSON its feed's streams share.
+fn shared_frame(e: &Shared) -> Event {
+    framed(e, e.json())
+}
+
+fn framed(e: &SessionEvent, data: &str) -> Event {
     let ev = Event::default().event(&e.kind).data(data);
     // Never `id: 0`: a browser would resume from 0 and replay the whole log.
     if e.seq > 0 {
@@ -92,12 +101,12 @@ pub fn event_stream(
                 Ok(LiveEvent::Stored(e)) => {
                     if e.seq > cursor {
                         cursor = e.seq;
-                        yield Ok(frame(&e));
+                        yield Ok(shared_frame(&e));
                     }
                 }
                 Ok(LiveEvent::Ephemeral(e)) => {
                     if sends(&e, options.tool_output) {
-                        yield Ok(frame(&e));
+                        yield Ok(shared_frame(&e));
                     }
                 }
                 Ok(LiveEvent::Deleted) | Err(RecvError::Closed) => break,

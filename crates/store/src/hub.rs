@@ -40,11 +40,43 @@ const MAX_QUEUED_SIGNALS: usize = 4096;
 #[derive(Clone, Debug)]
 pub enum LiveEvent {
     /// A committed event, in seq order.
-    Stored(Arc<SessionEvent>),
+    Stored(Arc<Shared>),
     /// A `seq = 0` event, as it happened.
-    Ephemeral(Arc<SessionEvent>),
+    Ephemeral(Arc<Shared>),
     /// The session was deleted.
     Deleted,
+}
+
+/// One event as every subscriber of its feed shares it: its JSON is made once, by the first
+/// stream that sends it, and every other stream sends the same text (a thousand streams on a
+/// session cost one serialization per event, not a thousand).
+#[derive(Debug)]
+pub struct Shared {
+    event: SessionEvent,
+    json: std::sync::OnceLock<String>,
+}
+
+impl Shared {
+    pub fn new(event: SessionEvent) -> Self {
+        Shared {
+            event,
+            json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The event's JSON (`SessionEvent`'s serialization), made on first use.
+    pub fn json(&self) -> &str {
+        self.json.get_or_init(|| {
+            serde_json::to_string(&self.event).expect("a SessionEvent always serializes")
+        })
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = SessionEvent;
+    fn deref(&self) -> &SessionEvent {
+        &self.event
+    }
 }
 
 enum Signal {
@@ -322,7 +354,7 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
                     }
                 }
                 Signal::Ephemeral(e) => {
-                    let _ = core.tx.send(LiveEvent::Ephemeral(Arc::new(e)));
+                    let _ = core.tx.send(LiveEvent::Ephemeral(Arc::new(Shared::new(e))));
                 }
                 Signal::Deleted => {
                     let _ = core.tx.send(LiveEvent::Deleted);
@@ -344,7 +376,7 @@ async fn catch_up(db: &Db, core: &FeedCore, cursor: &mut i64) -> crate::Result<(
         let full = page.len() as i64 == events::MAX_PAGE;
         for e in page {
             *cursor = e.seq;
-            let _ = core.tx.send(LiveEvent::Stored(Arc::new(e)));
+            let _ = core.tx.send(LiveEvent::Stored(Arc::new(Shared::new(e))));
         }
         if !full {
             return Ok(());

@@ -38,5 +38,5 @@ pub mod usage;
 pub mod webhooks;
 
 pub use error::{Error, Result};
-pub use hub::{EventHub, LiveEvent, Subscription};
+pub use hub::{EventHub, LiveEvent, Shared, Subscription};
 pub use pool::{connect, migrate, ping, servers_connected, Db};
