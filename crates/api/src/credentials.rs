@@ -47,6 +47,10 @@ pub struct Auth {
     keys_exist: Mutex<Option<(bool, Instant)>>,
     touched: Mutex<HashMap<Uuid, Instant>>,
     limiter: Option<KeyedLimiter>,
+    /// The limiter's burst: the most cells one request may take.
+    burst: u32,
+    /// Server processes sharing the deployment's budget (`set_processes`).
+    processes: std::sync::atomic::AtomicU32,
     checks: std::sync::atomic::AtomicU64,
     /// Sign-in attempts, per account and per address (always on).
     sign_in: KeyedLimiter,
@@ -68,6 +72,8 @@ impl Auth {
             keys_exist: Mutex::new(None),
             touched: Mutex::new(HashMap::new()),
             limiter: None,
+            burst: 1,
+            processes: std::sync::atomic::AtomicU32::new(1),
             checks: Default::default(),
             sign_in: governor::RateLimiter::keyed(
                 governor::Quota::per_minute(
@@ -80,6 +86,7 @@ impl Auth {
 
     /// Limits each credential's request rate (None or a zero rate: unlimited).
     pub fn with_rate_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.burst = limit.as_ref().map_or(1, |l| l.burst.max(1));
         self.limiter = limit.and_then(|l| {
             let per_minute = std::num::NonZeroU32::new(l.per_minute)?;
             let burst = std::num::NonZeroU32::new(l.burst.max(1))?;
@@ -102,7 +109,23 @@ impl Auth {
         Ok(())
     }
 
+    /// Tells the limiter how many server processes share the deployment's budget (see
+    /// `check_rate`); at least 1.
+    pub fn set_processes(&self, n: u32) {
+        let n = n.max(1);
+        self.processes
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+        metrics::gauge!("sandbox_agents_server_processes").set(f64::from(n));
+    }
+
     /// Counts one request of `who`; the 429 to answer when it is over its budget.
+    ///
+    /// The budget is the deployment's, not this process's: with N server processes alive on
+    /// the database, each request here takes N cells of the credential's bucket, so that N
+    /// processes together never let through more than the configured rate and burst. Exact
+    /// when a load balancer spreads a credential's requests evenly, stricter than configured
+    /// when it does not; the alternative, a database round trip per request, would cost every
+    /// request more than the limit protects.
     pub fn check_rate(&self, who: &str) -> Result<(), ApiError> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
@@ -113,7 +136,13 @@ impl Auth {
         if n % PRUNE_EVERY == PRUNE_EVERY - 1 {
             limiter.retain_recent();
         }
-        match limiter.check_key(&who.to_owned()) {
+        let share = self.processes.load(std::sync::atomic::Ordering::Relaxed);
+        // More processes than the burst: each still gets one request per refill.
+        let cells = std::num::NonZeroU32::new(share.min(self.burst).max(1)).expect("at least 1");
+        match limiter
+            .check_key_n(&who.to_owned(), cells)
+            .unwrap_or(Ok(()))
+        {
             Ok(()) => Ok(()),
             Err(not_until) => {
                 use governor::clock::Clock;
@@ -309,6 +338,32 @@ mod tests {
             Auth::new(None).check_rate("key:a").is_ok(),
             "no limit configured"
         );
+    }
+
+    #[test]
+    fn the_budget_is_shared_by_the_processes_alive() {
+        let auth = Auth::new(None).with_rate_limit(Some(RateLimit {
+            per_minute: 60,
+            burst: 6,
+        }));
+        // Three processes: each request here takes three cells, so two fit in the burst.
+        auth.set_processes(3);
+        assert!(auth.check_rate("key:a").is_ok());
+        assert!(auth.check_rate("key:a").is_ok());
+        assert!(matches!(
+            auth.check_rate("key:a"),
+            Err(ApiError::TooManyRequests(_))
+        ));
+        // More processes than the burst: one request per refill still goes through.
+        auth.set_processes(100);
+        assert!(auth.check_rate("key:b").is_ok());
+        assert!(auth.check_rate("key:b").is_err());
+        // Back to one: the whole burst.
+        auth.set_processes(0);
+        for _ in 0..6 {
+            assert!(auth.check_rate("key:c").is_ok());
+        }
+        assert!(auth.check_rate("key:c").is_err());
     }
 
     #[test]

@@ -122,6 +122,10 @@ fn describe() {
         "Times the LISTEN connection of the live event feed was re-established"
     );
     describe_gauge!(
+        "sandbox_agents_server_processes",
+        "Server processes alive on the deployment's database, as this one last counted them (they share the rate limits)"
+    );
+    describe_gauge!(
         "sandbox_agents_sessions",
         "Sessions of the deployment by status (the same in every process)"
     );

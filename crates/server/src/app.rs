@@ -254,6 +254,9 @@ pub struct App {
 
 /// Builds the server on `db`: the services, the event hub (its `LISTEN` connection starts
 /// here), webhook delivery and the API's state. Everything stops when `shutdown` is cancelled.
+/// How often a process recounts the processes it shares rate limits with.
+const RATE_SHARE_EVERY: Duration = Duration::from_secs(5);
+
 pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> anyhow::Result<App> {
     let Settings {
         services: service_settings,
@@ -322,7 +325,32 @@ impl App {
         self.state.runs.spawn_memory_worker();
         let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
         sessions.start_pool();
+        self.spawn_rate_share();
         dispatcher
+    }
+
+    /// Keeps the rate limiter told how many server processes share the deployment's budget
+    /// (the liveness locks held on the database), so that limits hold across processes.
+    fn spawn_rate_share(&self) {
+        let (db, auth, shutdown) = (
+            self.state.db.clone(),
+            self.state.settings.auth.clone(),
+            self.state.shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                match sandbox_agents_store::liveness::count_alive(&db).await {
+                    Ok(n) => auth.set_processes(n.clamp(1, i64::from(u32::MAX)) as u32),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not count the server processes for the rate limits")
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(RATE_SHARE_EVERY) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        });
     }
 
     /// Serves the API and the previews on `listeners` until shutdown

@@ -31,3 +31,17 @@ pub async fn is_alive(conn: &mut PgConnection, key: i32) -> Result<bool> {
         .await?;
     Ok(false)
 }
+
+/// How many server processes are alive on this database: the liveness locks held in it.
+pub async fn count_alive(db: impl sqlx::PgExecutor<'_>) -> Result<i64> {
+    // A two-key advisory lock shows its keys as classid and objid, with objsubid 2.
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from pg_locks
+            where locktype = 'advisory' and granted and objsubid = 2
+              and classid::int8 = $1::int8
+              and database = (select oid from pg_database where datname = current_database())"#,
+        i64::from(CLASS)
+    )
+    .fetch_one(db)
+    .await?)
+}

@@ -44,6 +44,7 @@ mod subagents;
 mod teardown;
 mod terminal;
 mod tool_output;
+mod rate_share;
 mod ui;
 mod usage;
 mod web_security;
