@@ -355,7 +355,9 @@ pub struct Config {
     pub token: Option<String>,
 
     /// Requests per minute each credential (an API key, the shared token; callers without one
-    /// by address) may make to this process; over it, 429 with Retry-After. 0 = unlimited.
+    /// by address) may make to the deployment, all its server processes together (each takes
+    /// N cells of the budget per request with N processes alive); over it, 429 with
+    /// Retry-After. 0 = unlimited.
     #[arg(
         long,
         env = "SANDBOX_AGENTS_RATE_LIMIT_PER_MINUTE",
