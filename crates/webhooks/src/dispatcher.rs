@@ -3,10 +3,16 @@
 //! `store::deliveries`), and no transaction is open while a request is in flight.
 //!
 //! It wakes when an append queues deliveries (the event log's notification says so), when a
-//! send finishes (a slot is free), and on a timer for retries that have come due. At most
-//! `concurrency` requests are in flight per process and at most `per_subscription` of them
-//! for one subscription, each bounded by the request timeout, so a slow or hanging receiver delays
+//! send finishes, and on a timer for retries that have come due. At most `concurrency`
+//! requests are in flight per process and at most `per_subscription` of them for one
+//! subscription, each bounded by the request timeout, so a slow or hanging receiver delays
 //! only its own deliveries.
+//!
+//! Claims run ahead of sends: up to [`PREFETCH`] times those limits are claimed, and a claimed
+//! delivery waits in this process for its subscription's share and a slot. A claim is a
+//! commit, so claiming only for slots already free made every send wait for one; now a send
+//! finds its next delivery claimed already. The wait is bounded by one request's duration
+//! (a subscription's queue is no deeper than its share), well inside the lease.
 //!
 //! Successful attempts are recorded in batches by one recorder task (`record_batches`): a
 //! send's slot is freed as soon as its response is in, and every success that finished while
@@ -44,6 +50,16 @@ const RECORD_QUEUE: usize = 1024;
 
 /// A success to record, and whom to tell whether it was written (`None`: the statement failed).
 type ToRecord = (Delivered, oneshot::Sender<Option<bool>>);
+/// How far claims run ahead of the send limits (see the module's comment).
+pub const PREFETCH: usize = 2;
+
+/// One subscription's deliveries in this process.
+struct Share {
+    /// Claimed and not yet sent, or being sent.
+    claimed: usize,
+    /// One permit per request in flight to it (`per_subscription`).
+    sending: Arc<Semaphore>,
+}
 
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -55,8 +71,9 @@ struct Inner {
     hooks: Webhooks,
     /// One permit per request in flight.
     slots: Arc<Semaphore>,
-    /// Requests in flight per subscription, in this process.
-    in_flight: Mutex<HashMap<Uuid, usize>>,
+    concurrency: usize,
+    /// Deliveries claimed per subscription, in this process.
+    shares: Mutex<HashMap<Uuid, Share>>,
     per_webhook: usize,
     /// How long a claim is ours: longer than any request can take, so that a live
     /// dispatcher never loses a lease mid-send; short enough that a dead one's deliveries go
@@ -80,7 +97,8 @@ impl Dispatcher {
             inner: Arc::new(Inner {
                 db,
                 slots: Arc::new(Semaphore::new(concurrency)),
-                in_flight: Mutex::new(HashMap::new()),
+                concurrency,
+                shares: Mutex::new(HashMap::new()),
                 per_webhook: hooks.settings.per_subscription.clamp(1, concurrency),
                 lease,
                 wake: Notify::new(),
@@ -112,8 +130,8 @@ impl Dispatcher {
                 continue;
             }
             made += batch.len();
-            for (c, permit) in batch {
-                tasks.spawn(self.clone().deliver(c, permit));
+            for (c, share) in batch {
+                tasks.spawn(self.clone().deliver(c, share));
             }
         }
         Ok(made)
@@ -124,50 +142,60 @@ impl Dispatcher {
         &self.inner.hooks
     }
 
-    /// Claims up to the free slots (and a subscription's share), holding a slot for each.
+    /// Claims up to what the limits leave ([`PREFETCH`] times the slots, and as many of one
+    /// subscription's), counting each against its subscription; returns each with its
+    /// subscription's send permits.
     async fn claim_batch(
         &self,
         due_by: Option<OffsetDateTime>,
-    ) -> anyhow::Result<Vec<(Claimed, OwnedSemaphorePermit)>> {
+    ) -> anyhow::Result<Vec<(Claimed, Arc<Semaphore>)>> {
         let st = &self.inner;
-        let want = st.slots.available_permits().min(st.per_webhook);
+        let ahead = st.per_webhook * PREFETCH;
+        let (busy, outstanding): (Vec<Uuid>, usize) = {
+            let map = st.shares.lock().expect("shares");
+            let busy = map
+                .iter()
+                .filter(|(_, s)| s.claimed >= ahead)
+                .map(|(id, _)| *id)
+                .collect();
+            (busy, map.values().map(|s| s.claimed).sum())
+        };
+        let want = (st.concurrency * PREFETCH)
+            .saturating_sub(outstanding)
+            .min(ahead);
         if want == 0 {
             return Ok(Vec::new());
         }
-        let busy: Vec<Uuid> = {
-            let map = st.in_flight.lock().expect("in-flight map");
-            map.iter()
-                .filter(|(_, n)| **n >= st.per_webhook)
-                .map(|(id, _)| *id)
-                .collect()
-        };
         let claimed = deliveries::claim(&st.db, want as i64, st.lease, &busy, due_by).await?;
-        let mut out = Vec::with_capacity(claimed.len());
-        for c in claimed {
-            let permit = st.slots.clone().acquire_owned().await?;
-            *st.in_flight
-                .lock()
-                .expect("in-flight map")
-                .entry(c.webhook_id.0)
-                .or_default() += 1;
-            out.push((c, permit));
-        }
-        Ok(out)
+        let mut map = st.shares.lock().expect("shares");
+        Ok(claimed
+            .into_iter()
+            .map(|c| {
+                let share = map.entry(c.webhook_id.0).or_insert_with(|| Share {
+                    claimed: 0,
+                    sending: Arc::new(Semaphore::new(st.per_webhook)),
+                });
+                share.claimed += 1;
+                let sending = share.sending.clone();
+                (c, sending)
+            })
+            .collect())
     }
 
-    /// Frees a send's slot and its share of the subscription, and looks for more work.
-    fn release(&self, webhook: Uuid, permit: OwnedSemaphorePermit) {
+    /// Frees a send's slot and its subscription's permit, counts the delivery off its
+    /// subscription, and looks for more work.
+    fn release(&self, webhook: Uuid, permits: (OwnedSemaphorePermit, OwnedSemaphorePermit)) {
         let st = &self.inner;
+        drop(permits);
         {
-            let mut map = st.in_flight.lock().expect("in-flight map");
-            if let Some(n) = map.get_mut(&webhook) {
-                *n -= 1;
-                if *n == 0 {
+            let mut map = st.shares.lock().expect("shares");
+            if let Some(s) = map.get_mut(&webhook) {
+                s.claimed -= 1;
+                if s.claimed == 0 {
                     map.remove(&webhook);
                 }
             }
         }
-        drop(permit);
         st.wake.notify_one();
     }
 
@@ -185,9 +213,17 @@ impl Dispatcher {
         rx.await.ok().flatten()
     }
 
-    /// One attempt: sign, send, record, and schedule the next try or give up.
-    async fn deliver(self, c: Claimed, permit: OwnedSemaphorePermit) {
-        let mut permit = Some(permit);
+    /// One attempt, once its subscription's share and a slot are free: sign, send, record, and
+    /// schedule the next try or give up.
+    async fn deliver(self, c: Claimed, share: Arc<Semaphore>) {
+        // Neither semaphore is ever closed.
+        let Ok(turn) = share.acquire_owned().await else {
+            return;
+        };
+        let Ok(slot) = self.inner.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut permit = Some((turn, slot));
         let span = tracing::info_span!("webhook.deliver", delivery.id = %c.id, webhook.id = %c.webhook_id,
             event.seq = c.event.seq, r#type = %c.event.kind, attempt = c.attempt + 1);
         async {
@@ -282,15 +318,15 @@ impl Dispatcher {
                 let st = &this.inner;
                 let mut tasks = JoinSet::new();
                 let mut last_prune: Option<tokio::time::Instant> = None;
-                tracing::info!(concurrency = st.slots.available_permits(), "webhook dispatcher started");
+                tracing::info!(concurrency = st.concurrency, "webhook dispatcher started");
                 loop {
                     while tasks.try_join_next().is_some() {}
                     let mut full = false;
                     match this.claim_batch(None).await {
                         Ok(batch) => {
-                            full = !batch.is_empty() && batch.len() == st.per_webhook;
-                            for (c, permit) in batch {
-                                tasks.spawn(this.clone().deliver(c, permit));
+                            full = !batch.is_empty() && batch.len() == st.per_webhook * PREFETCH;
+                            for (c, share) in batch {
+                                tasks.spawn(this.clone().deliver(c, share));
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "could not claim webhook deliveries; retrying"),
