@@ -4,6 +4,7 @@ mod admission;
 mod agents;
 mod auth;
 mod blob_store;
+mod chaos;
 mod client_tools;
 mod compaction;
 mod conventions;

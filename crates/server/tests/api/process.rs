@@ -9,6 +9,11 @@ pub struct ServerProcess {
     pub base: String,
     /// This process's own data directory (unless the caller named one), removed on drop.
     data_dir: std::path::PathBuf,
+    /// What it was started with, for [`ServerProcess::restart`]: the database, the port and
+    /// the caller's environment.
+    url: String,
+    port: u16,
+    env: Vec<(String, String)>,
 }
 
 impl Drop for ServerProcess {
@@ -60,23 +65,25 @@ impl ServerProcess {
         // environment (its own data directory or keys) wins.
         let data_dir =
             std::env::temp_dir().join(format!("sa-proc-{}", uuid::Uuid::new_v4().simple()));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("DATABASE_URL", url)
-            .env("RUST_LOG", "warn")
-            .env("SANDBOX_AGENTS_DATA_DIR", &data_dir)
-            .env("SANDBOX_AGENTS_PREVIEW_BIND", "127.0.0.1:0")
-            // A warm pool outlives its server by design; a test that wants one asks for it
-            // and removes it.
-            .env("SANDBOX_AGENTS_WARM_POOL_SIZE", "0")
-            .env("SANDBOX_AGENTS_MASTER_KEY", shared_key(url, "master"))
-            .env("SANDBOX_AGENTS_PREVIEW_KEY", shared_key(url, "preview"))
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting the server binary");
-        let base = format!("http://127.0.0.1:{port}");
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let child = spawn(url, port, &data_dir, &env);
+        let process = ServerProcess {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data_dir,
+            url: url.to_owned(),
+            port,
+            env,
+        };
+        process.wait_healthy().await;
+        process
+    }
+
+    async fn wait_healthy(&self) {
+        let base = &self.base;
         sandbox_agents_testkit::eventually(
             "the server process to become healthy",
             Duration::from_secs(30),
@@ -90,11 +97,23 @@ impl ServerProcess {
             },
         )
         .await;
-        ServerProcess {
-            child,
-            base,
-            data_dir,
-        }
+    }
+
+    /// SIGKILL, as [`ServerProcess::kill9`], keeping what it needs to come back: returns once
+    /// the process is gone (its sockets closed, its database connections with them).
+    pub async fn crash(&mut self) {
+        self.child.kill().await.expect("SIGKILL");
+    }
+
+    /// Starts the binary again after [`ServerProcess::crash`]: the same database, port, data
+    /// directory and environment, as a supervisor restarts a server; waits until healthy.
+    pub async fn restart(&mut self) {
+        assert!(
+            self.child.try_wait().expect("the child's status").is_some(),
+            "restart a process that was stopped first"
+        );
+        self.child = spawn(&self.url, self.port, &self.data_dir, &self.env);
+        self.wait_healthy().await;
     }
 
     /// SIGTERM, and the process must exit cleanly.
@@ -113,6 +132,38 @@ impl ServerProcess {
 
     /// SIGKILL: no shutdown, no cleanup, as in a crash or an OOM kill.
     pub async fn kill9(mut self) {
-        self.child.kill().await.expect("SIGKILL");
+        self.crash().await;
     }
+}
+
+/// `sandbox-agents serve` on 127.0.0.1:`port`, killed when its handle is dropped.
+fn spawn(
+    url: &str,
+    port: u16,
+    data_dir: &std::path::Path,
+    env: &[(String, String)],
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", url)
+        // `TEST_LOG=<filter>` shows what the process logs, as it shows the test servers'.
+        .env(
+            "RUST_LOG",
+            std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .env("SANDBOX_AGENTS_DATA_DIR", data_dir)
+        .env("SANDBOX_AGENTS_PREVIEW_BIND", "127.0.0.1:0")
+        // A warm pool outlives its server by design; a test that wants one asks for it
+        // and removes it.
+        .env("SANDBOX_AGENTS_WARM_POOL_SIZE", "0")
+        .env("SANDBOX_AGENTS_MASTER_KEY", shared_key(url, "master"))
+        .env("SANDBOX_AGENTS_PREVIEW_KEY", shared_key(url, "preview"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(match std::env::var_os("TEST_LOG") {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        })
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting the server binary")
 }
