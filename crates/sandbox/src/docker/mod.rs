@@ -195,20 +195,39 @@ impl DockerBackend {
         };
         // The name is normally free: try first, and only on a conflict remove the stale one,
         // which saves a round trip on every boot.
-        let created = match self
-            .docker
-            .create_container(Some(options()), body.clone())
-            .await
-        {
-            Err(e) if error::status(&e) == Some(409) => {
-                tracing::info!(%name, "replacing a container left by an earlier boot");
-                self.remove_container(name).await?;
-                self.docker
-                    .create_container(Some(options()), body)
-                    .await
-                    .map_err(error::backend)?
+        //
+        // Invariant: a name is only ever created by its owner (a session's boot, under the
+        // session's lock; the pool, with a fresh name), so a conflict is a leftover of an
+        // earlier boot, never a rival. That leftover may still be *in the making*: Docker
+        // finishes a create whose client died (a server killed mid-boot) and holds the name
+        // until then, while removing it by name can find nothing yet, or a removal already
+        // in progress. So a create that still conflicts after the removal removes and tries
+        // again, backing off, for up to `NAME_TAKEN_FOR` (a dead boot's request is done by
+        // then), rather than failing the boot of a session whose only fault was a crash.
+        const NAME_TAKEN_FOR: Duration = Duration::from_secs(30);
+        let mut first_conflict: Option<std::time::Instant> = None;
+        let mut pause = Duration::from_millis(50);
+        let created = loop {
+            match self
+                .docker
+                .create_container(Some(options()), body.clone())
+                .await
+            {
+                Err(e)
+                    if error::status(&e) == Some(409)
+                        && first_conflict.is_none_or(|t| t.elapsed() < NAME_TAKEN_FOR) =>
+                {
+                    if first_conflict.is_some() {
+                        // Still taken after a removal: a create or a removal in flight.
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    }
+                    first_conflict.get_or_insert_with(std::time::Instant::now);
+                    tracing::info!(%name, "replacing a container left by an earlier boot");
+                    self.remove_container(name).await?;
+                }
+                other => break other.map_err(error::backend)?,
             }
-            other => other.map_err(error::backend)?,
         };
         let id = created.id;
         tracing::Span::current().record("container.id", id.as_str());
