@@ -102,10 +102,18 @@ impl Sessions {
                 // The session exists: its container, or one a boot in flight is creating.
                 Some(Some(container)) => container == &c.id,
                 Some(None) => {
+                    // Read again: a boot (of this process or another) may have recorded the
+                    // container since `existing` read the row. A container the row names is
+                    // owned, whatever its status by now: removing it would leave a running
+                    // session without its sandbox (seen when a restart swept while another
+                    // process committed a boot).
                     let row =
                         sessions::get_for_worker(&st.db, SessionId(session.expect("matched")))
                             .await?;
-                    row.is_some_and(|r| r.status == SessionStatus::Provisioning)
+                    row.is_some_and(|r| {
+                        r.status == SessionStatus::Provisioning
+                            || r.container_id.as_deref() == Some(c.id.as_str())
+                    })
                 }
                 None => false,
             };
