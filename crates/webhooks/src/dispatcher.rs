@@ -151,18 +151,27 @@ impl Dispatcher {
     ) -> anyhow::Result<Vec<(Claimed, Arc<Semaphore>)>> {
         let st = &self.inner;
         let ahead = st.per_webhook * PREFETCH;
-        let (busy, outstanding): (Vec<Uuid>, usize) = {
+        let (busy, outstanding, fullest): (Vec<Uuid>, usize, usize) = {
             let map = st.shares.lock().expect("shares");
             let busy = map
                 .iter()
                 .filter(|(_, s)| s.claimed >= ahead)
                 .map(|(id, _)| *id)
                 .collect();
-            (busy, map.values().map(|s| s.claimed).sum())
+            let fullest = map
+                .values()
+                .map(|s| s.claimed)
+                .filter(|n| *n < ahead)
+                .max()
+                .unwrap_or(0);
+            (busy, map.values().map(|s| s.claimed).sum(), fullest)
         };
+        // No subscription may go past `ahead`, whichever the rows turn out to be: that keeps
+        // its queue no deeper than its share, so a queued delivery waits at most one request
+        // (the bound the lease is sized for).
         let want = (st.concurrency * PREFETCH)
             .saturating_sub(outstanding)
-            .min(ahead);
+            .min(ahead - fullest);
         if want == 0 {
             return Ok(Vec::new());
         }
