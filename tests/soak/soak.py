@@ -318,17 +318,12 @@ def expect(r: httpx.Response, status: int, what: str) -> httpx.Response:
 
 
 def poll(predicate, deadline_s: float, what: str):
-    """Polls until `predicate()` is truthy: every 20 ms for the first half second, every 50 ms
-    to 5 s, then every 200 ms; fails after `deadline_s`."""
-    t0 = time.monotonic()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        waited = time.monotonic() - t0
-        if waited >= deadline_s:
-            raise Failure(f"timed out after {deadline_s:g}s waiting for {what}")
-        time.sleep(0.02 if waited < 0.5 else 0.05 if waited < 5 else 0.2)
+    """Polls until `predicate()` is truthy (the contract suite's `poll_until`, every 20 ms);
+    a `Failure` of this session after `deadline_s`."""
+    value = harness.poll_until(predicate, deadline_s, poll=0.02)
+    if not value:
+        raise Failure(f"timed out after {deadline_s:g}s waiting for {what}")
+    return value
 
 
 def one_session(api: Api, docker: Docker, state: State, agent: str, i: int, deadline: float) -> Timing:

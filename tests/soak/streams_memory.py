@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE.parent / "contract"))
 
 from harness import ServerProcess, short_tmpdir  # noqa: E402
 import seed  # noqa: E402
+from soak import proc_status  # noqa: E402
 
 #: How long the server is left alone before its idle memory is read, and how often it is read
 #: meanwhile (the figure reported is the last; the series shows it has settled).
@@ -36,12 +37,8 @@ SAMPLE_EVERY = 1.0
 
 def rss_kib(pid: int) -> tuple[int, int]:
     """VmRSS and VmHWM of `pid`, KiB."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0])
-    return fields["VmRSS"], fields["VmHWM"]
+    status = proc_status(pid)
+    return status["VmRSS"], status["VmHWM"]
 
 
 async def open_stream(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -594,36 +594,45 @@ impl Drop for TestApp {
         }
         let db = self.db.clone();
         let options = self.db_options.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+        on_own_runtime(async move {
+            // The test's own pool belongs to its runtime; use a fresh connection here.
+            drop(db);
+            let Ok(pool) = sandbox_agents_store::connect(options, 1).await else {
                 return;
             };
-            rt.block_on(async move {
-                // The test's own pool belongs to its runtime; use a fresh connection here.
-                drop(db);
-                let Ok(pool) = sandbox_agents_store::connect(options, 1).await else {
-                    return;
-                };
-                let Ok(deployment) = sandbox_agents_store::deployment::id(&pool).await else {
-                    return;
-                };
-                let Ok(docker) = DockerBackend::connect(&deployment).await else {
-                    return;
-                };
-                for c in docker.list().await.unwrap_or_default() {
-                    let _ = docker.remove(&c.id).await;
-                }
-                // Snapshot images keep the deployment's label; nothing else uses them.
-                for image in docker.deployment_images().await.unwrap_or_default() {
-                    let _ = docker.remove_image(&image).await;
-                }
-                pool.close().await;
-            });
-        })
-        .join();
+            if let Ok(deployment) = sandbox_agents_store::deployment::id(&pool).await {
+                remove_deployment_sandboxes(&deployment).await;
+            }
+            pool.close().await;
+        });
         let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Runs `work` to its end on a thread and runtime of its own: what a `Drop` that must await
+/// does (it cannot await, and may run inside a runtime that must not be blocked).
+pub fn on_own_runtime(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    let _ = std::thread::spawn(move || {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            rt.block_on(work);
+        }
+    })
+    .join();
+}
+
+/// Removes every sandbox of `deployment` (its pooled ones too) and its snapshot images, which
+/// keep the deployment's label and nothing else uses; best effort, for a test's cleanup.
+pub async fn remove_deployment_sandboxes(deployment: &str) {
+    let Ok(docker) = DockerBackend::connect(deployment).await else {
+        return;
+    };
+    for c in docker.list().await.unwrap_or_default() {
+        let _ = docker.remove(&c.id).await;
+    }
+    for image in docker.deployment_images().await.unwrap_or_default() {
+        let _ = docker.remove_image(&image).await;
     }
 }

@@ -42,23 +42,7 @@ impl SseReader {
     /// The next frame, or `None` when the stream ended. Panics after `timeout` of silence.
     pub async fn next(&mut self, timeout: Duration) -> Option<Frame> {
         loop {
-            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                let raw = String::from_utf8_lossy(&self.buf[..end + 2]).into_owned();
-                self.buf.drain(..end + 2);
-                let mut f = Frame::default();
-                for line in raw.lines() {
-                    if let Some(c) = line.strip_prefix(':') {
-                        f.comment = Some(c.trim().to_owned());
-                    } else if let Some((k, v)) = line.split_once(':') {
-                        let v = v.strip_prefix(' ').unwrap_or(v).to_owned();
-                        match k {
-                            "id" => f.id = Some(v),
-                            "event" => f.event = Some(v),
-                            "data" => f.data = Some(f.data.map_or(v.clone(), |d| d + "\n" + &v)),
-                            _ => {}
-                        }
-                    }
-                }
+            if let Some(f) = take_frame(&mut self.buf) {
                 return Some(f);
             }
             match tokio::time::timeout(timeout, self.body.next()).await {
@@ -80,4 +64,27 @@ impl SseReader {
             }
         }
     }
+}
+
+/// Takes the first whole frame (up to its blank line) out of `buf`, the bytes read so far of
+/// a stream; `None` until one is whole.
+pub fn take_frame(buf: &mut Vec<u8>) -> Option<Frame> {
+    let end = buf.windows(2).position(|w| w == b"\n\n")?;
+    let raw = String::from_utf8_lossy(&buf[..end + 2]).into_owned();
+    buf.drain(..end + 2);
+    let mut f = Frame::default();
+    for line in raw.lines() {
+        if let Some(c) = line.strip_prefix(':') {
+            f.comment = Some(c.trim().to_owned());
+        } else if let Some((k, v)) = line.split_once(':') {
+            let v = v.strip_prefix(' ').unwrap_or(v).to_owned();
+            match k {
+                "id" => f.id = Some(v),
+                "event" => f.event = Some(v),
+                "data" => f.data = Some(f.data.map_or(v.clone(), |d| d + "\n" + &v)),
+                _ => {}
+            }
+        }
+    }
+    Some(f)
 }

@@ -36,8 +36,10 @@ use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
+use sandbox_agents_testkit::sse::take_frame;
 use sandbox_agents_testkit::{
-    database_url, eventually, fresh_named_database, test_image, test_sandboxd, BOOT,
+    database_url, eventually, fresh_named_database, on_own_runtime, remove_deployment_sandboxes,
+    test_image, test_sandboxd, BOOT,
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -340,25 +342,6 @@ struct Seen {
     problems: Vec<String>,
 }
 
-/// One SSE frame's `id:` and `data:`; `None` for a comment (`: ping`).
-fn take_frame(buf: &mut Vec<u8>) -> Option<Option<(Option<String>, String)>> {
-    let end = buf.windows(2).position(|w| w == b"\n\n")?;
-    let raw = String::from_utf8(buf.drain(..end + 2).collect()).expect("UTF-8 frames");
-    let (mut id, mut data) = (None, None::<String>);
-    for line in raw.lines() {
-        if let Some(v) = line.strip_prefix("id:") {
-            id = Some(v.trim_start().to_owned());
-        } else if let Some(v) = line.strip_prefix("data:") {
-            let v = v.strip_prefix(' ').unwrap_or(v);
-            data = Some(match data {
-                Some(d) => d + "\n" + v,
-                None => v.to_owned(),
-            });
-        }
-    }
-    Some(data.map(|d| (id, d)))
-}
-
 /// Reads session `id`'s stream until its cursor reaches the seq `until` is given, through A
 /// and B in turn, resuming from the last seq seen after every disconnect. Deferrable calls
 /// it sees are answered through B.
@@ -437,7 +420,8 @@ async fn read_stream(
                 }
             }
             while let Some(frame) = take_frame(&mut buf) {
-                let Some((frame_id, data)) = frame else {
+                // Comments (`: ping`) carry no data.
+                let (frame_id, Some(data)) = (frame.id, frame.data) else {
                     continue;
                 };
                 let e: Value = serde_json::from_str(&data).expect("an event");
@@ -556,23 +540,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let deployment = self.deployment.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let Ok(docker) = DockerBackend::connect(&deployment).await else {
-                    return;
-                };
-                for c in docker.list().await.unwrap_or_default() {
-                    let _ = docker.remove(&c.id).await;
-                }
-            });
-        })
-        .join();
+        on_own_runtime(async move { remove_deployment_sandboxes(&deployment).await });
     }
 }
 
