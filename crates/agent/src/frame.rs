@@ -170,7 +170,7 @@ impl Runs {
     ) -> Result<FrameEnd, Stop> {
         let (id, run) = (cast.id, cast.run);
         while frame.steps < frame.max {
-            self.check_cancelled(run, token).await?;
+            crate::stop::cancelled_here(token)?;
             let sp = &frame.speaker;
             // Compaction works on the model's view (the system prompt included), which
             // becomes the frame's messages again.

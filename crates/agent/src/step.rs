@@ -1,8 +1,10 @@
 //! One model step: the streamed model call (deltas go out live as `agent.text_delta`, never
 //! stored), and its events written, with the pending rows of its client calls in the same
 //! transaction. Each step's events are appended only while the run is still `running`
-//! (checked in the appending transaction), so nothing of this run follows its terminal
-//! event when somebody else (an interrupt that gave up waiting) finished it.
+//! (checked by the append itself, under the session's lock), so nothing of this run follows
+//! its terminal event when somebody else (an interrupt that gave up waiting) finished it. A
+//! step is one transaction: beside its begin and commit, the session's lock and the guarded
+//! insert (events, outbox rows, notification), and the client calls' rows when it has any.
 
 use crate::client_tools;
 use crate::finish::Outcome;
@@ -10,15 +12,17 @@ use crate::frame::{Kind, SubTag};
 use crate::stop::Stop;
 use crate::Runs;
 use futures::StreamExt;
-use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::event::{EventType, NewEvent, SessionEvent};
 use sandbox_agents_domain::session::RunStatus;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_model::{ChatRequest, Completion, StreamEvent, ToolCall};
+use sandbox_agents_store::events::{Guarded, RunGuard};
 use sandbox_agents_store::sessions::{self, Holder};
 use sandbox_agents_store::tool_calls::{self, NewToolCall};
 use sandbox_agents_store::{events, runs};
 use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 impl Runs {
@@ -77,14 +81,12 @@ impl Runs {
             return Ok(rows);
         }
         let mut tx = self.inner.db.begin().await?;
-        match runs::get(&mut *tx, run).await? {
-            Some(r) if r.status == RunStatus::Running => {}
-            _ => return Err(Stop::Gone),
-        }
         if let Some((_, _, holder)) = handoff {
             sessions::set_holder(&mut tx, id, holder).await?;
         }
-        let written = events::append(&mut tx, id, &batch).await?;
+        // A cancel another process asked for refuses the step (this process's own shows in
+        // the token before the model call).
+        let written = self.append_running(&mut tx, id, run, &batch, true).await?;
         let now = time::OffsetDateTime::now_utc();
         let new: Vec<NewToolCall> = client
             .iter()
@@ -157,25 +159,16 @@ impl Runs {
     ) -> Result<Completion, Stop> {
         let stream = client.stream(req);
         futures::pin_mut!(stream);
+        let deltas = Deltas::start(self.inner.db.clone(), id, run, tag.cloned());
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(StreamEvent::TextDelta(text)) => {
-                    let mut p = Map::new();
-                    p.insert("text".into(), Value::from(text));
-                    if let Err(e) = events::publish_ephemeral(
-                        &self.inner.db,
-                        id,
-                        Some(run),
-                        EventType::AgentTextDelta,
-                        SubTag::mark_map(tag, p),
-                    )
-                    .await
-                    {
-                        tracing::debug!(error = %e, "a text delta could not be published");
-                    }
-                }
+                Ok(StreamEvent::TextDelta(text)) => deltas.send(text),
                 Ok(StreamEvent::ReasoningDelta(_)) => {}
-                Ok(StreamEvent::Done(c)) => return Ok(c),
+                Ok(StreamEvent::Done(c)) => {
+                    // Every delta is out before the step's events are written.
+                    deltas.flush().await;
+                    return Ok(c);
+                }
                 Err(e) => {
                     return Err(Stop::Outcome(Outcome::Failed(format!(
                         "the model request failed: {e}"
@@ -199,12 +192,85 @@ impl Runs {
             return Ok(());
         }
         let mut tx = self.inner.db.begin().await?;
-        match runs::get(&mut *tx, run).await? {
-            Some(r) if r.status == RunStatus::Running => {}
-            _ => return Err(Stop::Gone),
-        }
-        events::append(&mut tx, id, batch).await?;
+        self.append_running(&mut tx, id, run, batch, false).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Appends `batch` in `tx` while the run is running (checked by the append itself, after
+    /// the session's lock: see [`events::append_guarded`]). Refused: `Gone` when the run is
+    /// finished, `Cancelled` when `refuse_cancelled` and a cancel was asked for.
+    async fn append_running(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        id: SessionId,
+        run: RunId,
+        batch: &[NewEvent],
+        refuse_cancelled: bool,
+    ) -> Result<Vec<SessionEvent>, Stop> {
+        let guard = RunGuard {
+            run,
+            unless_cancel_requested: refuse_cancelled,
+        };
+        match events::append_guarded(tx, id, batch, Some(guard)).await? {
+            Guarded::Appended(written) => Ok(written),
+            // Why it was refused (rare: read only then).
+            Guarded::Refused => match runs::get(&mut *tx, run).await? {
+                Some(r) if r.status == RunStatus::Running && r.cancel_requested => {
+                    Err(Stop::Outcome(Outcome::Cancelled))
+                }
+                _ => Err(Stop::Gone),
+            },
+        }
+    }
+}
+
+/// A step's text deltas on their way out, in order, without holding up the model's stream:
+/// a task publishes them (a notification each, one round trip), and when deltas arrive
+/// faster than that it sends those waiting as one (their texts joined, which readers
+/// concatenate anyway). The queue is unbounded, but it holds no more than the model's answer.
+struct Deltas {
+    queue: mpsc::UnboundedSender<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Deltas {
+    fn start(db: sandbox_agents_store::Db, id: SessionId, run: RunId, tag: Option<SubTag>) -> Self {
+        let (queue, mut rx) = mpsc::unbounded_channel::<String>();
+        let task = tokio::spawn(async move {
+            while let Some(mut text) = rx.recv().await {
+                while let Ok(more) = rx.try_recv() {
+                    text.push_str(&more);
+                }
+                let mut p = Map::new();
+                p.insert("text".into(), Value::from(text));
+                let payload = SubTag::mark_map(tag.as_ref(), p);
+                if let Err(e) = events::publish_ephemeral(
+                    &db,
+                    id,
+                    Some(run),
+                    EventType::AgentTextDelta,
+                    payload,
+                )
+                .await
+                {
+                    tracing::debug!(error = %e, "a text delta could not be published");
+                }
+            }
+        });
+        Deltas { queue, task }
+    }
+
+    fn send(&self, text: String) {
+        // The task ends only once the queue is closed, which `flush` does.
+        let _ = self.queue.send(text);
+    }
+
+    /// Closes the queue and waits until everything sent is published.
+    async fn flush(self) {
+        drop(self.queue);
+        if let Err(e) = self.task.await {
+            tracing::debug!(error = %e, "the delta publisher failed");
+        }
     }
 }

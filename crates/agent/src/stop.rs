@@ -36,16 +36,23 @@ impl From<sandbox_agents_store::Error> for Stop {
     }
 }
 
+/// Between model steps: a cancel in this process. One another process recorded refuses the
+/// step's write instead ([`Runs::write_step`]), which saves a read per step.
+pub(crate) fn cancelled_here(token: &CancellationToken) -> Result<(), Stop> {
+    if token.is_cancelled() {
+        return Err(Stop::Outcome(Outcome::Cancelled));
+    }
+    Ok(())
+}
+
 impl Runs {
-    /// Between steps: a local cancel, or one another process recorded.
+    /// While waiting on clients: a local cancel, or one another process recorded.
     pub(crate) async fn check_cancelled(
         &self,
         run: RunId,
         token: &CancellationToken,
     ) -> Result<(), Stop> {
-        if token.is_cancelled() {
-            return Err(Stop::Outcome(Outcome::Cancelled));
-        }
+        cancelled_here(token)?;
         match runs::get(&self.inner.db, run).await? {
             Some(r) if r.status != RunStatus::Running => Err(Stop::Gone),
             Some(r) if r.cancel_requested => Err(Stop::Outcome(Outcome::Cancelled)),

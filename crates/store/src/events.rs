@@ -52,7 +52,9 @@ struct Row {
     created_at: OffsetDateTime,
 }
 
-/// A row of [`append`]'s answer: the event, and how many deliveries the batch queued.
+/// A row of [`append_guarded`]'s answer: the event, how many deliveries the batch queued and
+/// whether it notified (both only read by the statement itself: a CTE that is not read does
+/// not run).
 struct Appended {
     seq: i64,
     session_id: Uuid,
@@ -60,7 +62,10 @@ struct Appended {
     kind: String,
     payload: Json<Map<String, Value>>,
     created_at: OffsetDateTime,
+    #[allow(dead_code)]
     queued: i64,
+    #[allow(dead_code)]
+    notified: i64,
 }
 
 impl From<Appended> for Row {
@@ -101,8 +106,45 @@ pub async fn append(
     session: SessionId,
     events: &[NewEvent],
 ) -> Result<Vec<SessionEvent>> {
+    match append_guarded(tx, session, events, None).await? {
+        Guarded::Appended(rows) => Ok(rows),
+        // Without a guard nothing refuses the batch.
+        Guarded::Refused => Err(Error::Conflict("the append was refused".into())),
+    }
+}
+
+/// Which run a guarded append belongs to, and what refuses it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunGuard {
+    pub run: RunId,
+    /// Refuse the batch as well when a cancel of the run was requested (another process's
+    /// interrupt): a model step is not written once its run is being cancelled.
+    pub unless_cancel_requested: bool,
+}
+
+/// What [`append_guarded`] did.
+#[derive(Debug)]
+pub enum Guarded {
+    Appended(Vec<SessionEvent>),
+    /// The run was no longer running (or a cancel was requested, when the guard says so):
+    /// nothing was written, nothing notified.
+    Refused,
+}
+
+/// [`append`], but only while `guard`'s run is still running: the run is read by the insert
+/// itself, **after** the session row is locked, so a finisher that appended its terminal
+/// event (which takes the same lock) before us is seen, and one that comes after us waits
+/// for our commit. Either way nothing of a run follows its terminal event. The batch is two
+/// statements: the lock, then the insert with its outbox rows and its notification.
+#[tracing::instrument(skip_all, fields(session.id = %session, events = events.len()))]
+pub async fn append_guarded(
+    tx: &mut sqlx::PgConnection,
+    session: SessionId,
+    events: &[NewEvent],
+    guard: Option<RunGuard>,
+) -> Result<Guarded> {
     if events.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Guarded::Appended(Vec::new()));
     }
     if let Some(e) = events.iter().find(|e| e.kind.is_ephemeral()) {
         return Err(Error::Conflict(format!(
@@ -126,12 +168,21 @@ pub async fn append(
         events.iter().map(|e| Json(&e.payload)).collect();
     // `with ordinality ... order by` makes the identity values follow the batch's order.
     // The same statement is the webhook outbox: one delivery per (event, active matching
-    // subscription), committed with the event or not at all (see crate::deliveries).
+    // subscription), committed with the event or not at all (see crate::deliveries), and the
+    // batch's notification (a [`Notice`] built here, so the batch costs no further round
+    // trip; none when the guard refused it). A read-only CTE runs only if it is read: the
+    // final select reads `note`.
     let appended = sqlx::query_as!(
         Appended,
-        r#"with ins as (
+        r#"with ok as (
+             select $7::uuid is null
+                 or exists (select 1 from runs
+                            where id = $7 and status = 'running'
+                              and not ($8 and cancel_requested)) as ok
+         ), ins as (
              insert into events (session_id, run_id, type, payload)
              select $1, r, t, p from unnest($2::uuid[], $3::text[], $4::jsonb[]) with ordinality as x(r, t, p, n)
+             where (select ok from ok)
              order by n
              returning seq, session_id, run_id, type, payload, created_at
          ), outbox as (
@@ -142,10 +193,17 @@ pub async fn append(
               and (w.agent_id is null or w.agent_id = $6)
               and (cardinality(w.event_types) = 0 or ins.type = any(w.event_types))
              returning 1
+         ), queued as (
+             select count(*) as n from outbox
+         ), note as (
+             select pg_notify($9, json_build_object('s', $1::uuid, 'q', last, 'w', (select n from queued) > 0)::text)
+             from (select max(seq) as last from ins) m
+             where last is not null
          )
          select seq as "seq!", session_id as "session_id!", run_id as "run_id?", type as "kind!",
                 payload as "payload!: Json<Map<String, Value>>", created_at as "created_at!",
-                (select count(*) from outbox) as "queued!"
+                (select n from queued) as "queued!",
+                (select count(*) from note) as "notified!"
          from ins"#,
         session.0,
         &run_ids as _,
@@ -153,28 +211,23 @@ pub async fn append(
         &payloads as _,
         project,
         agent,
+        guard.map(|g| g.run.0),
+        guard.is_some_and(|g| g.unless_cancel_requested),
+        CHANNEL,
     )
     .fetch_all(&mut *tx)
     .await?;
-    let queued = appended.first().is_some_and(|a| a.queued > 0);
+    if appended.is_empty() {
+        return Ok(Guarded::Refused);
+    }
     // Counted when the statement succeeds: an append whose transaction then rolls back is
     // counted too (rare, and cheaper than a hook on every commit).
     metrics::counter!("sandbox_agents_events_appended_total").increment(appended.len() as u64);
     let mut rows: Vec<Row> = appended.into_iter().map(Row::from).collect();
     rows.sort_by_key(|r| r.seq);
-    let last = rows.last().map(|r| r.seq);
-    notify(
-        &mut *tx,
-        &Notice {
-            s: session.0,
-            q: last,
-            e: None,
-            d: false,
-            w: queued,
-        },
-    )
-    .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
+    Ok(Guarded::Appended(
+        rows.into_iter().map(Into::into).collect(),
+    ))
 }
 
 /// Appends in a transaction of its own: for events that announce no row change.

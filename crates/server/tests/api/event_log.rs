@@ -228,6 +228,78 @@ async fn ephemeral_types_are_never_stored() {
     assert!(unique.is_empty());
 }
 
+/// A run's step is appended only while the run runs: once it is finished, and (when the guard
+/// says so) once a cancel was asked for, the batch is refused whole and nothing is written.
+#[tokio::test]
+async fn a_guarded_append_writes_only_while_its_run_runs() {
+    use sandbox_agents_store::events::{Guarded, RunGuard};
+    use sandbox_agents_store::runs;
+    let app = spawn_app().await;
+    let agent = app.seed_agent("guarded").await;
+    let session = app.seed_session(agent.id).await;
+    let run = sandbox_agents_domain::RunId::new();
+    runs::insert(
+        &app.db,
+        &runs::NewRun {
+            id: run,
+            session,
+            prompt: "hello",
+            max_turns: 25,
+            client_tools: &[],
+            worker: 1,
+        },
+    )
+    .await
+    .unwrap();
+    let message =
+        |text: &str| NewEvent::new(EventType::AgentMessage, Some(run), json!({"text": text}));
+    let append = |events: Vec<NewEvent>, unless_cancel_requested: bool| {
+        let db = app.db.clone();
+        async move {
+            let mut tx = db.begin().await.unwrap();
+            let guard = RunGuard {
+                run,
+                unless_cancel_requested,
+            };
+            let out = events::append_guarded(&mut tx, session, &events, Some(guard))
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            match out {
+                Guarded::Appended(rows) => Some(rows.len()),
+                Guarded::Refused => None,
+            }
+        }
+    };
+    let texts = || async {
+        events::page(&app.db, DEFAULT_PROJECT, session, 0, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.payload["text"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+
+    assert_eq!(
+        append(vec![message("one"), message("two")], true).await,
+        Some(2)
+    );
+    runs::request_cancel(&app.db, run).await.unwrap();
+    // A model step is refused once a cancel was asked for; a tool's result still goes in.
+    assert_eq!(append(vec![message("step")], true).await, None);
+    assert_eq!(append(vec![message("result")], false).await, Some(1));
+    sqlx::query("update runs set status = 'cancelled', finished_at = now() where id = $1")
+        .bind(run.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        append(vec![message("late"), message("later")], false).await,
+        None
+    );
+    assert_eq!(texts().await, ["one", "two", "result"]);
+}
+
 #[tokio::test]
 async fn the_log_of_an_unknown_session_is_a_404() {
     let app = spawn_app().await;

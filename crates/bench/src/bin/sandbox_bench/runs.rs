@@ -25,13 +25,40 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The subagent's instructions: how the script tells its calls apart.
 const SUB: &str = "You are the benchmark subagent.";
 
+/// The model steps of the many-step variant. Each step but the last calls a tool the agent
+/// does not have (`bench_noop_K`), which the loop answers with an error at once without the
+/// sandbox: what is left of a step is the model call and the control plane's own work (the
+/// step's events written, its result's, the next request built).
+const STEPS: usize = 10;
+const MANY: &str = "step ten times";
+
+fn noop(k: usize) -> String {
+    format!("bench_noop_{k}")
+}
+
+/// What the loop answers a call of a tool the agent does not have.
+fn noop_answer(k: usize) -> String {
+    format!("error: there is no tool named '{}'", noop(k))
+}
+
 /// The script every variant uses: a shell call for "tool" prompts, a subagent call for
-/// "subagent" prompts (the subagent answers at once), then the answer.
+/// "subagent" prompts (the subagent answers at once), a chain of `STEPS - 1` no-op calls for
+/// the many-step prompt, then the answer.
 pub fn script() -> Script {
-    Script::new([
+    let mut rules = vec![Rule::when()
+        .system_contains(SUB)
+        .reply_text("the subagent's answer")];
+    rules.extend((1..STEPS - 1).map(|k| {
         Rule::when()
-            .system_contains(SUB)
-            .reply_text("the subagent's answer"),
+            .last_message_role("tool")
+            .last_tool_result_contains(format!("'{}'", noop(k)))
+            .reply_tool_call(noop(k + 1), json!({}))
+    }));
+    rules.extend([
+        Rule::when()
+            .last_user_contains(MANY)
+            .last_message_role("user")
+            .reply_tool_call(noop(1), json!({})),
         Rule::when().last_message_role("tool").reply_text(ANSWER),
         Rule::when()
             .last_user_contains("ask the subagent")
@@ -40,7 +67,26 @@ pub fn script() -> Script {
             .last_user_contains("use the shell")
             .reply_tool_call("shell", json!({"command": "true"})),
         Rule::always().reply_text(ANSWER),
-    ])
+    ]);
+    Script::new(rules)
+}
+
+/// The raw many-step variant's requests: the prompt, then each step's call and its answer.
+fn many_step_request(steps_done: usize) -> ChatRequest {
+    let mut req = request(MANY, false);
+    for k in 1..=steps_done {
+        req.messages.push(Message::Assistant {
+            content: None,
+            tool_calls: vec![sandbox_agents_model::ToolCall {
+                id: format!("call_{k}"),
+                name: noop(k),
+                arguments: "{}".into(),
+            }],
+        });
+        req.messages
+            .push(Message::tool(format!("call_{k}"), noop_answer(k)));
+    }
+    req
 }
 
 /// The model client the raw variants use: the same transport the server's runs use.
@@ -199,7 +245,7 @@ pub async fn parts(
     }
 
     log(format!(
-        "runs: {} + {} iterations × 8 variants",
+        "runs: {} + {} iterations × 10 variants",
         args.warmup, args.iterations
     ));
     let mut text_rows = vec![
@@ -242,12 +288,23 @@ pub async fn parts(
             "the parent's call, the subagent's, the parent's answer: three streamed completions",
         ),
     ];
+    let mut many_rows = vec![
+        Row::new(
+            "ours: a turn of ten model steps",
+            "POST → nine steps each calling a tool the agent lacks (answered at once) → answer → idle, over SSE",
+        ),
+        Row::new(
+            "raw: ten model calls",
+            "the same ten streamed completions, each with the calls and answers before it",
+        ),
+    ];
     let sse = tokio::sync::Mutex::new(sse);
     let mut all: Vec<Row> = Vec::new();
     all.append(&mut text_rows);
     all.append(&mut tool_rows);
     all.append(&mut delta_rows);
     all.append(&mut sub_rows);
+    all.append(&mut many_rows);
     let result = interleaved(args, &mut all, |v| {
         let (id, raw_id, client, sse) = (&id, &raw_id, &client, &sse);
         async move {
@@ -286,6 +343,16 @@ pub async fn parts(
                     turn(app, &mut sse, id, "ask the subagent, then answer", false).await?;
                     t0.elapsed()
                 }
+                8 => {
+                    turn(app, &mut sse, id, MANY, false).await?;
+                    t0.elapsed()
+                }
+                9 => {
+                    for k in 0..STEPS {
+                        model_call(client, many_step_request(k), false).await?;
+                    }
+                    t0.elapsed()
+                }
                 _ => {
                     let ask = "ask the subagent, then answer";
                     model_call(client, request(ask, false), false).await?;
@@ -308,7 +375,7 @@ pub async fn parts(
     deleted?;
     let mut rows = all.into_iter();
     let mut take = |n: usize| rows.by_ref().take(n).collect::<Vec<_>>();
-    let (text, tool, delta, sub) = (take(2), take(2), take(2), take(2));
+    let (text, tool, delta, sub, many) = (take(2), take(2), take(2), take(2), take(2));
     let overhead = |rows: &[Row]| {
         let p50 = |r: &Row| crate::report::stats(&r.samples).p50;
         p50(&rows[0]) - p50(&rows[1])
@@ -316,6 +383,8 @@ pub async fn parts(
     let turn_cost = overhead(&text);
     let step_and_tool = overhead(&tool) - turn_cost;
     let subagent_call = overhead(&sub) - turn_cost;
+    // The turn's own start and end are in both; what is left is STEPS - 1 steps.
+    let per_step = (overhead(&many) - turn_cost) / (STEPS - 1) as f64;
     Ok(vec![
         Part {
             title: "A one-step turn (a text answer)",
@@ -345,6 +414,13 @@ pub async fn parts(
                 "A subagent call (the parent's tool step, the subagent seated and its one model step, its events, the result) adds **{subagent_call:.1} ms** of control-plane time (p50 difference beyond the one-step turn's).\n"
             ),
             rows: sub,
+        },
+        Part {
+            title: "A turn of ten model steps",
+            notes: format!(
+                "Control-plane time per model step (p50, the ten-step turn's difference to raw less the one-step turn's, over the nine further steps): **{per_step:.2} ms**: the step's events and its tool result written, the next request built and sent.\n"
+            ),
+            rows: many,
         },
     ])
 }
