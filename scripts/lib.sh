@@ -3,6 +3,10 @@
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
+# How much disk is left where the checkout is: the test command says it between stages, so a
+# run that fills the disk shows where.
+log_free_disk() { log "disk: $(df -h --output=avail "${lib_repo_root:-.}" | tail -n 1 | tr -d ' ') free"; }
+
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
