@@ -23,6 +23,14 @@ const MAX_LOG: usize = 4 * 1024 * 1024;
 const TAIL_LINES: usize = 12;
 /// Longest error message.
 const MAX_ERROR: usize = 2_000;
+/// Attempts of a build whose images vanished under it (see [`vanished_image`]).
+const BUILD_ATTEMPTS: usize = 3;
+
+/// The Engine's words when an image it was using (a cached layer) was removed mid-build, e.g.
+/// `failed to get digest sha256:…: open /var/lib/docker/image/…: no such file or directory`.
+fn vanished_image(engine: &str) -> bool {
+    engine.contains("failed to get digest") || engine.contains("No such image")
+}
 
 /// What a build's output has shown so far.
 #[derive(Default)]
@@ -271,7 +279,20 @@ impl Environments {
             p.text.push_str("# build\n");
         }
         let log = |line: &str| progress.lock().expect("the log").line(line);
-        let outcome = backend.build_image(&build, &log).await;
+        let mut outcome = backend.build_image(&build, &log).await;
+        // The Engine's build cache may pick a layer image that a collection elsewhere (another
+        // process, another deployment on the same Engine) removes under it; a later attempt
+        // builds without that layer.
+        for _ in 1..BUILD_ATTEMPTS {
+            match &outcome {
+                Ok(Err(engine)) if vanished_image(engine) => {
+                    tracing::warn!(error = %engine, "an image the build used was removed meanwhile; building again");
+                    log(&format!("# an image the build used was removed meanwhile ({engine}); building again"));
+                    outcome = backend.build_image(&build, &log).await;
+                }
+                _ => break,
+            }
+        }
         let p = progress.into_inner().expect("the log");
         let error = match outcome {
             Ok(Ok(())) => None,
@@ -309,6 +330,15 @@ impl Environments {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_removed_mid_build_is_told_from_a_failed_step() {
+        assert!(vanished_image("failed to get digest sha256:21967b31a64e: open /var/lib/docker/image/overlay2/imagedb/content/sha256/21967b31a64e: no such file or directory"));
+        assert!(vanished_image("No such image: sha256:21967b31a64e"));
+        assert!(!vanished_image(
+            "The command '/bin/sh -c pip install nope' returned a non-zero code: 1"
+        ));
+    }
 
     #[test]
     fn a_failure_names_the_step_s_manager_and_its_own_words() {
