@@ -229,12 +229,13 @@ struct ClaimRow {
 /// attempt claimed after it. `due_by` (default: now) excludes deliveries due later.
 #[tracing::instrument(skip_all, fields(limit))]
 pub async fn claim(
-    db: impl PgExecutor<'_>,
+    db: &crate::Db,
     limit: i64,
     lease: std::time::Duration,
     busy: &[Uuid],
     due_by: Option<OffsetDateTime>,
 ) -> Result<Vec<Claimed>> {
+    let mut tx = unflushed(db).await?;
     let rows = sqlx::query_as!(
         ClaimRow,
         r#"with c as (
@@ -263,8 +264,9 @@ pub async fn claim(
         busy,
         due_by,
     )
-    .fetch_all(db)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(rows
         .into_iter()
         .map(|r| Claimed {
@@ -406,9 +408,10 @@ pub struct Delivered {
 /// deactivate it, which [`record`] does under the subscription's row lock, one at a time.
 #[tracing::instrument(skip_all, fields(n = batch.len()))]
 pub async fn record_delivered(
-    db: impl PgExecutor<'_>,
+    db: &crate::Db,
     batch: &[Delivered],
 ) -> Result<std::collections::HashSet<DeliveryId>> {
+    let mut tx = unflushed(db).await?;
     let ids: Vec<Uuid> = batch.iter().map(|d| d.id.0).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|d| d.lease_token).collect();
     let started: Vec<OffsetDateTime> = batch.iter().map(|d| d.started_at).collect();
@@ -440,9 +443,23 @@ pub async fn record_delivered(
         &durations,
         &codes,
     )
-    .fetch_all(db)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(written.into_iter().map(DeliveryId).collect())
+}
+
+/// A transaction whose commit does not wait for its WAL flush (`synchronous_commit = off`),
+/// for the dispatcher's claims and recorded successes: a database crash can lose only the
+/// last few of them, and a lost lease or a lost success sends that delivery again, which the
+/// at-least-once promise allows. Waiting for the flush (milliseconds on a VM's disk) bounded
+/// how many claims a second one dispatcher could make. Events are never written this way.
+async fn unflushed(db: &crate::Db) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    let mut tx = db.begin().await?;
+    sqlx::query!("select set_config('synchronous_commit', 'off', true)")
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 /// Deletes finished deliveries (and their attempts) older than `days`.
