@@ -23,7 +23,8 @@ const MAX_LOG: usize = 4 * 1024 * 1024;
 const TAIL_LINES: usize = 12;
 /// Longest error message.
 const MAX_ERROR: usize = 2_000;
-/// Attempts of a build whose images vanished under it (see [`vanished_image`]).
+/// Attempts of a build whose images vanished under it (see [`vanished_image`]), or whose
+/// request the Engine failed.
 const BUILD_ATTEMPTS: usize = 3;
 
 /// The Engine's words when an image it was using (a cached layer) was removed mid-build, e.g.
@@ -283,15 +284,24 @@ impl Environments {
         // The Engine's build cache may pick a layer image that a collection elsewhere (another
         // process, another deployment on the same Engine) removes under it; a later attempt
         // builds without that layer.
+        // A build request the Engine refused or dropped (not a step that failed) is attempted
+        // again too: the same removal can surface as the request's answer, and concurrent
+        // builds on one Engine have failed that way in CI with nothing wrong in the build.
         for _ in 1..BUILD_ATTEMPTS {
-            match &outcome {
+            let why = match &outcome {
                 Ok(Err(engine)) if vanished_image(engine) => {
-                    tracing::warn!(error = %engine, "an image the build used was removed meanwhile; building again");
-                    log(&format!("# an image the build used was removed meanwhile ({engine}); building again"));
-                    outcome = backend.build_image(&build, &log).await;
+                    format!("an image the build used was removed meanwhile ({engine})")
                 }
+                Err(e) => format!("the Engine did not run the build ({e})"),
                 _ => break,
-            }
+            };
+            tracing::warn!(%why, "building again");
+            log(&format!("# {why}; building again"));
+            outcome = backend.build_image(&build, &log).await;
+        }
+        if let Err(e) = &outcome {
+            // The log is where a person looks first; the error itself stays ours.
+            log(&format!("# the Engine refused the build: {e}"));
         }
         let p = progress.into_inner().expect("the log");
         let error = match outcome {

@@ -231,6 +231,14 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// `None` when the sandbox no longer exists.
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;
 
+    /// Whether the sandbox is known to run without asking the backend (the Docker backend:
+    /// this process's connection to its daemon is open). `false` means unknown: ask
+    /// [`SandboxBackend::inspect`].
+    fn known_running(&self, id: &str) -> bool {
+        let _ = id;
+        false
+    }
+
     /// The client of the sandbox's daemon (`sandboxd`), for what only it does: background
     /// processes, terminals, files by absolute path, output as it is written. `None` when
     /// the backend has none or it cannot be reached (its image cannot run it).

@@ -374,9 +374,24 @@ async fn output_beyond_the_cap(t: Cleanup, daemon: bool) {
 }
 
 #[tokio::test]
-async fn archives_round_trip_as_the_sandbox_user() {
-    let t = Cleanup::new().await;
+async fn archives_round_trip_as_the_sandbox_user_through_the_daemon() {
+    archives_round_trip(Cleanup::new().await, true).await;
+}
+
+#[tokio::test]
+async fn archives_round_trip_as_the_sandbox_user_through_the_engine() {
+    archives_round_trip(Cleanup::docker_exec().await, false).await;
+}
+
+/// Uploads go through the daemon when it answers and through the Engine otherwise, with the
+/// same result: the sandbox user's files, the same errors.
+async fn archives_round_trip(t: Cleanup, daemon: bool) {
     let sb = t.create(&spec(&session())).await;
+    assert_eq!(
+        t.backend.daemon(&sb.id).await.is_some(),
+        daemon,
+        "the path under test"
+    );
 
     let blob: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
     let mut b = tar::Builder::new(Vec::new());

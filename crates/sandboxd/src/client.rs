@@ -3,9 +3,9 @@
 //! the one connection, each call is a stream of its own.
 
 use crate::proto::{
-    DirListing, ErrorBody, ErrorKind, ExecSpec, ExitInfo, FileStat, Frame, FrameCodec, Hello,
-    MkdirRequest, PortState, ProcessDetail, ProcessInfo, ProcessSpec, RenameRequest, SignalRequest,
-    WaitPort, PROTOCOL, SIZE_HEADER,
+    ArchiveReport, DirListing, ErrorBody, ErrorKind, ExecSpec, ExitInfo, FileStat, Frame,
+    FrameCodec, Hello, MkdirRequest, PortState, ProcessDetail, ProcessInfo, ProcessSpec,
+    RenameRequest, SignalRequest, WaitPort, PROTOCOL, SIZE_HEADER,
 };
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -31,6 +31,11 @@ pub enum ClientError {
     /// The daemon answered something this client does not understand.
     #[error("the sandbox's daemon broke the protocol: {0}")]
     Protocol(String),
+    /// The daemon does not know the operation: it is older than this client (a sandbox
+    /// started before an upgrade keeps the daemon it started with). The caller does it
+    /// another way.
+    #[error("the sandbox's daemon is too old for {0}")]
+    Unsupported(String),
 }
 
 impl ClientError {
@@ -126,6 +131,10 @@ impl Client {
         let bytes = collect(response.into_body()).await?;
         Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(body) => ClientError::Daemon(body),
+            // Every error of the daemon's own has a body; a bare 404 is a route it lacks.
+            Err(_) if status == http::StatusCode::NOT_FOUND => {
+                ClientError::Unsupported(path.split('?').next().unwrap_or(path).to_owned())
+            }
             Err(_) => {
                 ClientError::Protocol(format!("{status}: {}", String::from_utf8_lossy(&bytes)))
             }
@@ -333,9 +342,29 @@ impl Client {
             "/v1/files?{}",
             serde_urlencoded::to_string(&query).unwrap_or_default()
         );
+        self.put_streamed(&uri, data).await
+    }
+
+    /// Extracts a tar archive, streamed, into the directory `dir` (which must exist), as the
+    /// daemon's user. [`ClientError::Unsupported`] from a daemon older than this operation.
+    pub async fn put_archive(
+        &self,
+        dir: &str,
+        tar: BoxStream<'static, std::io::Result<Bytes>>,
+    ) -> Result<ArchiveReport> {
+        let uri = with_query("/v1/archive", &[("dir", dir)]);
+        self.put_streamed(&uri, tar).await
+    }
+
+    /// A `PUT` whose body is streamed, answered with JSON.
+    async fn put_streamed<T: DeserializeOwned>(
+        &self,
+        uri: &str,
+        data: BoxStream<'static, std::io::Result<Bytes>>,
+    ) -> Result<T> {
         let body = StreamBody::new(data.map_ok(hyper::body::Frame::data));
         let response = self
-            .request(Method::PUT, &uri, BodyExt::boxed_unsync(body))
+            .request(Method::PUT, uri, BodyExt::boxed_unsync(body))
             .await?;
         let bytes = collect(response.into_body()).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))

@@ -418,6 +418,15 @@ pub struct FileStat {
     pub mtime_ms: i64,
 }
 
+/// `PUT /v1/archive`: what an archive extracted into its directory held.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveReport {
+    /// The entries written (files, directories, links).
+    pub entries: u64,
+    /// The bytes of the files among them.
+    pub bytes: u64,
+}
+
 /// `GET /v1/dir`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DirListing {

@@ -334,3 +334,113 @@ async fn a_malformed_exec_stream_closes_the_connection_but_not_the_daemon() {
     let (exit, _, _) = run(&again, spec(&["true"]), None).await;
     assert_eq!(exit.code, 0);
 }
+
+/// A tar of `entries`: (path, contents or `None` for a directory, mode), paths taken as they
+/// are (climbing ones included), and a symlink `link` to `link_to` when given.
+fn tar_of(entries: &[(&str, Option<&[u8]>, u32)], link_to: Option<&str>) -> Bytes {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data, mode) in entries {
+        let mut h = tar::Header::new_gnu();
+        let name = &mut h.as_gnu_mut().unwrap().name;
+        name[..path.len()].copy_from_slice(path.as_bytes());
+        h.set_mode(*mode);
+        h.set_mtime(1_700_000_000);
+        match data {
+            Some(d) => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_size(d.len() as u64);
+                h.set_cksum();
+                b.append(&h, *d).unwrap();
+            }
+            None => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_size(0);
+                h.set_cksum();
+                b.append(&h, std::io::empty()).unwrap();
+            }
+        }
+    }
+    if let Some(target) = link_to {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        b.append_link(&mut h, "link", target).unwrap();
+    }
+    Bytes::from(b.into_inner().unwrap())
+}
+
+fn chunks_of(tar: Bytes) -> futures::stream::BoxStream<'static, std::io::Result<Bytes>> {
+    let parts: Vec<std::io::Result<Bytes>> = tar
+        .chunks(700)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    futures::stream::iter(parts).boxed()
+}
+
+#[tokio::test]
+async fn an_archive_is_extracted_in_place_and_cannot_leave_its_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_d, client) = daemon().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let tar = tar_of(
+        &[
+            ("src", None, 0o755),
+            ("src/main.py", Some(b"print('hi')\n"), 0o644),
+            ("run.sh", Some(b"#!/bin/sh\n"), 0o755),
+        ],
+        None,
+    );
+    let report = client.put_archive(&root, chunks_of(tar)).await.unwrap();
+    assert_eq!((report.entries, report.bytes), (3, 22));
+    assert_eq!(
+        std::fs::read(dir.path().join("src/main.py")).unwrap(),
+        b"print('hi')\n"
+    );
+    let mode = |p: &str| {
+        std::fs::metadata(dir.path().join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!((mode("run.sh"), mode("src/main.py")), (0o755, 0o644));
+
+    // A path that climbs out is refused, and nothing is written beside the directory.
+    let inner = dir.path().join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    let climbing = tar_of(&[("../escaped.txt", Some(b"x"), 0o644)], None);
+    let refused = client
+        .put_archive(&inner.display().to_string(), chunks_of(climbing))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), Some(ErrorKind::Invalid), "{refused}");
+    assert!(!dir.path().join("escaped.txt").exists());
+
+    // So is writing through a symlink that leads out of it.
+    let outside = tempfile::tempdir().unwrap();
+    let mut through = tar_of(&[], Some(&outside.path().display().to_string())).to_vec();
+    through.truncate(through.len() - 1024); // drop the end-of-archive blocks
+    through.extend_from_slice(&tar_of(&[("link/planted.txt", Some(b"x"), 0o644)], None));
+    let refused = client
+        .put_archive(
+            &inner.display().to_string(),
+            chunks_of(Bytes::from(through)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), Some(ErrorKind::Invalid), "{refused}");
+    assert!(!outside.path().join("planted.txt").exists());
+
+    // A missing directory, and something that is not an archive.
+    let missing = client
+        .put_archive(&format!("{root}/nope"), chunks_of(Bytes::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), Some(ErrorKind::NotFound));
+    let garbage = client
+        .put_archive(&root, chunks_of(Bytes::from(vec![7u8; 2048])))
+        .await
+        .unwrap_err();
+    assert_eq!(garbage.kind(), Some(ErrorKind::Invalid), "{garbage}");
+}

@@ -81,31 +81,40 @@ impl Sessions {
                 .increment(1);
             return Ok(None);
         };
-        // Named after the session like any session's sandbox (the label cannot change; the
-        // row is what says who owns it). A rename that fails costs the name, not the boot.
-        if let Err(e) = st.backend.assign(&container, &session.to_string()).await {
-            tracing::warn!(container.id = %container, error = %e, "could not name the pooled sandbox after its session");
-        }
         // It was running when pooled; make sure it still is (the Engine may have restarted).
-        match st.backend.inspect(&container).await? {
-            Some(status) if status.running => {
-                tracing::debug!(container.id = %container, "took a sandbox from the warm pool");
-                metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "hit")
-                    .increment(1);
-                Ok(Some(Sandbox {
-                    id: container,
-                    workdir: WORKDIR.to_owned(),
-                    ports: status.ports,
-                }))
+        // An open connection to its daemon says so without asking the Engine; a pooled
+        // sandbox publishes no ports, so there is nothing else to learn.
+        let ports = if st.backend.known_running(&container) {
+            BTreeMap::new()
+        } else {
+            match st.backend.inspect(&container).await? {
+                Some(status) if status.running => status.ports,
+                _ => {
+                    tracing::warn!(container.id = %container, "a pooled sandbox had died; creating one");
+                    metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "dead")
+                        .increment(1);
+                    st.backend.remove(&container).await?;
+                    return Ok(None);
+                }
             }
-            _ => {
-                tracing::warn!(container.id = %container, "a pooled sandbox had died; creating one");
-                metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "dead")
-                    .increment(1);
-                st.backend.remove(&container).await?;
-                Ok(None)
+        };
+        // Named after the session like any session's sandbox (the label cannot change; the
+        // row is what says who owns it), beside the boot rather than before it: the name is
+        // for people reading `docker ps`, and a rename is Engine work that a burst of boots
+        // would queue behind. One that fails costs the name, not the boot.
+        let (backend, named, name) = (st.backend.clone(), container.clone(), session.to_string());
+        st.tasks.spawn(async move {
+            if let Err(e) = backend.assign(&named, &name).await {
+                tracing::warn!(container.id = %named, error = %e, "could not name the pooled sandbox after its session");
             }
-        }
+        });
+        tracing::debug!(container.id = %container, "took a sandbox from the warm pool");
+        metrics::counter!("sandbox_agents_warm_pool_claims_total", "outcome" => "hit").increment(1);
+        Ok(Some(Sandbox {
+            id: container,
+            workdir: WORKDIR.to_owned(),
+            ports,
+        }))
     }
 
     /// How many sandboxes the pool should hold now: `--warm-pool-size`, or more when recent

@@ -32,6 +32,9 @@ pub(crate) fn daemon_error(e: ClientError) -> ServiceError {
         ClientError::Transport(m) => ServiceError::Conflict(format!(
             "the sandbox's daemon could not be reached ({m}); try again"
         )),
+        ClientError::Unsupported(op) => ServiceError::Conflict(format!(
+            "the sandbox's daemon is older than this server and lacks {op}; stop and start the session to get the current one"
+        )),
         ClientError::Protocol(m) => ServiceError::Internal(anyhow::anyhow!(
             "the sandbox daemon broke the protocol: {m}"
         )),

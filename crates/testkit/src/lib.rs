@@ -218,16 +218,17 @@ fn test_master_key_text(deployment: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Logs to the test's output when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
+/// Logs warnings and errors to the test's output, which the runner shows only for a test that
+/// failed (an internal error's reference in a failure then has its cause beside it); more with
+/// `TEST_LOG` (e.g. `TEST_LOG=debug`).
 fn init_tracing() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if let Ok(filter) = std::env::var("TEST_LOG") {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_test_writer()
-                .try_init();
-        }
+        let filter = std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".to_owned());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
     });
 }
 

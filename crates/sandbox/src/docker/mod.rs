@@ -233,7 +233,8 @@ impl DockerBackend {
         tracing::Span::current().record("container.id", id.as_str());
         let started = async {
             if !workspace_ready {
-                archive::put_archive(&self.docker, &id, "/", workdir_entry()?.into()).await?;
+                // Not started yet, so no daemon: the Engine writes it.
+                archive::put_archive(&self.docker, None, &id, "/", workdir_entry()?.into()).await?;
             }
             self.docker
                 .start_container(&id, None)
@@ -363,6 +364,10 @@ impl SandboxBackend for DockerBackend {
         self.status(id).await
     }
 
+    fn known_running(&self, id: &str) -> bool {
+        self.daemons.connected(id)
+    }
+
     async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
         self.daemons.client(&self.docker, id).await
     }
@@ -395,7 +400,8 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir, bytes = tar.len()))]
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
-        archive::put_archive(&self.docker, id, dir, tar).await
+        let daemon = self.daemons.client(&self.docker, id).await;
+        archive::put_archive(&self.docker, daemon, id, dir, tar).await
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir))]

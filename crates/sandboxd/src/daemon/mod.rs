@@ -7,6 +7,7 @@
 //! body and frame has a limit, a malformed exec stream closes the connection it came on, and
 //! nothing a request sends can take the daemon down.
 
+mod archive;
 mod error;
 mod exec;
 mod files;
@@ -56,6 +57,7 @@ fn router(daemon: Arc<Daemon>, guard: ConnectionGuard) -> Router {
             "/v1/files",
             get(files::read).put(files::write).delete(files::remove),
         )
+        .route("/v1/archive", axum::routing::put(archive::extract))
         .route("/v1/stat", get(files::stat))
         .route("/v1/dir", get(files::list))
         .route("/v1/rename", post(files::rename))

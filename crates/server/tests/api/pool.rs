@@ -79,9 +79,20 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
         waiting[0],
         "the session took the pooled sandbox"
     );
-    let listed = app.sessions.backend().list().await.unwrap();
-    let named = listed.iter().find(|c| c.id == waiting[0]).unwrap();
-    assert_eq!(named.name, format!("sa-{id}"), "named after its session");
+    // Named after its session beside the boot, not before it runs.
+    let wanted = format!("sa-{id}");
+    eventually(
+        "the pooled sandbox to be named after its session",
+        BOOT,
+        async || {
+            let listed = app.sessions.backend().list().await.unwrap();
+            let named = listed.iter().find(|c| c.id == waiting[0]).unwrap();
+            (named.name == wanted)
+                .then_some(())
+                .ok_or(named.name.clone())
+        },
+    )
+    .await;
     assert_eq!(
         app.exec(&id, "cat brief.md; echo \"$GREETING/$SECOND\"; id -u; pwd")
             .await,

@@ -102,6 +102,12 @@ impl Daemons {
         }
     }
 
+    /// Whether this process holds an open connection to the sandbox's daemon, which means the
+    /// sandbox runs: the connection is an exec's stream, and it ends when the sandbox stops.
+    pub(crate) fn connected(&self, id: &str) -> bool {
+        matches!(self.open_client(id), Some(Ok(_)))
+    }
+
     /// The client of the sandbox's daemon, connecting if need be; `None` when the daemon
     /// cannot be reached (the caller uses Docker exec).
     pub(crate) async fn client(self: &Arc<Self>, docker: &Docker, id: &str) -> Option<Client> {
