@@ -263,7 +263,8 @@ impl Client {
             .await
     }
 
-    pub async fn kill_process(&self, id: &str) -> Result<ProcessInfo> {
+    /// Kills the process's tree and forgets it; answers with its final state and output.
+    pub async fn kill_process(&self, id: &str) -> Result<ProcessDetail> {
         self.json(
             Method::DELETE,
             &format!("/v1/processes/{}", segment(id)),

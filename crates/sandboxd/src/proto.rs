@@ -377,11 +377,17 @@ pub struct ProcessInfo {
 pub struct ProcessDetail {
     #[serde(flatten)]
     pub info: ProcessInfo,
+    // The output's fields default: a kill answered by a daemon older than the one that
+    // sends the output back (still running in a sandbox booted before an upgrade) parses.
     /// The last [`PROCESS_TAIL`] bytes of stdout, as UTF-8 (invalid sequences replaced).
+    #[serde(default)]
     pub stdout: String,
+    #[serde(default)]
     pub stderr: String,
     /// Bytes of stdout written before the tail (not kept).
+    #[serde(default)]
     pub stdout_dropped: u64,
+    #[serde(default)]
     pub stderr_dropped: u64,
 }
 

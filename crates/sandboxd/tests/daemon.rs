@@ -255,8 +255,21 @@ async fn background_processes_outlive_their_connection() {
         .await
         .unwrap();
     let killed = second.kill_process(&long.id).await.unwrap();
-    assert_eq!(killed.state, ProcessState::Exited);
-    assert_eq!(killed.signal, Some(15));
+    assert_eq!(killed.info.state, ProcessState::Exited);
+    assert_eq!(killed.info.signal, Some(15));
+    // A killed process is forgotten, and so is an exited one when it is killed.
+    let gone = second.process(&long.id).await.unwrap_err();
+    assert!(matches!(gone, ClientError::Daemon(ref b) if b.kind == ErrorKind::NotFound));
+    let cleared = second.kill_process(&proc.id).await.unwrap();
+    assert_eq!(
+        (cleared.info.exit_code, cleared.stdout.as_str()),
+        (Some(5), "hi\n")
+    );
+    let listed = second.processes().await.unwrap();
+    assert!(
+        listed.iter().all(|p| p.id != proc.id && p.id != long.id),
+        "{listed:?}"
+    );
     let missing = second.process("proc_nope").await.unwrap_err();
     assert!(matches!(missing, ClientError::Daemon(ref b) if b.kind == ErrorKind::NotFound));
 }

@@ -151,25 +151,32 @@ impl Sessions {
     ) -> Result<ProcessDetail> {
         let (_, client) = self.daemon_of(project, id).await?;
         let d = client.process(process).await.map_err(daemon_error)?;
-        Ok(ProcessDetail {
-            process: process_of(d.info),
-            stdout: d.stdout,
-            stderr: d.stderr,
-            stdout_dropped: d.stdout_dropped,
-            stderr_dropped: d.stderr_dropped,
-        })
+        Ok(detail_of(d))
     }
 
-    /// TERM to the process's tree, KILL two seconds later; answers once it ended.
+    /// TERM to the process's tree, KILL two seconds later; once it ended it is forgotten (a
+    /// later read is 404, as for anything deleted) and the answer is the last of it: its final
+    /// state and output.
     #[tracing::instrument(skip_all, fields(session.id = %id, process = %process))]
     pub async fn kill_process(
         &self,
         project: ProjectId,
         id: SessionId,
         process: &str,
-    ) -> Result<Process> {
+    ) -> Result<ProcessDetail> {
         let (_, client) = self.daemon_of(project, id).await?;
         let killed = client.kill_process(process).await.map_err(daemon_error)?;
-        Ok(process_of(killed))
+        tracing::info!(exit_code = ?killed.info.exit_code, "killed a background process");
+        Ok(detail_of(killed))
+    }
+}
+
+fn detail_of(d: proto::ProcessDetail) -> ProcessDetail {
+    ProcessDetail {
+        process: process_of(d.info),
+        stdout: d.stdout,
+        stderr: d.stderr,
+        stdout_dropped: d.stdout_dropped,
+        stderr_dropped: d.stderr_dropped,
     }
 }

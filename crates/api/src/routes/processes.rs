@@ -38,8 +38,8 @@ pub async fn start(
 
 /// List background processes
 ///
-/// Every background process of the sandbox, running or exited (the oldest exited ones are
-/// forgotten beyond 256), oldest first.
+/// Every background process of the sandbox, running or exited, oldest first. An exited one
+/// stays until it is deleted (or, beyond 256, the oldest exited ones are forgotten first).
 #[utoipa::path(get, path = "/api/sessions/{session_id}/processes", operation_id = "list_processes", tag = "sessions",
     params(("session_id" = String, Path, description = "The session's id")),
     responses((status = 200, body = Vec<Process>),
@@ -73,14 +73,16 @@ pub async fn get(
     Ok(Json(st.sessions.process(project, id, &process).await?))
 }
 
-/// Kill a background process
+/// Kill and remove a background process
 ///
-/// TERM to the process and everything it started, KILL two seconds later; answers with the
-/// process once it ended. Killing one that exited already is fine.
+/// TERM to the process and everything it started, KILL two seconds later; once it ended it is
+/// removed (a later `GET` is 404 and the list leaves it out) and the answer is the last of
+/// it: its final state, exit code and recent output. Removing one that exited already is how
+/// a finished process is cleared away.
 #[utoipa::path(delete, path = "/api/sessions/{session_id}/processes/{process_id}", operation_id = "kill_process", tag = "sessions",
     params(("session_id" = String, Path, description = "The session's id"),
            ("process_id" = String, Path, description = "The process's id (`proc_...`)")),
-    responses((status = 200, body = Process),
+    responses((status = 200, body = ProcessDetail),
               (status = 404, description = "No such session or process"),
               (status = 409, description = "The session is not running, or its sandbox has no daemon")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw, process = %process))]
@@ -88,7 +90,7 @@ pub async fn kill(
     State(st): State<AppState>,
     Project(project): Project,
     Path((raw, process)): Path<(String, String)>,
-) -> ApiResult<Json<Process>> {
+) -> ApiResult<Json<ProcessDetail>> {
     let id = session_id(&raw)?;
     Ok(Json(st.sessions.kill_process(project, id, &process).await?))
 }

@@ -86,6 +86,14 @@ impl Processes {
             .ok_or_else(|| Failure::new(ErrorKind::NotFound, format!("no process {id}")))
     }
 
+    /// Removes `proc` from the table, unless a concurrent kill already did.
+    fn forget(&self, id: &str, proc: &Arc<Proc>) {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if table.get(id).is_some_and(|p| Arc::ptr_eq(p, proc)) {
+            table.remove(id);
+        }
+    }
+
     /// Makes room for one more: the oldest exited processes are forgotten first; with
     /// [`MAX_PROCESSES`] running, none can start.
     fn admit(&self, id: String, proc: Arc<Proc>) -> Result<(), Failure> {
@@ -219,11 +227,14 @@ pub async fn detail(
     Ok(Json(daemon.processes.get(&id)?.detail()))
 }
 
-/// TERM to the process's tree, KILL [`KILL_GRACE`] later; answers once it exited.
+/// TERM to the process's tree, KILL [`KILL_GRACE`] later; once it exited, it is forgotten
+/// (a later request for it is NotFound, as for any deleted resource) and the answer is its
+/// final state and output, the last anyone sees of it. One that will not die (a wait in the
+/// kernel) stays listed, running.
 pub async fn kill(
     State(daemon): State<Arc<Daemon>>,
     Path(id): Path<String>,
-) -> Result<Json<ProcessInfo>, Failure> {
+) -> Result<Json<ProcessDetail>, Failure> {
     let proc = daemon.processes.get(&id)?;
     if !*proc.ended.borrow() {
         kill::tree(proc.pid, &proc.mark, Signal::SIGTERM);
@@ -234,7 +245,12 @@ pub async fn kill(
     }
     // What it left behind goes too.
     kill::marked(&proc.mark, Signal::SIGKILL);
-    Ok(Json(proc.wait(KILL_GRACE).await))
+    proc.wait(KILL_GRACE).await;
+    let last = proc.detail();
+    if last.info.state == ProcessState::Exited {
+        daemon.processes.forget(&id, &proc);
+    }
+    Ok(Json(last))
 }
 
 #[derive(serde::Deserialize)]

@@ -93,8 +93,24 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
     assert_eq!(r.status(), 200);
     let killed: Value = r.json().await.unwrap();
     assert_eq!(killed["status"], "exited");
+    assert!(
+        killed["stdout"].is_string(),
+        "the last of its output: {killed}"
+    );
     let (_, out, _) = app.exec(&id, "pgrep -fx 'sleep 360[12]' | wc -l").await;
     assert_eq!(out.trim(), "0", "its children went with it");
+    // Deleted means gone: a read and a second delete are 404.
+    let (status, _) = app
+        .get_json(&format!("/api/sessions/{id}/processes/{pid}"))
+        .await;
+    assert_eq!(status, 404);
+    let again = app
+        .http
+        .delete(app.url(&format!("/api/sessions/{id}/processes/{pid}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
 
     for (body, status) in [
         (json!({"command": "  "}), 400),
@@ -110,7 +126,11 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
         );
     }
     let (_, listed) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
-    assert_eq!(listed.as_array().unwrap().len(), 1, "only the killed one");
+    assert_eq!(
+        listed,
+        json!([]),
+        "the killed one is gone, no bad start added one"
+    );
     let (status, _) = app
         .get_json(&format!("/api/sessions/{id}/processes/proc_nope"))
         .await;
