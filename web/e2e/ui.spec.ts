@@ -525,6 +525,42 @@ test('a session shows the skills its boot staged from its agent’s bundle', asy
   expect((await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' })).ok).toBeTruthy();
 });
 
+test('a background process: start it, read its output, kill it and see how it ended', async ({ page }) => {
+  // A session of its own, so this runs alone too (-g); deleted at the end, as the pages after
+  // this one count the suite's sessions.
+  const post = (p: string, body: unknown) => fetch(`${API()}${p}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const agent = await post('/api/agents', { slug: 'e2e-processes', name: 'Processes', capabilities: ['shell'] });
+  expect(agent.status, await agent.clone().text()).toBe(201);
+  const created = await post('/api/sessions', { agent_id: 'e2e-processes', title: 'E2E processes' });
+  expect(created.status).toBe(202);
+  const id = (await created.json()).id as string;
+  try {
+    await expect.poll(async () => (await apiGet(`/api/sessions/${id}`)).status, { timeout: 90_000 }).toBe('running');
+    await page.goto(`${UI()}/sessions/${id}`);
+    await page.getByRole('tab', { name: 'Processes' }).click();
+    await expect(page).toHaveURL(new RegExp(`/sessions/${id}/processes$`));
+    await expect(page.getByText('No background processes')).toBeVisible();
+    await page.getByRole('textbox', { name: 'Command' }).fill('echo hello-proc; sleep 600');
+    await page.getByRole('button', { name: 'Start process' }).click();
+    const row = page.getByTestId('process-row').filter({ hasText: 'echo hello-proc; sleep 600' });
+    await expect(row.getByTestId('process-status')).toHaveText('running');
+    const procId = (await row.getByRole('button', { name: /^Show the output of / }).textContent())!;
+    expect(procId).toMatch(/^proc_/);
+    // Started, it is shown; opened again from the list, the same.
+    await row.getByRole('button', { name: `Show the output of ${procId}` }).click();
+    await expect(page.getByRole('region', { name: `Standard output of ${procId}` })).toContainText('hello-proc');
+    await row.getByRole('button', { name: `Kill ${procId}` }).click();
+    await expect(page.getByTestId('process-row')).toHaveCount(0);
+    const ended = page.getByRole('region', { name: `Output of ${procId}` });
+    await expect(ended.getByTestId('process-ended')).toContainText('Killed and removed');
+    await expect(ended.getByTestId('process-status')).toHaveText('exited');
+    await expect(ended.getByRole('region', { name: `Standard output of ${procId}` })).toContainText('hello-proc');
+    expect((await fetch(`${API()}/api/sessions/${id}/processes/${procId}`)).status).toBe(404);
+  } finally {
+    expect((await fetch(`${API()}/api/sessions/${id}`, { method: 'DELETE' })).ok).toBeTruthy();
+  }
+});
+
 test('an environment: create it with packages, see its build fail naming the manager, read the log, edit, archive, delete', async ({ page }) => {
   await page.goto(`${UI()}/sessions`);
   await page.getByRole('link', { name: 'Environments' }).click();

@@ -19,6 +19,8 @@ export type Delivery = Schemas['Delivery'];
 export type ClientTool = Schemas['ClientTool'];
 export type ClientToolCall = Schemas['ClientToolCall'];
 export type WorkspaceEntry = Schemas['WorkspaceEntry'];
+export type Process = Schemas['Process'];
+export type ProcessDetail = Schemas['ProcessDetail'];
 
 let currentProject: string | null = null;
 

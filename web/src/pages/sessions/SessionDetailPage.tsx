@@ -24,11 +24,12 @@ import { isPythonToolEvent } from './notebook/notebook';
 
 const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
+const ProcessesTab = lazy(() => import('./ProcessesTab'));
 const RawEventsTab = lazy(() => import('./RawEventsTab'));
 const SessionExtrasTabs = lazy(() => import('./SessionExtras'));
 const NotebookTab = lazy(() => import('./notebook/NotebookTab'));
 
-const TABS = ['transcript', 'notebook', 'files', 'terminal', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
+const TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
 
 function StreamBadge({ status, onReconnect }: { status: StreamStatus; onReconnect: () => void }) {
   const color = { live: 'teal', connecting: 'yellow', reconnecting: 'orange', closed: 'gray', error: 'red' }[status];
@@ -219,6 +220,7 @@ export default function SessionDetailPage() {
           {showNotebook && <Tabs.Tab value="notebook">Notebook</Tabs.Tab>}
           <Tabs.Tab value="files">Files</Tabs.Tab>
           <Tabs.Tab value="terminal">Terminal</Tabs.Tab>
+          <Tabs.Tab value="processes">Processes</Tabs.Tab>
           <Tabs.Tab value="ports">Ports</Tabs.Tab>
           <Tabs.Tab value="snapshots">Snapshots</Tabs.Tab>
           <Tabs.Tab value="skills">Skills</Tabs.Tab>
@@ -244,6 +246,9 @@ export default function SessionDetailPage() {
           </Tabs.Panel>
           <Tabs.Panel value="terminal" pt="sm">
             <TerminalTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="processes" pt="sm">
+            <ProcessesTab session={s} />
           </Tabs.Panel>
           <Tabs.Panel value="events" pt="sm">
             <RawEventsTab log={log} />
