@@ -446,6 +446,31 @@ async fn archives_round_trip(t: Cleanup, daemon: bool) {
     assert!(files["dir/sub/blob.bin"] == blob);
     assert!(files.contains_key("dir/new"));
 
+    // A directory of the image's that the sandbox user may not write (root's, 755): the
+    // daemon is refused, and the Engine, as root, writes it as before the daemon took uploads.
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(3);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "sa-archive-test.txt", &b"etc"[..])
+        .unwrap();
+    t.backend
+        .put_archive(&sb.id, "/etc", b.into_inner().unwrap().into())
+        .await
+        .unwrap();
+    let out = t
+        .exec(
+            &sb,
+            &sh("cat /etc/sa-archive-test.txt; stat -c ' %u' /etc/sa-archive-test.txt"),
+        )
+        .await;
+    assert_eq!(
+        (out.exit_code, text(&out.stdout)),
+        (0, "etc 1000\n"),
+        "{}",
+        text(&out.stderr)
+    );
+
     let missing = t.backend.get_archive(&sb.id, "/workspace/nope").await;
     assert!(
         matches!(missing, Err(SandboxError::NoSuchPath(ref p)) if p == "/workspace/nope"),
