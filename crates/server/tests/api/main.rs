@@ -9,6 +9,7 @@ mod client_tools;
 mod compaction;
 mod conventions;
 mod daemon;
+mod db_pool;
 mod environments;
 mod event_log;
 mod exec_stream;
