@@ -549,6 +549,11 @@ test('a background process: start it, read its output, kill it and see how it en
     // Started, it is shown; opened again from the list, the same.
     await row.getByRole('button', { name: `Show the output of ${procId}` }).click();
     await expect(page.getByRole('region', { name: `Standard output of ${procId}` })).toContainText('hello-proc');
+    await shot(page, 'processes');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await expect(row.getByRole('button', { name: `Kill ${procId}` })).toBeVisible();
+    await shot(page, 'processes-phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
     await row.getByRole('button', { name: `Kill ${procId}` }).click();
     await expect(page.getByTestId('process-row')).toHaveCount(0);
     const ended = page.getByRole('region', { name: `Output of ${procId}` });
