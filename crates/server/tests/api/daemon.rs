@@ -84,12 +84,9 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
         (out.trim() == "2").then_some(()).ok_or(out)
     })
     .await;
-    let r = app
-        .http
-        .delete(app.url(&format!("/api/sessions/{id}/processes/{pid}")))
-        .send()
-        .await
-        .unwrap();
+    let process_url = app.url(&format!("/api/sessions/{id}/processes/{pid}"));
+    let delete = async || app.http.delete(&process_url).send().await.unwrap();
+    let r = delete().await;
     assert_eq!(r.status(), 200);
     let killed: Value = r.json().await.unwrap();
     assert_eq!(killed["status"], "exited");
@@ -104,13 +101,7 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
         .get_json(&format!("/api/sessions/{id}/processes/{pid}"))
         .await;
     assert_eq!(status, 404);
-    let again = app
-        .http
-        .delete(app.url(&format!("/api/sessions/{id}/processes/{pid}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 404);
+    assert_eq!(delete().await.status(), 404);
 
     for (body, status) in [
         (json!({"command": "  "}), 400),
