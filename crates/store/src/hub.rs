@@ -47,28 +47,28 @@ pub enum LiveEvent {
     Deleted,
 }
 
-/// One event as every subscriber of its feed shares it: its JSON is made once, by the first
-/// stream that sends it, and every other stream sends the same text (a thousand streams on a
-/// session cost one serialization per event, not a thousand).
+/// One event as every subscriber of its feed shares it: its wire form (an SSE frame) is made
+/// once, by the first stream that sends it, and every other stream sends the same bytes, a
+/// reference-counted clone (a thousand streams on a session cost one serialization and one
+/// frame per event, not a thousand).
 #[derive(Debug)]
 pub struct Shared {
     event: SessionEvent,
-    json: std::sync::OnceLock<String>,
+    encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 impl Shared {
     pub fn new(event: SessionEvent) -> Self {
         Shared {
             event,
-            json: std::sync::OnceLock::new(),
+            encoded: std::sync::OnceLock::new(),
         }
     }
 
-    /// The event's JSON (`SessionEvent`'s serialization), made on first use.
-    pub fn json(&self) -> &str {
-        self.json.get_or_init(|| {
-            serde_json::to_string(&self.event).expect("a SessionEvent always serializes")
-        })
+    /// The event encoded by `encode`, made on first use and shared after. Every caller must
+    /// pass the same encoding (there is one: the SSE frame); the first one's result is kept.
+    pub fn encoded(&self, encode: impl FnOnce(&SessionEvent) -> bytes::Bytes) -> bytes::Bytes {
+        self.encoded.get_or_init(|| encode(&self.event)).clone()
     }
 }
 

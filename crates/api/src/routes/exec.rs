@@ -10,16 +10,16 @@
 use crate::error::ApiResult;
 use crate::extract::{ApiJson, SessionPath};
 use crate::project::Project;
+use crate::sse::frame::frame;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bytes::Bytes;
 use sandbox_agents_domain::session::{ExecBody, ExecResult};
 use sandbox_agents_sandbox::OutputStream;
 use sandbox_agents_sessions::PreparedExec;
-use std::convert::Infallible;
 
 /// Whether the caller asked for the stream.
 fn wants_stream(headers: &HeaderMap) -> bool {
@@ -66,40 +66,34 @@ pub async fn exec(
     ))
 }
 
-fn output(stream: OutputStream, text: String) -> Event {
+fn output(stream: OutputStream, text: String) -> Bytes {
     let name = match stream {
         OutputStream::Stdout => "stdout",
         OutputStream::Stderr => "stderr",
     };
-    Event::default()
-        .event(name)
-        .data(serde_json::json!({ "text": text }).to_string())
+    frame(name, &serde_json::json!({ "text": text }).to_string(), None)
 }
 
 /// The command's events. The stream drives the command: dropping it (the caller went away)
 /// drops the command's future, which abandons it.
-fn stream(prepared: PreparedExec) -> impl futures::Stream<Item = Result<Event, Infallible>> {
+fn stream(prepared: PreparedExec) -> impl futures::Stream<Item = Bytes> {
     async_stream::stream! {
         let (run, mut rx) = prepared.run_to_channel();
         tokio::pin!(run);
         let outcome = loop {
             tokio::select! {
                 biased;
-                Some((stream, text)) = rx.recv() => yield Ok(output(stream, text)),
+                Some((stream, text)) = rx.recv() => yield output(stream, text),
                 outcome = &mut run => break outcome,
             }
         };
         while let Ok((stream, text)) = rx.try_recv() {
-            yield Ok(output(stream, text));
+            yield output(stream, text);
         }
-        yield Ok(match outcome {
-            Ok(o) => Event::default()
-                .event("exit")
-                .data(serde_json::to_string(&o.exit).unwrap_or_default()),
-            Err(e) => Event::default()
-                .event("error")
-                .data(crate::error::ApiError::from(e).body().to_string()),
-        });
+        yield match outcome {
+            Ok(o) => frame("exit", &serde_json::to_string(&o.exit).unwrap_or_default(), None),
+            Err(e) => frame("error", &crate::error::ApiError::from(e).body().to_string(), None),
+        };
     }
 }
 

@@ -11,34 +11,23 @@
 //! Because seq order equals commit order within a session, "everything after my cursor"
 //! read from Postgres never misses an event that a later read would find.
 
-use axum::response::sse::Event;
+mod body;
+pub mod frame;
+
+pub use body::SseBody;
+
+use bytes::Bytes;
 use futures::Stream;
 use sandbox_agents_domain::event::{EventType, SessionEvent};
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_store::events::{self, MAX_PAGE};
 use sandbox_agents_store::{Db, LiveEvent, Shared, Subscription};
-use std::convert::Infallible;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-fn frame(e: &SessionEvent) -> Event {
-    let data = serde_json::to_string(e).expect("a SessionEvent always serializes");
-    framed(e, &data)
-}
-
-/// A live event's frame, from the JSON its feed's streams share.
-fn shared_frame(e: &Shared) -> Event {
-    framed(e, e.json())
-}
-
-fn framed(e: &SessionEvent, data: &str) -> Event {
-    let ev = Event::default().event(&e.kind).data(data);
-    // Never `id: 0`: a browser would resume from 0 and replay the whole log.
-    if e.seq > 0 {
-        ev.id(e.seq.to_string())
-    } else {
-        ev
-    }
+/// A live event's frame, built by the first of its feed's streams and shared by the others.
+fn shared_frame(e: &Shared) -> Bytes {
+    e.encoded(frame::session_event)
 }
 
 /// Everything stored after `cursor`, page by page. Updates the cursor as it goes.
@@ -74,7 +63,7 @@ pub fn event_stream(
     sub: Subscription,
     shutdown: CancellationToken,
     options: StreamOptions,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+) -> impl Stream<Item = Bytes> {
     async_stream::stream! {
         // Move the whole subscription in: capturing only `sub.rx` would drop the feed handle
         // when this function returns, and with it the feed.
@@ -88,7 +77,7 @@ pub fn event_stream(
                 let full = page.len() as i64 == MAX_PAGE;
                 for e in &page {
                     cursor = e.seq;
-                    yield Ok(frame(e));
+                    yield frame::session_event(e);
                 }
                 catching_up = full;
                 continue;
@@ -101,12 +90,12 @@ pub fn event_stream(
                 Ok(LiveEvent::Stored(e)) => {
                     if e.seq > cursor {
                         cursor = e.seq;
-                        yield Ok(shared_frame(&e));
+                        yield shared_frame(&e);
                     }
                 }
                 Ok(LiveEvent::Ephemeral(e)) => {
                     if sends(&e, options.tool_output) {
-                        yield Ok(shared_frame(&e));
+                        yield shared_frame(&e);
                     }
                 }
                 Ok(LiveEvent::Deleted) | Err(RecvError::Closed) => break,
@@ -119,63 +108,28 @@ pub fn event_stream(
     }
 }
 
-/// One open stream, for the process's metrics: counted while it lives.
-struct Open;
-
-impl Open {
-    fn new() -> Self {
-        metrics::gauge!("sandbox_agents_sse_streams_open").increment(1);
-        Open
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        metrics::gauge!("sandbox_agents_sse_streams_open").decrement(1);
-    }
-}
-
-/// `stream`, counted: open while it is being sent, each event it sends.
-fn counted(
-    stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    use futures::StreamExt;
-    async_stream::stream! {
-        let _open = Open::new();
-        let sent = metrics::counter!("sandbox_agents_sse_events_sent_total");
-        futures::pin_mut!(stream);
-        while let Some(item) = stream.next().await {
-            sent.increment(1);
-            yield item;
-        }
-    }
-}
-
 /// An SSE answer as every stream of ours is sent: `text/event-stream`, no proxy buffering
-/// (`X-Accel-Buffering: no`), and a `: ping` comment after `heartbeat` of silence.
+/// (`X-Accel-Buffering: no`), the frames as they come, and a `: ping` comment after
+/// `heartbeat` of silence.
 pub fn response(
-    stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+    frames: impl Stream<Item = Bytes> + Send + 'static,
     heartbeat: std::time::Duration,
 ) -> axum::response::Response {
     use axum::http::{header, HeaderValue};
     use axum::response::IntoResponse;
-    let stream = counted(stream);
     (
         [
             (
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/event-stream; charset=utf-8"),
             ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
             (
                 header::HeaderName::from_static("x-accel-buffering"),
                 HeaderValue::from_static("no"),
             ),
         ],
-        axum::response::sse::Sse::new(stream).keep_alive(
-            axum::response::sse::KeepAlive::new()
-                .interval(heartbeat)
-                .text("ping"),
-        ),
+        axum::body::Body::new(SseBody::new(frames, heartbeat)),
     )
         .into_response()
 }
