@@ -6,9 +6,9 @@
 //! that complete the event arrive. Receivers also check that they got every event exactly once
 //! and in order.
 
+use crate::raw_sse::RawSse;
 use crate::stats::Summary;
 use anyhow::{bail, Context};
-use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::{AgentId, SessionId};
 use sandbox_agents_store::events::{self, Notice};
@@ -45,6 +45,9 @@ pub struct LatencyRow {
     pub send: Option<Summary>,
     /// Time until every stream was open and had seen the ready marker.
     pub setup: Option<Duration>,
+    /// CPU time this process (the server and the receivers, not PostgreSQL) spent from the
+    /// first timed event to the end marker's arrival, per delivery.
+    pub cpu_per_delivery: Option<Duration>,
     /// Anything wrong: loss, duplicates, order, errors. Empty when the run was clean.
     pub problems: Vec<String>,
 }
@@ -61,6 +64,7 @@ impl LatencyRow {
             all_receivers: None,
             send: None,
             setup: None,
+            cpu_per_delivery: None,
             problems: Vec::new(),
         }
     }
@@ -363,10 +367,42 @@ struct StreamOut {
     error: Option<String>,
 }
 
+/// The fields of a `SessionEvent` a stream client reads: its seq, and the bench's payload.
+#[derive(serde::Deserialize)]
+struct Timed<'a> {
+    seq: i64,
+    #[serde(borrow)]
+    payload: TimedPayload<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct TimedPayload<'a> {
+    #[serde(borrow, default)]
+    bench: Option<&'a str>,
+    #[serde(default)]
+    i: Option<u64>,
+    #[serde(default)]
+    t_ns: Option<u64>,
+}
+
+/// A frame's `id:` and `data:` fields (the data of a frame of ours is one line of JSON), or
+/// None for a comment (`: ping`).
+fn fields(frame: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
+    let mut id = None;
+    let mut data = None;
+    for line in frame.split(|&b| b == b'\n') {
+        if let Some(v) = line.strip_prefix(b"id:") {
+            id = Some(v.trim_ascii());
+        } else if let Some(v) = line.strip_prefix(b"data:") {
+            data = Some(v.strip_prefix(b" ").unwrap_or(v));
+        }
+    }
+    data.map(|d| (id, d))
+}
+
 /// One SSE client: opens the stream, reports ready once the marker (backlog) arrived, then
 /// records every timed event until the end marker.
 async fn stream_client(
-    client: reqwest::Client,
     url: String,
     n: usize,
     base: Instant,
@@ -381,95 +417,73 @@ async fn stream_client(
         error: None,
     };
     let mut permit = opening.acquire_owned().await.ok();
-    let resp = match client.get(&url).send().await {
-        Ok(r) if r.status().is_success() => r,
-        Ok(r) => {
-            let msg = format!("HTTP {}", r.status());
-            let _ = ready.send(Err(msg.clone()));
-            out.error = Some(msg);
-            return out;
-        }
+    let mut sse = match RawSse::open(&url).await {
+        Ok(s) => s,
         Err(e) => {
-            let msg = format!("{:#}", anyhow::Error::from(e));
+            let msg = format!("{e:#}");
             let _ = ready.send(Err(msg.clone()));
             out.error = Some(msg);
             return out;
         }
     };
-    let mut body = resp.bytes_stream();
-    let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut is_ready = false;
     let mut last_seq = 0i64;
-    'read: loop {
-        let chunk = tokio::select! {
-            c = body.next() => c,
+    loop {
+        let frame = tokio::select! {
+            f = sse.next_frame() => f,
             _ = stop.changed() => {
                 out.error = Some("stopped: the end marker did not arrive in time".into());
                 break;
             }
         };
         let at = now_ns(base);
-        match chunk {
-            None => {
+        let frame = match frame {
+            Ok(Some(f)) => f,
+            Ok(None) => {
                 out.error = Some("the stream ended".into());
                 break;
             }
-            Some(Err(e)) => {
-                out.error = Some(format!("reading the stream: {:#}", anyhow::Error::from(e)));
+            Err(e) => {
+                out.error = Some(format!("reading the stream: {e:#}"));
                 break;
             }
-            Some(Ok(bytes)) => buf.extend_from_slice(&bytes),
+        };
+        let Some((id, data)) = fields(&frame) else {
+            continue;
+        };
+        let ev: Timed = match serde_json::from_slice(data) {
+            Ok(v) => v,
+            Err(e) => {
+                out.error = Some(format!("a frame's data is not a SessionEvent: {e}"));
+                break;
+            }
+        };
+        let id_matches = id
+            .and_then(|id| std::str::from_utf8(id).ok())
+            .and_then(|id| id.parse::<i64>().ok())
+            == Some(ev.seq);
+        if ev.seq <= last_seq || !id_matches {
+            out.seq_errors += 1;
         }
-        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-            let frame: Vec<u8> = buf.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&frame);
-            let mut id = None;
-            let mut data: Option<String> = None;
-            for line in text.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = Some(v.trim().to_owned());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    let v = v.strip_prefix(' ').unwrap_or(v);
-                    data = Some(match data {
-                        Some(d) => d + "\n" + v,
-                        None => v.to_owned(),
-                    });
+        last_seq = last_seq.max(ev.seq);
+        match ev.payload.bench {
+            Some("ready") => {
+                if !is_ready {
+                    is_ready = true;
+                    permit.take();
+                    let _ = ready.send(Ok(()));
                 }
+                continue;
             }
-            // Comments (`: ping`) carry no data.
-            let Some(data) = data else { continue };
-            let v: Value = match serde_json::from_str(&data) {
-                Ok(v) => v,
-                Err(e) => {
-                    out.error = Some(format!("a frame's data is not JSON: {e}"));
-                    break 'read;
-                }
-            };
-            let seq = v["seq"].as_i64().unwrap_or(0);
-            if seq <= last_seq || id.as_deref() != Some(seq.to_string().as_str()) {
-                out.seq_errors += 1;
+            Some("end") => {
+                out.finished = true;
+                break;
             }
-            last_seq = last_seq.max(seq);
-            let payload = &v["payload"];
-            match payload["bench"].as_str() {
-                Some("ready") => {
-                    if !is_ready {
-                        is_ready = true;
-                        permit.take();
-                        let _ = ready.send(Ok(()));
-                    }
-                    continue;
-                }
-                Some("end") => {
-                    out.finished = true;
-                    break 'read;
-                }
-                _ => {}
-            }
-            match (payload["i"].as_u64(), payload["t_ns"].as_u64()) {
-                (Some(i), Some(t)) => out.got.record(i, at.saturating_sub(t)),
-                _ => out.got.unknown += 1,
-            }
+            _ => {}
+        }
+        match (ev.payload.i, ev.payload.t_ns) {
+            (Some(i), Some(t)) => out.got.record(i, at.saturating_sub(t)),
+            _ => out.got.unknown += 1,
         }
     }
     if !is_ready {
@@ -504,19 +518,14 @@ pub async fn sse(
     // feed before it reads its backlog, so a stream that has the marker is live.
     events::append_now(writer_db, session, &[marker("ready")]).await?;
     let url = app.url(&format!("/api/sessions/{session}/events/stream?after=0"));
-    // One connection per stream (an SSE response holds its connection).
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(streams)
-        .tcp_nodelay(true)
-        .build()?;
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
     let t_open = Instant::now();
+    let mut cpu_before = None;
     let handles: Vec<_> = (0..streams)
         .map(|_| {
             tokio::spawn(stream_client(
-                client.clone(),
                 url.clone(),
                 pace.events,
                 base,
@@ -539,6 +548,7 @@ pub async fn sse(
     let all_open = ready == streams;
     if all_open {
         row.setup = Some(t_open.elapsed());
+        cpu_before = Some(process_cpu());
         let mut tick = pace.interval();
         let mut sends = Vec::with_capacity(pace.events);
         for i in 0..pace.events {
@@ -581,6 +591,7 @@ pub async fn sse(
     }
     drop(stop_rx);
     stopper.abort();
+    let cpu = cpu_before.map(|before| process_cpu().saturating_sub(before));
     if !all_open {
         return Ok(row);
     }
@@ -592,6 +603,9 @@ pub async fn sse(
         .and_then(|o| o.error.clone());
     let received: Vec<Received> = outs.into_iter().map(|o| o.got).collect();
     conclude(&mut row, &received);
+    if row.delivered > 0 {
+        row.cpu_per_delivery = cpu.map(|c| c / row.delivered as u32);
+    }
     if seq_errors > 0 {
         row.problems.push(format!(
             "SEQ ORDER: {seq_errors} frames whose seq did not increase or whose id: differed"
@@ -604,6 +618,20 @@ pub async fn sse(
         ));
     }
     Ok(row)
+}
+
+/// CPU time every thread of this process has used so far: the sum of
+/// `/proc/self/task/*/schedstat`'s first field (ns on a CPU). Threads that exited are not
+/// counted; the runtime's workers live as long as the process.
+fn process_cpu() -> Duration {
+    let ns: u64 = std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
 }
 
 /// Fails early, with a clear message, when the process cannot hold `streams` SSE connections:

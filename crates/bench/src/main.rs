@@ -17,6 +17,7 @@
 mod append;
 mod fanout;
 mod machine;
+mod raw_sse;
 mod report;
 use sandbox_agents_bench::stats;
 

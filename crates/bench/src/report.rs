@@ -148,17 +148,17 @@ pub fn markdown(r: &Results) -> String {
         );
         let _ = writeln!(
             out,
-            "| path | receivers | delivered / expected | p50 ms | p99 ms | max ms | last receiver p50 ms | last receiver p99 ms | sender stmt p50 ms | all open after | status |"
+            "| path | receivers | delivered / expected | p50 ms | p99 ms | max ms | last receiver p50 ms | last receiver p99 ms | sender stmt p50 ms | all open after | CPU µs per delivery | status |"
         );
         let _ = writeln!(
             out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         );
         for l in &r.latency {
             let expected = l.receivers as u64 * l.events as u64;
             let _ = writeln!(
                 out,
-                "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 l.label,
                 l.receivers,
                 l.delivered,
@@ -170,6 +170,8 @@ pub fn markdown(r: &Results) -> String {
                 lat(&l.all_receivers, |s| s.p99),
                 lat(&l.send, |s| s.p50),
                 l.setup.map_or_else(|| "–".into(), seconds),
+                l.cpu_per_delivery
+                    .map_or_else(|| "–".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e6)),
                 if l.problems.is_empty() {
                     "ok"
                 } else {
@@ -221,6 +223,7 @@ pub fn json(r: &Results) -> Value {
                 "last_receiver": l.all_receivers.as_ref().map(Summary::json),
                 "sender_statement": l.send.as_ref().map(Summary::json),
                 "all_open_after_s": l.setup.map(|d| d.as_secs_f64()),
+                "cpu_us_per_delivery": l.cpu_per_delivery.map(|d| d.as_secs_f64() * 1e6),
                 "problems": l.problems,
             })
         })
