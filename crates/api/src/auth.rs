@@ -16,8 +16,8 @@ pub use crate::principal::Principal;
 /// The header that cookie-authenticated changes must carry (any value).
 pub const CSRF_HEADER: &str = "x-requested-with";
 
-/// Routes anyone may call.
-fn is_public(path: &str) -> bool {
+/// Routes anyone may call (the OpenAPI document's public operations too).
+pub(crate) fn is_public(path: &str) -> bool {
     matches!(
         path,
         "/api/health" | "/api/me" | "/api/auth/login" | "/api/auth/logout" | "/api/auth/recovery"

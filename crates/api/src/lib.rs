@@ -19,6 +19,7 @@ pub mod preview;
 pub mod principal;
 pub mod project;
 pub mod routes;
+mod security_docs;
 pub mod sse;
 pub mod state;
 pub mod ui;
@@ -185,7 +186,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the routes themselves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    error_docs::document(api_routes().split_for_parts().1)
+    error_docs::document(security_docs::document(api_routes().split_for_parts().1))
 }
 
 /// Every route, with request ids, tracing, body limits, and 404/405 answers as
@@ -193,7 +194,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
-    let doc = error_docs::document(doc);
+    let doc = error_docs::document(security_docs::document(doc));
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
     let checks = std::sync::Arc::new(guard::Guard {

@@ -86,7 +86,7 @@ pub struct StreamQuery {
 /// session is deleted or the server shuts down, and resumes with `after=<last seq seen>`.
 #[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", operation_id = "stream_events", tag = "events",
     params(("session_id" = String, Path, description = "The session's id"), StreamQuery,
-           ("Last-Event-ID" = Option<i64>, Header, description = "Resume cursor for EventSource clients (the `id:` of the last event received); `after` wins. Anything but an integer is a 422")),
+           ("Last-Event-ID" = Option<String>, Header, pattern = "^[+-]?[0-9]{1,18}$", description = "Resume cursor for EventSource clients: the `id:` (a seq) of the last event received; `after` wins. Anything but an integer is a 422")),
     responses((status = 200, content_type = "text/event-stream", description = "One SessionEvent per `data:` frame"),
               (status = 404, description = "No such session")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]

@@ -196,3 +196,55 @@ async fn the_reference_page_and_its_assets_are_served_locally() {
         .unwrap();
     assert!(doc["paths"]["/api/agents"].is_object());
 }
+
+/// The document's security is the server's: with a token configured, every operation that
+/// requires a credential answers 401 without one, and every public operation does not.
+#[tokio::test]
+async fn the_documented_security_is_what_the_server_enforces() {
+    let app = sandbox_agents_testkit::spawn_app_with_token("sesame").await;
+    let json = serde_json::to_value(sandbox_agents_api::openapi()).unwrap();
+    let schemes = json["components"]["securitySchemes"].as_object().unwrap();
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    assert_eq!(schemes["session"]["in"], "cookie");
+    assert_eq!(schemes["session"]["name"], "sa_session");
+    assert_eq!(
+        json["security"],
+        serde_json::json!([{"bearer": []}, {"session": []}])
+    );
+    let mut public = Vec::new();
+    for (path, item) in json["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let is_public = op["security"] == serde_json::json!([{}]);
+            let concrete = path
+                .replace("{ref}", "nobody")
+                .replace("{session_id}", &uuid::Uuid::now_v7().to_string());
+            let r = app
+                .http
+                .request(method.to_uppercase().parse().unwrap(), app.url(&concrete))
+                .send()
+                .await
+                .unwrap();
+            if is_public {
+                public.push(format!("{method} {path}"));
+                assert_ne!(r.status(), 401, "{method} {path} is documented as public");
+            } else {
+                assert_eq!(r.status(), 401, "{method} {path} is documented as secured");
+                assert!(
+                    op["responses"]["401"].is_object(),
+                    "{method} {path} documents no 401"
+                );
+            }
+        }
+    }
+    public.sort();
+    assert_eq!(
+        public,
+        [
+            "get /api/health",
+            "get /api/me",
+            "post /api/auth/login",
+            "post /api/auth/logout",
+            "post /api/auth/recovery"
+        ]
+    );
+}
