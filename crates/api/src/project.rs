@@ -12,6 +12,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use sandbox_agents_domain::ProjectId;
 use sandbox_agents_store::projects::{self, ProjectRecord};
+use sandbox_agents_store::ProjectIds;
 
 /// Extracts the resolved project for project-scoped routes.
 #[derive(Clone, Copy, Debug)]
@@ -58,13 +59,17 @@ pub async fn by_ref(
 
 /// Resolves the request's project; `Ok(None)` only when nothing names one and several are
 /// possible (callers that can act without a project use that; [`Project`] refuses it).
+/// Answered from the process's cache of project ids when it can be (`store::project_ids`).
 pub async fn resolve(
-    db: &sandbox_agents_store::Db,
+    ids: &ProjectIds,
     principal: &Principal,
     named: Option<&str>,
 ) -> Result<Option<ProjectId>, ApiError> {
     if let Some(r) = named {
-        return by_ref(db, principal, r).await.map(|p| Some(p.project_id()));
+        return match ids.by_ref(r).await? {
+            Some(p) if reaches(principal, p) => Ok(Some(p)),
+            _ => Err(not_found(r)),
+        };
     }
     match principal {
         Principal::ApiKey {
@@ -81,7 +86,7 @@ pub async fn resolve(
         }
         _ => {}
     }
-    Ok(projects::only(db).await?.map(|p| p.project_id()))
+    Ok(ids.only().await?)
 }
 
 impl FromRequestParts<AppState> for Project {
@@ -90,7 +95,7 @@ impl FromRequestParts<AppState> for Project {
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
         let principal = Principal::from_request_parts(parts, st).await?;
         let named = header(parts);
-        match resolve(&st.db, &principal, named.as_deref()).await? {
+        match resolve(&st.project_ids, &principal, named.as_deref()).await? {
             Some(p) => Ok(Project(p)),
             None => Err(ApiError::BadRequest(
                 "several projects are available; name one with the X-Project header".into(),
@@ -111,7 +116,7 @@ impl FromRequestParts<AppState> for MaybeProject {
         let principal = Principal::from_request_parts(parts, st).await?;
         let named = header(parts);
         Ok(MaybeProject(
-            resolve(&st.db, &principal, named.as_deref()).await?,
+            resolve(&st.project_ids, &principal, named.as_deref()).await?,
         ))
     }
 }

@@ -47,6 +47,8 @@ pub struct BackendInfo {
 pub struct AppState {
     pub db: Db,
     pub hub: EventHub,
+    /// Which project a request names, from memory while that is safe.
+    pub project_ids: sandbox_agents_store::ProjectIds,
     pub settings: Arc<ApiSettings>,
     /// Sessions' sandboxes: boot, stop, exec, files.
     pub sessions: Sessions,

@@ -281,6 +281,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         .context("setting up webhook delivery")?;
     let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
     let state = AppState {
+        project_ids: sandbox_agents_store::ProjectIds::new(db.clone(), hub.clone()),
         db,
         hub,
         sessions,

@@ -20,12 +20,16 @@ use sandbox_agents_domain::event::SessionEvent;
 use sandbox_agents_domain::SessionId;
 use sqlx::postgres::PgListener;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch, Notify};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
+
+/// The channel a trigger announces every change to the projects table on (see the migration
+/// `projects_changed`).
+pub const PROJECTS_CHANNEL: &str = "sa_projects";
 
 /// How often feeds check the database while the `LISTEN` connection is down.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -130,6 +134,10 @@ struct Inner {
     db: Db,
     feeds: Mutex<HashMap<Uuid, Weak<Feed>>>,
     listening: AtomicBool,
+    /// Moves on every change to the projects table heard of (see
+    /// [`EventHub::projects_epoch`]), and whenever the listener connects or loses its
+    /// connection, as changes made meanwhile went unheard.
+    projects_epoch: AtomicU64,
     shutdown: CancellationToken,
 }
 
@@ -153,6 +161,7 @@ impl EventHub {
                 db,
                 feeds: Mutex::new(HashMap::new()),
                 listening: AtomicBool::new(false),
+                projects_epoch: AtomicU64::new(0),
                 shutdown,
             }),
         };
@@ -163,7 +172,22 @@ impl EventHub {
 
     /// Whether the `LISTEN` connection is up (for health reporting).
     pub fn is_listening(&self) -> bool {
-        self.inner.listening.load(Ordering::Relaxed)
+        self.inner.listening.load(Ordering::Acquire)
+    }
+
+    /// Where the projects table stands as far as this process has heard: a number that moves
+    /// on every change committed to it (announced on [`PROJECTS_CHANNEL`] by a trigger), and
+    /// whenever the listener connects or loses its connection. None while nobody listens,
+    /// when nothing may be cached. A value read before a query and again after it, unchanged,
+    /// means no change was heard in between (a change is heard within the notification's
+    /// delivery, about a millisecond after its commit).
+    pub fn projects_epoch(&self) -> Option<u64> {
+        let epoch = self.inner.projects_epoch.load(Ordering::Acquire);
+        self.is_listening().then_some(epoch)
+    }
+
+    fn projects_changed(&self) {
+        self.inner.projects_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Subscribes to a session's live events. The caller must already have checked that it
@@ -279,7 +303,9 @@ impl EventHub {
             if std::mem::replace(&mut connected_before, true) {
                 metrics::counter!("sandbox_agents_event_listener_reconnects_total").increment(1);
             }
-            self.inner.listening.store(true, Ordering::Relaxed);
+            // Changes to projects made while nobody listened went unheard.
+            self.projects_changed();
+            self.inner.listening.store(true, Ordering::Release);
             tracing::info!("event listener connected");
             // Anything committed while nobody listened is read now.
             self.check_all();
@@ -289,6 +315,7 @@ impl EventHub {
                     _ = shutdown.cancelled() => return,
                 };
                 match next {
+                    Ok(Some(n)) if n.channel() == PROJECTS_CHANNEL => self.projects_changed(),
                     Ok(Some(n)) => self.dispatch(n.payload()),
                     Ok(None) => {
                         tracing::warn!("event listener lost its connection");
@@ -300,7 +327,8 @@ impl EventHub {
                     }
                 }
             }
-            self.inner.listening.store(false, Ordering::Relaxed);
+            self.inner.listening.store(false, Ordering::Release);
+            self.projects_changed();
             self.check_all();
         }
     }
@@ -320,7 +348,7 @@ impl EventHub {
 
 async fn connect_listener(db: &Db) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(db).await?;
-    l.listen(CHANNEL).await?;
+    l.listen_all([CHANNEL, PROJECTS_CHANNEL]).await?;
     Ok(l)
 }
 

@@ -62,7 +62,10 @@ pub async fn create(
         Principal::Person { id, .. } => Some(*id),
         _ => None,
     };
-    let created = st.credentials.create_project(&body, admin).await?;
+    let created = st.credentials.create_project(&body, admin).await;
+    // Whether or not it answered Ok, the change may have committed.
+    st.project_ids.invalidate();
+    let created = created?;
     let role = admin.map(|_| "admin");
     Ok((StatusCode::CREATED, Json(created.to_wire(role))))
 }
@@ -101,7 +104,9 @@ pub async fn update(
     let updated = st
         .credentials
         .update_project(project.project_id(), &body)
-        .await?;
+        .await;
+    st.project_ids.invalidate();
+    let updated = updated?;
     Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
 }
 
@@ -122,7 +127,9 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
-    st.sessions.delete_project(project.project_id()).await?;
+    let deleted = st.sessions.delete_project(project.project_id()).await;
+    st.project_ids.invalidate();
+    deleted?;
     Ok(StatusCode::NO_CONTENT)
 }
 

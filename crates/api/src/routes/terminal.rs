@@ -78,7 +78,7 @@ pub async fn open(
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
     let named = project::named_in(&headers).or(q.project.filter(|p| !p.trim().is_empty()));
-    let project = project::resolve(&st.db, &principal, named.as_deref())
+    let project = project::resolve(&st.project_ids, &principal, named.as_deref())
         .await?
         .ok_or_else(|| {
             ApiError::BadRequest(

@@ -33,6 +33,7 @@ mod ports;
 mod preview_origin;
 mod process;
 mod project_delete;
+mod project_ids;
 mod rate_share;
 mod runs;
 mod s3_mounts;
