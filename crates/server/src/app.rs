@@ -82,7 +82,10 @@ impl ServiceSettings {
                 warm_pool: config.warm_pool_size,
                 warm_pool_max: config.warm_pool_max.max(config.warm_pool_size),
                 extra_ca: extra_ca.clone(),
-                s3: config.s3_settings(),
+                s3: sandbox_agents_workspace::s3::S3Settings {
+                    extra_ca: extra_ca.clone(),
+                    ..config.s3_settings()
+                },
                 admission: sandbox_agents_store::admission::Limits {
                     deployment: config.max_sandboxes.map(i64::from),
                     project: config.max_sandboxes_per_project.map(i64::from),

@@ -233,7 +233,7 @@ pub struct Config {
     pub sandboxd_bin: Option<PathBuf>,
 
     /// A PEM file of CA certificates to trust in addition to the system's: by the control
-    /// plane's own clients (git, models, webhooks), by every sandbox (added to its trust store
+    /// plane's own clients (git, models, webhooks, S3), by every sandbox (added to its trust store
     /// at boot and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, NODE_EXTRA_CA_CERTS and
     /// GIT_SSL_CAINFO) and by environment builds. Networks that inspect TLS need it.
     #[arg(long, env = "SANDBOX_AGENTS_EXTRA_CA_CERTS", global = true)]

@@ -26,6 +26,9 @@ pub struct MotoServer {
     endpoint: String,
     child: Child,
     http: reqwest::Client,
+    /// With TLS: the test CA's certificate (PEM) this side trusts, and the directory of the
+    /// server's certificate.
+    tls: Option<(String, PathBuf)>,
 }
 
 /// `SANDBOX_AGENTS_MOTO_SERVER`, else `target/moto-venv/bin/moto_server` of this workspace.
@@ -40,6 +43,16 @@ impl MotoServer {
     /// Starts moto on a free port of 127.0.0.1 and waits until it answers. Panics, saying how
     /// to install it, when moto is missing: a test of S3 mounts is never skipped silently.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// [`MotoServer::start`] over https, with a certificate `ca` issued for `IP:127.0.0.1`: a
+    /// server under test reaches it only if it trusts `ca` (`--extra-ca-certs`).
+    pub async fn start_tls(ca: &crate::tls::TestCa) -> Self {
+        Self::start_with(Some(ca)).await
+    }
+
+    async fn start_with(ca: Option<&crate::tls::TestCa>) -> Self {
         let bin = moto_bin();
         assert!(
             bin.exists(),
@@ -52,17 +65,33 @@ impl MotoServer {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let mut command = Command::new(&bin);
+        command.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        let mut http = reqwest::Client::builder();
+        let tls = ca.map(|ca| {
+            let dir =
+                std::env::temp_dir().join(format!("sa-moto-tls-{}", uuid::Uuid::new_v4().simple()));
+            std::fs::create_dir_all(&dir).expect("the certificate's directory");
+            let (crt, key) = ca.issue("IP:127.0.0.1", &dir);
+            command.arg("--ssl-cert").arg(crt).arg("--ssl-key").arg(key);
+            let pem = std::fs::read_to_string(ca.cert()).expect("the test CA's certificate");
+            http = std::mem::take(&mut http).add_root_certificate(
+                reqwest::Certificate::from_pem(pem.as_bytes()).expect("the test CA's certificate"),
+            );
+            (pem, dir)
+        });
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let server = MotoServer {
-            endpoint: format!("http://127.0.0.1:{port}"),
+            endpoint: format!("{scheme}://127.0.0.1:{port}"),
             child,
-            http: reqwest::Client::new(),
+            http: http.build().expect("a client of moto"),
+            tls,
         };
         let url = server.endpoint.clone();
         let http = server.http.clone();
@@ -117,15 +146,21 @@ impl MotoServer {
 
     /// A signed client of `bucket` (moto answers unsigned object requests unreliably).
     fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
-        object_store::aws::AmazonS3Builder::new()
+        let mut b = object_store::aws::AmazonS3Builder::new()
             .with_endpoint(&self.endpoint)
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_bucket_name(bucket)
             .with_access_key_id(ACCESS_KEY_ID)
-            .with_secret_access_key(SECRET_ACCESS_KEY)
-            .build()
-            .expect("a client of moto")
+            .with_secret_access_key(SECRET_ACCESS_KEY);
+        if let Some((pem, _)) = &self.tls {
+            let cert = object_store::Certificate::from_pem(pem.as_bytes())
+                .expect("the test CA's certificate");
+            b = b.with_client_options(
+                object_store::ClientOptions::new().with_root_certificate(cert),
+            );
+        }
+        b.build().expect("a client of moto")
     }
 
     pub async fn put(&self, bucket: &str, key: &str, data: impl Into<bytes::Bytes>) {
@@ -185,5 +220,8 @@ impl Drop for MotoServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some((_, dir)) = &self.tls {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

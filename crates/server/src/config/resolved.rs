@@ -124,6 +124,8 @@ impl Config {
             secret_access_key: self.s3_secret_access_key.clone(),
             session_token: self.s3_session_token.clone(),
             stage_max_bytes: self.s3_stage_max_bytes,
+            // `app::ServiceSettings::resolve` sets it from the certificates read once at start.
+            extra_ca: None,
         }
     }
 

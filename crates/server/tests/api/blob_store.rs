@@ -199,3 +199,46 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
     );
     app.stop().await;
 }
+
+/// A bucket behind a private CA (an in-house S3-compatible store) is reached with
+/// `--extra-ca-certs`, and refused without it: the control plane's S3 client trusts the same
+/// extra certificates as its model and webhook clients.
+#[tokio::test]
+async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
+    let ca = sandbox_agents_testkit::tls::TestCa::new();
+    let moto = MotoServer::start_tls(&ca).await;
+    moto.create_bucket("blobs").await;
+    let app = sandbox_agents_testkit::spawn_app().await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let build = |extra_ca: bool| {
+        let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
+        config.blob_url = Some("s3://blobs/private".into());
+        let access = moto.access();
+        assert!(access.endpoint.starts_with("https://"));
+        config.s3_endpoint = Some(access.endpoint);
+        config.s3_access_key_id = Some(access.access_key_id);
+        config.s3_secret_access_key = Some(access.secret_access_key);
+        config.extra_ca_certs = extra_ca.then(|| ca.cert());
+        let settings = sandbox_agents_server::app::Settings::resolve(
+            &config,
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        )
+        .unwrap();
+        sandbox_agents_server::app::build(settings, app.db.clone(), stop.clone())
+    };
+    let err = build(false)
+        .await
+        .err()
+        .expect("a certificate of an unknown CA is refused");
+    let said = format!("{err:#}");
+    assert!(
+        said.contains("s3://blobs/private") && said.contains("not usable"),
+        "{said}"
+    );
+    if let Err(e) = build(true).await {
+        panic!("with the CA the bucket is usable: {e:#}");
+    }
+    stop.cancel();
+    app.stop().await;
+}

@@ -17,6 +17,8 @@ pub use write_back::write_back;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::RetryConfig;
+use object_store::{Certificate, ClientOptions};
+use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_domain::manifest::{EntrySpec, ManifestSpec};
 use sandbox_agents_errors::ServiceError;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,9 @@ pub struct S3Settings {
     pub session_token: Option<String>,
     /// A prefix holding more bytes than this is refused at boot.
     pub stage_max_bytes: u64,
+    /// `--extra-ca-certs`: trusted besides the system's roots, for an S3-compatible store
+    /// behind a private CA.
+    pub extra_ca: Option<ExtraCaCerts>,
 }
 
 impl fmt::Debug for S3Settings {
@@ -52,6 +57,7 @@ impl fmt::Debug for S3Settings {
             )
             .field("session_token", &self.session_token.as_ref().map(|_| "***"))
             .field("stage_max_bytes", &self.stage_max_bytes)
+            .field("extra_ca", &self.extra_ca.as_ref().map(ExtraCaCerts::count))
             .finish()
     }
 }
@@ -176,6 +182,15 @@ pub(crate) fn build_store(s: &S3Settings, bucket: &str) -> Result<AmazonS3, Stri
         b = b
             .with_endpoint(endpoint)
             .with_allow_http(endpoint.starts_with("http://"));
+    }
+    if let Some(ca) = &s.extra_ca {
+        let mut options = ClientOptions::new();
+        for cert in Certificate::from_pem_bundle(ca.pem().as_bytes())
+            .map_err(|e| format!("the extra CA certificates (--extra-ca-certs): {e}"))?
+        {
+            options = options.with_root_certificate(cert);
+        }
+        b = b.with_client_options(options);
     }
     b.build().map_err(|e| e.to_string())
 }
