@@ -588,6 +588,21 @@ test('an environment: create it with packages, see its build fail naming the man
   await page.getByRole('button', { name: 'Save configuration' }).click();
   await expect(page.getByTestId('build-status')).toHaveText('none');
   await expect(page.getByText('Nothing to build: no packages.')).toBeVisible();
+  // A session created in it names it, and links to it.
+  const envUrl = page.url();
+  const post = (p: string, body: unknown) => fetch(`${API()}${p}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  expect((await post('/api/agents', { slug: 'e2e-env-agent', name: 'Env agent' })).status).toBe(201);
+  const created = await post('/api/sessions', { agent_id: 'e2e-env-agent', environment_id: 'e2e-env', title: 'E2E environment' });
+  expect(created.status, await created.clone().text()).toBe(202);
+  const sessionId = (await created.json()).id as string;
+  await page.goto(`${UI()}/sessions/${sessionId}`);
+  await expect(page.getByTestId('session-environment')).toHaveText('e2e-env');
+  await page.getByTestId('session-environment').click();
+  await expect(page).toHaveURL(envUrl);
+  // Gone again (a session in it keeps it from being deleted; the pages after this one count
+  // the suite's sessions and agents).
+  expect((await fetch(`${API()}/api/sessions/${sessionId}`, { method: 'DELETE' })).ok).toBeTruthy();
+  expect((await fetch(`${API()}/api/agents/e2e-env-agent`, { method: 'DELETE' })).ok).toBeTruthy();
   // Archived: read-only, and hidden from the list unless asked.
   await page.getByRole('button', { name: 'Archive' }).click();
   await page.getByRole('dialog').getByRole('button', { name: 'Archive' }).click();

@@ -125,6 +125,12 @@ pub struct SessionDetail {
     /// session's agent, or the one the last `agent.handoff` gave it to. An addition to the
     /// published contract.
     pub conversation_agent: String,
+    /// The id of the environment the session was created in (its own `environment_id`, else
+    /// its agent's); null when it boots in the server's default image. An addition to the
+    /// published contract.
+    pub environment_id: Option<String>,
+    /// That environment's name; null with it.
+    pub environment_name: Option<String>,
 }
 
 /// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left

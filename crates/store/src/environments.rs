@@ -480,6 +480,31 @@ pub struct SessionBuild {
     pub error: Option<String>,
 }
 
+/// The environment a session booted in: its id and name.
+#[derive(Clone, Debug)]
+pub struct SessionEnvironment {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// The environment `session` was created in; `None` when it boots in the server's default
+/// image.
+pub async fn of_session(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Option<SessionEnvironment>> {
+    Ok(sqlx::query_as!(
+        SessionEnvironment,
+        "select e.id, e.name
+           from environment_sessions s
+           join environments e on e.id = s.environment_id
+          where s.session_id = $1",
+        session.0,
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
 /// `None` when the session has no environment build to wait for.
 pub async fn session_build(
     db: impl PgExecutor<'_>,

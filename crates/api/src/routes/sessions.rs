@@ -104,6 +104,7 @@ pub async fn get(
     let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
     let skills = sessions::skills(&st.db, id).await?;
     let holder = sessions::holder(&st.db, id).await?;
+    let environment = sandbox_agents_store::environments::of_session(&st.db, id).await?;
     Ok(Json(SessionDetail {
         conversation_agent: holder.agent.unwrap_or_else(|| agent.slug.to_string()),
         session: session.to_wire(),
@@ -114,6 +115,8 @@ pub async fn get(
             time::OffsetDateTime::now_utc(),
         ),
         skills,
+        environment_id: environment.as_ref().map(|e| e.id.to_string()),
+        environment_name: environment.map(|e| e.name),
     }))
 }
 

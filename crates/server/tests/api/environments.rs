@@ -237,6 +237,22 @@ async fn every_refusal_says_why_and_stores_nothing() {
     assert!(b["detail"].as_str().unwrap().contains("session"), "{b}");
     app.wait_for_status(id, "running", sandbox_agents_testkit::BOOT)
         .await;
+    // The session says which environment it was created in (its agent's, here), by id and
+    // name; one created after the agent dropped its default has none.
+    let (s, detail) = send(&app, "GET", &format!("/api/sessions/{id}"), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(detail["environment_id"], env["id"]);
+    assert_eq!(detail["environment_name"], "base");
+    let plain = app.create_session(json!({"agent_id": "a"})).await;
+    let (_, detail) = send(
+        &app,
+        "GET",
+        &format!("/api/sessions/{}", plain["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert!(detail["environment_id"].is_null(), "{detail}");
+    assert!(detail["environment_name"].is_null(), "{detail}");
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 import { Alert, Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconClockStop, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconBox, IconClockStop, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -129,6 +129,19 @@ export default function SessionDetailPage() {
               <Anchor component={Link} to={`/agents/${agent.slug}`} size="sm">
                 {agent.name}
               </Anchor>
+            )}
+            {s.environment_id && (
+              <Tooltip label="The environment this session was created in">
+                <Anchor
+                  component={Link}
+                  to={`/environments/${encodeURIComponent(s.environment_id)}`}
+                  size="sm"
+                  data-testid="session-environment"
+                  style={{ display: 'inline-flex', alignItems: 'center', gap: 4 }}
+                >
+                  <IconBox size={14} /> {s.environment_name ?? 'environment'}
+                </Anchor>
+              </Tooltip>
             )}
             {agent && s.conversation_agent && s.conversation_agent !== agent.slug && (
               <Tooltip label="A handoff gave the conversation to this agent: the next message goes to it, until it hands back.">
