@@ -11,27 +11,31 @@
 //! [`ApiQuery`]: crate::extract::ApiQuery
 
 use utoipa::openapi::content::ContentBuilder;
-use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::path::{Operation, ParameterIn, PathItem};
 use utoipa::openapi::{OpenApi, Ref, RefOr, Response};
 
 /// `doc` with every operation's errors described.
 pub fn document(mut doc: OpenApi) -> OpenApi {
     for item in doc.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for operation in operations.into_iter().flatten() {
-            describe_errors(operation);
-        }
+        operations_mut(item).for_each(describe_errors);
     }
     doc
+}
+
+/// Every operation of a path item, whatever its method.
+pub(crate) fn operations_mut(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 fn describe_errors(operation: &mut Operation) {

@@ -51,17 +51,7 @@ pub fn document(mut doc: OpenApi) -> OpenApi {
     ]);
     for (path, item) in doc.paths.paths.iter_mut() {
         let public = is_public(path);
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in crate::error_docs::operations_mut(item) {
             if public {
                 // An empty requirement: no credential needed.
                 operation.security = Some(vec![SecurityRequirement::default()]);
