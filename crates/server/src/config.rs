@@ -275,6 +275,20 @@ pub struct Config {
     #[arg(long, env = "AWS_SESSION_TOKEN", hide_env_values = true, global = true)]
     pub s3_session_token: Option<String>,
 
+    /// Without static keys, take S3 credentials from the EC2 instance profile (IMDSv2, at
+    /// AWS_EC2_METADATA_SERVICE_ENDPOINT or 169.254.169.254). A role given by the
+    /// environment (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, or
+    /// AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI) is used without this flag; the
+    /// instance profile is opt-in so that a server with no credentials refuses a mount at once
+    /// instead of waiting on a metadata service that is not there.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_S3_INSTANCE_CREDENTIALS",
+        default_value_t = false,
+        global = true
+    )]
+    pub s3_instance_credentials: bool,
+
     /// Most bytes an `s3_mount` prefix may hold; a boot whose prefix holds more fails saying
     /// so. Default 1 GiB.
     #[arg(

@@ -179,6 +179,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         s3_access_key_id: None,
         s3_secret_access_key: None,
         s3_session_token: None,
+        s3_instance_credentials: false,
         s3_stage_max_bytes: 1 << 30,
         extra_ca_certs: None,
         sandboxd_bin: Some(test_sandboxd()),
@@ -394,6 +395,9 @@ pub struct AppOptions {
     pub s3: Option<s3::S3Access>,
     /// `--s3-stage-max-bytes` (1 GiB by default).
     pub s3_stage_max_bytes: Option<u64>,
+    /// `--s3-instance-credentials` (with `AWS_EC2_METADATA_SERVICE_ENDPOINT` in the test's
+    /// environment for where the metadata service is).
+    pub s3_instance_credentials: bool,
     /// `--sandboxd-bin off`: sandboxes get no daemon (every command is a Docker exec).
     pub no_daemon: bool,
     /// `--blob-url` (e.g. `s3://bucket/prefix` with `s3`); `<data-dir>/blobs` by default.
@@ -420,6 +424,7 @@ impl Default for AppOptions {
             max_concurrent_builds: 2,
             s3: None,
             s3_stage_max_bytes: None,
+            s3_instance_credentials: false,
             no_daemon: false,
             blob_url: None,
             max_sandboxes: None,
@@ -487,6 +492,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         max_concurrent_builds,
         s3,
         s3_stage_max_bytes,
+        s3_instance_credentials,
         no_daemon,
         blob_url,
         max_sandboxes,
@@ -513,9 +519,10 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.max_sandboxes_per_project = max_sandboxes_per_project;
     if let Some(s3) = s3 {
         config.s3_endpoint = Some(s3.endpoint);
-        config.s3_access_key_id = Some(s3.access_key_id);
-        config.s3_secret_access_key = Some(s3.secret_access_key);
+        config.s3_access_key_id = s3.access_key_id;
+        config.s3_secret_access_key = s3.secret_access_key;
     }
+    config.s3_instance_credentials = s3_instance_credentials;
     if let Some(max) = s3_stage_max_bytes {
         config.s3_stage_max_bytes = max;
     }

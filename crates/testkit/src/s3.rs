@@ -17,8 +17,9 @@ pub const SECRET_ACCESS_KEY: &str = "s3-secret-never-in-a-sandbox-7c1e9a";
 #[derive(Clone, Debug)]
 pub struct S3Access {
     pub endpoint: String,
-    pub access_key_id: String,
-    pub secret_access_key: String,
+    /// `None`: no static keys, for a server that takes a role's credentials instead.
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
 }
 
 /// A running moto server, killed when dropped.
@@ -114,8 +115,17 @@ impl MotoServer {
     pub fn access(&self) -> S3Access {
         S3Access {
             endpoint: self.endpoint.clone(),
-            access_key_id: ACCESS_KEY_ID.into(),
-            secret_access_key: SECRET_ACCESS_KEY.into(),
+            access_key_id: Some(ACCESS_KEY_ID.into()),
+            secret_access_key: Some(SECRET_ACCESS_KEY.into()),
+        }
+    }
+
+    /// The endpoint alone, for a server whose credentials come from a role (moto takes any).
+    pub fn endpoint_only(&self) -> S3Access {
+        S3Access {
+            endpoint: self.endpoint.clone(),
+            access_key_id: None,
+            secret_access_key: None,
         }
     }
 

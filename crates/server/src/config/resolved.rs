@@ -123,10 +123,42 @@ impl Config {
             access_key_id: self.s3_access_key_id.clone(),
             secret_access_key: self.s3_secret_access_key.clone(),
             session_token: self.s3_session_token.clone(),
+            ambient: self.s3_ambient_credentials(env),
             stage_max_bytes: self.s3_stage_max_bytes,
             // `app::ServiceSettings::resolve` sets it from the certificates read once at start.
             extra_ca: None,
         }
+    }
+
+    /// The role the environment gives the server, in the order of the AWS SDKs' default chain
+    /// (static keys, which come first, are handled by the caller): web identity, the ECS task
+    /// role, EKS Pod Identity, then the instance profile when `--s3-instance-credentials`.
+    fn s3_ambient_credentials(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Option<sandbox_agents_workspace::s3::AmbientCredentials> {
+        use sandbox_agents_workspace::s3::AmbientCredentials as A;
+        if env("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() && env("AWS_ROLE_ARN").is_some() {
+            return Some(A::WebIdentity {
+                sts_endpoint: env("AWS_ENDPOINT_URL_STS"),
+                session_name: env("AWS_ROLE_SESSION_NAME"),
+            });
+        }
+        if let Some(relative_uri) = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
+            return Some(A::EcsTask { relative_uri });
+        }
+        if let (Some(full_uri), Some(token_file)) = (
+            env("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+            env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+        ) {
+            return Some(A::PodIdentity {
+                full_uri,
+                token_file,
+            });
+        }
+        self.s3_instance_credentials.then(|| A::Instance {
+            metadata_endpoint: env("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+        })
     }
 
     /// `--master-key`, or the key file under the data directory (created on first start),
@@ -387,6 +419,70 @@ mod tests {
         let s = cli.config.s3_settings();
         assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
         assert_eq!(s.stage_max_bytes, 1 << 30);
+    }
+
+    #[test]
+    fn s3_roles_follow_the_sdk_chain_and_the_instance_profile_is_opt_in() {
+        use sandbox_agents_workspace::s3::AmbientCredentials as A;
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let plain = Cli::try_parse_from(["sandbox-agents"]).unwrap().config;
+        let opted = Cli::try_parse_from(["sandbox-agents", "--s3-instance-credentials"])
+            .unwrap()
+            .config;
+        assert_eq!(plain.s3_ambient_credentials(vars(&[])), None);
+        assert_eq!(
+            opted.s3_ambient_credentials(vars(&[(
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                "http://10.0.0.1"
+            )])),
+            Some(A::Instance {
+                metadata_endpoint: Some("http://10.0.0.1".into())
+            })
+        );
+        // Half of a pair is not a role: the token file without the role, or the full URI
+        // without its token.
+        assert_eq!(
+            plain.s3_ambient_credentials(vars(&[
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+                ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://x/creds"),
+            ])),
+            None
+        );
+        let all: &[(&str, &str)] = &[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+            ("AWS_ENDPOINT_URL_STS", "https://sts.example"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://x/creds"),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/k"),
+        ];
+        assert_eq!(
+            opted.s3_ambient_credentials(vars(all)),
+            Some(A::WebIdentity {
+                sts_endpoint: Some("https://sts.example".into()),
+                session_name: None
+            })
+        );
+        assert_eq!(
+            opted.s3_ambient_credentials(vars(&all[3..])),
+            Some(A::EcsTask {
+                relative_uri: "/v2/creds".into()
+            })
+        );
+        assert_eq!(
+            plain.s3_ambient_credentials(vars(&all[4..])),
+            Some(A::PodIdentity {
+                full_uri: "http://x/creds".into(),
+                token_file: "/k".into()
+            })
+        );
     }
 
     #[test]

@@ -159,8 +159,8 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
         config.blob_url = Some(url.into());
         let access = moto.access();
         config.s3_endpoint = Some(access.endpoint);
-        config.s3_access_key_id = Some(access.access_key_id);
-        config.s3_secret_access_key = Some(access.secret_access_key);
+        config.s3_access_key_id = access.access_key_id;
+        config.s3_secret_access_key = access.secret_access_key;
         config
     };
     let config = build("s3://no-such-bucket/x");
@@ -216,8 +216,8 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
         let access = moto.access();
         assert!(access.endpoint.starts_with("https://"));
         config.s3_endpoint = Some(access.endpoint);
-        config.s3_access_key_id = Some(access.access_key_id);
-        config.s3_secret_access_key = Some(access.secret_access_key);
+        config.s3_access_key_id = access.access_key_id;
+        config.s3_secret_access_key = access.secret_access_key;
         config.extra_ca_certs = extra_ca.then(|| ca.cert());
         let settings = sandbox_agents_server::app::Settings::resolve(
             &config,

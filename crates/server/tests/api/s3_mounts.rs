@@ -388,3 +388,209 @@ async fn an_idle_release_writes_a_writable_mount_back_and_the_wake_stages_it_aga
     );
     app.stop().await;
 }
+
+/// The secret of the credentials the role endpoints hand out (moto takes any key); distinctive
+/// so that a test can look for it in a sandbox.
+const ROLE_SECRET: &str = "role-secret-never-in-a-sandbox-51d0";
+const IMDS_TOKEN: &str = "imds-session-token-1";
+const POD_TOKEN: &str = "pod-identity-token-1";
+
+/// A role's credential endpoints as AWS serves them, for a server without keys: the EC2
+/// metadata service (IMDSv2: a session token first, then the role's name and its credentials,
+/// each asked with the token) and an EKS Pod Identity agent (credentials for the token in the
+/// Authorization header). Each credentials answer is counted; a request without the right
+/// token is a 401, as the real ones answer.
+struct RoleEndpoints {
+    url: String,
+    fetched: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RoleEndpoints {
+    async fn start() -> Self {
+        use axum::http::{HeaderMap, StatusCode};
+        use axum::routing::{get, put};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let fetched = std::sync::Arc::new(AtomicUsize::new(0));
+        let header = |h: &HeaderMap, name: &str| {
+            h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+        };
+        let credentials = {
+            let fetched = fetched.clone();
+            move || {
+                fetched.fetch_add(1, Ordering::SeqCst);
+                axum::Json(json!({
+                    "Code": "Success",
+                    "AccessKeyId": "ASIAROLECREDENTIALS1",
+                    "SecretAccessKey": ROLE_SECRET,
+                    "Token": "role-session-token",
+                    "Expiration": "2099-01-01T00:00:00Z",
+                }))
+            }
+        };
+        let imds = move |h: &HeaderMap| {
+            header(h, "x-aws-ec2-metadata-token").as_deref() == Some(IMDS_TOKEN)
+        };
+        let instance_creds = credentials.clone();
+        let router = axum::Router::new()
+            .route(
+                "/latest/api/token",
+                put(move |h: HeaderMap| async move {
+                    match header(&h, "x-aws-ec2-metadata-token-ttl-seconds") {
+                        Some(_) => Ok(IMDS_TOKEN),
+                        None => Err(StatusCode::BAD_REQUEST),
+                    }
+                }),
+            )
+            .route(
+                "/latest/meta-data/iam/security-credentials/",
+                get(move |h: HeaderMap| async move {
+                    if imds(&h) {
+                        Ok("sandbox-role")
+                    } else {
+                        Err(StatusCode::UNAUTHORIZED)
+                    }
+                }),
+            )
+            .route(
+                "/latest/meta-data/iam/security-credentials/sandbox-role",
+                get(move |h: HeaderMap| async move {
+                    if imds(&h) {
+                        Ok(instance_creds())
+                    } else {
+                        Err(StatusCode::UNAUTHORIZED)
+                    }
+                }),
+            )
+            .route(
+                "/pod/credentials",
+                get(move |h: HeaderMap| async move {
+                    if header(&h, "authorization").as_deref() == Some(POD_TOKEN) {
+                        Ok(credentials())
+                    } else {
+                        Err(StatusCode::UNAUTHORIZED)
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        RoleEndpoints { url, fetched, task }
+    }
+
+    fn fetched(&self) -> usize {
+        self.fetched.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for RoleEndpoints {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Boots a session mounting `bucket/in` writable at `m`, checks what was staged, writes a file
+/// and stops, which writes it back; the role's secret is nowhere in the sandbox.
+async fn mount_round_trip(app: &TestApp, moto: &MotoServer, bucket: &str) {
+    moto.create_bucket(bucket).await;
+    moto.put(bucket, "in/a.txt", "alpha\n").await;
+    let id = app
+        .running_session(
+            bucket,
+            json!({"manifest": {"entries": {
+                "m": {"kind": "s3_mount", "bucket": bucket, "prefix": "in", "read_only": false,
+                      "acknowledge_credential_exposure": true},
+            }}}),
+        )
+        .await;
+    assert_eq!(sh(app, &id, "cat m/a.txt").await, "alpha");
+    sh(app, &id, "echo written > m/new.txt").await;
+    assert_eq!(
+        sh(
+            app,
+            &id,
+            &format!("(env; grep -rlsI '{ROLE_SECRET}' /workspace /home /tmp /etc /proc/1/environ) | grep -c '{ROLE_SECRET}' || true")
+        )
+        .await,
+        "0",
+        "the role's secret is in the sandbox"
+    );
+    post(app, &format!("/api/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(
+        moto.get(bucket, "in/new.txt").await.as_deref(),
+        Some(&b"written\n"[..])
+    );
+}
+
+#[tokio::test]
+async fn without_keys_the_instance_profile_is_used_when_asked_and_its_credentials_are_fetched_once()
+{
+    let roles = RoleEndpoints::start().await;
+    // Where the metadata service is, as the AWS SDKs read it (this test has its own process).
+    std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", &roles.url);
+    let moto = MotoServer::start().await;
+    let app = spawn_app_with_options(AppOptions {
+        s3: Some(moto.endpoint_only()),
+        s3_instance_credentials: true,
+        ..Default::default()
+    })
+    .await;
+    mount_round_trip(&app, &moto, "first").await;
+    mount_round_trip(&app, &moto, "second").await;
+    assert_eq!(
+        roles.fetched(),
+        1,
+        "two buckets, two boots and two write-backs share one fetch of the role's credentials"
+    );
+    app.stop().await;
+
+    // Not asked: the same server refuses the mount at once, naming every way to give it keys.
+    let keyless = spawn_app_with_options(AppOptions {
+        s3: Some(moto.endpoint_only()),
+        ..Default::default()
+    })
+    .await;
+    keyless
+        .create_agent(
+            "m",
+            json!({"manifest": {"entries": {"m": {"kind": "s3_mount", "bucket": "first", "prefix": "in"}}}}),
+        )
+        .await;
+    let s = keyless.create_session(json!({"agent_id": "m"})).await;
+    let s = keyless
+        .wait_for_status(s["id"].as_str().unwrap(), "error", BOOT)
+        .await;
+    let error = s["error"].as_str().unwrap();
+    assert!(
+        error.contains("--s3-instance-credentials")
+            && error.contains("AWS_WEB_IDENTITY_TOKEN_FILE"),
+        "{error}"
+    );
+    assert_eq!(roles.fetched(), 1);
+    keyless.stop().await;
+}
+
+#[tokio::test]
+async fn without_keys_an_eks_pod_identity_from_the_environment_is_used() {
+    let roles = RoleEndpoints::start().await;
+    let token_file = std::env::temp_dir().join(format!("pod-token-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&token_file, POD_TOKEN).unwrap();
+    // As EKS sets them for a pod (this test has its own process).
+    std::env::set_var(
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        format!("{}/pod/credentials", roles.url),
+    );
+    std::env::set_var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file);
+    let moto = MotoServer::start().await;
+    let app = spawn_app_with_options(AppOptions {
+        s3: Some(moto.endpoint_only()),
+        ..Default::default()
+    })
+    .await;
+    mount_round_trip(&app, &moto, "pods").await;
+    assert_eq!(roles.fetched(), 1);
+    app.stop().await;
+    let _ = std::fs::remove_file(token_file);
+}

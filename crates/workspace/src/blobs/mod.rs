@@ -109,7 +109,7 @@ pub async fn open(
     Ok(match location {
         BlobLocation::Local(dir) => Arc::new(LocalBlobStore::new(dir)?),
         BlobLocation::S3 { bucket, prefix } => {
-            let store = crate::s3::build_store(s3, bucket)
+            let store = crate::s3::build_store(s3, bucket, None)
                 .map_err(|e| anyhow::anyhow!("the blob bucket {bucket}: {e}"))?;
             let blobs = ObjectBlobStore::new(Arc::new(store), prefix);
             blobs.probe().await.map_err(|e| {

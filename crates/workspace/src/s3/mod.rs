@@ -14,7 +14,7 @@ mod write_back;
 pub use stage::stage;
 pub use write_back::write_back;
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
 use object_store::path::Path as ObjectPath;
 use object_store::RetryConfig;
 use object_store::{Certificate, ClientOptions};
@@ -23,6 +23,7 @@ use sandbox_agents_domain::manifest::{EntrySpec, ManifestSpec};
 use sandbox_agents_errors::ServiceError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Most bytes a prefix may hold to be staged, unless the server says otherwise (1 GiB).
@@ -38,6 +39,8 @@ pub struct S3Settings {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
+    /// Where credentials come from when no static keys are given.
+    pub ambient: Option<AmbientCredentials>,
     /// A prefix holding more bytes than this is refused at boot.
     pub stage_max_bytes: u64,
     /// `--extra-ca-certs`: trusted besides the system's roots, for an S3-compatible store
@@ -56,9 +59,86 @@ impl fmt::Debug for S3Settings {
                 &self.secret_access_key.as_ref().map(|_| "***"),
             )
             .field("session_token", &self.session_token.as_ref().map(|_| "***"))
+            .field("ambient", &self.ambient)
             .field("stage_max_bytes", &self.stage_max_bytes)
             .field("extra_ca", &self.extra_ca.as_ref().map(ExtraCaCerts::count))
             .finish()
+    }
+}
+
+/// The credential sources of the AWS SDKs that are not static keys, for a control plane that
+/// runs with a role (EKS, ECS, EC2). Each is chosen only when its variables are set, or for
+/// the instance metadata service when the operator asks (`--s3-instance-credentials`), so
+/// that a server with no credentials at all refuses a mount at once instead of waiting on a
+/// metadata service that is not there. Resolved in the order of the SDKs' default chain.
+/// The credentials they yield are temporary: the client refreshes them before they expire
+/// and shares one cache across buckets ([`S3Client`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AmbientCredentials {
+    /// AssumeRoleWithWebIdentity (EKS service-account roles and the like):
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`, which the client reads itself;
+    /// `AWS_ENDPOINT_URL_STS` (https only) and `AWS_ROLE_SESSION_NAME` optional.
+    WebIdentity {
+        sts_endpoint: Option<String>,
+        session_name: Option<String>,
+    },
+    /// An ECS task's role: `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` (on 169.254.170.2).
+    EcsTask { relative_uri: String },
+    /// EKS Pod Identity: `AWS_CONTAINER_CREDENTIALS_FULL_URI`, authorised with the token in
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`.
+    PodIdentity {
+        full_uri: String,
+        token_file: String,
+    },
+    /// The EC2 instance profile over IMDSv2, at `AWS_EC2_METADATA_SERVICE_ENDPOINT` or the
+    /// standard 169.254.169.254.
+    Instance { metadata_endpoint: Option<String> },
+}
+
+impl AmbientCredentials {
+    /// A name for messages and logs.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            AmbientCredentials::WebIdentity { .. } => "web identity (AWS_WEB_IDENTITY_TOKEN_FILE)",
+            AmbientCredentials::EcsTask { .. } => "the ECS task role",
+            AmbientCredentials::PodIdentity { .. } => "EKS Pod Identity",
+            AmbientCredentials::Instance { .. } => "the EC2 instance profile",
+        }
+    }
+
+    fn configure(&self, b: AmazonS3Builder) -> AmazonS3Builder {
+        match self {
+            AmbientCredentials::WebIdentity {
+                sts_endpoint,
+                session_name,
+            } => {
+                let b = match sts_endpoint {
+                    Some(e) => b.with_config(AmazonS3ConfigKey::StsEndpoint, e),
+                    None => b,
+                };
+                match session_name {
+                    Some(n) => b.with_config(AmazonS3ConfigKey::RoleSessionName, n),
+                    None => b,
+                }
+            }
+            AmbientCredentials::EcsTask { relative_uri } => b.with_config(
+                AmazonS3ConfigKey::ContainerCredentialsRelativeUri,
+                relative_uri,
+            ),
+            AmbientCredentials::PodIdentity {
+                full_uri,
+                token_file,
+            } => b
+                .with_config(AmazonS3ConfigKey::ContainerCredentialsFullUri, full_uri)
+                .with_config(
+                    AmazonS3ConfigKey::ContainerAuthorizationTokenFile,
+                    token_file,
+                ),
+            AmbientCredentials::Instance { metadata_endpoint } => match metadata_endpoint {
+                Some(e) => b.with_metadata_endpoint(e),
+                None => b,
+            },
+        }
     }
 }
 
@@ -135,15 +215,21 @@ pub fn mounts(manifest: &ManifestSpec) -> Vec<Mount> {
         .collect()
 }
 
-/// The control plane's S3 client: one store per bucket, built on demand.
+/// The control plane's S3 client: one store per bucket, built on demand, all of them sharing
+/// the first one's credential provider, so temporary credentials (a role's) are fetched once
+/// and refreshed before they expire rather than fetched again for every mount and boot.
 #[derive(Clone, Debug)]
 pub struct S3Client {
     settings: S3Settings,
+    credentials: Arc<OnceLock<AwsCredentialProvider>>,
 }
 
 impl S3Client {
     pub fn new(settings: S3Settings) -> Self {
-        S3Client { settings }
+        S3Client {
+            settings,
+            credentials: Arc::default(),
+        }
     }
 
     pub fn settings(&self) -> &S3Settings {
@@ -153,31 +239,45 @@ impl S3Client {
     /// The store of `mount`'s bucket. Without keys the boot fails here rather than waiting on
     /// an instance-metadata service that is not there.
     pub(crate) fn store(&self, mount: &Mount) -> Result<AmazonS3, ServiceError> {
-        build_store(&self.settings, &mount.bucket).map_err(|e| mount.refused(e))
+        let store = build_store(&self.settings, &mount.bucket, self.credentials.get())
+            .map_err(|e| mount.refused(e))?;
+        self.credentials.get_or_init(|| store.credentials().clone());
+        Ok(store)
     }
 }
 
-/// A client of `bucket` with the control plane's S3 settings (its endpoint, region and keys),
-/// for `s3_mount` entries and the blob store alike.
-pub(crate) fn build_store(s: &S3Settings, bucket: &str) -> Result<AmazonS3, String> {
-    let (Some(key), Some(secret)) = (&s.access_key_id, &s.secret_access_key) else {
-        return Err(
-            "this server has no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the server (never in the sandbox)".into(),
-        );
-    };
+/// A client of `bucket` with the control plane's S3 settings (its endpoint, region and
+/// credentials), for `s3_mount` entries and the blob store alike; with `shared`, that
+/// provider's credentials instead of a provider of its own.
+pub(crate) fn build_store(
+    s: &S3Settings,
+    bucket: &str,
+    shared: Option<&AwsCredentialProvider>,
+) -> Result<AmazonS3, String> {
     let mut b = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(&s.region)
-        .with_access_key_id(key)
-        .with_secret_access_key(secret)
         .with_retry(RetryConfig {
             max_retries: 3,
             retry_timeout: Duration::from_secs(30),
             ..Default::default()
         });
-    if let Some(token) = &s.session_token {
-        b = b.with_token(token);
-    }
+    b = match (shared, &s.access_key_id, &s.secret_access_key, &s.ambient) {
+        (Some(provider), ..) => b.with_credentials(provider.clone()),
+        (None, Some(key), Some(secret), _) => {
+            let b = b.with_access_key_id(key).with_secret_access_key(secret);
+            match &s.session_token {
+                Some(token) => b.with_token(token),
+                None => b,
+            }
+        }
+        (None, None, None, Some(ambient)) => ambient.configure(b),
+        _ => {
+            return Err(
+                "this server has no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the server (never in the sandbox), run it with a role (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_*), or use the instance profile with --s3-instance-credentials".into(),
+            )
+        }
+    };
     if let Some(endpoint) = &s.endpoint {
         b = b
             .with_endpoint(endpoint)
