@@ -599,6 +599,13 @@ test('an environment: create it with packages, see its build fail naming the man
   await expect(page.getByTestId('session-environment')).toHaveText('e2e-env');
   await page.getByTestId('session-environment').click();
   await expect(page).toHaveURL(envUrl);
+  // The sessions list says it too, on the session's row only.
+  await page.goto(`${UI()}/sessions`);
+  const row = page.getByRole('row').filter({ hasText: 'E2E environment' });
+  await expect(row.getByTestId('session-row-environment')).toHaveText('e2e-env');
+  await expect(page.getByTestId('session-row-environment')).toHaveCount(1);
+  await row.getByTestId('session-row-environment').click();
+  await expect(page).toHaveURL(envUrl);
   // Gone again (a session in it keeps it from being deleted; the pages after this one count
   // the suite's sessions and agents).
   expect((await fetch(`${API()}/api/sessions/${sessionId}`, { method: 'DELETE' })).ok).toBeTruthy();

@@ -69,6 +69,12 @@ pub struct Session {
     pub expires_at: Option<OffsetDateTime>,
     /// The sandbox's own resources; null: the server's defaults. An addition.
     pub resources: Option<SandboxResources>,
+    /// The id of the environment the session was created in (its own `environment_id`, else
+    /// its agent's); null when it boots in the server's default image. An addition to the
+    /// published contract.
+    pub environment_id: Option<String>,
+    /// That environment's name; null with it. An addition.
+    pub environment_name: Option<String>,
 }
 
 /// One turn of the tool-calling loop, started by a message. Every event of the turn carries
@@ -125,12 +131,6 @@ pub struct SessionDetail {
     /// session's agent, or the one the last `agent.handoff` gave it to. An addition to the
     /// published contract.
     pub conversation_agent: String,
-    /// The id of the environment the session was created in (its own `environment_id`, else
-    /// its agent's); null when it boots in the server's default image. An addition to the
-    /// published contract.
-    pub environment_id: Option<String>,
-    /// That environment's name; null with it.
-    pub environment_name: Option<String>,
 }
 
 /// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left

@@ -487,22 +487,33 @@ pub struct SessionEnvironment {
     pub name: String,
 }
 
-/// The environment `session` was created in; `None` when it boots in the server's default
-/// image.
-pub async fn of_session(
+/// The environments `sessions` were created in, by session; a session in the server's
+/// default image has no entry. One query for a whole page of a list.
+pub async fn of_sessions(
     db: impl PgExecutor<'_>,
-    session: SessionId,
-) -> Result<Option<SessionEnvironment>> {
-    Ok(sqlx::query_as!(
-        SessionEnvironment,
-        "select e.id, e.name
+    sessions: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, SessionEnvironment>> {
+    let rows = sqlx::query!(
+        "select s.session_id, e.id, e.name
            from environment_sessions s
            join environments e on e.id = s.environment_id
-          where s.session_id = $1",
-        session.0,
+          where s.session_id = any($1)",
+        sessions,
     )
-    .fetch_optional(db)
-    .await?)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.session_id,
+                SessionEnvironment {
+                    id: r.id,
+                    name: r.name,
+                },
+            )
+        })
+        .collect())
 }
 
 /// `None` when the session has no environment build to wait for.

@@ -87,6 +87,8 @@ impl SessionRecord {
             max_lifetime_seconds: self.max_lifetime_seconds,
             expires_at: self.expires_at(),
             resources: self.resources.as_ref().map(|r| r.0.clone()),
+            environment_id: None,
+            environment_name: None,
         }
     }
 

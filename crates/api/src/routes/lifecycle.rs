@@ -27,7 +27,10 @@ pub async fn create(
     ApiJson(body): ApiJson<SessionCreate>,
 ) -> ApiResult<(StatusCode, Json<Session>)> {
     let row = st.sessions.create(project, body).await?;
-    Ok((StatusCode::ACCEPTED, Json(row.to_wire())))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(super::sessions::wire_one(&st.db, &row).await?),
+    ))
 }
 
 /// Start a session
@@ -45,7 +48,7 @@ pub async fn start(
     SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Session>> {
     let row = st.sessions.start(project, id).await?;
-    Ok(Json(row.to_wire()))
+    Ok(Json(super::sessions::wire_one(&st.db, &row).await?))
 }
 
 /// Stop a session
@@ -64,7 +67,7 @@ pub async fn stop(
         .sessions
         .stop(Some(project), id, StoppedReason::Requested)
         .await?;
-    Ok(Json(row.to_wire()))
+    Ok(Json(super::sessions::wire_one(&st.db, &row).await?))
 }
 
 /// Interrupt the turn in flight
@@ -81,7 +84,7 @@ pub async fn interrupt(
     SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<Session>> {
     let row = st.runs.interrupt(project, id).await?;
-    Ok(Json(row.to_wire()))
+    Ok(Json(super::sessions::wire_one(&st.db, &row).await?))
 }
 
 /// Delete a session

@@ -71,10 +71,39 @@ pub async fn list(
     };
     let filter = sessions::ListFilter { agent, status };
     let (rows, total) = sessions::list(&mut conn, project, &filter, limit, offset).await?;
-    Ok((
-        total_header(total),
-        Json(rows.iter().map(|s| s.to_wire()).collect()),
-    ))
+    Ok((total_header(total), Json(wire(&mut *conn, &rows).await?)))
+}
+
+/// The wire form of `rows`, each with the environment it was created in (one query for all
+/// of them).
+pub(crate) async fn wire(
+    db: impl sqlx::PgExecutor<'_>,
+    rows: &[sessions::SessionRecord],
+) -> ApiResult<Vec<Session>> {
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.id.0).collect();
+    let mut environments = sandbox_agents_store::environments::of_sessions(db, &ids).await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let mut s = r.to_wire();
+            if let Some(e) = environments.remove(&r.id.0) {
+                s.environment_id = Some(e.id.to_string());
+                s.environment_name = Some(e.name);
+            }
+            s
+        })
+        .collect())
+}
+
+/// [`wire`] of one session.
+pub(crate) async fn wire_one(
+    db: impl sqlx::PgExecutor<'_>,
+    row: &sessions::SessionRecord,
+) -> ApiResult<Session> {
+    Ok(wire(db, std::slice::from_ref(row))
+        .await?
+        .pop()
+        .expect("one row in, one session out"))
 }
 
 fn total_header(total: i64) -> HeaderMap {
@@ -104,10 +133,9 @@ pub async fn get(
     let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
     let skills = sessions::skills(&st.db, id).await?;
     let holder = sessions::holder(&st.db, id).await?;
-    let environment = sandbox_agents_store::environments::of_session(&st.db, id).await?;
     Ok(Json(SessionDetail {
         conversation_agent: holder.agent.unwrap_or_else(|| agent.slug.to_string()),
-        session: session.to_wire(),
+        session: wire_one(&st.db, &session).await?,
         agent: Some(agent.to_wire(&st.settings.default_model)),
         runs: runs.iter().map(|r| r.to_wire()).collect(),
         sandbox_seconds: sandbox_agents_domain::session::sandbox_seconds(
@@ -115,8 +143,6 @@ pub async fn get(
             time::OffsetDateTime::now_utc(),
         ),
         skills,
-        environment_id: environment.as_ref().map(|e| e.id.to_string()),
-        environment_name: environment.map(|e| e.name),
     }))
 }
 
@@ -163,5 +189,5 @@ pub async fn update(
     )
     .await
     .or_not_found(session_not_found(&raw))?;
-    Ok(Json(session.to_wire()))
+    Ok(Json(wire_one(&st.db, &session).await?))
 }

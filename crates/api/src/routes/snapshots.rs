@@ -76,5 +76,5 @@ pub async fn restore(
         .sessions
         .restore_snapshot(project, session_id(&raw)?, &snap)
         .await?;
-    Ok(Json(row.to_wire()))
+    Ok(Json(super::sessions::wire_one(&st.db, &row).await?))
 }

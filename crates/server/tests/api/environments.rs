@@ -253,6 +253,37 @@ async fn every_refusal_says_why_and_stores_nothing() {
     .await;
     assert!(detail["environment_id"].is_null(), "{detail}");
     assert!(detail["environment_name"].is_null(), "{detail}");
+    // A page of the list says it too, each session its own; so does every session a
+    // lifecycle call answers with.
+    assert_eq!(plain["environment_id"], Value::Null, "{plain}");
+    let (s, page) = send(&app, "GET", "/api/sessions", None).await;
+    assert_eq!(s, 200);
+    let rows = page.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{page}");
+    for row in rows {
+        let expected = if row["id"] == plain["id"] {
+            (Value::Null, Value::Null)
+        } else {
+            (env["id"].clone(), json!("base"))
+        };
+        assert_eq!(
+            (
+                row["environment_id"].clone(),
+                row["environment_name"].clone()
+            ),
+            expected,
+            "{row}"
+        );
+    }
+    let (s, stopped) = send(
+        &app,
+        "POST",
+        &format!("/api/sessions/{id}/stop"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, 200, "{stopped}");
+    assert_eq!(stopped["environment_name"], "base", "{stopped}");
 }
 
 #[tokio::test]

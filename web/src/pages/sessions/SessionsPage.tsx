@@ -1,5 +1,6 @@
 import { Anchor, Badge, Button, Card, Group, Pagination, Select, Skeleton, Stack, Table, Text } from '@mantine/core';
 import { useMediaQuery } from '@mantine/hooks';
+import { IconBox } from '@tabler/icons-react';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
@@ -10,6 +11,23 @@ import { StartSessionModal } from './StartSessionModal';
 
 const PAGE = 25;
 const STATUSES = ['provisioning', 'running', 'stopped', 'error'];
+
+/** The environment a session was created in, linked to its page; nothing for the default image. */
+function EnvironmentLink({ session: s }: { session: Session }) {
+  if (!s.environment_id) return null;
+  return (
+    <Anchor
+      component={Link}
+      to={`/environments/${encodeURIComponent(s.environment_id)}`}
+      size="xs"
+      c="dimmed"
+      data-testid="session-row-environment"
+      style={{ display: 'inline-flex', alignItems: 'center', gap: 4 }}
+    >
+      <IconBox size={12} /> {s.environment_name ?? 'environment'}
+    </Anchor>
+  );
+}
 
 export function statusColor(status: string): string {
   return { provisioning: 'yellow', running: 'teal', stopped: 'gray', error: 'red' }[status] ?? 'gray';
@@ -135,6 +153,7 @@ export default function SessionsPage() {
                       </Text>
                       <RelTime value={s.last_event_at} size="xs" />
                     </Group>
+                    <EnvironmentLink session={s} />
                   </Card>
                 );
               })}
@@ -176,6 +195,9 @@ export default function SessionsPage() {
                             {s.agent_id.slice(0, 8)}
                           </Text>
                         )}
+                        <div>
+                          <EnvironmentLink session={s} />
+                        </div>
                       </Table.Td>
                       <Table.Td>
                         <StatusBadge session={s} />
