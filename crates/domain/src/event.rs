@@ -17,6 +17,8 @@ pub enum EventType {
     SessionStatusStopped,
     /// An addition: a boot waits for room under the sandbox limits.
     SessionQueued,
+    /// An addition: a write-back found files of an `s3_mount` changed in the bucket too.
+    SessionS3Conflict,
     UserMessage,
     UserFile,
     AgentMessage,
@@ -35,13 +37,14 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 19] = [
+    pub const ALL: [EventType; 20] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
         Self::SessionStatusError,
         Self::SessionStatusStopped,
         Self::SessionQueued,
+        Self::SessionS3Conflict,
         Self::UserMessage,
         Self::UserFile,
         Self::AgentMessage,
@@ -65,6 +68,7 @@ impl EventType {
             Self::SessionStatusError => "session.status_error",
             Self::SessionStatusStopped => "session.status_stopped",
             Self::SessionQueued => "session.queued",
+            Self::SessionS3Conflict => "session.s3_conflict",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
             Self::AgentMessage => "agent.message",
@@ -127,6 +131,9 @@ impl EventType {
             Self::SessionStatusStopped => "The container was stopped and the workspace archived.",
             Self::SessionQueued => {
                 "The boot waits for room under the sandbox limits (`limit`: `deployment`, `project` or `queue`; `position` in the queue); `session.status_running` follows when it gets a sandbox."
+            }
+            Self::SessionS3Conflict => {
+                "Writing an `s3_mount` back found files changed in the bucket since they were staged: the bucket's versions were kept, and the sandbox's uploaded beside them (`mount`, `bucket`, `prefix`, `conflicts`: `key`, `kind` (`changed`, `created`, `deleted`), `sandbox_copy`)."
             }
             Self::UserMessage => "A prompt that started a turn.",
             Self::UserFile => "A file uploaded into the workspace.",
@@ -236,8 +243,9 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            16
+            17
         );
+        assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");
         assert_eq!(EventType::SessionQueued.group(), "session");
         assert!(

@@ -4,13 +4,16 @@
 //! boot, or a fork, stages them again from the bucket.
 
 use crate::Sessions;
+use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_store::events;
 use sandbox_agents_store::s3_mounts::{self, S3MountRecord};
 use sandbox_agents_workspace::exclude::without_paths;
 use sandbox_agents_workspace::s3::{self, Mount, StagedObject};
 use sandbox_agents_workspace::ByteStream;
+use serde_json::json;
 
 impl Sessions {
     /// Stages the manifest's mounts into `container` (after the rest of the workspace, so
@@ -41,15 +44,42 @@ impl Sessions {
                 continue;
             }
             let (m, staged) = parse(&row)?;
-            let now = s3::write_back(&st.s3, st.backend.as_ref(), container, &m, &staged)
-                .await
-                .map_err(|e| match e {
-                    ServiceError::BadRequest(msg) => ServiceError::Conflict(format!(
-                        "{msg}; the sandbox keeps running so nothing is lost (try again, or delete the session to discard the changes)"
-                    )),
-                    other => other,
-                })?;
-            s3_mounts::record(&st.db, id, &record(&m, &now)?).await?;
+            let done = s3::write_back(
+                &st.s3,
+                st.backend.as_ref(),
+                container,
+                &m,
+                &staged,
+                &id.to_string(),
+            )
+            .await
+            .map_err(|e| match e {
+                ServiceError::BadRequest(msg) => ServiceError::Conflict(format!(
+                    "{msg}; the sandbox keeps running so nothing is lost (try again, or delete the session to discard the changes)"
+                )),
+                other => other,
+            })?;
+            // The listing and the event that reports its conflicts land together.
+            let mut tx = st.db.begin().await?;
+            s3_mounts::record(&mut *tx, id, &record(&m, &done.listing)?).await?;
+            if !done.conflicts.is_empty() {
+                events::append(
+                    &mut tx,
+                    id,
+                    &[NewEvent::new(
+                        EventType::SessionS3Conflict,
+                        None,
+                        json!({
+                            "mount": m.path,
+                            "bucket": m.bucket,
+                            "prefix": m.prefix,
+                            "conflicts": done.conflicts,
+                        }),
+                    )],
+                )
+                .await?;
+            }
+            tx.commit().await?;
         }
         Ok(())
     }

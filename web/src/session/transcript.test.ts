@@ -77,6 +77,25 @@ describe('statusLabel', () => {
     expect(statusLabel({ type: 'session.queued', payload: { limit: 'queue' } })).toBe('Waiting for a sandbox: other sessions are ahead');
   });
 
+  it('names the files an S3 write-back kept for the bucket, and where the sandbox versions went', () => {
+    const conflict = (n: number) => ({
+      type: 'session.s3_conflict',
+      payload: {
+        mount: 'm',
+        bucket: 'b',
+        prefix: 'p',
+        conflicts: [
+          { key: 'gone.txt', kind: 'deleted', sandbox_copy: null },
+          ...Array.from({ length: n - 1 }, (_, i) => ({ key: `f${i}.txt`, kind: 'changed', sandbox_copy: `f${i}.conflict-S.txt` })),
+        ],
+      },
+    });
+    expect(statusLabel(conflict(2))).toBe(
+      'Writing back m (s3://b/p) kept what the bucket changed meanwhile: gone.txt (changed in the bucket, so not deleted), f0.txt (yours saved as f0.conflict-S.txt)',
+    );
+    expect(statusLabel(conflict(5))).toMatch(/f1\.conflict-S\.txt\), and 2 more$/);
+  });
+
   it('names the other session-wide events, and shows unknown types as they are', () => {
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'lifetime' } })).toBe('Sandbox stopped: its lifetime ended');
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'idle' } })).toBe('Sandbox stopped (idle)');

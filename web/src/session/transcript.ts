@@ -75,6 +75,14 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
         p.limit === 'project' ? "this project's sandbox limit is reached" : p.limit === 'deployment' ? "the deployment's sandbox limit is reached" : 'other sessions are ahead';
       return `Waiting for a sandbox: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
     }
+    case 'session.s3_conflict': {
+      const all = Array.isArray(p.conflicts) ? (p.conflicts as Record<string, unknown>[]) : [];
+      const one = (c: Record<string, unknown>) =>
+        c.kind === 'deleted' ? `${str(c.key)} (changed in the bucket, so not deleted)` : `${str(c.key)} (yours saved as ${str(c.sandbox_copy)})`;
+      const shown = all.slice(0, 3).map(one).join(', ');
+      const more = all.length > 3 ? `, and ${all.length - 3} more` : '';
+      return `Writing back ${str(p.mount)} (s3://${str(p.bucket)}/${str(p.prefix)}) kept what the bucket changed meanwhile: ${shown}${more}`;
+    }
     case 'user.file':
       return `File uploaded: ${str(p.path)}`;
     default:

@@ -594,3 +594,147 @@ async fn without_keys_an_eks_pod_identity_from_the_environment_is_used() {
     app.stop().await;
     let _ = std::fs::remove_file(token_file);
 }
+
+#[tokio::test]
+async fn what_the_bucket_changed_meanwhile_is_kept_and_the_sandboxs_version_lands_beside_it() {
+    const BIG: usize = 9 * 1024 * 1024; // uploaded in parts
+    let moto = MotoServer::start().await;
+    moto.create_bucket("shared").await;
+    for (k, v) in [
+        ("p/a.txt", "base\n"),
+        ("p/gone.txt", "g\n"),
+        ("p/b.txt", "b\n"),
+    ] {
+        moto.put("shared", k, v).await;
+    }
+    moto.put("shared", "p/big.bin", vec![0u8; BIG]).await;
+    let app = app_for(&moto, None).await;
+    let id = app
+        .running_session(
+            "sharer",
+            json!({"manifest": {"entries": {
+                "m": {"kind": "s3_mount", "bucket": "shared", "prefix": "p",
+                      "read_only": false, "acknowledge_credential_exposure": true},
+            }}}),
+        )
+        .await;
+    // Someone else writes to the prefix while the session works on it.
+    moto.put("shared", "p/a.txt", "theirs\n").await;
+    moto.put("shared", "p/new.txt", "their new\n").await;
+    moto.put("shared", "p/gone.txt", "their g\n").await;
+    moto.put("shared", "p/big.bin", "their big\n").await;
+    sh(
+        &app,
+        &id,
+        &format!(
+            "cd m && echo mine > a.txt && echo my new > new.txt && rm gone.txt && echo my b > b.txt \
+             && head -c {BIG} /dev/zero | tr '\\0' x > big.bin"
+        ),
+    )
+    .await;
+
+    // A snapshot writes back: theirs stays, the sandbox's lands beside it; the file nobody
+    // else touched is written as before.
+    post(
+        &app,
+        &format!("/api/sessions/{id}/snapshots"),
+        json!({"label": "s"}),
+    )
+    .await;
+    let get = |k: &str| {
+        let moto = &moto;
+        let k = k.to_owned();
+        async move {
+            moto.get("shared", &k)
+                .await
+                .map(String::from_utf8)
+                .map(Result::unwrap)
+        }
+    };
+    assert_eq!(get("p/a.txt").await.as_deref(), Some("theirs\n"));
+    assert_eq!(
+        get(&format!("p/a.conflict-{id}.txt")).await.as_deref(),
+        Some("mine\n")
+    );
+    assert_eq!(get("p/new.txt").await.as_deref(), Some("their new\n"));
+    assert_eq!(
+        get(&format!("p/new.conflict-{id}.txt")).await.as_deref(),
+        Some("my new\n")
+    );
+    assert_eq!(get("p/gone.txt").await.as_deref(), Some("their g\n"));
+    assert_eq!(get("p/b.txt").await.as_deref(), Some("my b\n"));
+    assert_eq!(get("p/big.bin").await.as_deref(), Some("their big\n"));
+    assert_eq!(
+        moto.get("shared", &format!("p/big.conflict-{id}.bin"))
+            .await
+            .map(|b| b.len()),
+        Some(BIG)
+    );
+    let conflicts = |events: &[Value]| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "session.s3_conflict")
+            .cloned()
+            .collect()
+    };
+    let found = conflicts(&app.events(&id).await);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let payload = &found[0]["payload"];
+    assert_eq!(
+        (&payload["mount"], &payload["bucket"], &payload["prefix"]),
+        (&json!("m"), &json!("shared"), &json!("p"))
+    );
+    let mut got: Vec<(String, String, Value)> = payload["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["key"].as_str().unwrap().to_owned(),
+                c["kind"].as_str().unwrap().to_owned(),
+                c["sandbox_copy"].clone(),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "a.txt".into(),
+                "changed".into(),
+                json!(format!("a.conflict-{id}.txt"))
+            ),
+            (
+                "big.bin".into(),
+                "changed".into(),
+                json!(format!("big.conflict-{id}.bin"))
+            ),
+            ("gone.txt".into(), "deleted".into(), Value::Null),
+            (
+                "new.txt".into(),
+                "created".into(),
+                json!(format!("new.conflict-{id}.txt"))
+            ),
+        ]
+    );
+
+    // The stop's write-back sees nothing new: the same files are not conflicts again.
+    post(&app, &format!("/api/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(conflicts(&app.events(&id).await).len(), 1);
+    assert_eq!(get("p/a.txt").await.as_deref(), Some("theirs\n"));
+
+    // The next boot stages the bucket as it is; a change made from there is written plainly.
+    post(&app, &format!("/api/sessions/{id}/start"), json!({})).await;
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(sh(&app, &id, "cat m/a.txt").await, "theirs");
+    assert_eq!(
+        sh(&app, &id, &format!("cat m/a.conflict-{id}.txt")).await,
+        "mine"
+    );
+    sh(&app, &id, "echo again > m/a.txt").await;
+    post(&app, &format!("/api/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(get("p/a.txt").await.as_deref(), Some("again\n"));
+    assert_eq!(conflicts(&app.events(&id).await).len(), 1);
+    app.stop().await;
+}

@@ -3,16 +3,19 @@
 //! at stop and snapshot (`write_back.rs`). The sandbox never holds a credential of the
 //! bucket: only the control plane talks to S3, so there is nothing in the sandbox to leak.
 //!
-//! What was staged is recorded per session (the store's `s3_mounts`, with each object's size
-//! and sha256), so that a write-back uploads only files whose content changed and deletes
-//! only keys that were staged and whose file is gone; objects written to the bucket by
-//! anyone else meanwhile are never deleted.
+//! What was staged is recorded per session (the store's `s3_mounts`, with each object's size,
+//! sha256 and ETag), so that a write-back uploads only files whose content changed and deletes
+//! only keys that were staged and whose file is gone. Every write is conditional on the
+//! object being as it was staged (`If-Match` on its ETag, `If-None-Match: *` for a new key):
+//! what someone else wrote to the bucket meanwhile is never overwritten or deleted. The
+//! sandbox's version of such a file is kept beside it as a conflict copy instead, and the
+//! session's log says so (`session.s3_conflict`).
 
 mod stage;
 mod write_back;
 
 pub use stage::stage;
-pub use write_back::write_back;
+pub use write_back::{write_back, Conflict, WriteBack};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
 use object_store::path::Path as ObjectPath;
@@ -179,12 +182,16 @@ impl Mount {
 }
 
 /// An object as staged: its key relative to the mount's prefix, its size and the sha256 of
-/// the bytes the sandbox got.
+/// the bytes the sandbox got, and the ETag of the object in the bucket they correspond to
+/// (what a write-back's conditional requests compare with; `None` in records written before
+/// ETags were kept, which are written back unconditionally).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StagedObject {
     pub key: String,
     pub size: u64,
     pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e_tag: Option<String>,
 }
 
 /// The manifest's `s3_mount` entries, in path order.

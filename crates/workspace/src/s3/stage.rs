@@ -64,6 +64,7 @@ pub async fn stage(
             let got = handle
                 .block_on(st.get(&meta.location))
                 .map_err(|e| m.refused(format!("reading {}: {e}", meta.location)))?;
+            let e_tag = got.meta.e_tag.clone();
             let body = got.into_stream().map_err(std::io::Error::other).boxed();
             let mut hashed = Hashed::new(blocking_reader(body, handle.clone()));
             // Exactly the listed size: an object replaced meanwhile is cut or padded, never
@@ -75,6 +76,7 @@ pub async fn stage(
                 key: rel,
                 size: len,
                 sha256: hashed.hex(),
+                e_tag,
             });
         }
         let mut w = a.into_inner().map_err(io)?;

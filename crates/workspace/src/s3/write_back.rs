@@ -1,36 +1,74 @@
 //! Writing a writable mount back: the mount's tree read out of the sandbox and hashed, then
 //! only the files whose content differs from what was staged (or that are new) uploaded,
 //! each streamed from the sandbox on its own, and the staged keys whose file is gone deleted.
+//!
+//! Every write is conditional on the bucket's object being the one that was staged: an upload
+//! of a staged key carries `If-Match` with its ETag, one of a new key `If-None-Match: *`, and a
+//! delete goes ahead only while the object's ETag is still the staged one. When someone else
+//! changed the object meanwhile, theirs stays and the sandbox's version is uploaded beside it
+//! as a conflict copy (`name.conflict-<session>.ext`); nothing of either side is lost.
+//! Uploads in parts (files over 8 MiB) cannot carry a condition through `object_store`, so
+//! theirs is checked with a HEAD just before: a change within the upload itself is not seen.
 
 use super::stage::digest;
 use super::{Mount, S3Client, StagedObject};
 use crate::stream::{blocking_reader, stream_from_blocking};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    ObjectStore, PutMode, PutOptions, PutPayload, PutResult, UpdateVersion, WriteMultipart,
+};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{SandboxBackend, SandboxError, WORKDIR};
+use serde::Serialize;
 use std::collections::HashMap;
 
 /// Files up to this size go up in one request; larger ones in parts.
 const SINGLE_PUT_MAX: u64 = 8 * 1024 * 1024;
 
-/// Writes `mount` back from `container`'s workspace and returns the listing that now holds
-/// (what the next write-back compares with). A mount whose directory is gone is left alone:
-/// removing the mount's root is not taken for deleting the whole prefix.
+/// What a write-back did: the listing that now holds (what the next one compares with) and
+/// the files someone else changed in the bucket meanwhile.
+#[derive(Debug)]
+pub struct WriteBack {
+    pub listing: Vec<StagedObject>,
+    pub conflicts: Vec<Conflict>,
+}
+
+/// A file of the mount that was changed both in the sandbox and in the bucket since it was
+/// staged; the bucket's version was kept at `key`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// Relative to the mount's prefix, as in the sandbox.
+    pub key: String,
+    /// `changed`: both changed it; `created`: both created it; `deleted`: the sandbox deleted
+    /// it and the bucket's was changed, so it was not deleted.
+    pub kind: &'static str,
+    /// Where the sandbox's version was uploaded (relative to the prefix); null for `deleted`.
+    pub sandbox_copy: Option<String>,
+}
+
+/// Writes `mount` back from `container`'s workspace; `session` names the conflict copies. A
+/// mount whose directory is gone is left alone: removing the mount's root is not taken for
+/// deleting the whole prefix.
 pub async fn write_back(
     client: &S3Client,
     backend: &dyn SandboxBackend,
     container: &str,
     mount: &Mount,
     staged: &[StagedObject],
-) -> Result<Vec<StagedObject>> {
+    session: &str,
+) -> Result<WriteBack> {
+    let unchanged = || WriteBack {
+        listing: staged.to_vec(),
+        conflicts: Vec::new(),
+    };
     let root = format!("{WORKDIR}/{}", mount.path);
     let tree = match backend.get_archive(container, &root).await {
         Ok(t) => t,
         Err(SandboxError::NoSuchPath(_)) => {
             tracing::warn!(mount = %mount.path, "the mount's directory is gone; nothing written back");
-            return Ok(staged.to_vec());
+            return Ok(unchanged());
         }
         Err(e) => return Err(e.into()),
     };
@@ -42,35 +80,113 @@ pub async fn write_back(
         .map_err(|e| mount.refused(format!("reading the mount's files: {e}")))?;
     let Some(files) = files else {
         tracing::warn!(mount = %mount.path, "the mount's path is no longer a directory; nothing written back");
-        return Ok(staged.to_vec());
+        return Ok(unchanged());
     };
 
     let store = client.store(mount)?;
     let before: HashMap<&str, &StagedObject> = staged.iter().map(|o| (o.key.as_str(), o)).collect();
-    let mut after = Vec::with_capacity(files.len());
+    let mut listing = Vec::with_capacity(files.len());
+    let mut conflicts = Vec::new();
     let (mut uploaded, mut deleted) = (0usize, 0usize);
-    for f in &files {
-        if before
-            .get(f.key.as_str())
-            .is_some_and(|o| o.sha256 == f.sha256)
-        {
-            after.push(f.clone());
+    for f in files.iter() {
+        let was = before.get(f.key.as_str()).copied();
+        if was.is_some_and(|o| o.sha256 == f.sha256) {
+            listing.push(StagedObject {
+                e_tag: was.and_then(|o| o.e_tag.clone()),
+                ..f.clone()
+            });
             continue;
         }
-        upload(&store, backend, container, mount, &root, &f.key).await?;
-        uploaded += 1;
-        after.push(f.clone());
+        let source = Source {
+            backend,
+            container,
+            path: format!("{root}/{}", f.key),
+        };
+        let key = mount.key(&f.key);
+        let failed = |e: &dyn std::fmt::Display| mount.refused(format!("uploading {}: {e}", f.key));
+        let e_tag = match upload(&store, &source, &key, condition(was)).await {
+            Ok(put) => {
+                uploaded += 1;
+                put.e_tag
+            }
+            Err(Upload::Refused) => {
+                let copy = conflict_copy(&f.key, session);
+                upload(&store, &source, &mount.key(&copy), PutMode::Overwrite)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                tracing::warn!(mount = %mount.path, key = %f.key, copy = %copy, "changed in the bucket meanwhile; the sandbox's version kept beside it");
+                conflicts.push(Conflict {
+                    key: f.key.clone(),
+                    kind: if was.is_some() { "changed" } else { "created" },
+                    sandbox_copy: Some(copy),
+                });
+                // The bucket's ETag: the sandbox's file, unchanged from here, is not taken
+                // for a new change at the next write-back.
+                store.head(&key).await.ok().and_then(|m| m.e_tag)
+            }
+            Err(e) => return Err(failed(&e)),
+        };
+        listing.push(StagedObject { e_tag, ..f.clone() });
     }
     let now: std::collections::HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
     for o in staged.iter().filter(|o| !now.contains(o.key.as_str())) {
-        match store.delete(&mount.key(&o.key)).await {
+        let key = mount.key(&o.key);
+        let refused = |e: &dyn std::fmt::Display| mount.refused(format!("deleting {}: {e}", o.key));
+        if let Some(staged_tag) = &o.e_tag {
+            match store.head(&key).await {
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(refused(&e)),
+                Ok(m) if m.e_tag.as_ref() != Some(staged_tag) => {
+                    tracing::warn!(mount = %mount.path, key = %o.key, "deleted in the sandbox but changed in the bucket meanwhile; kept");
+                    conflicts.push(Conflict {
+                        key: o.key.clone(),
+                        kind: "deleted",
+                        sandbox_copy: None,
+                    });
+                    continue;
+                }
+                Ok(_) => {}
+            }
+        }
+        match store.delete(&key).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
-            Err(e) => return Err(mount.refused(format!("deleting {}: {e}", o.key))),
+            Err(e) => return Err(refused(&e)),
         }
     }
-    tracing::info!(mount = %mount.path, uploaded, deleted, "s3 mount written back");
-    after.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(after)
+    tracing::info!(mount = %mount.path, uploaded, deleted, conflicts = conflicts.len(), "s3 mount written back");
+    listing.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(WriteBack { listing, conflicts })
+}
+
+/// The condition an upload of a file staged as `was` (or new, `None`) is made on.
+fn condition(was: Option<&StagedObject>) -> PutMode {
+    match was {
+        None => PutMode::Create,
+        Some(StagedObject { e_tag: None, .. }) => PutMode::Overwrite,
+        Some(StagedObject {
+            e_tag: Some(e_tag), ..
+        }) => PutMode::Update(UpdateVersion {
+            e_tag: Some(e_tag.clone()),
+            version: None,
+        }),
+    }
+}
+
+/// `dir/name.ext` → `dir/name.conflict-<session>.ext`; a name without an extension (or a
+/// dotfile) gets the suffix at its end.
+fn conflict_copy(key: &str, session: &str) -> String {
+    let (dir, name) = match key.rsplit_once('/') {
+        Some((d, n)) => (Some(d), n),
+        None => (None, key),
+    };
+    let name = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.conflict-{session}.{ext}"),
+        _ => format!("{name}.conflict-{session}"),
+    };
+    match dir {
+        Some(d) => format!("{d}/{name}"),
+        None => name,
+    }
 }
 
 /// Every regular file of the mount's archive (entries are `<mount dir>/...`), with its size
@@ -100,22 +216,65 @@ fn hash_tree(reader: impl std::io::Read) -> std::io::Result<Option<Vec<StagedObj
         }
         let key = rel.join("/");
         let (size, sha256) = digest(e)?;
-        out.push(StagedObject { key, size, sha256 });
+        out.push(StagedObject {
+            key,
+            size,
+            sha256,
+            e_tag: None,
+        });
     }
     Ok(Some(out))
 }
 
-/// Uploads the file at `rel` of the mount, streamed out of the sandbox.
+/// A file of the sandbox to upload.
+struct Source<'a> {
+    backend: &'a dyn SandboxBackend,
+    container: &'a str,
+    path: String,
+}
+
+/// Why an upload did not happen.
+enum Upload {
+    /// The bucket's object is not the one staged (or a new key exists): its condition failed.
+    Refused,
+    Failed(ServiceError),
+}
+
+impl std::fmt::Display for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Upload::Refused => f.write_str("the object was changed in the bucket meanwhile"),
+            Upload::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: Into<ServiceError>> From<E> for Upload {
+    fn from(e: E) -> Self {
+        Upload::Failed(e.into())
+    }
+}
+
+fn io(e: std::io::Error) -> Upload {
+    Upload::Failed(anyhow::Error::from(e).into())
+}
+
+/// Uploads `source` to `key` on condition `mode`, streamed out of the sandbox.
 async fn upload(
     store: &impl ObjectStore,
-    backend: &dyn SandboxBackend,
-    container: &str,
-    mount: &Mount,
-    root: &str,
-    rel: &str,
-) -> Result<()> {
-    let one = backend
-        .get_archive(container, &format!("{root}/{rel}"))
+    source: &Source<'_>,
+    key: &ObjectPath,
+    mode: PutMode,
+) -> std::result::Result<PutResult, Upload> {
+    let conditional = |e: object_store::Error| match e {
+        object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
+            Upload::Refused
+        }
+        e => Upload::Failed(anyhow::Error::from(e).into()),
+    };
+    let one = source
+        .backend
+        .get_archive(source.container, &source.path)
         .await?
         .map_err(std::io::Error::other)
         .boxed();
@@ -135,29 +294,49 @@ async fn upload(
         }
     })
     .await?;
-    let key = mount.key(rel);
-    let failed = |e: &dyn std::fmt::Display| mount.refused(format!("uploading {rel}: {e}"));
+    if content.size > SINGLE_PUT_MAX && !matches!(mode, PutMode::Overwrite) {
+        // The condition of an upload in parts, checked just before it.
+        let now = match store.head(key).await {
+            Ok(m) => Some(m.e_tag),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(conditional(e)),
+        };
+        let holds = match &mode {
+            PutMode::Overwrite => true,
+            PutMode::Create => now.is_none(),
+            PutMode::Update(v) => now.is_some_and(|t| t.is_some() && t == v.e_tag),
+        };
+        if !holds {
+            return Err(Upload::Refused);
+        }
+    }
     if content.size <= SINGLE_PUT_MAX {
-        let chunks: Vec<Bytes> = content.body.try_collect().await.map_err(|e| failed(&e))?;
+        let chunks: Vec<Bytes> = content.body.try_collect().await.map_err(io)?;
         let payload: PutPayload = chunks.into_iter().collect();
-        store.put(&key, payload).await.map_err(|e| failed(&e))?;
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        store
+            .put_opts(key, payload, opts)
+            .await
+            .map_err(conditional)
     } else {
-        let mut w = WriteMultipart::new(store.put_multipart(&key).await.map_err(|e| failed(&e))?);
+        let mut w = WriteMultipart::new(store.put_multipart(key).await.map_err(conditional)?);
         let mut body = content.body;
         while let Some(chunk) = body.next().await {
             let chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => {
                     let _ = w.abort().await;
-                    return Err(failed(&e));
+                    return Err(io(e));
                 }
             };
-            w.wait_for_capacity(4).await.map_err(|e| failed(&e))?;
+            w.wait_for_capacity(4).await.map_err(conditional)?;
             w.put(chunk);
         }
-        w.finish().await.map_err(|e| failed(&e))?;
+        w.finish().await.map_err(conditional)
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -179,5 +358,13 @@ mod tests {
         );
         let replaced = tar_of(&[("out", Some("not a directory"))]);
         assert!(hash_tree(replaced.as_slice()).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_conflict_copy_keeps_the_extension_and_the_directory() {
+        assert_eq!(conflict_copy("d/a.csv", "S"), "d/a.conflict-S.csv");
+        assert_eq!(conflict_copy("a.tar.gz", "S"), "a.tar.conflict-S.gz");
+        assert_eq!(conflict_copy("d/e/README", "S"), "d/e/README.conflict-S");
+        assert_eq!(conflict_copy(".env", "S"), ".env.conflict-S");
     }
 }

@@ -303,7 +303,7 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
     case 'status': {
       return (
         <Group gap={6} justify="center">
-          <Text size="xs" c="dimmed">
+          <Text size="xs" c={item.event.type === 'session.s3_conflict' ? 'orange' : 'dimmed'} data-testid={`status-${item.event.type}`}>
             {statusLabel(item.event)} · <RelTime value={item.event.created_at} size="xs" />
           </Text>
         </Group>
