@@ -293,7 +293,7 @@ async fn answered(sub: &mut Option<sandbox_agents_store::Subscription>) {
             Ok(LiveEvent::Stored(_)) | Ok(LiveEvent::Ephemeral(_)) => {}
             Ok(LiveEvent::Deleted) => return,
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+            Ok(LiveEvent::Closed) | Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                 *sub = None;
                 return;
             }

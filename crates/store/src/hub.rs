@@ -49,6 +49,10 @@ pub enum LiveEvent {
     Ephemeral(Arc<Shared>),
     /// The session was deleted.
     Deleted,
+    /// The feed ended: the process is shutting down. Nothing follows; a stream ends and its
+    /// client resumes elsewhere. Streams learn of a shutdown this way, from the one send of
+    /// their feed, rather than each watching the shutdown token beside every receive.
+    Closed,
 }
 
 /// One event as every subscriber of its feed shares it: its wire form (an SSE frame) is made
@@ -211,11 +215,17 @@ impl EventHub {
                 "live events are unavailable: the database does not answer".into(),
             )
         };
+        let shutting_down = || crate::Error::Conflict("the server is shutting down".into());
         tokio::select! {
             r = tokio::time::timeout(SUBSCRIBE_TIMEOUT, ready.wait_for(|r| *r)) => {
                 r.map_err(|_| unavailable())?.map_err(|_| unavailable())?;
             }
-            _ = self.inner.shutdown.cancelled() => return Err(crate::Error::Conflict("the server is shutting down".into())),
+            _ = self.inner.shutdown.cancelled() => return Err(shutting_down()),
+        }
+        // `rx` exists already: a shutdown after this check reaches it as `Closed` (the feed
+        // sends that when it stops); one before it is refused here.
+        if self.inner.shutdown.is_cancelled() {
+            return Err(shutting_down());
         }
         Ok(Subscription { _feed: feed, rx })
     }
@@ -390,6 +400,9 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
             }
         }
     }
+    // Stopped by the shutdown (with subscribers still there) or by the last one leaving (to
+    // nobody): either way nothing more comes.
+    let _ = core.tx.send(LiveEvent::Closed);
     if let Some(inner) = hub.upgrade() {
         let mut feeds = inner.feeds.lock().expect("hub map poisoned");
         if feeds.get(&session.0).is_some_and(|w| w.strong_count() == 0) {

@@ -114,7 +114,6 @@ pub async fn stream(
         id,
         after,
         subscription,
-        st.shutdown.clone(),
         crate::sse::StreamOptions {
             tool_output: q.tool_output.unwrap_or(false),
         },

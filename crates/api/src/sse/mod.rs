@@ -23,7 +23,6 @@ use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_store::events::{self, MAX_PAGE};
 use sandbox_agents_store::{Db, LiveEvent, Shared, Subscription};
 use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
 
 /// A live event's frame, built by the first of its feed's streams and shared by the others.
 fn shared_frame(e: &Shared) -> Bytes {
@@ -61,7 +60,6 @@ pub fn event_stream(
     session: SessionId,
     after: i64,
     sub: Subscription,
-    shutdown: CancellationToken,
     options: StreamOptions,
 ) -> impl Stream<Item = Bytes> {
     async_stream::stream! {
@@ -82,11 +80,8 @@ pub fn event_stream(
                 catching_up = full;
                 continue;
             }
-            let item = tokio::select! {
-                item = sub.rx.recv() => item,
-                _ = shutdown.cancelled() => break,
-            };
-            match item {
+            // A shutdown ends the feed, which says so (`Closed`): no token is watched per event.
+            match sub.rx.recv().await {
                 Ok(LiveEvent::Stored(e)) => {
                     if e.seq > cursor {
                         cursor = e.seq;
@@ -98,7 +93,7 @@ pub fn event_stream(
                         yield shared_frame(&e);
                     }
                 }
-                Ok(LiveEvent::Deleted) | Err(RecvError::Closed) => break,
+                Ok(LiveEvent::Deleted | LiveEvent::Closed) | Err(RecvError::Closed) => break,
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(session.id = %session, skipped = n, "a slow stream is caught up from the database");
                     catching_up = true;
