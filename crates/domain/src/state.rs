@@ -69,13 +69,16 @@ text_enum!(
 
 text_enum!(
     /// Why a session's sandbox is stopped: `requested` (a stop), `idle` (released after its
-    /// idle TTL; the next message wakes it), `restart` (the server restarted without it) or
-    /// `lifetime` (its `max_lifetime_seconds` passed; it cannot be started again).
+    /// idle TTL; the next message wakes it), `restart` (the server restarted without it),
+    /// `lifetime` (its `max_lifetime_seconds` passed; it cannot be started again) or `disk`
+    /// (it wrote more than the server's `--sandbox-disk-mb` to its filesystem; the workspace
+    /// was archived and a start brings it back).
     StoppedReason {
         Requested = "requested",
         Idle = "idle",
         Restart = "restart",
         Lifetime = "lifetime",
+        Disk = "disk",
     }
 );
 

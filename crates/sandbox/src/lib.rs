@@ -322,6 +322,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// Every sandbox this deployment created, running or not.
     async fn list(&self) -> Result<Vec<ListedSandbox>>;
 
+    /// The bytes each running sandbox of this deployment has written to its own filesystem
+    /// (for Docker, the container's writable layer), by sandbox id; what the disk limit is
+    /// enforced on. Backends that cannot tell answer with nothing.
+    async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
+        Ok(Vec::new())
+    }
+
     /// Captures the sandbox's filesystem (installed packages included) as an image; returns
     /// its reference.
     async fn snapshot_image(&self, id: &str, name: &str) -> Result<String>;

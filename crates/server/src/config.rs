@@ -160,6 +160,30 @@ pub struct Config {
     )]
     pub sandbox_pids: i64,
 
+    /// The most MiB a sandbox may write to its own filesystem (the container's writable
+    /// layer: the workspace, /tmp, installed packages); a sandbox over it is stopped, reason
+    /// `disk`, its workspace archived. Measured every --sandbox-disk-check-seconds, since
+    /// Docker has no size limit for containers on ext4 or on xfs without project quotas.
+    /// 0: no limit.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_DISK_MB",
+        default_value_t = 10240,
+        global = true
+    )]
+    pub sandbox_disk_mb: u64,
+
+    /// How often the disk use of running sandboxes is measured against --sandbox-disk-mb
+    /// (the engine walks each sandbox's written files to answer).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_SANDBOX_DISK_CHECK_SECONDS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub sandbox_disk_check_seconds: u64,
+
     /// Started sandboxes of the default image kept waiting for sessions, so that a session
     /// without exposed ports boots in a fraction of the time (0 disables the pool). Every
     /// process of a deployment should use the same value.

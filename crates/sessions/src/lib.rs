@@ -40,6 +40,7 @@ mod admission;
 mod boot;
 mod checkout;
 mod create;
+mod disk;
 mod exec;
 pub mod files;
 mod garbage;

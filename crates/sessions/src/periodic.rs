@@ -57,6 +57,7 @@ impl Sessions {
     /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
     /// garbage collection.
     pub fn spawn_workers(&self) {
+        self.spawn_disk_worker();
         let rt = self.clone();
         tokio::spawn(async move {
             let shutdown = rt.inner.shutdown.clone();

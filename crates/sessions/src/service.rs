@@ -33,6 +33,11 @@ pub struct SessionSettings {
     pub idle_ttl: Duration,
     /// How often the idle reaper and the orphan sweep look.
     pub sweep_interval: Duration,
+    /// The most bytes a running sandbox may write to its own filesystem before it is stopped
+    /// (`disk.rs`); `None`: no limit.
+    pub disk_limit: Option<u64>,
+    /// How often the disk limit is checked.
+    pub disk_check_interval: Duration,
     pub manifest: ManifestPolicy,
     /// How many started sandboxes of the default image wait for sessions (0: no pool).
     /// Every server process of a deployment should say the same: each one's sweep trims the

@@ -454,6 +454,24 @@ pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
     Ok(())
 }
 
+/// The running sessions whose sandbox is one of `containers`, with it.
+pub async fn running_in_containers(
+    db: impl PgExecutor<'_>,
+    containers: &[String],
+) -> Result<Vec<(SessionId, String)>> {
+    let rows = sqlx::query!(
+        r#"select id, container_id as "container_id!" from sessions
+         where status = 'running' and container_id = any($1)"#,
+        containers,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (SessionId(r.id), r.container_id))
+        .collect())
+}
+
 /// Running, idle sessions unused for longer than their own `idle_ttl_seconds`, else their
 /// agent's, else `default_ttl` (0 means never).
 pub async fn idle_expired(

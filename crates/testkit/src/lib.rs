@@ -165,6 +165,8 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_max_cpus: None,
         sandbox_max_memory_mb: 4096,
         sandbox_pids: 256,
+        sandbox_disk_mb: 10240,
+        sandbox_disk_check_seconds: 60,
         warm_pool_size: 0,
         warm_pool_max: 0,
         max_concurrent_builds: 2,
@@ -402,6 +404,9 @@ pub struct AppOptions {
     pub no_daemon: bool,
     /// `--blob-url` (e.g. `s3://bucket/prefix` with `s3`); `<data-dir>/blobs` by default.
     pub blob_url: Option<String>,
+    /// `--sandbox-disk-mb` (10 GiB by default). Test servers run no periodic workers: a test
+    /// calls `sessions.enforce_disk_limit()` itself.
+    pub sandbox_disk_mb: Option<u64>,
     /// `--max-sandboxes` and `--max-sandboxes-per-project` (no limit by default).
     pub max_sandboxes: Option<u32>,
     pub max_sandboxes_per_project: Option<u32>,
@@ -425,6 +430,7 @@ impl Default for AppOptions {
             s3: None,
             s3_stage_max_bytes: None,
             s3_instance_credentials: false,
+            sandbox_disk_mb: None,
             no_daemon: false,
             blob_url: None,
             max_sandboxes: None,
@@ -493,6 +499,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         s3,
         s3_stage_max_bytes,
         s3_instance_credentials,
+        sandbox_disk_mb,
         no_daemon,
         blob_url,
         max_sandboxes,
@@ -523,6 +530,9 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         config.s3_secret_access_key = s3.secret_access_key;
     }
     config.s3_instance_credentials = s3_instance_credentials;
+    if let Some(mb) = sandbox_disk_mb {
+        config.sandbox_disk_mb = mb;
+    }
     if let Some(max) = s3_stage_max_bytes {
         config.s3_stage_max_bytes = max;
     }

@@ -77,6 +77,11 @@ describe('statusLabel', () => {
     expect(statusLabel({ type: 'session.queued', payload: { limit: 'queue' } })).toBe('Waiting for a sandbox: other sessions are ahead');
   });
 
+  it('says why a sandbox stopped', () => {
+    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'disk' } })).toBe('Sandbox stopped: it wrote more to its disk than the server allows');
+    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'requested' } })).toBe('Sandbox stopped (requested)');
+  });
+
   it('names the files an S3 write-back kept for the bucket, and where the sandbox versions went', () => {
     const conflict = (n: number) => ({
       type: 'session.s3_conflict',

@@ -69,7 +69,9 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
     case 'session.status_running':
       return 'Sandbox running';
     case 'session.status_stopped':
-      return `Sandbox stopped${p.reason === 'lifetime' ? ': its lifetime ended' : p.reason ? ` (${str(p.reason)})` : ''}`;
+      return `Sandbox stopped${
+        p.reason === 'lifetime' ? ': its lifetime ended' : p.reason === 'disk' ? ': it wrote more to its disk than the server allows' : p.reason ? ` (${str(p.reason)})` : ''
+      }`;
     case 'session.queued': {
       const why =
         p.limit === 'project' ? "this project's sandbox limit is reached" : p.limit === 'deployment' ? "the deployment's sandbox limit is reached" : 'other sessions are ahead';

@@ -495,6 +495,37 @@ impl SandboxBackend for DockerBackend {
             .collect())
     }
 
+    #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
+    async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{LABEL_DEPLOYMENT}={}", self.deployment)],
+        )]);
+        // `size`: the engine sums each listed container's writable layer (it walks the layer's
+        // files), so this is asked on its own timer, not with every sweep.
+        let options = ListContainersOptions {
+            all: false,
+            size: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(error::backend)?;
+        Ok(containers
+            .into_iter()
+            .filter(|c| {
+                c.names.iter().flatten().any(|n| {
+                    n.trim_start_matches('/')
+                        .starts_with(create::CONTAINER_PREFIX)
+                })
+            })
+            .filter_map(|c| Some((c.id?, u64::try_from(c.size_rw?).unwrap_or(0))))
+            .collect())
+    }
+
     #[tracing::instrument(skip_all, fields(container.id = %id, name = %name))]
     async fn snapshot_image(&self, id: &str, name: &str) -> Result<String> {
         let container = self

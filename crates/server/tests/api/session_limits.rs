@@ -246,3 +246,59 @@ async fn a_sessions_own_idle_ttl_wins_over_its_agents() {
     app.delete_session(&kept).await;
     app.delete_session(&brief).await;
 }
+
+#[tokio::test]
+async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_left_alone() {
+    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
+        sandbox_disk_mb: Some(20),
+        ..Default::default()
+    })
+    .await;
+    app.create_agent("writer", json!({})).await;
+    let heavy = app.boot_session(json!({"agent_id": "writer"})).await;
+    let light = app.boot_session(json!({"agent_id": "writer"})).await;
+    assert_eq!(app.exec(&heavy, "echo kept > note.txt").await.0, 0);
+    assert_eq!(
+        app.exec(&light, "head -c 5000000 /dev/zero > five-mb.bin")
+            .await
+            .0,
+        0
+    );
+    // 30 MiB outside the workspace: over the 20 MiB limit.
+    let (code, _, err) = app
+        .exec(&heavy, "head -c 31457280 /dev/zero > /tmp/thirty-mb.bin")
+        .await;
+    assert_eq!(code, 0, "{err}");
+    // What the server's timer runs (test servers run none): one look at every sandbox.
+    assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 1);
+    let s = app.session(&heavy).await;
+    assert_eq!(s["stopped_reason"], "disk");
+    let stopped: Vec<Value> = app
+        .events(&heavy)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "session.status_stopped")
+        .collect();
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0]["payload"]["reason"], "disk");
+    // The look that stopped it saw the other one too, under the limit: still running, and a
+    // second look stops nothing.
+    assert_eq!(app.session(&light).await["status"], "running");
+    assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 0);
+    // The workspace was archived; a start brings it back, without what was written elsewhere.
+    let (status, r) = app
+        .post_json(&format!("/api/sessions/{heavy}/start"), Value::Null)
+        .await;
+    assert_eq!(status, 200, "{r}");
+    app.wait_for_status(&heavy, "running", Duration::from_secs(60))
+        .await;
+    let (code, out, _) = app
+        .exec(
+            &heavy,
+            "cat note.txt; test -e /tmp/thirty-mb.bin && echo still there || true",
+        )
+        .await;
+    assert_eq!((code, out.as_str()), (0, "kept\n"));
+    app.delete_session(&heavy).await;
+    app.delete_session(&light).await;
+}

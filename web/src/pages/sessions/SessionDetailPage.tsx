@@ -1,6 +1,6 @@
 import { Alert, Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconBox, IconClockStop, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconBox, IconClockStop, IconDatabase, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -224,6 +224,11 @@ export default function SessionDetailPage() {
       {ended && (
         <Alert color="gray" icon={<IconClockStop size={18} />} title="Its lifetime ended; it cannot be started again" data-testid="lifetime-ended">
           The sandbox stopped for good when its max lifetime{s.max_lifetime_seconds ? ` (${formatDuration(s.max_lifetime_seconds)})` : ''} passed. Its files, transcript and notebook stay readable; start a new session to go on.
+        </Alert>
+      )}
+      {s.status === 'stopped' && s.stopped_reason === 'disk' && (
+        <Alert color="orange" icon={<IconDatabase size={18} />} title="Stopped: it wrote more to its disk than this server allows" data-testid="disk-limit">
+          Its workspace was archived first, so Start brings it back; what was written outside the workspace (such as /tmp) is gone. Remove what it no longer needs before it writes more.
         </Alert>
       )}
       {streamError && <ErrorAlert error={streamError} title="The event stream stopped" />}
