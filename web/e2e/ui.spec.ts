@@ -606,6 +606,12 @@ test('an environment: create it with packages, see its build fail naming the man
   await expect(page.getByTestId('session-row-environment')).toHaveCount(1);
   await row.getByTestId('session-row-environment').click();
   await expect(page).toHaveURL(envUrl);
+  // And the environment lists its sessions: the list filtered to it, here the one.
+  await page.getByTestId('environment-sessions').click();
+  await expect(page).toHaveURL(/\/sessions\?environment=e2e-env$/);
+  await expect(page.getByTestId('sessions-total')).toHaveText('1 session');
+  await expect(page.getByRole('row').filter({ hasText: 'E2E environment' })).toHaveCount(1);
+  await page.goto(envUrl);
   // Gone again (a session in it keeps it from being deleted; the pages after this one count
   // the suite's sessions and agents).
   expect((await fetch(`${API()}/api/sessions/${sessionId}`, { method: 'DELETE' })).ok).toBeTruthy();

@@ -209,6 +209,8 @@ pub async fn get(
 pub struct ListFilter {
     pub agent: Option<AgentId>,
     pub status: Option<SessionStatus>,
+    /// Only sessions created in this environment.
+    pub environment: Option<Uuid>,
 }
 
 /// One page, newest first, and the number of rows matching the filter.
@@ -222,10 +224,13 @@ pub async fn list(
 ) -> Result<(Vec<SessionRecord>, i64)> {
     let agent = filter.agent.map(|a| a.0);
     let status = filter.status;
+    let environment = filter.environment;
     let rows = session_query!(
         "select ",
         " from sessions
          where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)
+           and ($6::uuid is null or exists (select 1 from environment_sessions es
+                                            where es.session_id = sessions.id and es.environment_id = $6))
          order by created_at desc, id desc
          limit $4 offset $5",
         project.0,
@@ -233,15 +238,19 @@ pub async fn list(
         status as _,
         limit,
         offset,
+        environment,
     )
     .fetch_all(&mut *db)
     .await?;
     let total = sqlx::query_scalar!(
         r#"select count(*) as "total!" from sessions
-         where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)"#,
+         where project_id = $1 and ($2::uuid is null or agent_id = $2) and ($3::text is null or status = $3)
+           and ($4::uuid is null or exists (select 1 from environment_sessions es
+                                            where es.session_id = sessions.id and es.environment_id = $4))"#,
         project.0,
         agent,
         status as _,
+        environment,
     )
     .fetch_one(&mut *db)
     .await?;

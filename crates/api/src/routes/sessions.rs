@@ -23,6 +23,9 @@ pub use crate::extract::{session_id, session_not_found};
 pub struct ListQuery {
     /// Only sessions of this agent (id or slug); an unknown agent has none.
     pub agent_id: Option<String>,
+    /// Only sessions created in this environment (id or name); an unknown one has none. An
+    /// addition to the contract.
+    pub environment_id: Option<String>,
     /// Only sessions in this state (exact match); anything else is a 422.
     #[param(value_type = Option<SessionStatus>, inline)]
     pub status: Option<String>,
@@ -69,7 +72,25 @@ pub async fn list(
             Err(e) => return Err(e.into()),
         },
     };
-    let filter = sessions::ListFilter { agent, status };
+    let environment = match q.environment_id.as_deref() {
+        None => None,
+        Some(r) => {
+            let r = sandbox_agents_store::environments::EnvironmentRef::parse(r);
+            match sandbox_agents_store::environments::get(&mut *conn, project, &r).await {
+                Ok(e) => Some(e.id),
+                // An environment that does not exist has no sessions.
+                Err(sandbox_agents_store::Error::NotFound) => {
+                    return Ok((total_header(0), Json(Vec::new())))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let filter = sessions::ListFilter {
+        agent,
+        status,
+        environment,
+    };
     let (rows, total) = sessions::list(&mut conn, project, &filter, limit, offset).await?;
     Ok((total_header(total), Json(wire(&mut *conn, &rows).await?)))
 }

@@ -284,6 +284,24 @@ async fn every_refusal_says_why_and_stores_nothing() {
     .await;
     assert_eq!(s, 200, "{stopped}");
     assert_eq!(stopped["environment_name"], "base", "{stopped}");
+    // The list filtered by environment (id or name) holds its sessions only, and says how
+    // many; an unknown environment has none.
+    let env_id = env["id"].as_str().unwrap();
+    for r in ["base", env_id] {
+        let res = app
+            .http
+            .get(app.url(&format!("/api/sessions?environment_id={r}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["x-total-count"], "1");
+        let rows: Vec<Value> = res.json().await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["id"], id);
+    }
+    let (s, none) = send(&app, "GET", "/api/sessions?environment_id=nope", None).await;
+    assert_eq!((s, none), (200, json!([])));
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@ import { Alert, Badge, Button, Card, Code, Group, Stack, Text, Title } from '@ma
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
-import { useNavigate, useParams } from 'react-router-dom';
+import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, ApiError, unwrap } from '../../api/client';
 import { CodeBlock, ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../Layout';
@@ -77,6 +77,9 @@ export default function EnvironmentDetailPage() {
         }
         actions={
           <Group>
+            <Button component={Link} to={`/sessions?environment=${encodeURIComponent(e.name)}`} variant="default" data-testid="environment-sessions">
+              Its sessions
+            </Button>
             {!archived && (
               <ConfirmButton variant="default" message="Archive it? New sessions in it are refused from now on, running ones go on. There is no unarchive." onConfirm={() => archive.mutate()} confirmLabel="Archive">
                 Archive

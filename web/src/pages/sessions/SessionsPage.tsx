@@ -55,6 +55,7 @@ export default function SessionsPage() {
   const [params, setParams] = useSearchParams();
   const [starting, setStarting] = useState(false);
   const agent = params.get('agent');
+  const environment = params.get('environment');
   const status = params.get('status');
   const page = Math.max(1, Number(params.get('page') ?? 1) || 1);
   const set = (k: string, v: string | null) => {
@@ -65,12 +66,24 @@ export default function SessionsPage() {
     setParams(next, { replace: k !== 'page' });
   };
   const agents = useQuery({ queryKey: ['agents', { archived: true }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
+  const environments = useQuery({
+    queryKey: ['environments', { archived: true }],
+    queryFn: () => unwrap(api.GET('/api/environments', { params: { query: { include_archived: true } } })),
+  });
   const sessions = useQuery({
-    queryKey: ['sessions', { agent, status, page }],
+    queryKey: ['sessions', { agent, environment, status, page }],
     queryFn: () =>
       unwrapPage(
         api.GET('/api/sessions', {
-          params: { query: { ...(agent ? { agent_id: agent } : {}), ...(status ? { status: status as 'running' } : {}), limit: PAGE, offset: (page - 1) * PAGE } },
+          params: {
+            query: {
+              ...(agent ? { agent_id: agent } : {}),
+              ...(environment ? { environment_id: environment } : {}),
+              ...(status ? { status: status as 'running' } : {}),
+              limit: PAGE,
+              offset: (page - 1) * PAGE,
+            },
+          },
         }),
       ),
     placeholderData: keepPreviousData,
@@ -105,6 +118,16 @@ export default function SessionsPage() {
           onChange={(v) => set('agent', v)}
           w={260}
         />
+        <Select
+          placeholder="Any environment"
+          aria-label="Filter by environment"
+          clearable
+          searchable
+          data={[...new Set([...(environments.data ?? []).map((e) => e.name), ...(environment ? [environment] : [])])]}
+          value={environment}
+          onChange={(v) => set('environment', v)}
+          w={220}
+        />
         <Select placeholder="Any status" aria-label="Filter by status" clearable data={STATUSES} value={status} onChange={(v) => set('status', v)} w={180} />
         {sessions.data && (
           <Text size="sm" c="dimmed" data-testid="sessions-total">
@@ -117,16 +140,16 @@ export default function SessionsPage() {
         <Skeleton h={160} />
       ) : sessions.data && sessions.data.items.length === 0 ? (
         <EmptyState
-          title={agent || status ? 'No session matches these filters' : 'No sessions yet'}
+          title={agent || environment || status ? 'No session matches these filters' : 'No sessions yet'}
           action={
-            !(agent || status) && (
+            !(agent || environment || status) && (
               <Button component={Link} to="/agents" variant="light">
                 Pick an agent to start one
               </Button>
             )
           }
         >
-          {agent || status ? 'Clear a filter to see more.' : 'Open an agent and press “Start a session”, or create one from code.'}
+          {agent || environment || status ? 'Clear a filter to see more.' : 'Open an agent and press “Start a session”, or create one from code.'}
         </EmptyState>
       ) : (
         <>
