@@ -271,7 +271,8 @@ pub struct Listeners {
 
 /// Serves `router(state)` on the API listener and the preview proxy on the preview listener
 /// until `state.shutdown` is cancelled, then stops accepting, lets in-flight requests finish
-/// (streams end at once: they watch the same token) and returns. This is the seam tests use
+/// (event streams end at once: the token stops their feeds, which close them; terminals
+/// watch it themselves) and returns. This is the seam tests use
 /// to own a server's lifetime.
 pub async fn serve(listeners: Listeners, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();

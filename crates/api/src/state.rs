@@ -62,6 +62,7 @@ pub struct AppState {
     pub bundles: sandbox_agents_skills::Bundles,
     /// Sealing webhook secrets, checking their URLs, and test pings.
     pub webhooks: sandbox_agents_webhooks::Webhooks,
-    /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked.
+    /// Cancelled when the server shuts down: open streams end so that shutdown is not blocked
+    /// (event streams through the hub's feeds, which it stops; terminals watch it directly).
     pub shutdown: CancellationToken,
 }

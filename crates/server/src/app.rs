@@ -77,7 +77,7 @@ impl ServiceSettings {
                 idle_ttl: Duration::from_secs(config.idle_ttl_seconds),
                 sweep_interval: SWEEP_INTERVAL,
                 disk_limit: (config.sandbox_disk_mb > 0)
-                    .then(|| config.sandbox_disk_mb * 1024 * 1024),
+                    .then(|| config.sandbox_disk_mb.saturating_mul(1024 * 1024)),
                 disk_check_interval: Duration::from_secs(config.sandbox_disk_check_seconds),
                 manifest: ManifestPolicy {
                     local_dir_roots: config.local_dir_roots.clone(),

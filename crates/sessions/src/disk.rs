@@ -4,8 +4,9 @@
 //! per-container size. So the limit is enforced by measurement: on its own timer, the backend
 //! reports each running sandbox's written bytes and a sandbox over the limit is stopped, its
 //! reason `disk`. The stop archives `/workspace` as any stop does (what was written elsewhere,
-//! `/tmp` and the like, goes with the container), so nothing of the workspace is lost; a start
-//! brings it back. The check's interval bounds how far past the limit a sandbox gets.
+//! `/tmp` and the like, goes with the container); when the archive cannot be written the
+//! sandbox is left running for the next check rather than removed. A start brings the
+//! workspace back. The check's interval bounds how far past the limit a sandbox gets.
 
 use crate::Sessions;
 use sandbox_agents_domain::session::StoppedReason;

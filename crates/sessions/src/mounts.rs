@@ -53,12 +53,7 @@ impl Sessions {
                 &id.to_string(),
             )
             .await
-            .map_err(|e| match e {
-                ServiceError::BadRequest(msg) => ServiceError::Conflict(format!(
-                    "{msg}; the sandbox keeps running so nothing is lost (try again, or delete the session to discard the changes)"
-                )),
-                other => other,
-            })?;
+            .map_err(refused)?;
             // The listing and the event that reports its conflicts land together.
             let mut tx = st.db.begin().await?;
             s3_mounts::record(&mut *tx, id, &record(&m, &done.listing)?).await?;
@@ -80,6 +75,11 @@ impl Sessions {
                 .await?;
             }
             tx.commit().await?;
+            // Recorded first: what was uploaded before the failure is not sent again as if
+            // someone else had changed it.
+            if let Some(e) = done.failed {
+                return Err(refused(e));
+            }
         }
         Ok(())
     }
@@ -96,6 +96,16 @@ impl Sessions {
             .map(|r| r.path)
             .collect();
         Ok(without_paths(archive, paths))
+    }
+}
+
+/// A write-back's failure as the stop (or snapshot) reports it.
+fn refused(e: ServiceError) -> ServiceError {
+    match e {
+        ServiceError::BadRequest(msg) => ServiceError::Conflict(format!(
+            "{msg}; the sandbox keeps running so nothing is lost (try again, or delete the session to discard the changes)"
+        )),
+        other => other,
     }
 }
 

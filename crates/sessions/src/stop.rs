@@ -121,10 +121,33 @@ impl Sessions {
                 // What the session learnt, read while its sandbox runs; consolidated later.
                 memory = self.capture_memory(&s, container).await;
             }
-            match self.archive_workspace(id, container).await {
+            let archived = self.archive_workspace(id, container).await;
+            // Whether a failed archive leaves something to keep: a sandbox that is still up.
+            let still_up = match &archived {
+                Err(_) => {
+                    matches!(st.backend.inspect(container).await, Ok(Some(ref c)) if c.running)
+                }
+                Ok(_) => false,
+            };
+            match archived {
                 Ok((key, size)) => {
                     tracing::debug!(bytes = size, "workspace archived");
                     archive = Some(key);
+                }
+                // A stop the server chose itself (idle, lifetime, disk) is not worth the
+                // workspace: the sandbox keeps running and the next sweep tries again. One a
+                // person asked for (or a restart) goes ahead, keeping the previous archive.
+                Err(e)
+                    if still_up
+                        && matches!(
+                            reason,
+                            StoppedReason::Idle | StoppedReason::Lifetime | StoppedReason::Disk
+                        ) =>
+                {
+                    tracing::warn!(error = %e, "the workspace could not be archived; the sandbox keeps running");
+                    return Err(ServiceError::Conflict(format!(
+                        "the workspace could not be archived ({e}); the sandbox keeps running so nothing is lost"
+                    )));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "the workspace could not be archived; the previous archive is kept")

@@ -364,6 +364,10 @@ async fn connect_listener(db: &Db) -> Result<PgListener, sqlx::Error> {
 
 /// A feed's task: owns the cursor; reads and broadcasts in seq order.
 async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Weak<Inner>) {
+    // However the task ends (stopped, or a panic), its subscribers hear `Closed`: streams
+    // wait on nothing else, so a feed that ended silently would keep them (and a shutdown
+    // waiting for them) open.
+    let _closed = CloseOnDrop(core.clone());
     let session = core.session;
     let mut retry = Duration::from_millis(50);
     let mut cursor = loop {
@@ -377,12 +381,16 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
         }
     };
     core.ready.send_replace(true);
-    loop {
+    'feed: loop {
         tokio::select! { _ = core.wake.notified() => {}, _ = stop.cancelled() => break }
         for signal in core.drain() {
             match signal {
                 Signal::Check => {
-                    if let Err(e) = catch_up(&db, &core, &mut cursor).await {
+                    let read = tokio::select! {
+                        r = catch_up(&db, &core, &mut cursor) => r,
+                        _ = stop.cancelled() => break 'feed,
+                    };
+                    if let Err(e) = read {
                         tracing::warn!(session.id = %session, error = %e, "a feed failed to read new events; retrying");
                         let core = core.clone();
                         let stop = stop.clone();
@@ -400,14 +408,22 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
             }
         }
     }
-    // Stopped by the shutdown (with subscribers still there) or by the last one leaving (to
-    // nobody): either way nothing more comes.
-    let _ = core.tx.send(LiveEvent::Closed);
+
     if let Some(inner) = hub.upgrade() {
         let mut feeds = inner.feeds.lock().expect("hub map poisoned");
         if feeds.get(&session.0).is_some_and(|w| w.strong_count() == 0) {
             feeds.remove(&session.0);
         }
+    }
+}
+
+/// Sends `Closed` to a feed's subscribers when dropped: stopped by the shutdown (with
+/// subscribers still there) or by the last one leaving (to nobody), nothing more comes.
+struct CloseOnDrop(Arc<FeedCore>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.tx.send(LiveEvent::Closed);
     }
 }
 

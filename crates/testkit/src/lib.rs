@@ -397,9 +397,10 @@ pub struct AppOptions {
     pub s3: Option<s3::S3Access>,
     /// `--s3-stage-max-bytes` (1 GiB by default).
     pub s3_stage_max_bytes: Option<u64>,
-    /// `--s3-instance-credentials` (with `AWS_EC2_METADATA_SERVICE_ENDPOINT` in the test's
-    /// environment for where the metadata service is).
-    pub s3_instance_credentials: bool,
+    /// The role the server takes S3 credentials from without keys, as the flags and the
+    /// environment would resolve it (`--s3-instance-credentials`, `AWS_CONTAINER_*`), set
+    /// here rather than through the process's environment, which tests share.
+    pub s3_ambient: Option<sandbox_agents_workspace::s3::AmbientCredentials>,
     /// `--sandboxd-bin off`: sandboxes get no daemon (every command is a Docker exec).
     pub no_daemon: bool,
     /// `--blob-url` (e.g. `s3://bucket/prefix` with `s3`); `<data-dir>/blobs` by default.
@@ -429,7 +430,7 @@ impl Default for AppOptions {
             max_concurrent_builds: 2,
             s3: None,
             s3_stage_max_bytes: None,
-            s3_instance_credentials: false,
+            s3_ambient: None,
             sandbox_disk_mb: None,
             no_daemon: false,
             blob_url: None,
@@ -498,7 +499,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         max_concurrent_builds,
         s3,
         s3_stage_max_bytes,
-        s3_instance_credentials,
+        s3_ambient,
         sandbox_disk_mb,
         no_daemon,
         blob_url,
@@ -529,7 +530,6 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         config.s3_access_key_id = s3.access_key_id;
         config.s3_secret_access_key = s3.secret_access_key;
     }
-    config.s3_instance_credentials = s3_instance_credentials;
     if let Some(mb) = sandbox_disk_mb {
         config.sandbox_disk_mb = mb;
     }
@@ -552,6 +552,9 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         Settings::resolve(&config, api_addr, preview_addr).expect("the test server's settings");
     settings.services.models = models;
     settings.services.sessions.sweep_interval = Duration::from_secs(3600);
+    if s3_ambient.is_some() {
+        settings.services.sessions.s3.ambient = s3_ambient;
+    }
     settings.model_proxy = model_proxy;
     // The test's delivery settings, trusting what the flags said to trust.
     settings.webhooks = WebhookSettings {

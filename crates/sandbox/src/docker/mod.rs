@@ -58,6 +58,45 @@ pub struct DockerBackend {
 }
 
 impl DockerBackend {
+    /// This deployment's containers (all, or running only; with their sizes if asked), each
+    /// with its name. Only containers this backend made: a container started by someone
+    /// else from one of our images inherits the image's deployment label, and must not be
+    /// taken for an orphan and removed, nor measured.
+    async fn containers(
+        &self,
+        all: bool,
+        size: bool,
+    ) -> Result<Vec<(String, bollard::models::ContainerSummary)>> {
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{LABEL_DEPLOYMENT}={}", self.deployment)],
+        )]);
+        let options = ListContainersOptions {
+            all,
+            size,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(error::backend)?;
+        Ok(containers
+            .into_iter()
+            .filter_map(|c| {
+                let name = c
+                    .names
+                    .as_ref()
+                    .and_then(|n| n.first())
+                    .map(|n| n.trim_start_matches('/').to_owned())
+                    .unwrap_or_default();
+                name.starts_with(create::CONTAINER_PREFIX)
+                    .then_some((name, c))
+            })
+            .collect())
+    }
+
     /// Connects to the Engine named by `DOCKER_HOST` (default: the local socket), agrees on
     /// an API version and checks the Engine answers. `deployment` identifies this control
     /// plane's deployment: it labels every sandbox, and [`SandboxBackend::list`] finds only
@@ -455,35 +494,12 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
     async fn list(&self) -> Result<Vec<ListedSandbox>> {
-        let filters = HashMap::from([(
-            "label".to_owned(),
-            vec![format!("{LABEL_DEPLOYMENT}={}", self.deployment)],
-        )]);
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(error::backend)?;
-        // Only containers this backend made: a container started by someone else from one of
-        // our images inherits the image's deployment label, and must not be taken for an
-        // orphan and removed.
-        Ok(containers
+        Ok(self
+            .containers(true, false)
+            .await?
             .into_iter()
-            .filter_map(|c| {
+            .filter_map(|(name, c)| {
                 let mut labels = c.labels.unwrap_or_default();
-                let name = c
-                    .names
-                    .and_then(|n| n.into_iter().next())
-                    .map(|n| n.trim_start_matches('/').to_owned())
-                    .unwrap_or_default();
-                if !name.starts_with(create::CONTAINER_PREFIX) {
-                    return None;
-                }
                 Some(ListedSandbox {
                     id: c.id?,
                     name,
@@ -497,32 +513,13 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
     async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
-        let filters = HashMap::from([(
-            "label".to_owned(),
-            vec![format!("{LABEL_DEPLOYMENT}={}", self.deployment)],
-        )]);
-        // `size`: the engine sums each listed container's writable layer (it walks the layer's
-        // files), so this is asked on its own timer, not with every sweep.
-        let options = ListContainersOptions {
-            all: false,
-            size: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(error::backend)?;
-        Ok(containers
+        // `size`: the engine sums each running container's writable layer (it walks the
+        // layer's files), so this is asked on its own timer, not with every sweep.
+        Ok(self
+            .containers(false, true)
+            .await?
             .into_iter()
-            .filter(|c| {
-                c.names.iter().flatten().any(|n| {
-                    n.trim_start_matches('/')
-                        .starts_with(create::CONTAINER_PREFIX)
-                })
-            })
-            .filter_map(|c| Some((c.id?, u64::try_from(c.size_rw?).unwrap_or(0))))
+            .filter_map(|(_, c)| Some((c.id?, u64::try_from(c.size_rw?).unwrap_or(0))))
             .collect())
     }
 

@@ -7,6 +7,7 @@
 
 use sandbox_agents_testkit::s3::{MotoServer, ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp, BOOT};
+use sandbox_agents_workspace::s3::AmbientCredentials;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -511,7 +512,7 @@ async fn mount_round_trip(app: &TestApp, moto: &MotoServer, bucket: &str) {
         sh(
             app,
             &id,
-            &format!("(env; grep -rlsI '{ROLE_SECRET}' /workspace /home /tmp /etc /proc/1/environ) | grep -c '{ROLE_SECRET}' || true")
+            &format!("(env | grep '{ROLE_SECRET}'; grep -rlsI '{ROLE_SECRET}' /workspace /home /tmp /etc /proc/1/environ) | wc -l")
         )
         .await,
         "0",
@@ -528,12 +529,14 @@ async fn mount_round_trip(app: &TestApp, moto: &MotoServer, bucket: &str) {
 async fn without_keys_the_instance_profile_is_used_when_asked_and_its_credentials_are_fetched_once()
 {
     let roles = RoleEndpoints::start().await;
-    // Where the metadata service is, as the AWS SDKs read it (this test has its own process).
-    std::env::set_var("AWS_EC2_METADATA_SERVICE_ENDPOINT", &roles.url);
     let moto = MotoServer::start().await;
+    // What `--s3-instance-credentials` with AWS_EC2_METADATA_SERVICE_ENDPOINT resolves to
+    // (the resolution itself is a unit test of the server's config).
     let app = spawn_app_with_options(AppOptions {
         s3: Some(moto.endpoint_only()),
-        s3_instance_credentials: true,
+        s3_ambient: Some(AmbientCredentials::Instance {
+            metadata_endpoint: Some(roles.url.clone()),
+        }),
         ..Default::default()
     })
     .await;
@@ -577,15 +580,15 @@ async fn without_keys_an_eks_pod_identity_from_the_environment_is_used() {
     let roles = RoleEndpoints::start().await;
     let token_file = std::env::temp_dir().join(format!("pod-token-{}", uuid::Uuid::new_v4()));
     std::fs::write(&token_file, POD_TOKEN).unwrap();
-    // As EKS sets them for a pod (this test has its own process).
-    std::env::set_var(
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        format!("{}/pod/credentials", roles.url),
-    );
-    std::env::set_var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file);
     let moto = MotoServer::start().await;
+    // What AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, as
+    // EKS sets them for a pod, resolve to.
     let app = spawn_app_with_options(AppOptions {
         s3: Some(moto.endpoint_only()),
+        s3_ambient: Some(AmbientCredentials::PodIdentity {
+            full_uri: format!("{}/pod/credentials", roles.url),
+            token_file: token_file.display().to_string(),
+        }),
         ..Default::default()
     })
     .await;
@@ -719,10 +722,21 @@ async fn what_the_bucket_changed_meanwhile_is_kept_and_the_sandboxs_version_land
         ]
     );
 
-    // The stop's write-back sees nothing new: the same files are not conflicts again.
+    // The sandbox has not seen theirs: changing its file again conflicts again (the copy is
+    // refreshed, theirs stays); the files it left alone since are not conflicts again.
+    sh(&app, &id, "echo mine again > m/a.txt").await;
     post(&app, &format!("/api/sessions/{id}/stop"), json!({})).await;
-    assert_eq!(conflicts(&app.events(&id).await).len(), 1);
+    let found = conflicts(&app.events(&id).await);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(
+        found[1]["payload"]["conflicts"],
+        json!([{"key": "a.txt", "kind": "changed", "sandbox_copy": format!("a.conflict-{id}.txt")}])
+    );
     assert_eq!(get("p/a.txt").await.as_deref(), Some("theirs\n"));
+    assert_eq!(
+        get(&format!("p/a.conflict-{id}.txt")).await.as_deref(),
+        Some("mine again\n")
+    );
 
     // The next boot stages the bucket as it is; a change made from there is written plainly.
     post(&app, &format!("/api/sessions/{id}/start"), json!({})).await;
@@ -730,11 +744,11 @@ async fn what_the_bucket_changed_meanwhile_is_kept_and_the_sandboxs_version_land
     assert_eq!(sh(&app, &id, "cat m/a.txt").await, "theirs");
     assert_eq!(
         sh(&app, &id, &format!("cat m/a.conflict-{id}.txt")).await,
-        "mine"
+        "mine again"
     );
     sh(&app, &id, "echo again > m/a.txt").await;
     post(&app, &format!("/api/sessions/{id}/stop"), json!({})).await;
     assert_eq!(get("p/a.txt").await.as_deref(), Some("again\n"));
-    assert_eq!(conflicts(&app.events(&id).await).len(), 1);
+    assert_eq!(conflicts(&app.events(&id).await).len(), 2);
     app.stop().await;
 }

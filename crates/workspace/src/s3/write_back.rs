@@ -4,11 +4,11 @@
 //!
 //! Every write is conditional on the bucket's object being the one that was staged: an upload
 //! of a staged key carries `If-Match` with its ETag, one of a new key `If-None-Match: *`, and a
-//! delete goes ahead only while the object's ETag is still the staged one. When someone else
-//! changed the object meanwhile, theirs stays and the sandbox's version is uploaded beside it
-//! as a conflict copy (`name.conflict-<session>.ext`); nothing of either side is lost.
-//! Uploads in parts (files over 8 MiB) cannot carry a condition through `object_store`, so
-//! theirs is checked with a HEAD just before: a change within the upload itself is not seen.
+//! delete is made only while a HEAD finds the staged ETag. When someone else changed the
+//! object meanwhile, theirs stays and the sandbox's version is uploaded beside it as a
+//! conflict copy (`name.conflict-<session>.ext`). Two windows remain: a change between the
+//! HEAD and the DELETE, and one made during an upload in parts (files over 8 MiB, which
+//! `object_store` cannot make conditional: theirs is checked with a HEAD just before).
 
 use super::stage::digest;
 use super::{Mount, S3Client, StagedObject};
@@ -22,17 +22,19 @@ use object_store::{
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{SandboxBackend, SandboxError, WORKDIR};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Files up to this size go up in one request; larger ones in parts.
 const SINGLE_PUT_MAX: u64 = 8 * 1024 * 1024;
 
-/// What a write-back did: the listing that now holds (what the next one compares with) and
-/// the files someone else changed in the bucket meanwhile.
+/// What a write-back did: the listing that now holds (what the next one compares with), the
+/// files someone else changed in the bucket meanwhile, and the failure that stopped it part
+/// way, if one did (the listing then records what was done before it).
 #[derive(Debug)]
 pub struct WriteBack {
     pub listing: Vec<StagedObject>,
     pub conflicts: Vec<Conflict>,
+    pub failed: Option<ServiceError>,
 }
 
 /// A file of the mount that was changed both in the sandbox and in the bucket since it was
@@ -62,6 +64,7 @@ pub async fn write_back(
     let unchanged = || WriteBack {
         listing: staged.to_vec(),
         conflicts: Vec::new(),
+        failed: None,
     };
     let root = format!("{WORKDIR}/{}", mount.path);
     let tree = match backend.get_archive(container, &root).await {
@@ -84,14 +87,77 @@ pub async fn write_back(
     };
 
     let store = client.store(mount)?;
+    let mut done = Progress::default();
+    let failed = apply(
+        &store, backend, container, mount, &root, staged, &files, session, &mut done,
+    )
+    .await
+    .err();
+    tracing::info!(
+        mount = %mount.path,
+        uploaded = done.uploaded,
+        deleted = done.deleted,
+        conflicts = done.conflicts.len(),
+        failed = failed.is_some(),
+        "s3 mount written back"
+    );
+    Ok(WriteBack {
+        listing: done.listing(staged),
+        conflicts: done.conflicts,
+        failed,
+    })
+}
+
+/// What a write-back has done so far.
+#[derive(Default)]
+struct Progress {
+    /// The files of the mount dealt with, as they now stand.
+    written: Vec<StagedObject>,
+    /// Staged keys whose file is gone and that were dealt with (deleted, found gone, or kept
+    /// for the bucket's change): no longer part of the listing.
+    removed: HashSet<String>,
+    conflicts: Vec<Conflict>,
+    uploaded: usize,
+    deleted: usize,
+}
+
+impl Progress {
+    /// The listing to record: what was dealt with, and the rest as it was staged. After a
+    /// failure part way, the files already uploaded are recorded with their new ETags, so
+    /// that a retry does not take the session's own uploads for someone else's change.
+    fn listing(&self, staged: &[StagedObject]) -> Vec<StagedObject> {
+        let written: HashSet<&str> = self.written.iter().map(|o| o.key.as_str()).collect();
+        let mut out = self.written.clone();
+        out.extend(
+            staged
+                .iter()
+                .filter(|o| !written.contains(o.key.as_str()) && !self.removed.contains(&o.key))
+                .cloned(),
+        );
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+}
+
+/// Uploads the changed and new files of `files`, deletes the staged keys whose file is gone,
+/// and records each step in `done` as it is taken.
+#[allow(clippy::too_many_arguments)]
+async fn apply(
+    store: &impl ObjectStore,
+    backend: &dyn SandboxBackend,
+    container: &str,
+    mount: &Mount,
+    root: &str,
+    staged: &[StagedObject],
+    files: &[StagedObject],
+    session: &str,
+    done: &mut Progress,
+) -> Result<()> {
     let before: HashMap<&str, &StagedObject> = staged.iter().map(|o| (o.key.as_str(), o)).collect();
-    let mut listing = Vec::with_capacity(files.len());
-    let mut conflicts = Vec::new();
-    let (mut uploaded, mut deleted) = (0usize, 0usize);
-    for f in files.iter() {
+    for f in files {
         let was = before.get(f.key.as_str()).copied();
         if was.is_some_and(|o| o.sha256 == f.sha256) {
-            listing.push(StagedObject {
+            done.written.push(StagedObject {
                 e_tag: was.and_then(|o| o.e_tag.clone()),
                 ..f.clone()
             });
@@ -104,65 +170,64 @@ pub async fn write_back(
         };
         let key = mount.key(&f.key);
         let failed = |e: &dyn std::fmt::Display| mount.refused(format!("uploading {}: {e}", f.key));
-        let e_tag = match upload(&store, &source, &key, condition(was)).await {
+        let e_tag = match upload(store, &source, &key, condition(was)).await {
             Ok(put) => {
-                uploaded += 1;
+                done.uploaded += 1;
                 put.e_tag
             }
             Err(Upload::Refused) => {
                 let copy = conflict_copy(&f.key, session);
-                upload(&store, &source, &mount.key(&copy), PutMode::Overwrite)
+                upload(store, &source, &mount.key(&copy), PutMode::Overwrite)
                     .await
                     .map_err(|e| failed(&e))?;
                 tracing::warn!(mount = %mount.path, key = %f.key, copy = %copy, "changed in the bucket meanwhile; the sandbox's version kept beside it");
-                conflicts.push(Conflict {
+                done.conflicts.push(Conflict {
                     key: f.key.clone(),
                     kind: if was.is_some() { "changed" } else { "created" },
                     sandbox_copy: Some(copy),
                 });
-                // The bucket's ETag: the sandbox's file, unchanged from here, is not taken
-                // for a new change at the next write-back.
-                store.head(&key).await.ok().and_then(|m| m.e_tag)
+                // The version the sandbox started from stays the condition: the sandbox
+                // has not seen the bucket's, so a later change of its file conflicts again
+                // (refreshing the copy) rather than replacing theirs. Its file, unchanged,
+                // is not uploaded again.
+                was.and_then(|o| o.e_tag.clone())
             }
             Err(e) => return Err(failed(&e)),
         };
-        listing.push(StagedObject { e_tag, ..f.clone() });
+        done.written.push(StagedObject { e_tag, ..f.clone() });
     }
-    let now: std::collections::HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
+    let now: HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
     for o in staged.iter().filter(|o| !now.contains(o.key.as_str())) {
         let key = mount.key(&o.key);
         let refused = |e: &dyn std::fmt::Display| mount.refused(format!("deleting {}: {e}", o.key));
-        if let Some(staged_tag) = &o.e_tag {
-            match store.head(&key).await {
-                Err(object_store::Error::NotFound { .. }) => continue,
+        // Deleted only while it is the version staged; an object whose version was never
+        // known (a record from before ETags were kept, or a key both sides created) is kept.
+        match store.head(&key).await {
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(refused(&e)),
+            Ok(m) if o.e_tag.is_some() && m.e_tag == o.e_tag => match store.delete(&key).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => done.deleted += 1,
                 Err(e) => return Err(refused(&e)),
-                Ok(m) if m.e_tag.as_ref() != Some(staged_tag) => {
-                    tracing::warn!(mount = %mount.path, key = %o.key, "deleted in the sandbox but changed in the bucket meanwhile; kept");
-                    conflicts.push(Conflict {
-                        key: o.key.clone(),
-                        kind: "deleted",
-                        sandbox_copy: None,
-                    });
-                    continue;
-                }
-                Ok(_) => {}
+            },
+            Ok(_) => {
+                tracing::warn!(mount = %mount.path, key = %o.key, "deleted in the sandbox but not the version it staged; kept");
+                done.conflicts.push(Conflict {
+                    key: o.key.clone(),
+                    kind: "deleted",
+                    sandbox_copy: None,
+                });
             }
         }
-        match store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
-            Err(e) => return Err(refused(&e)),
-        }
+        done.removed.insert(o.key.clone());
     }
-    tracing::info!(mount = %mount.path, uploaded, deleted, conflicts = conflicts.len(), "s3 mount written back");
-    listing.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(WriteBack { listing, conflicts })
+    Ok(())
 }
 
-/// The condition an upload of a file staged as `was` (or new, `None`) is made on.
+/// The condition an upload of a file staged as `was` (or new, `None`) is made on. A version
+/// never known (no ETag) is never overwritten: such a file is created only where nothing is.
 fn condition(was: Option<&StagedObject>) -> PutMode {
     match was {
-        None => PutMode::Create,
-        Some(StagedObject { e_tag: None, .. }) => PutMode::Overwrite,
+        None | Some(StagedObject { e_tag: None, .. }) => PutMode::Create,
         Some(StagedObject {
             e_tag: Some(e_tag), ..
         }) => PutMode::Update(UpdateVersion {
@@ -358,6 +423,53 @@ mod tests {
         );
         let replaced = tar_of(&[("out", Some("not a directory"))]);
         assert!(hash_tree(replaced.as_slice()).unwrap().is_none());
+    }
+
+    fn obj(key: &str, sha: &str, e_tag: Option<&str>) -> StagedObject {
+        StagedObject {
+            key: key.into(),
+            size: 1,
+            sha256: sha.into(),
+            e_tag: e_tag.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_listing_after_a_failure_part_way_keeps_what_was_done_and_the_rest_as_staged() {
+        let staged = [
+            obj("a", "1", Some("ea")),
+            obj("b", "1", Some("eb")),
+            obj("c", "1", Some("ec")),
+            obj("d", "1", Some("ed")),
+        ];
+        // `a` was uploaded (a new ETag), `c` was deleted; then `b` failed, and `d` (gone from
+        // the sandbox) was never reached.
+        let done = Progress {
+            written: vec![obj("a", "2", Some("ea2"))],
+            removed: ["c".to_owned()].into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            done.listing(&staged),
+            vec![
+                obj("a", "2", Some("ea2")),
+                obj("b", "1", Some("eb")),
+                obj("d", "1", Some("ed")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_version_never_known_is_never_overwritten() {
+        assert!(matches!(condition(None), PutMode::Create));
+        assert!(matches!(
+            condition(Some(&obj("a", "1", None))),
+            PutMode::Create
+        ));
+        assert!(matches!(
+            condition(Some(&obj("a", "1", Some("e")))),
+            PutMode::Update(UpdateVersion { e_tag: Some(ref t), .. }) if t == "e"
+        ));
     }
 
     #[test]
