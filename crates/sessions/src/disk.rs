@@ -49,22 +49,12 @@ impl Sessions {
 
     /// The disk limit's timer until shutdown (only with a limit).
     pub(crate) fn spawn_disk_worker(&self) {
-        let st = &self.inner;
-        if st.settings.disk_limit.is_none() {
+        if self.inner.settings.disk_limit.is_none() {
             return;
         }
-        let rt = self.clone();
-        tokio::spawn(async move {
-            let shutdown = rt.inner.shutdown.clone();
-            let mut tick = tokio::time::interval(rt.inner.settings.disk_check_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // The first tick is at once: the first look is one interval after start.
-            tick.tick().await;
-            loop {
-                tokio::select! { _ = tick.tick() => {}, _ = shutdown.cancelled() => return }
-                if let Err(e) = rt.enforce_disk_limit().await {
-                    tracing::warn!(error = %e, "the disk limit check failed");
-                }
+        self.every(self.inner.settings.disk_check_interval, |rt| async move {
+            if let Err(e) = rt.enforce_disk_limit().await {
+                tracing::warn!(error = %e, "the disk limit check failed");
             }
         });
     }

@@ -58,31 +58,44 @@ impl Sessions {
     /// garbage collection.
     pub fn spawn_workers(&self) {
         self.spawn_disk_worker();
+        self.every(self.inner.settings.sweep_interval, |rt| async move {
+            if let Err(e) = rt.release_idle().await {
+                tracing::warn!(error = %e, "idle release failed");
+            }
+            if let Err(e) = rt.end_lifetimes().await {
+                tracing::warn!(error = %e, "ending lifetimes failed");
+            }
+            if let Err(e) = rt.sweep_orphans().await {
+                tracing::warn!(error = %e, "orphan sweep failed");
+            }
+            if let Err(e) = rt.runs().recover().await {
+                tracing::warn!(error = %e, "run recovery failed");
+            }
+            if let Err(e) = rt.collect_garbage().await {
+                tracing::warn!(error = %e, "garbage collection failed");
+            }
+            // Room freed by a process that died before it booted the next in line.
+            rt.admit_queued();
+        });
+    }
+
+    /// Runs `work` every `interval` until shutdown, the first time one interval after now; a
+    /// round that overruns delays the next rather than bunching them up.
+    pub(crate) fn every<F, Fut>(&self, interval: std::time::Duration, work: F)
+    where
+        F: Fn(Sessions) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
         let rt = self.clone();
         tokio::spawn(async move {
             let shutdown = rt.inner.shutdown.clone();
-            let mut tick = tokio::time::interval(rt.inner.settings.sweep_interval);
+            let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // An interval's first tick is at once.
             tick.tick().await;
             loop {
                 tokio::select! { _ = tick.tick() => {}, _ = shutdown.cancelled() => return }
-                if let Err(e) = rt.release_idle().await {
-                    tracing::warn!(error = %e, "idle release failed");
-                }
-                if let Err(e) = rt.end_lifetimes().await {
-                    tracing::warn!(error = %e, "ending lifetimes failed");
-                }
-                if let Err(e) = rt.sweep_orphans().await {
-                    tracing::warn!(error = %e, "orphan sweep failed");
-                }
-                if let Err(e) = rt.runs().recover().await {
-                    tracing::warn!(error = %e, "run recovery failed");
-                }
-                if let Err(e) = rt.collect_garbage().await {
-                    tracing::warn!(error = %e, "garbage collection failed");
-                }
-                // Room freed by a process that died before it booted the next in line.
-                rt.admit_queued();
+                work(rt.clone()).await;
             }
         });
     }
