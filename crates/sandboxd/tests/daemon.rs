@@ -170,6 +170,53 @@ async fn an_abandoned_command_is_killed() {
     until("the kill", || !running_with("33.1")).await;
 }
 
+/// A command's tree is what it started, not only what kept its group and its mark: a
+/// background job on a terminal (job control puts it in a group of its own) and a program that
+/// left its session and cleared its environment end with it.
+#[tokio::test]
+async fn an_abandoned_command_takes_what_left_its_group_and_mark_with_it() {
+    let (_d, client) = daemon().await;
+    let execution = client
+        .exec(spec(&[
+            "sh",
+            "-c",
+            "setsid env -u SA_EXEC sleep 33.2 & sleep 33.3",
+        ]))
+        .await
+        .unwrap();
+    until("the commands", || {
+        running_with("33.2") && running_with("33.3")
+    })
+    .await;
+    drop(execution);
+    until("the kill", || {
+        !running_with("33.2") && !running_with("33.3")
+    })
+    .await;
+
+    let mut s = spec(&["bash", "--norc", "--noprofile", "-i"]);
+    s.pty = Some(PtySize { rows: 24, cols: 80 });
+    let mut execution = client.exec(s).await.unwrap();
+    execution
+        .input
+        .send(Frame::Stdin(Bytes::from_static(
+            b"env -u SA_EXEC sleep 33.4 & echo started-$((1+1))\n",
+        )))
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("started-2") {
+        match execution.frames.next().await {
+            Some(Ok(Frame::Stdout(b))) => seen.push_str(&String::from_utf8_lossy(&b)),
+            Some(Ok(_)) => {}
+            other => panic!("the terminal ended: {other:?} after {seen:?}"),
+        }
+    }
+    until("the job", || running_with("33.4")).await;
+    drop(execution);
+    until("the job's kill", || !running_with("33.4")).await;
+}
+
 #[tokio::test]
 async fn a_terminal_is_a_tty_of_the_size_asked_and_resizes() {
     let (_d, client) = daemon().await;
