@@ -6,6 +6,7 @@
 //! that complete the event arrive. Receivers also check that they got every event exactly once
 //! and in order.
 
+use crate::raw_fanout;
 use crate::raw_sse::RawSse;
 use crate::stats::Summary;
 use anyhow::{bail, Context};
@@ -504,12 +505,9 @@ pub async fn sse(
     pace: &Pace,
     base: Instant,
 ) -> anyhow::Result<LatencyRow> {
-    let mut row = LatencyRow::new(
+    let row = LatencyRow::new(
         &format!("sse_{streams}"),
-        &format!(
-            "append_now → SSE, {streams} stream{}",
-            if streams == 1 { "" } else { "s" }
-        ),
+        &format!("append_now → SSE, {streams} stream{}", plural(streams)),
         streams,
         pace.events,
     );
@@ -518,6 +516,75 @@ pub async fn sse(
     // feed before it reads its backlog, so a stream that has the marker is live.
     events::append_now(writer_db, session, &[marker("ready")]).await?;
     let url = app.url(&format!("/api/sessions/{session}/events/stream?after=0"));
+    fan_out(row, url, streams, pace, base, |i| {
+        let db = writer_db.clone();
+        async move {
+            let event = match i {
+                Some(i) => timed_event(i, base),
+                None => marker("end"),
+            };
+            events::append_now(&db, session, &[event]).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// The same clients on the raw fan-out (`raw_fanout`): `pg_notify` → `PgListener` → one frame
+/// per event → `write_all` to every socket.
+pub async fn raw_sse(
+    writer_db: &Db,
+    session: SessionId,
+    streams: usize,
+    pace: &Pace,
+    base: Instant,
+) -> anyhow::Result<LatencyRow> {
+    let row = LatencyRow::new(
+        &format!("raw_sse_{streams}"),
+        &format!(
+            "raw pg_notify → broadcast → write_all, {streams} socket{}",
+            plural(streams)
+        ),
+        streams,
+        pace.events,
+    );
+    let server = raw_fanout::start(writer_db, session).await?;
+    fan_out(row, server.url.clone(), streams, pace, base, |i| {
+        let db = writer_db.clone();
+        async move {
+            let payload = match i {
+                Some(i) => json!({ "i": i, "t_ns": now_ns(base) }),
+                None => json!({ "bench": "end" }),
+            };
+            raw_fanout::notify(&db, &payload).await
+        }
+    })
+    .await
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Opens `streams` clients on `url`, waits until every one has its ready frame, then sends the
+/// timed events at the pace (`send(Some(i))`) and the end marker (`send(None)`), and fills in
+/// `row` from what the clients received.
+async fn fan_out<F, Fut>(
+    mut row: LatencyRow,
+    url: String,
+    streams: usize,
+    pace: &Pace,
+    base: Instant,
+    mut send: F,
+) -> anyhow::Result<LatencyRow>
+where
+    F: FnMut(Option<usize>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
@@ -553,12 +620,11 @@ pub async fn sse(
         let mut sends = Vec::with_capacity(pace.events);
         for i in 0..pace.events {
             tick.tick().await;
-            let event = timed_event(i, base);
             let t0 = Instant::now();
-            events::append_now(writer_db, session, &[event]).await?;
+            send(Some(i)).await?;
             sends.push(t0.elapsed().as_micros() as u64);
         }
-        events::append_now(writer_db, session, &[marker("end")]).await?;
+        send(None).await?;
         row.send = Summary::of(sends);
     } else {
         let first = failed

@@ -5,7 +5,9 @@
 //!    shared session, and with batches, as events/s and as a ratio to the raw INSERT.
 //! 2. Append-to-delivery latency: `pg_notify` → `PgListener` (raw), `append_now` → `PgListener`,
 //!    and `append_now` → SSE with 1, 100 and 1000 streams open on one session of an in-process
-//!    server; every receiver checks it got every event once and in order.
+//!    server, each beside the raw fan-out to as many sockets (`pg_notify` → `PgListener` → one
+//!    frame → `write_all` to each, `raw_fanout`); every receiver checks it got every event once
+//!    and in order.
 //!
 //! Everything runs in one new database, in a cluster of its own: an embedded one under
 //! `--pg-dir` (started here and stopped at the end unless it was already running), or the one
@@ -17,6 +19,7 @@
 mod append;
 mod fanout;
 mod machine;
+mod raw_fanout;
 mod raw_sse;
 mod report;
 use sandbox_agents_bench::stats;
@@ -226,6 +229,9 @@ async fn bench_in(
         log_row(&row);
         latency_results.push(row);
         for &n in &args.streams {
+            let row = fanout::raw_sse(&writer_db, session, n, &pace, base).await?;
+            log_row(&row);
+            latency_results.push(row);
             let row = fanout::sse(&app, &writer_db, agent.id, n, &pace, base).await?;
             log_row(&row);
             latency_results.push(row);

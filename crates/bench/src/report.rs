@@ -179,6 +179,26 @@ pub fn markdown(r: &Results) -> String {
                 }
             );
         }
+        // Ours next to the raw fan-out with as many sockets: what our server adds.
+        for raw in r.latency.iter().filter(|l| l.key.starts_with("raw_sse_")) {
+            let ours_key = &raw.key["raw_".len()..];
+            let Some(ours) = r.latency.iter().find(|l| l.key == ours_key) else {
+                continue;
+            };
+            let ratio =
+                |a: &Option<Summary>, b: &Option<Summary>, f: fn(&Summary) -> u64| match (a, b) {
+                    (Some(a), Some(b)) if f(b) > 0 => format!("{:.2}", f(a) as f64 / f(b) as f64),
+                    _ => "–".into(),
+                };
+            let _ = writeln!(
+                out,
+                "\nOurs ÷ the raw fan-out, {} receivers: p50 {}, p99 {}, last receiver p50 {}.",
+                ours.receivers,
+                ratio(&ours.latency, &raw.latency, |s| s.p50),
+                ratio(&ours.latency, &raw.latency, |s| s.p99),
+                ratio(&ours.all_receivers, &raw.all_receivers, |s| s.p50),
+            );
+        }
         for l in r.latency.iter().filter(|l| !l.problems.is_empty()) {
             for p in &l.problems {
                 let _ = writeln!(out, "\n**ERROR** in {}: {p}", l.label);
