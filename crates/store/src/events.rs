@@ -32,16 +32,6 @@ pub struct Notice {
     /// Stored events up to this seq were committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<i64>,
-    /// The committed events themselves (a JSON array of `SessionEvent`s, oldest first), when
-    /// they fit in the notification; with [`Notice::p`], a reader whose cursor is at `p` has
-    /// them all and need not read them back. Kept raw so that a process with no reader of
-    /// the session does not parse them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub v: Option<Box<serde_json::value::RawValue>>,
-    /// The session's last seq before these events (0 for none): seqs are drawn for every
-    /// session from one sequence, so `v` follows a reader's cursor exactly when `p` is it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p: Option<i64>,
     /// An ephemeral event, carried whole (it is stored nowhere else).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e: Option<SessionEvent>,
@@ -51,46 +41,6 @@ pub struct Notice {
     /// Webhook deliveries were queued with these events: dispatchers wake up.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub w: bool,
-}
-
-impl Notice {
-    /// A notice about `session` that says nothing yet.
-    pub fn of(session: SessionId) -> Self {
-        Notice {
-            s: session.0,
-            q: None,
-            v: None,
-            p: None,
-            e: None,
-            d: false,
-            w: false,
-        }
-    }
-
-    /// The committed events it carries, with the seq they follow: None when it carries none,
-    /// or they do not parse (the reader then reads them back).
-    pub fn committed(&self) -> Option<(i64, Vec<SessionEvent>)> {
-        let mut events: Vec<SessionEvent> = serde_json::from_str(self.v.as_ref()?.get())
-            .inspect_err(|e| tracing::warn!(error = %e, "a notice's events do not parse"))
-            .ok()?;
-        // PostgreSQL writes times in its session's zone (UTC on our connections, which sqlx
-        // opens with `TimeZone=UTC`); a read of the log gives UTC: send what it would.
-        for e in &mut events {
-            e.created_at = e.created_at.to_offset(time::UtcOffset::UTC);
-        }
-        (!events.is_empty()).then_some((self.p?, events))
-    }
-}
-
-/// Whether a notification on [`CHANNEL`] says webhook deliveries were queued, read without
-/// parsing the events it may carry.
-pub fn queued_deliveries(payload: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Flags {
-        #[serde(default)]
-        w: bool,
-    }
-    serde_json::from_str::<Flags>(payload).is_ok_and(|f| f.w)
 }
 
 struct Row {
@@ -246,21 +196,9 @@ pub async fn append_guarded(
          ), queued as (
              select count(*) as n from outbox
          ), note as (
-             select pg_notify($9, case when octet_length(whole) < $10 then whole else bare end)
-             from (
-               select json_build_object('s', $1::uuid, 'q', last, 'w', w, 'p', prev, 'v', evs)::text as whole,
-                      json_build_object('s', $1::uuid, 'q', last, 'w', w)::text as bare
-               from (select max(seq) as last,
-                            json_agg(json_build_object('seq', seq, 'session_id', session_id,
-                                     'run_id', run_id, 'type', type, 'payload', payload,
-                                     'created_at', created_at) order by seq) as evs
-                     from ins) m,
-                    -- This statement's snapshot does not hold its own inserts, and was taken
-                    -- with the session row locked: every earlier append of the session is in it.
-                    (select coalesce(max(seq), 0) as prev from events where session_id = $1) b,
-                    (select (select n from queued) > 0 as w) q
-               where last is not null
-             ) n
+             select pg_notify($9, json_build_object('s', $1::uuid, 'q', last, 'w', (select n from queued) > 0)::text)
+             from (select max(seq) as last from ins) m
+             where last is not null
          )
          select seq as "seq!", session_id as "session_id!", run_id as "run_id?", type as "kind!",
                 payload as "payload!: Json<Map<String, Value>>", created_at as "created_at!",
@@ -276,7 +214,6 @@ pub async fn append_guarded(
         guard.map(|g| g.run.0),
         guard.is_some_and(|g| g.unless_cancel_requested),
         CHANNEL,
-        MAX_NOTIFY_BYTES as i32,
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -327,8 +264,11 @@ pub async fn publish_ephemeral(
         notify(
             db,
             &Notice {
+                s: session.0,
+                q: None,
                 e: Some(part),
-                ..Notice::of(session)
+                d: false,
+                w: false,
             },
         )
         .await?;
@@ -342,8 +282,11 @@ pub async fn notify_deleted(db: impl PgExecutor<'_>, session: SessionId) -> Resu
     notify(
         db,
         &Notice {
+            s: session.0,
+            q: None,
+            e: None,
             d: true,
-            ..Notice::of(session)
+            w: false,
         },
     )
     .await
@@ -532,35 +475,17 @@ mod tests {
         let mut joined = String::new();
         for p in &parts {
             let n = serde_json::to_string(&Notice {
+                s: Uuid::nil(),
+                q: None,
                 e: Some(p.clone()),
-                ..Notice::of(SessionId(Uuid::nil()))
+                d: false,
+                w: false,
             })
             .unwrap();
             assert!(n.len() < 8000, "{}", n.len());
             joined.push_str(p.payload["text"].as_str().unwrap());
         }
         assert_eq!(joined, text);
-    }
-
-    #[test]
-    fn a_notices_events_are_read_in_utc_and_its_webhook_flag_without_them() {
-        let text = r#"{"s":"00000000-0000-0000-0000-000000000000","q":7,"w":true,"p":5,
-            "v":[{"seq":7,"session_id":"00000000-0000-0000-0000-000000000000","run_id":null,
-                  "type":"agent.message","payload":{"text":"hi"},
-                  "created_at":"2026-12-04T19:37:05.123456+05:30"}]}"#;
-        let notice: Notice = serde_json::from_str(text).unwrap();
-        let (after, events) = notice.committed().unwrap();
-        assert_eq!((after, events.len(), events[0].seq), (5, 1, 7));
-        let at = events[0].created_at;
-        assert_eq!(at.offset(), time::UtcOffset::UTC);
-        assert_eq!((at.hour(), at.minute(), at.microsecond()), (14, 7, 123_456));
-        assert!(queued_deliveries(text));
-        assert!(!queued_deliveries(
-            r#"{"s":"00000000-0000-0000-0000-000000000000","q":7}"#
-        ));
-        // Without the seq they follow, events cannot be placed: the reader reads them back.
-        let unplaced: Notice = serde_json::from_str(&text.replace(r#""p":5,"#, "")).unwrap();
-        assert!(unplaced.committed().is_none());
     }
 
     #[test]

@@ -2,13 +2,10 @@
 //!
 //! One `LISTEN` connection per process receives every notification [`crate::events`] sends.
 //! For each session somebody is streaming there is one *feed*: a task with a cursor that, when
-//! told "new events were committed", broadcasts them to every local subscriber. A notification
-//! carries the committed events themselves when they fit, with the session's seq before them:
-//! when that is the feed's cursor, they are exactly what follows it and are broadcast as they
-//! came. Otherwise (too large to carry, a notification missed, a read that went further) the
-//! feed reads `seq > cursor` from Postgres once. Because seq order equals commit order within
-//! a session, reading past the cursor never skips an event. Ephemeral events arrive inside
-//! the notification and are broadcast as they are.
+//! told "new events were committed", reads `seq > cursor` from Postgres once and broadcasts
+//! the rows to every local subscriber. Because seq order equals commit order within a session,
+//! reading past the cursor never skips an event. Ephemeral events arrive inside the
+//! notification and are broadcast as they are.
 //!
 //! While the `LISTEN` connection is down, a poller tells every feed to check the database
 //! every [`POLL_INTERVAL`], and once it is back every feed checks once more, so a lost
@@ -93,11 +90,6 @@ impl std::ops::Deref for Shared {
 enum Signal {
     /// Events may have been committed: read past the cursor.
     Check,
-    /// These events were committed, and the session's last seq before them was `after`.
-    Committed {
-        after: i64,
-        events: Vec<SessionEvent>,
-    },
     Ephemeral(SessionEvent),
     Deleted,
 }
@@ -118,12 +110,6 @@ impl FeedCore {
             let mut q = self.signals.lock().expect("feed queue poisoned");
             match signal {
                 Signal::Check if matches!(q.back(), Some(Signal::Check)) => {}
-                // A feed that far behind reads the database anyway: one check stands for them.
-                Signal::Committed { .. } if q.len() >= MAX_QUEUED_SIGNALS => {
-                    if !matches!(q.back(), Some(Signal::Check)) {
-                        q.push_back(Signal::Check);
-                    }
-                }
                 Signal::Ephemeral(_) if q.len() >= MAX_QUEUED_SIGNALS => {
                     tracing::debug!(session.id = %self.session, "an ephemeral event was dropped: the feed is behind");
                 }
@@ -303,8 +289,6 @@ impl EventHub {
             core.push(Signal::Deleted);
         } else if let Some(e) = notice.e {
             core.push(Signal::Ephemeral(e));
-        } else if let Some((after, events)) = notice.committed() {
-            core.push(Signal::Committed { after, events });
         } else {
             core.push(Signal::Check);
         }
@@ -400,45 +384,27 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
     'feed: loop {
         tokio::select! { _ = core.wake.notified() => {}, _ = stop.cancelled() => break }
         for signal in core.drain() {
-            let read = match signal {
-                Signal::Check => true,
-                Signal::Committed { after, events } => {
-                    let last = events.last().map_or(after, |e| e.seq);
-                    if after == cursor {
-                        for e in events {
-                            cursor = e.seq;
-                            let _ = core.tx.send(LiveEvent::Stored(Arc::new(Shared::new(e))));
-                        }
-                        false
-                    } else {
-                        // Not what follows the cursor (a notification missed, or a read that
-                        // went into them): read, unless a read went past them already.
-                        last > cursor
+            match signal {
+                Signal::Check => {
+                    let read = tokio::select! {
+                        r = catch_up(&db, &core, &mut cursor) => r,
+                        _ = stop.cancelled() => break 'feed,
+                    };
+                    if let Err(e) = read {
+                        tracing::warn!(session.id = %session, error = %e, "a feed failed to read new events; retrying");
+                        let core = core.clone();
+                        let stop = stop.clone();
+                        tokio::spawn(async move {
+                            tokio::select! { _ = tokio::time::sleep(Duration::from_millis(200)) => core.push(Signal::Check), _ = stop.cancelled() => {} }
+                        });
                     }
                 }
                 Signal::Ephemeral(e) => {
                     let _ = core.tx.send(LiveEvent::Ephemeral(Arc::new(Shared::new(e))));
-                    false
                 }
                 Signal::Deleted => {
                     let _ = core.tx.send(LiveEvent::Deleted);
-                    false
                 }
-            };
-            if !read {
-                continue;
-            }
-            let read = tokio::select! {
-                r = catch_up(&db, &core, &mut cursor) => r,
-                _ = stop.cancelled() => break 'feed,
-            };
-            if let Err(e) = read {
-                tracing::warn!(session.id = %session, error = %e, "a feed failed to read new events; retrying");
-                let core = core.clone();
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    tokio::select! { _ = tokio::time::sleep(Duration::from_millis(200)) => core.push(Signal::Check), _ = stop.cancelled() => {} }
-                });
             }
         }
     }

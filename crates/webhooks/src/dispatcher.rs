@@ -29,7 +29,7 @@ use crate::sender::SendOutcome;
 use crate::Webhooks;
 use sandbox_agents_domain::webhook::DeliveryStatus;
 use sandbox_agents_store::deliveries::{self, AttemptOutcome, Claimed, Delivered, Recorded};
-use sandbox_agents_store::events::{self, CHANNEL};
+use sandbox_agents_store::events::{Notice, CHANNEL};
 use sandbox_agents_store::Db;
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
@@ -407,7 +407,7 @@ impl Dispatcher {
                 tokio::select! {
                     n = listener.recv() => match n {
                         Ok(n) => {
-                            if events::queued_deliveries(n.payload()) {
+                            if serde_json::from_str::<Notice>(n.payload()).is_ok_and(|n| n.w) {
                                 self.wake();
                             }
                         }
