@@ -85,6 +85,10 @@ export async function startServer(fakeModelUrl: string): Promise<Server> {
     SANDBOX_AGENTS_WEBHOOK_RETRY_BASE_SECONDS: '0.2',
     SANDBOX_AGENTS_WEBHOOK_RETRY_MAX_SECONDS: '1',
     SANDBOX_AGENTS_WARM_POOL_SIZE: env.SANDBOX_AGENTS_WARM_POOL_SIZE ?? '1',
+    // No server-wide disk limit, so the frequent check asks the engine for sizes only while a
+    // session has a limit of its own (notebook.spec.ts stops one with it).
+    SANDBOX_AGENTS_SANDBOX_DISK_MB: env.SANDBOX_AGENTS_SANDBOX_DISK_MB ?? '0',
+    SANDBOX_AGENTS_SANDBOX_DISK_CHECK_SECONDS: env.SANDBOX_AGENTS_SANDBOX_DISK_CHECK_SECONDS ?? '2',
   });
   // Environment builds (pip and apt in Docker, as the python capability's built-in analysis
   // environment needs) trust the host's bundle, which holds the CA of a network that inspects

@@ -3,7 +3,8 @@
 // `analysis` environment (its image builds the first time, 1–3 minutes), the model runs cells,
 // the transcript shows their code and output, the Notebook tab shows the cells (a kernel
 // restart too) and downloads them as .ipynb. Then a session started with a lifetime and
-// resources, shown on its page until its lifetime ends it for good.
+// resources, shown on its page until its lifetime ends it for good; and one stopped by its own
+// disk limit.
 //
 // In a project of its own, deleted at the end: the story in ui.spec.ts counts the default
 // project's sessions and environments.
@@ -171,6 +172,33 @@ test('a python agent: its cells in the transcript and the Notebook tab, a kernel
   expect((await api('DELETE', `/api/sessions/${id}`)).ok).toBeTruthy();
 });
 
+// The e2e server has no server-wide disk limit and checks every 2 seconds (harness.ts): the
+// session's own limit is what stops it.
+test('a session over its own disk limit is stopped, its workspace kept, and its page says whose limit', async ({ page }) => {
+  test.setTimeout(3 * 60_000);
+  const r = await api('POST', '/api/agents', { slug: 'e2e-disk', name: 'E2E disk' });
+  expect(r.status, await r.clone().text()).toBe(201);
+  const created = await api('POST', '/api/sessions', { agent_id: 'e2e-disk', title: 'Small disk', resources: { disk_mb: 16 } });
+  expect(created.status, await created.clone().text()).toBe(202);
+  const id = ((await created.json()) as { id: string }).id;
+  await expect.poll(async () => (await apiGet(`/api/sessions/${id}`)).status, { timeout: 90_000 }).toBe('running');
+  await page.goto(`${UI()}/sessions/${id}`);
+  await expect(page.getByTestId('session-resources')).toHaveText('16 MiB disk');
+  const noted = await api('POST', `/api/sessions/${id}/exec`, { command: 'echo kept > note.txt' });
+  expect(noted.ok, await noted.clone().text()).toBeTruthy();
+  // 32 MiB: the check may stop the sandbox while this still runs, so its answer is not read.
+  await api('POST', `/api/sessions/${id}/exec`, { command: 'head -c 33554432 /dev/zero > /tmp/big.bin' });
+  await expect(page.getByTestId('disk-limit')).toContainText('Its own limit is 16 MiB', { timeout: 60_000 });
+  await expect(page.getByTestId('session-status').first()).toHaveText('stopped');
+  expect((await apiGet(`/api/sessions/${id}`)).stopped_reason).toBe('disk');
+  // Start brings the workspace back.
+  await page.getByRole('button', { name: 'Start', exact: true }).click();
+  await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });
+  const read = await api('POST', `/api/sessions/${id}/exec`, { command: 'cat note.txt' });
+  expect(((await read.json()) as { stdout: string }).stdout).toBe('kept\n');
+  expect((await api('DELETE', `/api/sessions/${id}`)).ok).toBeTruthy();
+});
+
 test('start a session with limits: checked in the form, shown on its page, and its lifetime ends it for good', async ({ page }) => {
   test.setTimeout(5 * 60_000);
   const r = await api('POST', '/api/agents', { slug: 'e2e-limited', name: 'E2E limited' });
@@ -184,6 +212,7 @@ test('start a session with limits: checked in the form, shown on its page, and i
   await dialog.getByRole('textbox', { name: 'Max lifetime (seconds)' }).fill('30');
   await dialog.getByRole('textbox', { name: 'CPUs' }).fill('64');
   await dialog.getByRole('textbox', { name: 'Memory (MiB)' }).fill('32');
+  await dialog.getByRole('textbox', { name: 'Disk (MiB)' }).fill('2048');
   // Checked as the server checks, before anything is sent…
   await dialog.getByRole('button', { name: 'Start session' }).click();
   await expect(dialog.getByRole('textbox', { name: 'Memory (MiB)' })).toHaveAccessibleDescription(/Whole MiB, at least 64\./);
@@ -196,11 +225,11 @@ test('start a session with limits: checked in the form, shown on its page, and i
   await expect(page).toHaveURL(/\/sessions\/[0-9a-f-]{36}$/);
   const id = page.url().split('/sessions/')[1];
   const detail = await apiGet(`/api/sessions/${id}`);
-  expect(detail).toMatchObject({ idle_ttl_seconds: 0, max_lifetime_seconds: 30, resources: { cpus: 0.5, memory_mb: 512 } });
+  expect(detail).toMatchObject({ idle_ttl_seconds: 0, max_lifetime_seconds: 30, resources: { cpus: 0.5, memory_mb: 512, disk_mb: 2048 } });
   expect(Date.parse(detail.expires_at) - Date.parse(detail.created_at)).toBe(30_000);
 
   // Its page says them.
-  await expect(page.getByTestId('session-resources')).toHaveText('0.5 CPUs · 512 MiB');
+  await expect(page.getByTestId('session-resources')).toHaveText('0.5 CPUs · 512 MiB · 2 GiB disk');
   await expect(page.getByTestId('session-idle-ttl')).toHaveText('never released when idle');
   await expect(page.getByTestId('session-expires')).toContainText('stops for good');
   await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 90_000 });

@@ -218,8 +218,10 @@ pub struct SessionCreate {
 /// The most seconds `idle_ttl_seconds` and `max_lifetime_seconds` take (a year).
 pub const MAX_SESSION_SECONDS: i64 = 365 * 24 * 3600;
 
-/// A sandbox's resources, each null for the server's default. A sandbox with resources of its
-/// own is always created for its session (the warm pool's sandboxes have the defaults).
+/// A sandbox's resources, each null for the server's default. A sandbox with CPUs or memory of
+/// its own is always created for its session (the warm pool's sandboxes have the defaults); a
+/// disk limit of its own is measured like the server's, so such a session still takes a pooled
+/// sandbox.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxResources {
@@ -237,12 +239,26 @@ pub struct SandboxResources {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 0)]
     pub gpus: Option<i64>,
+    /// MiB the sandbox may write to its own filesystem before it is stopped
+    /// (`stopped_reason: "disk"`, its workspace archived first), measured as the server's
+    /// `--sandbox-disk-mb` is, every `--sandbox-disk-check-seconds`. At least 16, and at most
+    /// the server's limit when it has one: a session may only lower it. Enforced even when
+    /// the server's own limit is off.
+    #[serde(default)]
+    #[schema(minimum = 16)]
+    pub disk_mb: Option<i64>,
 }
+
+/// The least `disk_mb` a session may ask for: a sandbox's own boot writes a few MiB.
+pub const MIN_DISK_MB: i64 = 16;
 
 impl SandboxResources {
     /// Whether every field is the default (null, or no GPUs).
     pub fn is_default(&self) -> bool {
-        self.cpus.is_none() && self.memory_mb.is_none() && self.gpus.unwrap_or(0) == 0
+        self.cpus.is_none()
+            && self.memory_mb.is_none()
+            && self.gpus.unwrap_or(0) == 0
+            && self.disk_mb.is_none()
     }
 }
 

@@ -164,7 +164,8 @@ pub struct Config {
     /// layer: the workspace, /tmp, installed packages); a sandbox over it is stopped, reason
     /// `disk`, its workspace archived. Measured every --sandbox-disk-check-seconds, since
     /// Docker has no size limit for containers on ext4 or on xfs without project quotas.
-    /// 0: no limit.
+    /// A session may set a lower one (`resources.disk_mb`). 0: no server-wide limit (a
+    /// session's own still holds).
     #[arg(
         long,
         env = "SANDBOX_AGENTS_SANDBOX_DISK_MB",

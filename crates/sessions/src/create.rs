@@ -6,7 +6,7 @@ use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::event::{EventType, NewEvent};
-use sandbox_agents_domain::session::SessionCreate;
+use sandbox_agents_domain::session::{SessionCreate, MIN_DISK_MB};
 use sandbox_agents_domain::tools::validate_secret_bindings;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -276,6 +276,32 @@ fn check_limits(body: &SessionCreate, settings: &crate::SessionSettings, v: &mut
                     settings.max_memory_mb
                 ),
                 Value::from(m),
+            );
+        }
+    }
+    if let Some(d) = r.disk_mb {
+        const MIB: u64 = 1024 * 1024;
+        // A session may only lower the server's limit (given in whole MiB); without one, the
+        // bound keeps the limit in bytes in range.
+        let (max, message) = match settings.disk_limit {
+            Some(bytes) => {
+                let max = i64::try_from(bytes / MIB).unwrap_or(i64::MAX);
+                (
+                    max,
+                    format!("disk_mb is {MIN_DISK_MB} to {max} on this server (--sandbox-disk-mb)"),
+                )
+            }
+            None => (
+                i64::MAX / MIB as i64,
+                format!("disk_mb is at least {MIN_DISK_MB}"),
+            ),
+        };
+        if !(MIN_DISK_MB..=max).contains(&d) {
+            v.push(
+                "value_error",
+                &["resources", "disk_mb"],
+                message,
+                Value::from(d),
             );
         }
     }

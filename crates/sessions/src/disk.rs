@@ -7,51 +7,68 @@
 //! `/tmp` and the like, goes with the container); when the archive cannot be written the
 //! sandbox is left running for the next check rather than removed. A start brings the
 //! workspace back. The check's interval bounds how far past the limit a sandbox gets.
+//!
+//! A session may set a lower limit of its own (`resources.disk_mb`), which holds even when the
+//! server's is off. Without a server-wide limit the check asks the database first and lists
+//! the sandboxes' sizes, which makes the Docker engine walk every container's layer, only
+//! when a running session has a limit of its own.
 
 use crate::Sessions;
-use sandbox_agents_domain::session::StoppedReason;
+use sandbox_agents_domain::session::{StoppedReason, MIN_DISK_MB};
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::sessions;
+use std::collections::HashMap;
 
 impl Sessions {
-    /// Stops every running sandbox of this deployment over the disk limit; returns how many.
-    /// Nothing to do without a limit.
+    /// Stops every running sandbox of this deployment over its disk limit (its session's own,
+    /// else the server's); returns how many.
     pub async fn enforce_disk_limit(&self) -> Result<usize> {
+        const MIB: u64 = 1024 * 1024;
         let st = &self.inner;
-        let Some(limit) = st.settings.disk_limit else {
+        let server = st.settings.disk_limit;
+        if server.is_none() && !sessions::any_running_with_disk_limit(&st.db).await? {
             return Ok(0);
-        };
-        let over: Vec<(String, u64)> = st
+        }
+        // No limit is below the least a session may ask for: smaller sandboxes are not asked
+        // about.
+        let floor = MIN_DISK_MB as u64 * MIB;
+        let usage: HashMap<String, u64> = st
             .backend
             .disk_usage()
             .await?
             .into_iter()
-            .filter(|(_, bytes)| *bytes > limit)
+            .filter(|(_, bytes)| *bytes > floor)
             .collect();
-        if over.is_empty() {
+        if usage.is_empty() {
             return Ok(0);
         }
-        let containers: Vec<String> = over.iter().map(|(id, _)| id.clone()).collect();
-        let owners = sessions::running_in_containers(&st.db, &containers).await?;
-        for (session, container) in &owners {
-            let bytes = over
-                .iter()
-                .find(|(id, _)| id == container)
-                .map_or(0, |(_, b)| *b);
-            tracing::warn!(session.id = %session, bytes, limit, "stopping a sandbox over the disk limit");
+        let containers: Vec<String> = usage.keys().cloned().collect();
+        let mut stopped = 0;
+        for running in sessions::running_in_containers(&st.db, &containers).await? {
+            let own = running
+                .disk_mb
+                .and_then(|mb| u64::try_from(mb).ok())
+                .map(|mb| mb.saturating_mul(MIB));
+            let Some(limit) = own.or(server) else {
+                continue;
+            };
+            let bytes = usage.get(&running.container).copied().unwrap_or(0);
+            if bytes <= limit {
+                continue;
+            }
+            let session = running.session;
+            tracing::warn!(session.id = %session, bytes, limit, own = own.is_some(), "stopping a sandbox over its disk limit");
             metrics::counter!("sandbox_agents_sandboxes_over_disk_limit_total").increment(1);
-            if let Err(e) = self.stop(None, *session, StoppedReason::Disk).await {
-                tracing::warn!(session.id = %session, error = %e, "could not stop a sandbox over the disk limit");
+            stopped += 1;
+            if let Err(e) = self.stop(None, session, StoppedReason::Disk).await {
+                tracing::warn!(session.id = %session, error = %e, "could not stop a sandbox over its disk limit");
             }
         }
-        Ok(owners.len())
+        Ok(stopped)
     }
 
-    /// The disk limit's timer until shutdown (only with a limit).
+    /// The disk limit's timer until shutdown (always: a session may set a limit of its own).
     pub(crate) fn spawn_disk_worker(&self) {
-        if self.inner.settings.disk_limit.is_none() {
-            return;
-        }
         self.every(self.inner.settings.disk_check_interval, |rt| async move {
             if let Err(e) = rt.enforce_disk_limit().await {
                 tracing::warn!(error = %e, "the disk limit check failed");

@@ -467,9 +467,10 @@ pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
 pub async fn running_in_containers(
     db: impl PgExecutor<'_>,
     containers: &[String],
-) -> Result<Vec<(SessionId, String)>> {
+) -> Result<Vec<RunningContainer>> {
     let rows = sqlx::query!(
-        r#"select id, container_id as "container_id!" from sessions
+        r#"select id, container_id as "container_id!", (resources->>'disk_mb')::bigint as disk_mb
+         from sessions
          where status = 'running' and container_id = any($1)"#,
         containers,
     )
@@ -477,8 +478,33 @@ pub async fn running_in_containers(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| (SessionId(r.id), r.container_id))
+        .map(|r| RunningContainer {
+            session: SessionId(r.id),
+            container: r.container_id,
+            disk_mb: r.disk_mb,
+        })
         .collect())
+}
+
+/// A running session's sandbox, for the disk limit.
+#[derive(Clone, Debug)]
+pub struct RunningContainer {
+    pub session: SessionId,
+    pub container: String,
+    /// The session's own disk limit (`resources.disk_mb`), if it set one.
+    pub disk_mb: Option<i64>,
+}
+
+/// Whether any running session set a disk limit of its own: without a server-wide limit, the
+/// disk check lists the sandboxes' sizes (costly for the Docker engine) only then.
+pub async fn any_running_with_disk_limit(db: impl PgExecutor<'_>) -> Result<bool> {
+    let any = sqlx::query_scalar!(
+        r#"select exists (select 1 from sessions
+                          where status = 'running' and resources->>'disk_mb' is not null) as "any!""#
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(any)
 }
 
 /// Running, idle sessions unused for longer than their own `idle_ttl_seconds`, else their

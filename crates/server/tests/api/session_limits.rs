@@ -34,7 +34,7 @@ async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
     );
     assert_eq!(
         s["resources"],
-        json!({"cpus": 0.5, "memory_mb": 256, "gpus": 0})
+        json!({"cpus": 0.5, "memory_mb": 256, "gpus": 0, "disk_mb": null})
     );
     let created = time::OffsetDateTime::parse(
         s["created_at"].as_str().unwrap(),
@@ -99,6 +99,15 @@ async fn limits_out_of_range_and_gpus_are_refused_and_change_nothing() {
         (
             json!({"resources": {"memory_mb": 8}}),
             json!(["body", "resources", "memory_mb"]),
+        ),
+        (
+            json!({"resources": {"disk_mb": 8}}),
+            json!(["body", "resources", "disk_mb"]),
+        ),
+        // Above the server's --sandbox-disk-mb (10240 by default): a session may only lower it.
+        (
+            json!({"resources": {"disk_mb": 10241}}),
+            json!(["body", "resources", "disk_mb"]),
         ),
         (
             json!({"max_lifetime_seconds": 0}),
@@ -301,4 +310,41 @@ async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_
     assert_eq!((code, out.as_str()), (0, "kept\n"));
     app.delete_session(&heavy).await;
     app.delete_session(&light).await;
+}
+
+/// A session's own disk limit holds with the server's turned off, and only for it.
+#[tokio::test]
+async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone() {
+    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
+        sandbox_disk_mb: Some(0),
+        ..Default::default()
+    })
+    .await;
+    app.create_agent("own-disk", json!({})).await;
+    let free = app.boot_session(json!({"agent_id": "own-disk"})).await;
+    let capped = app
+        .boot_session(json!({"agent_id": "own-disk", "resources": {"disk_mb": 20}}))
+        .await;
+    assert_eq!(app.session(&capped).await["resources"]["disk_mb"], 20);
+    // 30 MiB each, outside the workspace.
+    for id in [&free, &capped] {
+        let (code, _, err) = app
+            .exec(id, "head -c 31457280 /dev/zero > /tmp/thirty-mb.bin")
+            .await;
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 1);
+    assert_eq!(app.session(&capped).await["stopped_reason"], "disk");
+    assert_eq!(app.session(&free).await["status"], "running");
+    // With the server's limit off, any size of at least 16 MiB is taken.
+    let (status, r) = app
+        .post_json(
+            "/api/sessions",
+            json!({"agent_id": "own-disk", "resources": {"disk_mb": 15}}),
+        )
+        .await;
+    assert_eq!(status, 422, "{r}");
+    assert!(r.to_string().contains("disk_mb is at least 16"), "{r}");
+    app.delete_session(&free).await;
+    app.delete_session(&capped).await;
 }

@@ -53,13 +53,16 @@ describe('StartSessionModal', () => {
     await user.type(screen.getByRole('textbox', { name: 'Max lifetime (seconds)' }), '3600');
     await user.type(screen.getByRole('textbox', { name: 'CPUs' }), '8');
     await user.type(screen.getByRole('textbox', { name: 'Memory (MiB)' }), '32');
+    await user.type(screen.getByRole('textbox', { name: 'Disk (MiB)' }), '8');
     await user.click(screen.getByRole('button', { name: 'Start session' }));
     expect(screen.getByRole('textbox', { name: 'Memory (MiB)' })).toHaveAccessibleDescription(/Whole MiB, at least 64\./);
+    expect(screen.getByRole('textbox', { name: 'Disk (MiB)' })).toHaveAccessibleDescription(/Whole MiB, at least 16\./);
     expect(posted).toEqual([]);
     await user.type(screen.getByRole('textbox', { name: 'Memory (MiB)' }), '0');
+    await user.type(screen.getByRole('textbox', { name: 'Disk (MiB)' }), '192');
     await user.click(screen.getByRole('button', { name: 'Start session' }));
     await waitFor(() => expect(screen.getByRole('textbox', { name: 'CPUs' })).toHaveAccessibleDescription(/at most 2 on this server/));
-    expect(posted).toEqual([expect.objectContaining({ max_lifetime_seconds: 3600, idle_ttl_seconds: 0, resources: { cpus: 8, memory_mb: 320 } })]);
+    expect(posted).toEqual([expect.objectContaining({ max_lifetime_seconds: 3600, idle_ttl_seconds: 0, resources: { cpus: 8, memory_mb: 320, disk_mb: 8192 } })]);
   }, 30_000);
 
   it('checks fields before sending anything', async () => {

@@ -6,7 +6,7 @@ import { useNavigate } from 'react-router-dom';
 import { api, unwrap, type Agent } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
-import { MAX_SESSION_SECONDS } from './limits';
+import { MAX_SESSION_SECONDS, MIN_DISK_MB } from './limits';
 import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
 
 const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
@@ -199,7 +199,7 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
               </Accordion.Panel>
             </Accordion.Item>
             <Accordion.Item value="limits">
-              <Accordion.Control>Limits: idle time, lifetime, CPUs, memory</Accordion.Control>
+              <Accordion.Control>Limits: idle time, lifetime, CPUs, memory, disk</Accordion.Control>
               <Accordion.Panel>
                 {/* The values stay text (what was typed, checked before sending): Mantine's
                     trimming of leading zeros on blur would turn a typed 0 into nothing. */}
@@ -246,6 +246,17 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                     value={v.memory_mb}
                     onChange={(x) => set('memory_mb', String(x))}
                     error={err('resources.memory_mb') ?? err('resources.gpus')}
+                  />
+                  <NumberInput
+                    label="Disk (MiB)"
+                    description={`What it may write before it is stopped (its workspace kept). At least ${MIN_DISK_MB}, at most the server’s limit. Empty: the server’s limit.`}
+                    placeholder="server limit"
+                    allowDecimal={false}
+                    allowNegative={false}
+                    trimLeadingZeroesOnBlur={false}
+                    value={v.disk_mb}
+                    onChange={(x) => set('disk_mb', String(x))}
+                    error={err('resources.disk_mb')}
                   />
                 </SimpleGrid>
               </Accordion.Panel>
