@@ -1,5 +1,6 @@
 //! Append-to-delivery latency: SSE streams on one session of an in-process server, beside a raw
-//! `pg_notify` → `PgListener` round trip.
+//! `pg_notify` → `PgListener` round trip and the raw fan-out to as many sockets
+//! (`raw_fanout`).
 //!
 //! Every timed event carries `t_ns`, the nanoseconds since a process-wide monotonic base taken
 //! just before it was sent; a receiver subtracts it from the same base's reading when the bytes

@@ -182,7 +182,13 @@ pub fn markdown(r: &Results) -> String {
         // Ours next to the raw fan-out with as many sockets: what our server adds.
         for raw in r.latency.iter().filter(|l| l.key.starts_with("raw_sse_")) {
             let ours_key = &raw.key["raw_".len()..];
-            let Some(ours) = r.latency.iter().find(|l| l.key == ours_key) else {
+            // A row that lost or repeated frames has no latency worth dividing.
+            let Some(ours) = r
+                .latency
+                .iter()
+                .find(|l| l.key == ours_key && l.problems.is_empty())
+                .filter(|_| raw.problems.is_empty())
+            else {
                 continue;
             };
             let ratio =

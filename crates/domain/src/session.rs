@@ -244,7 +244,10 @@ pub struct SandboxResources {
     /// `--sandbox-disk-mb` is, every `--sandbox-disk-check-seconds`. At least 16, and at most
     /// the server's limit when it has one: a session may only lower it. Enforced even when
     /// the server's own limit is off.
-    #[serde(default)]
+    // Left out when null (unlike the fields above): the value is stored as this JSON, and a
+    // server process from before the field refuses a key it does not know, so during a
+    // rolling upgrade sessions without one stay readable to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 16)]
     pub disk_mb: Option<i64>,
 }

@@ -170,9 +170,9 @@ async fn an_abandoned_command_is_killed() {
     until("the kill", || !running_with("33.1")).await;
 }
 
-/// A command's tree is what it started, not only what kept its group and its mark: a
-/// background job on a terminal (job control puts it in a group of its own) and a program that
-/// left its session and cleared its environment end with it.
+/// A command's tree is what it started, not only what kept its group and its mark: a program
+/// that left its session and cleared its environment, a background job on a terminal (job
+/// control puts it in a group of its own) and an orphan of the terminal's session end with it.
 #[tokio::test]
 async fn an_abandoned_command_takes_what_left_its_group_and_mark_with_it() {
     let (_d, client) = daemon().await;
@@ -200,7 +200,7 @@ async fn an_abandoned_command_takes_what_left_its_group_and_mark_with_it() {
     execution
         .input
         .send(Frame::Stdin(Bytes::from_static(
-            b"env -u SA_EXEC sleep 33.4 & echo started-$((1+1))\n",
+            b"env -u SA_EXEC sleep 33.4 & sh -c 'env -u SA_EXEC sleep 33.5 &'; echo started-$((1+1))\n",
         )))
         .await
         .unwrap();
@@ -212,9 +212,13 @@ async fn an_abandoned_command_takes_what_left_its_group_and_mark_with_it() {
             other => panic!("the terminal ended: {other:?} after {seen:?}"),
         }
     }
-    until("the job", || running_with("33.4")).await;
+    // 33.5 is an orphan by now (its `sh` exited): only its session ties it to the terminal.
+    until("the jobs", || running_with("33.4") && running_with("33.5")).await;
     drop(execution);
-    until("the job's kill", || !running_with("33.4")).await;
+    until("the jobs' kill", || {
+        !running_with("33.4") && !running_with("33.5")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -286,15 +286,17 @@ fn check_limits(body: &SessionCreate, settings: &crate::SessionSettings, v: &mut
         let (max, message) = match settings.disk_limit {
             Some(bytes) => {
                 let max = i64::try_from(bytes / MIB).unwrap_or(i64::MAX);
-                (
-                    max,
-                    format!("disk_mb is {MIN_DISK_MB} to {max} on this server (--sandbox-disk-mb)"),
-                )
+                let message = if max < MIN_DISK_MB {
+                    format!("this server's disk limit (--sandbox-disk-mb) is {max} MiB, below the {MIN_DISK_MB} a session may ask for: leave disk_mb out")
+                } else {
+                    format!("disk_mb is {MIN_DISK_MB} to {max} on this server (--sandbox-disk-mb)")
+                };
+                (max, message)
             }
-            None => (
-                i64::MAX / MIB as i64,
-                format!("disk_mb is at least {MIN_DISK_MB}"),
-            ),
+            None => {
+                let max = i64::MAX / MIB as i64;
+                (max, format!("disk_mb is {MIN_DISK_MB} to {max}"))
+            }
         };
         if !(MIN_DISK_MB..=max).contains(&d) {
             v.push(

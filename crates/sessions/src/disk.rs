@@ -23,15 +23,14 @@ impl Sessions {
     /// Stops every running sandbox of this deployment over its disk limit (its session's own,
     /// else the server's); returns how many.
     pub async fn enforce_disk_limit(&self) -> Result<usize> {
-        const MIB: u64 = 1024 * 1024;
         let st = &self.inner;
         let server = st.settings.disk_limit;
         if server.is_none() && !sessions::any_running_with_disk_limit(&st.db).await? {
             return Ok(0);
         }
-        // No limit is below the least a session may ask for: smaller sandboxes are not asked
-        // about.
-        let floor = MIN_DISK_MB as u64 * MIB;
+        // No limit is below the least a session may ask for, or the server's: smaller
+        // sandboxes are not asked about.
+        let floor = server.map_or(MIN_DISK_BYTES, |s| s.min(MIN_DISK_BYTES));
         let usage: HashMap<String, u64> = st
             .backend
             .disk_usage()
@@ -45,19 +44,16 @@ impl Sessions {
         let containers: Vec<String> = usage.keys().cloned().collect();
         let mut stopped = 0;
         for running in sessions::running_in_containers(&st.db, &containers).await? {
-            let own = running
-                .disk_mb
-                .and_then(|mb| u64::try_from(mb).ok())
-                .map(|mb| mb.saturating_mul(MIB));
-            let Some(limit) = own.or(server) else {
+            let Some(limit) = limit_of(running.disk_mb, server) else {
                 continue;
             };
+            let own = Some(limit) != server;
             let bytes = usage.get(&running.container).copied().unwrap_or(0);
             if bytes <= limit {
                 continue;
             }
             let session = running.session;
-            tracing::warn!(session.id = %session, bytes, limit, own = own.is_some(), "stopping a sandbox over its disk limit");
+            tracing::warn!(session.id = %session, bytes, limit, own, "stopping a sandbox over its disk limit");
             metrics::counter!("sandbox_agents_sandboxes_over_disk_limit_total").increment(1);
             stopped += 1;
             if let Err(e) = self.stop(None, session, StoppedReason::Disk).await {
@@ -74,5 +70,37 @@ impl Sessions {
                 tracing::warn!(error = %e, "the disk limit check failed");
             }
         });
+    }
+}
+
+const MIB: u64 = 1024 * 1024;
+const MIN_DISK_BYTES: u64 = MIN_DISK_MB as u64 * MIB;
+
+/// The bytes a sandbox may write: the lower of its session's own limit (MiB) and the server's.
+/// The lower, not the session's: a session's limit was checked against the server's when it
+/// was created, and the server's may have been lowered (or turned on) since.
+fn limit_of(own_mb: Option<i64>, server: Option<u64>) -> Option<u64> {
+    let own = own_mb
+        .and_then(|mb| u64::try_from(mb).ok())
+        .map(|mb| mb.saturating_mul(MIB));
+    match (own, server) {
+        (Some(o), Some(s)) => Some(o.min(s)),
+        (o, s) => o.or(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{limit_of, MIB};
+
+    #[test]
+    fn a_sandbox_gets_the_lower_of_its_own_limit_and_the_servers() {
+        assert_eq!(limit_of(None, None), None);
+        assert_eq!(limit_of(Some(20), None), Some(20 * MIB));
+        assert_eq!(limit_of(None, Some(10 * MIB)), Some(10 * MIB));
+        assert_eq!(limit_of(Some(20), Some(100 * MIB)), Some(20 * MIB));
+        // The server's was lowered below what the session asked for when it was created.
+        assert_eq!(limit_of(Some(20), Some(8 * MIB)), Some(8 * MIB));
+        assert_eq!(limit_of(Some(-1), Some(8 * MIB)), Some(8 * MIB));
     }
 }

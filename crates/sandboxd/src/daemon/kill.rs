@@ -45,18 +45,26 @@ pub fn marked(mark: &str, signal: Signal) {
     signal_until_settled(mark, None, signal);
 }
 
+/// Each process is signalled once: a signal that does not end it (`SIGHUP`, `SIGINT`, chosen
+/// through the processes API) must not arrive twice. The group's own signal goes out only when
+/// the first reading cannot see the leader (reaped with members left, or `/proc` unreadable),
+/// for what stayed in its group; those members may then get the signal twice, a case only a
+/// command that ended already (a timeout's final `KILL`) reaches.
 fn signal_until_settled(mark: &str, leader: Option<i32>, signal: Signal) {
     let needle = format!("{MARK}={mark}");
     let mut signalled = HashSet::new();
-    for _ in 0..=MAX_READINGS {
+    for reading in 0..=MAX_READINGS {
         // Read before signalling: a parent killed first takes its children's link to it along.
-        let fresh: Vec<i32> = members(&needle, leader)
+        let found = members(&needle, leader);
+        if reading == 0 {
+            if let Some(leader) = leader.filter(|l| !found.contains(l)) {
+                let _ = killpg(Pid::from_raw(leader), signal);
+            }
+        }
+        let fresh: Vec<i32> = found
             .into_iter()
             .filter(|pid| signalled.insert(*pid))
             .collect();
-        if let Some(leader) = leader {
-            let _ = killpg(Pid::from_raw(leader), signal);
-        }
         if fresh.is_empty() {
             return;
         }

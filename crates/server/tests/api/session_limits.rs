@@ -34,7 +34,7 @@ async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
     );
     assert_eq!(
         s["resources"],
-        json!({"cpus": 0.5, "memory_mb": 256, "gpus": 0, "disk_mb": null})
+        json!({"cpus": 0.5, "memory_mb": 256, "gpus": 0})
     );
     let created = time::OffsetDateTime::parse(
         s["created_at"].as_str().unwrap(),
@@ -317,15 +317,23 @@ async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_
 async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone() {
     let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
         sandbox_disk_mb: Some(0),
+        warm_pool: 1,
         ..Default::default()
     })
     .await;
     app.create_agent("own-disk", json!({})).await;
-    let free = app.boot_session(json!({"agent_id": "own-disk"})).await;
+    // The limit is measured, not set on the container: such a session takes a pooled sandbox.
+    assert_eq!(app.sessions.fill_pool().await.unwrap(), 1);
     let capped = app
         .boot_session(json!({"agent_id": "own-disk", "resources": {"disk_mb": 20}}))
         .await;
+    let (pooled,): (i64,) = sqlx::query_as("select count(*) from sandbox_pool")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(pooled, 0, "the session took the pooled sandbox");
     assert_eq!(app.session(&capped).await["resources"]["disk_mb"], 20);
+    let free = app.boot_session(json!({"agent_id": "own-disk"})).await;
     // 30 MiB each, outside the workspace.
     for id in [&free, &capped] {
         let (code, _, err) = app
@@ -336,7 +344,7 @@ async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone()
     assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 1);
     assert_eq!(app.session(&capped).await["stopped_reason"], "disk");
     assert_eq!(app.session(&free).await["status"], "running");
-    // With the server's limit off, any size of at least 16 MiB is taken.
+    // With the server's limit off, the least is still 16 MiB.
     let (status, r) = app
         .post_json(
             "/api/sessions",
@@ -344,7 +352,7 @@ async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone()
         )
         .await;
     assert_eq!(status, 422, "{r}");
-    assert!(r.to_string().contains("disk_mb is at least 16"), "{r}");
+    assert!(r.to_string().contains("disk_mb is 16 to "), "{r}");
     app.delete_session(&free).await;
     app.delete_session(&capped).await;
 }

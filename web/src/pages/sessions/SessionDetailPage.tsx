@@ -228,7 +228,7 @@ export default function SessionDetailPage() {
       )}
       {s.status === 'stopped' && s.stopped_reason === 'disk' && (
         <Alert color="orange" icon={<IconDatabase size={18} />} title="Stopped: it wrote more to its disk than it may" data-testid="disk-limit">
-          {s.resources?.disk_mb != null ? `Its own limit is ${s.resources.disk_mb} MiB. ` : 'The limit is this server’s (--sandbox-disk-mb). '}
+          {s.resources?.disk_mb != null ? `Its own limit is ${s.resources.disk_mb} MiB. ` : 'The limit is this server’s. '}
           Its workspace was archived first, so Start brings it back; what was written outside the workspace (such as /tmp) is gone. Remove what it no longer needs before it writes more.
         </Alert>
       )}

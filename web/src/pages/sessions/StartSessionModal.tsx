@@ -249,7 +249,7 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                   />
                   <NumberInput
                     label="Disk (MiB)"
-                    description={`What it may write before it is stopped (its workspace kept). At least ${MIN_DISK_MB}, at most the server’s limit. Empty: the server’s limit.`}
+                    description={`What it may write before it is stopped: its workspace is kept, other files (such as /tmp) are not. At least ${MIN_DISK_MB}, at most the server’s limit. Empty: the server’s limit, if it has one.`}
                     placeholder="server limit"
                     allowDecimal={false}
                     allowNegative={false}
