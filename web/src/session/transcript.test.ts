@@ -78,7 +78,7 @@ describe('statusLabel', () => {
   });
 
   it('says why a sandbox stopped', () => {
-    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'disk' } })).toBe('Sandbox stopped: it wrote more to its disk than the server allows');
+    expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'disk' } })).toBe('Sandbox stopped: it wrote more to its disk than its limit allows');
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'requested' } })).toBe('Sandbox stopped (requested)');
   });
 

@@ -70,7 +70,7 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
       return 'Sandbox running';
     case 'session.status_stopped':
       return `Sandbox stopped${
-        p.reason === 'lifetime' ? ': its lifetime ended' : p.reason === 'disk' ? ': it wrote more to its disk than the server allows' : p.reason ? ` (${str(p.reason)})` : ''
+        p.reason === 'lifetime' ? ': its lifetime ended' : p.reason === 'disk' ? ': it wrote more to its disk than its limit allows' : p.reason ? ` (${str(p.reason)})` : ''
       }`;
     case 'session.queued': {
       const why =
