@@ -280,7 +280,7 @@ fn check_limits(body: &SessionCreate, settings: &crate::SessionSettings, v: &mut
         }
     }
     if let Some(d) = r.disk_mb {
-        const MIB: u64 = 1024 * 1024;
+        use crate::disk::MIB;
         // A session may only lower the server's limit (given in whole MiB); without one, the
         // bound keeps the limit in bytes in range.
         let (max, message) = match settings.disk_limit {

@@ -73,7 +73,7 @@ impl Sessions {
     }
 }
 
-const MIB: u64 = 1024 * 1024;
+pub(crate) const MIB: u64 = 1024 * 1024;
 const MIN_DISK_BYTES: u64 = MIN_DISK_MB as u64 * MIB;
 
 /// The bytes a sandbox may write: the lower of its session's own limit (MiB) and the server's.

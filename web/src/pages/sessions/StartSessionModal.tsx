@@ -1,4 +1,4 @@
-import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, NumberInput, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
+import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, NumberInput, type NumberInputProps, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
 import { IconPlayerPlay, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -201,61 +201,46 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
             <Accordion.Item value="limits">
               <Accordion.Control>Limits: idle time, lifetime, CPUs, memory, disk</Accordion.Control>
               <Accordion.Panel>
-                {/* The values stay text (what was typed, checked before sending): Mantine's
-                    trimming of leading zeros on blur would turn a typed 0 into nothing. */}
                 <SimpleGrid cols={{ base: 1, sm: 2 }}>
-                  <NumberInput
+                  <LimitInput
                     label="Idle TTL (seconds)"
                     description="Unused this long, the sandbox is released (asleep: a message wakes it). Empty: the agent’s; 0: never."
                     placeholder="the agent’s"
-                    allowDecimal={false}
-                    allowNegative={false}
-                    trimLeadingZeroesOnBlur={false}
                     value={v.idle_ttl_seconds}
-                    onChange={(x) => set('idle_ttl_seconds', String(x))}
+                    onChange={(x) => set('idle_ttl_seconds', x)}
                     error={err('idle_ttl_seconds')}
                   />
-                  <NumberInput
+                  <LimitInput
                     label="Max lifetime (seconds)"
                     description={`From now; then the sandbox stops for good and cannot be started again. Empty: no limit; at most ${MAX_SESSION_SECONDS} (a year).`}
                     placeholder="no limit"
-                    allowDecimal={false}
-                    allowNegative={false}
-                    trimLeadingZeroesOnBlur={false}
                     value={v.max_lifetime_seconds}
-                    onChange={(x) => set('max_lifetime_seconds', String(x))}
+                    onChange={(x) => set('max_lifetime_seconds', x)}
                     error={err('max_lifetime_seconds')}
                   />
-                  <NumberInput
+                  <LimitInput
                     label="CPUs"
                     description="Fractions allowed (0.5). Empty: the server’s default."
                     placeholder="server default"
-                    allowNegative={false}
-                    trimLeadingZeroesOnBlur={false}
+                    decimal
                     value={v.cpus}
-                    onChange={(x) => set('cpus', String(x))}
+                    onChange={(x) => set('cpus', x)}
                     error={err('resources.cpus') ?? err('resources')}
                   />
-                  <NumberInput
+                  <LimitInput
                     label="Memory (MiB)"
                     description="At least 64, no extra swap. Empty: the server’s default."
                     placeholder="server default"
-                    allowDecimal={false}
-                    allowNegative={false}
-                    trimLeadingZeroesOnBlur={false}
                     value={v.memory_mb}
-                    onChange={(x) => set('memory_mb', String(x))}
+                    onChange={(x) => set('memory_mb', x)}
                     error={err('resources.memory_mb') ?? err('resources.gpus')}
                   />
-                  <NumberInput
+                  <LimitInput
                     label="Disk (MiB)"
                     description={`What it may write before it is stopped: its workspace is kept, other files (such as /tmp) are not. At least ${MIN_DISK_MB}, at most the server’s limit. Empty: the server’s limit, if it has one.`}
                     placeholder="server limit"
-                    allowDecimal={false}
-                    allowNegative={false}
-                    trimLeadingZeroesOnBlur={false}
                     value={v.disk_mb}
-                    onChange={(x) => set('disk_mb', String(x))}
+                    onChange={(x) => set('disk_mb', x)}
                     error={err('resources.disk_mb')}
                   />
                 </SimpleGrid>
@@ -280,4 +265,13 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
       </form>
     </Modal>
   );
+}
+
+/**
+ * A field of the limits: whole numbers unless `decimal`, never negative. Its value stays text
+ * (what was typed, checked before sending): Mantine's trimming of leading zeros on blur would
+ * turn a typed 0 into nothing.
+ */
+function LimitInput({ decimal = false, value, onChange, ...rest }: Pick<NumberInputProps, 'label' | 'description' | 'placeholder' | 'error'> & { decimal?: boolean; value: string; onChange: (value: string) => void }) {
+  return <NumberInput {...rest} allowDecimal={decimal} allowNegative={false} trimLeadingZeroesOnBlur={false} value={value} onChange={(x) => onChange(String(x))} />;
 }
