@@ -59,6 +59,11 @@ impl ServiceSettings {
     /// The flags' values, with the model clients that `LITELLM_PROXY_*` and `OPENAI_*` name.
     pub fn resolve(config: &Config) -> anyhow::Result<Self> {
         let extra_ca = config.extra_ca_certs()?;
+        let s3 = sandbox_agents_workspace::s3::S3Settings {
+            extra_ca: extra_ca.clone(),
+            ..config.s3_settings()
+        };
+        sandbox_agents_workspace::s3::check(&s3).map_err(anyhow::Error::msg)?;
         Ok(ServiceSettings {
             master_key: config.master_key()?,
             sessions: SessionSettings {
@@ -85,10 +90,7 @@ impl ServiceSettings {
                 warm_pool: config.warm_pool_size,
                 warm_pool_max: config.warm_pool_max.max(config.warm_pool_size),
                 extra_ca: extra_ca.clone(),
-                s3: sandbox_agents_workspace::s3::S3Settings {
-                    extra_ca: extra_ca.clone(),
-                    ..config.s3_settings()
-                },
+                s3,
                 admission: sandbox_agents_store::admission::Limits {
                     deployment: config.max_sandboxes.map(i64::from),
                     project: config.max_sandboxes_per_project.map(i64::from),

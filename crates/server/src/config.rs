@@ -31,6 +31,13 @@ pub enum Command {
     Teardown,
 }
 
+/// `--s3-addressing-style`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum S3AddressingStyle {
+    Path,
+    Virtual,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -282,6 +289,30 @@ pub struct Config {
     /// us-east-1.
     #[arg(long, env = "SANDBOX_AGENTS_S3_REGION", global = true)]
     pub s3_region: Option<String>,
+
+    /// How buckets are addressed: `path` (`endpoint/bucket/key`, which AWS and every
+    /// S3-compatible store accept) or `virtual` (`bucket.endpoint/key`, for stores that
+    /// require it; with --s3-endpoint the bucket is put in front of its host name, so the
+    /// endpoint needs a host name that has a DNS entry, or a wildcard one, for each bucket).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_S3_ADDRESSING_STYLE",
+        value_enum,
+        default_value = "path",
+        global = true
+    )]
+    pub s3_addressing_style: S3AddressingStyle,
+
+    /// An HTTP(S) proxy for the control plane's S3 requests only (`http://[user:pass@]host:port`).
+    /// Without it the standard HTTPS_PROXY / HTTP_PROXY / NO_PROXY variables apply, as they do
+    /// to every client of the server.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_S3_PROXY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub s3_proxy: Option<String>,
 
     /// The access key the control plane reads and writes `s3_mount` buckets with.
     #[arg(long, env = "AWS_ACCESS_KEY_ID", global = true)]

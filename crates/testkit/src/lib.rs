@@ -20,7 +20,7 @@ use sandbox_agents_agent::{ModelClients, Runs};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
 use sandbox_agents_server::app::Settings;
-use sandbox_agents_server::config::{Config, LogFormat};
+use sandbox_agents_server::config::{Config, LogFormat, S3AddressingStyle};
 use sandbox_agents_sessions::Sessions;
 use sandbox_agents_store::Db;
 use sandbox_agents_webhooks::{Dispatcher, RetryPolicy, WebhookSettings};
@@ -178,6 +178,8 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         s3_endpoint: None,
         blob_url: None,
         s3_region: Some("us-east-1".into()),
+        s3_addressing_style: S3AddressingStyle::Path,
+        s3_proxy: None,
         s3_access_key_id: None,
         s3_secret_access_key: None,
         s3_session_token: None,
@@ -526,9 +528,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.max_sandboxes = max_sandboxes;
     config.max_sandboxes_per_project = max_sandboxes_per_project;
     if let Some(s3) = s3 {
-        config.s3_endpoint = Some(s3.endpoint);
-        config.s3_access_key_id = s3.access_key_id;
-        config.s3_secret_access_key = s3.secret_access_key;
+        s3.configure(&mut config);
     }
     if let Some(mb) = sandbox_disk_mb {
         config.sandbox_disk_mb = mb;

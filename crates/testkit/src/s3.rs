@@ -20,6 +20,25 @@ pub struct S3Access {
     /// `None`: no static keys, for a server that takes a role's credentials instead.
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// `--s3-addressing-style virtual`.
+    pub virtual_hosted: bool,
+    /// `--s3-proxy`.
+    pub proxy: Option<String>,
+}
+
+impl S3Access {
+    /// Sets the server flags this access stands for on `config`.
+    pub fn configure(self, config: &mut sandbox_agents_server::config::Config) {
+        config.s3_endpoint = Some(self.endpoint);
+        config.s3_access_key_id = self.access_key_id;
+        config.s3_secret_access_key = self.secret_access_key;
+        config.s3_addressing_style = if self.virtual_hosted {
+            sandbox_agents_server::config::S3AddressingStyle::Virtual
+        } else {
+            sandbox_agents_server::config::S3AddressingStyle::Path
+        };
+        config.s3_proxy = self.proxy;
+    }
 }
 
 /// A running moto server, killed when dropped.
@@ -117,6 +136,26 @@ impl MotoServer {
             endpoint: self.endpoint.clone(),
             access_key_id: Some(ACCESS_KEY_ID.into()),
             secret_access_key: Some(SECRET_ACCESS_KEY.into()),
+            virtual_hosted: false,
+            proxy: None,
+        }
+    }
+
+    /// [`MotoServer::access`] with buckets addressed by host name: the endpoint is a name
+    /// nothing resolves (`s3.test`), reached through moto itself as the proxy, which takes the
+    /// bucket from the host a request names (`bucket.s3.test`). A path-style request to it
+    /// names the bucket `s3`, so only virtual-hosted requests find a bucket.
+    pub fn virtual_hosted_access(&self) -> S3Access {
+        let port = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .expect("the endpoint's port");
+        S3Access {
+            endpoint: format!("http://s3.test:{port}"),
+            virtual_hosted: true,
+            proxy: Some(self.endpoint.clone()),
+            ..self.access()
         }
     }
 
@@ -126,6 +165,8 @@ impl MotoServer {
             endpoint: self.endpoint.clone(),
             access_key_id: None,
             secret_access_key: None,
+            virtual_hosted: false,
+            proxy: None,
         }
     }
 

@@ -120,6 +120,8 @@ impl Config {
                 .or_else(|| env("AWS_REGION"))
                 .or_else(|| env("AWS_DEFAULT_REGION"))
                 .unwrap_or_else(|| "us-east-1".into()),
+            virtual_hosted: self.s3_addressing_style == super::S3AddressingStyle::Virtual,
+            proxy: self.s3_proxy.clone().filter(|p| !p.trim().is_empty()),
             access_key_id: self.s3_access_key_id.clone(),
             secret_access_key: self.s3_secret_access_key.clone(),
             session_token: self.s3_session_token.clone(),
@@ -412,13 +414,24 @@ mod tests {
             "AKIDTEST",
             "--s3-secret-access-key",
             "s3cr3t-value",
+            "--s3-proxy",
+            "http://egress:pr0xy-pass@proxy.internal:3128",
         ])
         .unwrap();
         let shown = format!("{:?}", cli.config);
-        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+        assert!(
+            !shown.contains("s3cr3t-value") && !shown.contains("pr0xy-pass"),
+            "{shown}"
+        );
+        assert!(shown.contains("proxy.internal:3128"), "{shown}");
         let s = cli.config.s3_settings();
         assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
         assert_eq!(s.stage_max_bytes, 1 << 30);
+        assert!(!s.virtual_hosted, "path-style unless asked");
+        let virt = Cli::try_parse_from(["sandbox-agents", "--s3-addressing-style", "virtual"])
+            .unwrap()
+            .config;
+        assert!(virt.s3_settings().virtual_hosted);
     }
 
     #[test]

@@ -157,10 +157,7 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
     let build = |url: &str| {
         let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
         config.blob_url = Some(url.into());
-        let access = moto.access();
-        config.s3_endpoint = Some(access.endpoint);
-        config.s3_access_key_id = access.access_key_id;
-        config.s3_secret_access_key = access.secret_access_key;
+        moto.access().configure(&mut config);
         config
     };
     let config = build("s3://no-such-bucket/x");
@@ -215,9 +212,7 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
         config.blob_url = Some("s3://blobs/private".into());
         let access = moto.access();
         assert!(access.endpoint.starts_with("https://"));
-        config.s3_endpoint = Some(access.endpoint);
-        config.s3_access_key_id = access.access_key_id;
-        config.s3_secret_access_key = access.secret_access_key;
+        access.configure(&mut config);
         config.extra_ca_certs = extra_ca.then(|| ca.cert());
         let settings = sandbox_agents_server::app::Settings::resolve(
             &config,
@@ -240,5 +235,95 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
         panic!("with the CA the bucket is usable: {e:#}");
     }
     stop.cancel();
+    app.stop().await;
+}
+
+/// `--s3-addressing-style virtual`: a bucket is named by the host a request goes to
+/// (`bucket.s3.test`, reached through moto as the `--s3-proxy`:
+/// `MotoServer::virtual_hosted_access`), for the blob store and `s3_mount` entries alike.
+/// Path-style requests to the same endpoint name the bucket `s3`, so with the default style
+/// the server refuses to start: the setting is what reaches the buckets.
+#[tokio::test]
+async fn buckets_addressed_by_host_name_hold_the_blobs_and_the_mounts() {
+    let moto = MotoServer::start().await;
+    moto.create_bucket("vblobs").await;
+    moto.create_bucket("vdata").await;
+    moto.put("vdata", "in/a.txt", "alpha\n").await;
+    let app = spawn_app_with_options(AppOptions {
+        s3: Some(moto.virtual_hosted_access()),
+        blob_url: Some("s3://vblobs/deploy".into()),
+        ..Default::default()
+    })
+    .await;
+    let id = app
+        .running_session(
+            "virtual",
+            json!({"manifest": {"entries": {
+                "notes.md": {"kind": "file", "content": "kept\n"},
+                "m": {"kind": "s3_mount", "bucket": "vdata", "prefix": "in", "read_only": false,
+                      "acknowledge_credential_exposure": true},
+            }}}),
+        )
+        .await;
+    assert_eq!(sh(&app, &id, "cat m/a.txt").await, "alpha");
+    sh(
+        &app,
+        &id,
+        "echo written > m/new.txt && echo more >> notes.md",
+    )
+    .await;
+    app.stop_session(&id).await;
+    assert_eq!(
+        moto.get("vdata", "in/new.txt").await.as_deref(),
+        Some(&b"written\n"[..]),
+        "the mount was written back"
+    );
+    let stored = moto.keys("vblobs").await;
+    assert!(
+        stored.iter().any(|k| k.starts_with("deploy/sessions/")),
+        "the stop's archive is in the blob bucket: {stored:?}"
+    );
+    app.start_session(&id).await;
+    app.wait_for_status(&id, "running", BOOT).await;
+    assert_eq!(sh(&app, &id, "cat notes.md").await, "kept\nmore");
+    assert_eq!(sh(&app, &id, "cat m/new.txt").await, "written");
+
+    let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
+    sandbox_agents_testkit::s3::S3Access {
+        virtual_hosted: false,
+        ..moto.virtual_hosted_access()
+    }
+    .configure(&mut config);
+    config.blob_url = Some("s3://vblobs/deploy".into());
+    let settings = sandbox_agents_server::app::Settings::resolve(
+        &config,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    )
+    .unwrap();
+    let err = sandbox_agents_server::app::build(
+        settings,
+        app.db.clone(),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .err()
+    .expect("path-style requests to this endpoint find no bucket");
+    assert!(format!("{err:#}").contains("not usable"), "{err:#}");
+
+    // A virtual-hosted style the endpoint cannot carry is refused before anything starts.
+    config.s3_endpoint = Some("http://127.0.0.1:9000".into());
+    config.s3_addressing_style = sandbox_agents_server::config::S3AddressingStyle::Virtual;
+    let err = sandbox_agents_server::app::Settings::resolve(
+        &config,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    )
+    .err()
+    .expect("an address cannot take a bucket in front of it");
+    assert!(
+        format!("{err:#}").contains("--s3-addressing-style path"),
+        "{err:#}"
+    );
     app.stop().await;
 }

@@ -11,9 +11,11 @@
 //! sandbox's version of such a file is kept beside it as a conflict copy instead, and the
 //! session's log says so (`session.s3_conflict`).
 
+mod addressing;
 mod stage;
 mod write_back;
 
+pub use addressing::check;
 pub use stage::stage;
 pub use write_back::{write_back, Conflict, WriteBack};
 
@@ -32,13 +34,20 @@ use std::time::Duration;
 /// Most bytes a prefix may hold to be staged, unless the server says otherwise (1 GiB).
 pub const DEFAULT_STAGE_MAX_BYTES: u64 = 1 << 30;
 
-/// How the control plane reaches S3: `--s3-endpoint`, `--s3-region` and the standard AWS
-/// variables. `Debug` never shows the secret key or the session token.
+/// How the control plane reaches S3: `--s3-endpoint`, `--s3-region`, `--s3-addressing-style`,
+/// `--s3-proxy` and the standard AWS variables. `Debug` never shows the secret key, the session
+/// token or the proxy's password.
 #[derive(Clone, Default)]
 pub struct S3Settings {
     /// An S3-compatible endpoint (`http://` allowed); `None`: AWS itself.
     pub endpoint: Option<String>,
     pub region: String,
+    /// `--s3-addressing-style virtual`: buckets are addressed by host name
+    /// (`bucket.endpoint`) rather than by path (`endpoint/bucket`).
+    pub virtual_hosted: bool,
+    /// `--s3-proxy`: an HTTP(S) proxy for S3 requests only (the standard `HTTPS_PROXY` applies
+    /// otherwise, to every client of the server).
+    pub proxy: Option<String>,
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
@@ -56,6 +65,8 @@ impl fmt::Debug for S3Settings {
         f.debug_struct("S3Settings")
             .field("endpoint", &self.endpoint)
             .field("region", &self.region)
+            .field("virtual_hosted", &self.virtual_hosted)
+            .field("proxy", &self.proxy.as_deref().map(addressing::shown_proxy))
             .field("access_key_id", &self.access_key_id)
             .field(
                 "secret_access_key",
@@ -285,21 +296,27 @@ pub(crate) fn build_store(
             )
         }
     };
-    if let Some(endpoint) = &s.endpoint {
-        b = b
-            .with_endpoint(endpoint)
-            .with_allow_http(endpoint.starts_with("http://"));
+    b = b.with_virtual_hosted_style_request(s.virtual_hosted);
+    // One set of client options, given last: `with_client_options` replaces whatever the
+    // builder's own setters (`with_allow_http` among them) put there before.
+    let mut options = ClientOptions::new();
+    if let Some(endpoint) = addressing::bucket_endpoint(s, bucket)? {
+        options = options.with_allow_http(endpoint.starts_with("http://"));
+        b = b.with_endpoint(endpoint);
     }
     if let Some(ca) = &s.extra_ca {
-        let mut options = ClientOptions::new();
         for cert in Certificate::from_pem_bundle(ca.pem().as_bytes())
             .map_err(|e| format!("the extra CA certificates (--extra-ca-certs): {e}"))?
         {
             options = options.with_root_certificate(cert);
         }
-        b = b.with_client_options(options);
     }
-    b.build().map_err(|e| e.to_string())
+    if let Some(proxy) = &s.proxy {
+        options = options.with_proxy_url(proxy);
+    }
+    b.with_client_options(options)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
