@@ -263,7 +263,7 @@ async fn supervise(
             Err(_) => Ended::Abandoned,
         },
         () = sleep_until(deadline) => {
-            kill::tree(pid, &mark, Signal::SIGTERM);
+            kill::tree(pid, &mark, Signal::SIGTERM).await;
             let grace = Duration::from_millis(spec.kill_grace_ms);
             let status = match tokio::time::timeout(grace, child.wait()).await {
                 Ok(s) => s.ok(),
@@ -282,14 +282,14 @@ async fn supervise(
         }
         Ended::TimedOut(status) => {
             // Whatever ignored the TERM, or was left behind, goes now.
-            kill::tree(pid, &mark, Signal::SIGKILL);
+            kill::tree(pid, &mark, Signal::SIGKILL).await;
             if status.is_none() {
                 let _ = child.wait().await;
             }
             (TIMEOUT_EXIT, None, true)
         }
         Ended::Abandoned => {
-            kill::tree(pid, &mark, Signal::SIGKILL);
+            kill::tree(pid, &mark, Signal::SIGKILL).await;
             let _ = child.wait().await;
             pumps.abort();
             return;

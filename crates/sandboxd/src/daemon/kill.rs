@@ -25,7 +25,8 @@ pub const MARK: &str = "SA_EXEC";
 
 /// Readings of `/proc` after the first, at most: each one finds only what the tree created
 /// while the previous one was signalled, so a tree still growing after this many is forking
-/// as fast as it is killed (the group's signal, sent with every reading, still reaches it).
+/// as fast as it is killed; its group, if it still has members, gets the signal as a whole
+/// then.
 const MAX_READINGS: usize = 8;
 
 /// A fresh mark.
@@ -34,34 +35,42 @@ pub fn new_mark() -> String {
 }
 
 /// Signals the command whose process group (and, on a terminal, session) is `pgid` and every
-/// process of its tree (see the module's comment). Processes gone already are fine.
-pub fn tree(pgid: u32, mark: &str, signal: Signal) {
+/// process of its tree (see the module's comment). Processes gone already are fine. The
+/// readings of `/proc` run on a blocking thread, off the daemon's runtime.
+pub async fn tree(pgid: u32, mark: &str, signal: Signal) {
     let leader = i32::try_from(pgid).ok().filter(|&p| p > 1);
-    signal_until_settled(mark, leader, signal);
+    let mark = mark.to_owned();
+    let _ = tokio::task::spawn_blocking(move || signal_until_settled(&mark, leader, signal)).await;
 }
 
 /// Signals every process carrying `mark`, and their descendants.
-pub fn marked(mark: &str, signal: Signal) {
-    signal_until_settled(mark, None, signal);
+pub async fn marked(mark: &str, signal: Signal) {
+    let mark = mark.to_owned();
+    let _ = tokio::task::spawn_blocking(move || signal_until_settled(&mark, None, signal)).await;
 }
 
 /// Each process is signalled once: a signal that does not end it (`SIGHUP`, `SIGINT`, chosen
-/// through the processes API) must not arrive twice. The group's own signal goes out only when
-/// the first reading cannot see the leader (reaped with members left, or `/proc` unreadable),
-/// for what stayed in its group; those members may then get the signal twice, a case only a
-/// command that ended already (a timeout's final `KILL`) reaches.
+/// through the processes API) must not arrive twice.
+///
+/// The group is never signalled by its id alone while `/proc` can be read: a reading finds
+/// every member by its group, and a leader already reaped may have left an empty group whose
+/// id the kernel is free to give to an unrelated process. A group with members keeps its id
+/// reserved, so the group's own signal goes out only when a reading saw members (a tree that
+/// kept growing, below) or when `/proc` cannot be read at all.
 fn signal_until_settled(mark: &str, leader: Option<i32>, signal: Signal) {
     let needle = format!("{MARK}={mark}");
     let mut signalled = HashSet::new();
-    for reading in 0..=MAX_READINGS {
+    let mut group_alive = false;
+    for _ in 0..=MAX_READINGS {
         // Read before signalling: a parent killed first takes its children's link to it along.
-        let found = members(&needle, leader);
-        if reading == 0 {
-            if let Some(leader) = leader.filter(|l| !found.contains(l)) {
+        let Some(found) = members(&needle, leader) else {
+            if let Some(leader) = leader {
                 let _ = killpg(Pid::from_raw(leader), signal);
             }
-        }
+            return;
+        };
         let fresh: Vec<i32> = found
+            .pids
             .into_iter()
             .filter(|pid| signalled.insert(*pid))
             .collect();
@@ -71,11 +80,23 @@ fn signal_until_settled(mark: &str, leader: Option<i32>, signal: Signal) {
         for pid in fresh {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
         }
+        group_alive = found.group_alive;
+    }
+    if let Some(leader) = leader.filter(|_| group_alive) {
+        let _ = killpg(Pid::from_raw(leader), signal);
     }
     tracing::warn!(
         mark,
         "a command's process tree still grew after {MAX_READINGS} readings"
     );
+}
+
+/// One reading of `/proc`.
+struct Reading {
+    /// The processes of the tree, this daemon excluded.
+    pids: Vec<i32>,
+    /// Whether a process is in the leader's group (so its id cannot have been reused).
+    group_alive: bool,
 }
 
 /// One process as `/proc/<pid>/stat` gives it.
@@ -102,12 +123,11 @@ fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
-/// One reading of `/proc`: the processes of the tree, this daemon excluded.
-fn members(needle: &str, leader: Option<i32>) -> Vec<i32> {
+/// One reading of `/proc`; `None` when it cannot be read.
+fn members(needle: &str, leader: Option<i32>) -> Option<Reading> {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+    let dir = std::fs::read_dir("/proc").ok()?;
+    let mut group_alive = false;
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     let mut roots = Vec::new();
     for entry in dir.flatten() {
@@ -123,6 +143,7 @@ fn members(needle: &str, leader: Option<i32>) -> Vec<i32> {
         }
         let Some(stat) = stat(pid) else { continue };
         children.entry(stat.ppid).or_default().push(pid);
+        group_alive |= leader == Some(stat.pgrp);
         let in_group = leader.is_some_and(|l| stat.pgrp == l || stat.session == l);
         // Another user's process is unreadable, and not ours to signal anyway.
         let marked = || {
@@ -139,7 +160,10 @@ fn members(needle: &str, leader: Option<i32>) -> Vec<i32> {
             roots.extend(children.get(&pid).into_iter().flatten());
         }
     }
-    found.into_iter().collect()
+    Some(Reading {
+        pids: found.into_iter().collect(),
+        group_alive,
+    })
 }
 
 #[cfg(test)]

@@ -168,7 +168,7 @@ pub async fn start(
     });
     let mut child = started.child;
     if let Err(f) = daemon.processes.admit(id, proc.clone()) {
-        kill::tree(started.pid, &started.mark, Signal::SIGKILL);
+        kill::tree(started.pid, &started.mark, Signal::SIGKILL).await;
         let _ = child.wait().await;
         return Err(f);
     }
@@ -237,14 +237,14 @@ pub async fn kill(
 ) -> Result<Json<ProcessDetail>, Failure> {
     let proc = daemon.processes.get(&id)?;
     if !*proc.ended.borrow() {
-        kill::tree(proc.pid, &proc.mark, Signal::SIGTERM);
+        kill::tree(proc.pid, &proc.mark, Signal::SIGTERM).await;
         let info = proc.wait(KILL_GRACE).await;
         if info.state == ProcessState::Running {
-            kill::tree(proc.pid, &proc.mark, Signal::SIGKILL);
+            kill::tree(proc.pid, &proc.mark, Signal::SIGKILL).await;
         }
     }
     // What it left behind goes too.
-    kill::marked(&proc.mark, Signal::SIGKILL);
+    kill::marked(&proc.mark, Signal::SIGKILL).await;
     proc.wait(KILL_GRACE).await;
     let last = proc.detail();
     if last.info.state == ProcessState::Exited {
@@ -278,7 +278,7 @@ pub async fn signal(
     let signal = Signal::try_from(req.signal)
         .map_err(|_| Failure::invalid(format!("{} is not a signal", req.signal)))?;
     if !*proc.ended.borrow() {
-        kill::tree(proc.pid, &proc.mark, signal);
+        kill::tree(proc.pid, &proc.mark, signal).await;
     }
     Ok(Json(proc.info()))
 }
