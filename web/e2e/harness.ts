@@ -68,7 +68,8 @@ const HOST_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 
 export type Server = { url: string; proc: ChildProcess; dataDir: string; logPath: string };
 
-export async function startServer(fakeModelUrl: string): Promise<Server> {
+/** A server of its own on a fresh data directory; `extraEnv` sets flags over the defaults. */
+export async function startServer(fakeModelUrl: string, extraEnv: Record<string, string> = {}): Promise<Server> {
   const bin = process.env.SANDBOX_AGENTS_BIN || path.join(REPO_ROOT, 'target/debug/sandbox-agents');
   if (!existsSync(bin)) throw new Error(`${bin} does not exist: build it with cargo build -p sandbox-agents-server, or set SANDBOX_AGENTS_BIN`);
   // A short path: the embedded cluster's unix socket path must fit 107 bytes.
@@ -94,6 +95,7 @@ export async function startServer(fakeModelUrl: string): Promise<Server> {
   // environment needs) trust the host's bundle, which holds the CA of a network that inspects
   // TLS, as an operator's --extra-ca-certs file would (tests/contract does the same).
   if (!env.SANDBOX_AGENTS_EXTRA_CA_CERTS && existsSync(HOST_CA_BUNDLE)) env.SANDBOX_AGENTS_EXTRA_CA_CERTS = HOST_CA_BUNDLE;
+  Object.assign(env, extraEnv);
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const log = openSync(logPath, 'a');

@@ -26,12 +26,26 @@ impl Runs {
         wake: bool,
         token: CancellationToken,
     ) {
+        let shutdown = self.inner.shutdown.clone();
+        let shut_down = || {
+            Stop::Outcome(Outcome::Failed(
+                "the server shut down during this turn".into(),
+            ))
+        };
+        // A slot among the turns in flight first, before the sandbox is woken; the wait for
+        // it is not part of the turn's active time.
+        let admitted = tokio::select! {
+            r = self.admit_run(project, id, run, &token) => r,
+            _ = shutdown.cancelled() => Err(shut_down()),
+        };
         let started = Instant::now();
         let mut turn = Turn::default();
-        let shutdown = self.inner.shutdown.clone();
-        let outcome = tokio::select! {
-            r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
-            _ = shutdown.cancelled() => Err(Stop::Outcome(Outcome::Failed("the server shut down during this turn".into()))),
+        let outcome = match admitted {
+            Ok(()) => tokio::select! {
+                r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
+                _ = shutdown.cancelled() => Err(shut_down()),
+            },
+            Err(stop) => Err(stop),
         };
         let outcome = match outcome {
             Ok(o) | Err(Stop::Outcome(o)) => o,

@@ -4,6 +4,7 @@
 use crate::local::LocalRuns;
 use crate::models::ModelClients;
 use sandbox_agents_sessions::Sessions;
+use sandbox_agents_store::admission::Limits;
 use sandbox_agents_store::{Db, EventHub};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -30,12 +31,17 @@ pub(crate) struct Inner {
     pub liveness: tokio::sync::OnceCell<i32>,
     /// The models' input windows, from the proxies' catalogues (`compaction.rs`).
     pub windows: crate::compaction::Windows,
+    /// `--max-runs`, `--max-runs-per-project` (`admission.rs`).
+    pub run_limits: Limits,
+    /// Woken when a turn of this process ends or parks, for the runs waiting under the limits.
+    pub run_room: tokio::sync::Notify,
 }
 
 impl Runs {
-    /// The run loop over `sessions`. Register [`Runs::hooks`] with `sessions` at wiring time
-    /// (`Sessions::register_runs`): the lifecycle reaches runs only through them.
-    pub fn new(sessions: Sessions, models: ModelClients) -> Self {
+    /// The run loop over `sessions`, with `run_limits` on turns in flight. Register
+    /// [`Runs::hooks`] with `sessions` at wiring time (`Sessions::register_runs`): the
+    /// lifecycle reaches runs only through them.
+    pub fn new(sessions: Sessions, models: ModelClients, run_limits: Limits) -> Self {
         Runs {
             inner: Arc::new(Inner {
                 db: sessions.db().clone(),
@@ -46,6 +52,8 @@ impl Runs {
                 hub: Default::default(),
                 liveness: Default::default(),
                 windows: Default::default(),
+                run_limits,
+                run_room: Default::default(),
             }),
         }
     }

@@ -145,6 +145,7 @@ impl Runs {
             async move {
                 rt.drive(project, id, run, wake, token).await;
                 rt.inner.runs.remove(run);
+                rt.room_for_runs();
             }
             .instrument(span),
         );

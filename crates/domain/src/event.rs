@@ -17,6 +17,8 @@ pub enum EventType {
     SessionStatusStopped,
     /// An addition: a boot waits for room under the sandbox limits.
     SessionQueued,
+    /// An addition: a turn waits for room under the limits on turns in flight.
+    SessionRunQueued,
     /// An addition: a write-back found files of an `s3_mount` changed in the bucket too.
     SessionS3Conflict,
     UserMessage,
@@ -37,13 +39,14 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 20] = [
+    pub const ALL: [EventType; 21] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
         Self::SessionStatusError,
         Self::SessionStatusStopped,
         Self::SessionQueued,
+        Self::SessionRunQueued,
         Self::SessionS3Conflict,
         Self::UserMessage,
         Self::UserFile,
@@ -68,6 +71,7 @@ impl EventType {
             Self::SessionStatusError => "session.status_error",
             Self::SessionStatusStopped => "session.status_stopped",
             Self::SessionQueued => "session.queued",
+            Self::SessionRunQueued => "session.run_queued",
             Self::SessionS3Conflict => "session.s3_conflict",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
@@ -131,6 +135,9 @@ impl EventType {
             Self::SessionStatusStopped => "The container was stopped and the workspace archived.",
             Self::SessionQueued => {
                 "The boot waits for room under the sandbox limits (`limit`: `deployment`, `project` or `queue`; `position` in the queue); `session.status_running` follows when it gets a sandbox."
+            }
+            Self::SessionRunQueued => {
+                "The turn waits for room under the limits on turns in flight (`limit`: `deployment`, `project` or `queue`; `position` in the queue; carries the run id); its steps follow when it gets a slot."
             }
             Self::SessionS3Conflict => {
                 "Writing an `s3_mount` back found files changed in the bucket since they were staged: the bucket's versions were kept, and the sandbox's uploaded beside them (`mount`, `bucket`, `prefix`, `conflicts`: `key`, `kind` (`changed`, `created`, `deleted`), `sandbox_copy`)."
@@ -243,11 +250,16 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            17
+            18
         );
         assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");
         assert_eq!(EventType::SessionQueued.group(), "session");
+        assert_eq!(EventType::SessionRunQueued.group(), "session");
+        assert!(
+            !EventType::SessionRunQueued.is_terminal()
+                && !EventType::SessionRunQueued.is_ephemeral()
+        );
         assert!(
             !EventType::SessionQueued.is_terminal() && !EventType::SessionQueued.is_ephemeral()
         );

@@ -47,6 +47,8 @@ pub struct ServiceSettings {
     pub git_ca_bundle: Option<PathBuf>,
     /// The clients runs call models with.
     pub models: ModelClients,
+    /// `--max-runs`, `--max-runs-per-project`: the limits on turns in flight.
+    pub run_limits: sandbox_agents_store::admission::Limits,
     /// Environment image builds.
     pub environments: EnvironmentSettings,
     /// The in-sandbox daemon's binary, if sandboxes get one.
@@ -100,6 +102,10 @@ impl ServiceSettings {
             git_known_hosts: config.git_known_hosts()?,
             git_ca_bundle: config.git_ca_bundle(extra_ca.as_ref())?,
             models: model_clients(extra_ca.as_ref()),
+            run_limits: sandbox_agents_store::admission::Limits {
+                deployment: config.max_runs.map(i64::from),
+                project: config.max_runs_per_project.map(i64::from),
+            },
             environments: EnvironmentSettings {
                 max_concurrent_builds: config.max_concurrent_builds,
                 sweep_interval: SWEEP_INTERVAL,
@@ -232,7 +238,7 @@ pub async fn services(
         credentials.clone(),
         shutdown.clone(),
     );
-    let runs = Runs::new(sessions.clone(), settings.models);
+    let runs = Runs::new(sessions.clone(), settings.models, settings.run_limits);
     sessions.register_runs(runs.hooks());
     let environments = Environments::new(
         db.clone(),

@@ -215,6 +215,18 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_MAX_SANDBOXES_PER_PROJECT", value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub max_sandboxes_per_project: Option<u32>,
 
+    /// Most turns in flight in the deployment at once (runs driving their loop, every server
+    /// process together; a turn parked on client tool results does not count). A turn over it
+    /// waits before its first step, queued fairly between projects, and says so with
+    /// `session.run_queued`. Default: no limit.
+    #[arg(long, env = "SANDBOX_AGENTS_MAX_RUNS", value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub max_runs: Option<u32>,
+
+    /// Most turns in flight in one project at once; a turn over it waits like one over
+    /// --max-runs. Default: no limit.
+    #[arg(long, env = "SANDBOX_AGENTS_MAX_RUNS_PER_PROJECT", value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub max_runs_per_project: Option<u32>,
+
     /// The most sandboxes the warm pool grows to when demand asks for it: the pool holds as
     /// many as the busiest minute of the last ten booted (sessions it could serve), between
     /// --warm-pool-size and this, and shrinks back when that minute falls out of the ten.

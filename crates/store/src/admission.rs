@@ -89,17 +89,12 @@ pub async fn try_admit(
     )
     .fetch_one(&mut *tx)
     .await?;
-    let in_project = row.in_project.unwrap_or(0);
-    let limit = if limits.project.is_some_and(|m| in_project >= m) {
-        Some("project")
-    } else if limits.deployment.is_some_and(|m| row.total >= m) {
-        Some("deployment")
-    } else if row.head.is_some_and(|h| h != session.0) {
-        // Room, but another session is due first (it is being booted, or will be).
-        Some("queue")
-    } else {
-        None
-    };
+    let limit = holding_limit(
+        limits,
+        row.in_project.unwrap_or(0),
+        row.total,
+        row.head.is_some_and(|h| h != session.0),
+    );
     match limit {
         None => {
             sqlx::query!(
@@ -115,6 +110,27 @@ pub async fn try_admit(
             limit,
             position: row.ahead + 1,
         }),
+    }
+}
+
+/// What holds a candidate back, if anything: its project's limit (`in_project` held), the
+/// deployment's (`total` held), or another candidate due first (`behind`: there is room, but
+/// that one takes it, being admitted or about to be). Shared by sandboxes and runs
+/// (`run_admission`).
+pub(crate) fn holding_limit(
+    limits: Limits,
+    in_project: i64,
+    total: i64,
+    behind: bool,
+) -> Option<&'static str> {
+    if limits.project.is_some_and(|m| in_project >= m) {
+        Some("project")
+    } else if limits.deployment.is_some_and(|m| total >= m) {
+        Some("deployment")
+    } else if behind {
+        Some("queue")
+    } else {
+        None
     }
 }
 

@@ -25,6 +25,7 @@ pub mod people;
 pub mod pool;
 pub mod project_ids;
 pub mod projects;
+pub mod run_admission;
 pub mod runs;
 pub mod s3_mounts;
 pub mod sandbox_pool;

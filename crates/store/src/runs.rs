@@ -186,8 +186,9 @@ pub async fn lock(tx: &mut sqlx::PgConnection, id: RunId) -> Result<Option<RunRe
     )
 }
 
-/// Parks a running run on deferrable calls: no worker, its turn so far saved, its steps and
-/// usage so far visible on the run. `false` when it was not running (or already parked).
+/// Parks a running run on deferrable calls: no worker, no slot among the runs in flight
+/// (`run_admission`), its turn so far saved, its steps and usage so far visible on the run.
+/// `false` when it was not running (or already parked).
 pub async fn park(
     tx: &mut sqlx::PgConnection,
     id: RunId,
@@ -196,7 +197,8 @@ pub async fn park(
     usage: &Map<String, Value>,
 ) -> Result<bool> {
     let r = sqlx::query!(
-        "update runs set parked = true, worker = null, progress = $2, turns = $3, usage = $4
+        "update runs set parked = true, worker = null, progress = $2, turns = $3, usage = $4,
+                         admitted = false, queued_at = null
          where id = $1 and status = 'running' and not parked",
         id.0,
         Json(progress) as _,

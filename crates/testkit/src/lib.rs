@@ -172,6 +172,8 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         max_concurrent_builds: 2,
         max_sandboxes: None,
         max_sandboxes_per_project: None,
+        max_runs: None,
+        max_runs_per_project: None,
         idle_ttl_seconds: 1800,
         local_dir_roots: Vec::new(),
         git_known_hosts: None,
@@ -413,6 +415,9 @@ pub struct AppOptions {
     /// `--max-sandboxes` and `--max-sandboxes-per-project` (no limit by default).
     pub max_sandboxes: Option<u32>,
     pub max_sandboxes_per_project: Option<u32>,
+    /// `--max-runs`, `--max-runs-per-project`.
+    pub max_runs: Option<u32>,
+    pub max_runs_per_project: Option<u32>,
 }
 
 impl Default for AppOptions {
@@ -438,6 +443,8 @@ impl Default for AppOptions {
             blob_url: None,
             max_sandboxes: None,
             max_sandboxes_per_project: None,
+            max_runs: None,
+            max_runs_per_project: None,
         }
     }
 }
@@ -507,6 +514,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         blob_url,
         max_sandboxes,
         max_sandboxes_per_project,
+        max_runs,
+        max_runs_per_project,
     } = opts;
     let deployment = sandbox_agents_store::deployment::id(&db)
         .await
@@ -527,6 +536,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.blob_url = blob_url;
     config.max_sandboxes = max_sandboxes;
     config.max_sandboxes_per_project = max_sandboxes_per_project;
+    config.max_runs = max_runs;
+    config.max_runs_per_project = max_runs_per_project;
     if let Some(s3) = s3 {
         s3.configure(&mut config);
     }

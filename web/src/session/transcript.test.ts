@@ -77,6 +77,14 @@ describe('statusLabel', () => {
     expect(statusLabel({ type: 'session.queued', payload: { limit: 'queue' } })).toBe('Waiting for a sandbox: other sessions are ahead');
   });
 
+  it('says why a turn waits to start and where it stands in the queue', () => {
+    expect(statusLabel({ type: 'session.run_queued', payload: { limit: 'project', position: 3 } })).toBe(
+      "Turn waiting to start: this project's limit on turns in flight is reached (position 3 in the queue)",
+    );
+    expect(statusLabel({ type: 'session.run_queued', payload: { limit: 'deployment', position: 1 } })).toContain("the deployment's limit on turns in flight");
+    expect(statusLabel({ type: 'session.run_queued', payload: { limit: 'queue' } })).toBe('Turn waiting to start: other turns are ahead');
+  });
+
   it('says why a sandbox stopped', () => {
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'disk' } })).toBe('Sandbox stopped: it wrote more to its disk than its limit allows');
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'requested' } })).toBe('Sandbox stopped (requested)');

@@ -59,7 +59,7 @@ export function pythonCell(item: Pick<ToolItem, 'tool' | 'arguments'>): { code: 
   return { code: a.code, timeout: typeof a.timeout === 'number' ? a.timeout : null };
 }
 
-/** The line a session-wide event (a status change, an upload, a queued boot) shows as. */
+/** The line a session-wide event (a status change, an upload, a queued boot or turn) shows as. */
 export function statusLabel(event: { type: string; payload?: unknown }): string {
   const p = (event.payload ?? {}) as Record<string, unknown>;
   const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
@@ -76,6 +76,15 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
       const why =
         p.limit === 'project' ? "this project's sandbox limit is reached" : p.limit === 'deployment' ? "the deployment's sandbox limit is reached" : 'other sessions are ahead';
       return `Waiting for a sandbox: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
+    }
+    case 'session.run_queued': {
+      const why =
+        p.limit === 'project'
+          ? "this project's limit on turns in flight is reached"
+          : p.limit === 'deployment'
+            ? "the deployment's limit on turns in flight is reached"
+            : 'other turns are ahead';
+      return `Turn waiting to start: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
     }
     case 'session.s3_conflict': {
       const all = Array.isArray(p.conflicts) ? (p.conflicts as Record<string, unknown>[]) : [];

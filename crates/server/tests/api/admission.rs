@@ -12,7 +12,7 @@ use sandbox_agents_testkit::{
 use serde_json::{json, Value};
 
 /// A request in `project` (its slug), as (status, JSON).
-async fn call(
+pub(crate) async fn call(
     app: &TestApp,
     method: reqwest::Method,
     project: &str,
@@ -30,7 +30,7 @@ async fn call(
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
-async fn create(app: &TestApp, project: &str, agent: &str) -> String {
+pub(crate) async fn create(app: &TestApp, project: &str, agent: &str) -> String {
     let (s, b) = call(
         app,
         reqwest::Method::POST,
@@ -56,7 +56,7 @@ async fn status(app: &TestApp, project: &str, id: &str) -> Value {
     b
 }
 
-async fn wait_running(app: &TestApp, project: &str, id: &str) {
+pub(crate) async fn wait_running(app: &TestApp, project: &str, id: &str) {
     eventually(&format!("{id} to run"), BOOT, async || {
         let s = status(app, project, id).await;
         assert_ne!(s["status"], "error", "{s}");
@@ -65,7 +65,7 @@ async fn wait_running(app: &TestApp, project: &str, id: &str) {
     .await;
 }
 
-async fn events(app: &TestApp, project: &str, id: &str) -> Vec<Value> {
+pub(crate) async fn events(app: &TestApp, project: &str, id: &str) -> Vec<Value> {
     let (s, b) = call(
         app,
         reqwest::Method::GET,
@@ -102,7 +102,7 @@ async fn stop(app: &TestApp, project: &str, id: &str) {
     assert_eq!(s, 200, "{b}");
 }
 
-async fn project(app: &TestApp, name: &str) -> String {
+pub(crate) async fn project(app: &TestApp, name: &str) -> String {
     let (s, b) = call(
         app,
         reqwest::Method::POST,

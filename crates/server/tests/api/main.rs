@@ -35,6 +35,7 @@ mod process;
 mod project_delete;
 mod project_ids;
 mod rate_share;
+mod run_admission;
 mod runs;
 mod s3_mounts;
 mod sandboxes;

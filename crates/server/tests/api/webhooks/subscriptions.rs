@@ -3,7 +3,7 @@
 use super::*;
 
 #[tokio::test]
-async fn the_catalogue_lists_the_seventeen_stored_types_without_a_project() {
+async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
     let app = spawn_app().await;
     let r = app
         .http
@@ -14,7 +14,7 @@ async fn the_catalogue_lists_the_seventeen_stored_types_without_a_project() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let types: Vec<Value> = r.json().await.unwrap();
-    assert_eq!(types.len(), 17);
+    assert_eq!(types.len(), 18);
     assert!(types
         .iter()
         .all(|t| t["type"] != "agent.text_delta" && t["type"] != "stream_gap"));

@@ -1,0 +1,95 @@
+//! The limits on turns in flight (`--max-runs`, `--max-runs-per-project`): before its first
+//! step (and again when it continues after parking) a run asks the store to admit it (one
+//! count and one fair queue in PostgreSQL for every process, `store::run_admission`). A run
+//! that must wait says so once with `session.run_queued` and waits, with its session busy,
+//! until a turn in flight ends or parks: at once when that happens in this process, within a
+//! second when another process frees the room. An interrupt ends the wait, like any other.
+
+use crate::finish::Outcome;
+use crate::stop::Stop;
+use crate::Runs;
+use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::{ProjectId, RunId, SessionId};
+use sandbox_agents_store::admission::Admission;
+use sandbox_agents_store::{events, run_admission};
+use serde_json::json;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often a waiting run asks again when nothing in this process freed room: the bound on
+/// how late it notices room another process freed.
+const POLL: Duration = Duration::from_secs(1);
+
+impl Runs {
+    /// Returns once the run may drive its loop (at once without limits).
+    pub(crate) async fn admit_run(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        run: RunId,
+        token: &CancellationToken,
+    ) -> Result<(), Stop> {
+        let limits = self.inner.run_limits;
+        if !limits.any() {
+            return Ok(());
+        }
+        loop {
+            // Registered before asking, so room freed meanwhile is not missed.
+            let room = self.inner.run_room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            let mut tx = self.inner.db.begin().await?;
+            let decided = run_admission::try_admit(&mut tx, project, run, limits).await?;
+            if let Some(Admission::Queued {
+                newly: true,
+                limit,
+                position,
+            }) = decided
+            {
+                let reason = match limit {
+                    "project" => {
+                        "the project has as many turns in flight as it may (--max-runs-per-project)"
+                    }
+                    "deployment" => {
+                        "the deployment has as many turns in flight as it may (--max-runs)"
+                    }
+                    _ => "other turns wait for a slot before this one",
+                };
+                events::append(
+                    &mut tx,
+                    id,
+                    &[NewEvent::new(
+                        EventType::SessionRunQueued,
+                        Some(run),
+                        json!({"limit": limit, "position": position, "reason": reason}),
+                    )],
+                )
+                .await?;
+                metrics::counter!("sandbox_agents_runs_queued_total").increment(1);
+                tracing::info!(limit, position, "the turn waits under the run limits");
+            }
+            tx.commit().await?;
+            match decided {
+                Some(Admission::Admitted) => return Ok(()),
+                Some(Admission::Queued { .. }) => {}
+                None => {
+                    // Cancelled by another process, or no longer this process's to drive.
+                    self.check_cancelled(run, token).await?;
+                    return Err(Stop::Gone);
+                }
+            }
+            tokio::select! {
+                _ = room => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
+            }
+        }
+    }
+
+    /// A turn of this process ended or parked: the runs waiting here ask again.
+    pub(crate) fn room_for_runs(&self) {
+        if self.inner.run_limits.any() {
+            self.inner.run_room.notify_waiters();
+        }
+    }
+}

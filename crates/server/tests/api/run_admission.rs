@@ -1,0 +1,227 @@
+//! The limits on turns in flight (`--max-runs`, `--max-runs-per-project`): a turn over a
+//! limit waits before its first step and says so once (`session.run_queued`), while other
+//! projects' turns go on; a turn ending in this process or another, or parking on a client
+//! tool, lets the next one in; an interrupt ends the wait like any other.
+
+use crate::admission::{call, create, events, project, wait_running};
+use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::{eventually, spawn_app_on_with_options, AppOptions, TestApp, BOOT};
+use serde_json::{json, Value};
+
+/// `slow` holds its turn for a minute (until interrupted), `park` parks on a deferrable
+/// client tool, anything else answers at once.
+fn model() -> FakeModel {
+    FakeModel::start(Script::new([
+        Rule::when()
+            .last_user_contains("slow")
+            .reply_text("late")
+            .delay_ms(60_000),
+        Rule::when()
+            .last_user_contains("park")
+            .reply_tool_call("approve", json!({})),
+        Rule::always().reply_text("done"),
+    ]))
+}
+
+fn limits(fake: &FakeModel, deployment: Option<u32>, project: Option<u32>) -> AppOptions {
+    AppOptions {
+        max_runs: deployment,
+        max_runs_per_project: project,
+        ..Default::default()
+    }
+    .with_model_proxy(&fake.root_url())
+}
+
+/// A running session of `project`'s agent `a` (with a deferrable client tool).
+async fn session(app: &TestApp, project: &str) -> String {
+    let id = create(app, project, "a").await;
+    wait_running(app, project, &id).await;
+    id
+}
+
+/// Starts a turn in `project`'s session; its run id.
+async fn turn(app: &TestApp, project: &str, id: &str, prompt: &str) -> String {
+    let (s, b) = call(
+        app,
+        reqwest::Method::POST,
+        project,
+        &format!("/api/sessions/{id}/messages"),
+        Some(json!({"prompt": prompt, "max_turns": null,
+                    "client_tools": [{"name": "approve", "deferrable": true}]})),
+    )
+    .await;
+    assert_eq!(s, 202, "{b}");
+    b["id"].as_str().unwrap().to_owned()
+}
+
+/// The `session.run_queued` events of `run`, once there is one.
+async fn queued(app: &TestApp, project: &str, id: &str, run: &str) -> Vec<Value> {
+    eventually(&format!("run {run} to be queued"), BOOT, async || {
+        let q: Vec<Value> = events(app, project, id)
+            .await
+            .into_iter()
+            .filter(|e| e["type"] == "session.run_queued" && e["run_id"] == run)
+            .collect();
+        (!q.is_empty()).then_some(q)
+    })
+    .await
+}
+
+/// The run's events in `project`, once it ended.
+async fn ended(app: &TestApp, project: &str, id: &str, run: &str) -> Vec<Value> {
+    eventually(&format!("run {run} to end"), BOOT, async || {
+        let mine: Vec<Value> = events(app, project, id)
+            .await
+            .into_iter()
+            .filter(|e| e["run_id"] == run)
+            .collect();
+        mine.iter()
+            .any(|e| {
+                matches!(
+                    e["type"].as_str(),
+                    Some("session.status_idle" | "session.status_error")
+                )
+            })
+            .then_some(mine)
+    })
+    .await
+}
+
+async fn interrupt(app: &TestApp, project: &str, id: &str) {
+    let (s, b) = call(
+        app,
+        reqwest::Method::POST,
+        project,
+        &format!("/api/sessions/{id}/interrupt"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+}
+
+fn types(evs: &[Value]) -> Vec<&str> {
+    evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
+    let fake = model();
+    let app = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, None, Some(1))).await;
+    let busy = project(&app, "Busy").await;
+    let other = project(&app, "Other").await;
+    let (s1, s2, s3) = (
+        session(&app, &busy).await,
+        session(&app, &busy).await,
+        session(&app, &other).await,
+    );
+
+    let holder = turn(&app, &busy, &s1, "slow").await;
+    let waiter = turn(&app, &busy, &s2, "quick").await;
+    let said = queued(&app, &busy, &s2, &waiter).await;
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0]["payload"]["limit"], "project");
+    assert_eq!(said[0]["payload"]["position"], 1);
+    assert!(
+        said[0]["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--max-runs-per-project"),
+        "{said:?}"
+    );
+    // Another project's turn is not held back by this one's limit.
+    let free = turn(&app, &other, &s3, "quick").await;
+    let evs = ended(&app, &other, &s3, &free).await;
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    assert!(!types(&evs).contains(&"session.run_queued"), "{evs:?}");
+    // The waiting turn asked the model nothing and is busy: the session refuses another
+    // message.
+    let (s, _) = call(
+        &app,
+        reqwest::Method::POST,
+        &busy,
+        &format!("/api/sessions/{s2}/messages"),
+        Some(json!({"prompt": "again", "max_turns": null})),
+    )
+    .await;
+    assert_eq!(s, 409);
+    assert_eq!(
+        types(
+            &events(&app, &busy, &s2)
+                .await
+                .into_iter()
+                .filter(|e| e["run_id"] == waiter.as_str())
+                .collect::<Vec<_>>()
+        ),
+        ["user.message", "session.run_queued"]
+    );
+
+    // The turn in flight ends: the waiting one goes on at once, and answers.
+    interrupt(&app, &busy, &s1).await;
+    let evs = ended(&app, &busy, &s1, &holder).await;
+    assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
+    let evs = ended(&app, &busy, &s2, &waiter).await;
+    assert_eq!(
+        types(&evs),
+        [
+            "user.message",
+            "session.run_queued",
+            "agent.message",
+            "session.status_idle"
+        ]
+    );
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_wait() {
+    let fake = model();
+    let one = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, Some(1), None)).await;
+    let two = spawn_app_on_with_options(
+        one.db.clone(),
+        one.db_options.clone(),
+        limits(&fake, Some(1), None),
+    )
+    .await;
+    let p = project(&one, "Shared").await;
+    let (a, b, c) = (
+        session(&one, &p).await,
+        session(&two, &p).await,
+        session(&two, &p).await,
+    );
+
+    let holder = turn(&one, &p, &a, "slow").await;
+    // A wait an interrupt ends: cancelled without a step.
+    let cancelled = turn(&two, &p, &b, "quick").await;
+    assert_eq!(
+        queued(&two, &p, &b, &cancelled).await[0]["payload"]["limit"],
+        "deployment"
+    );
+    interrupt(&two, &p, &b).await;
+    let evs = ended(&two, &p, &b, &cancelled).await;
+    assert_eq!(
+        types(&evs),
+        ["user.message", "session.run_queued", "session.status_idle"]
+    );
+    assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
+
+    // Room freed by the other process lets the next waiting turn in.
+    let parker = turn(&two, &p, &c, "park").await;
+    queued(&two, &p, &c, &parker).await;
+    interrupt(&one, &p, &a).await;
+    ended(&one, &p, &a, &holder).await;
+    // It runs to its deferrable call and parks, which gives its slot back: a new turn goes
+    // through while it waits for its answer.
+    let evs = ended(&two, &p, &c, &parker).await;
+    assert_eq!(
+        evs.last().unwrap()["payload"]["stop_reason"],
+        "requires_action",
+        "{evs:?}"
+    );
+    let quick = turn(&one, &p, &a, "quick").await;
+    let evs = ended(&one, &p, &a, &quick).await;
+    assert!(!types(&evs).contains(&"session.run_queued"), "{evs:?}");
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    one.stop().await;
+    two.stop().await;
+}
