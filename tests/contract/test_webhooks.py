@@ -131,6 +131,12 @@ def test_a_receiver_built_on_the_client_gets_every_event_of_a_real_session(
             assert p.event == next(e for e in stored if e.seq == p.event.seq)
         assert len(requests) > len(want), "the refused requests were retried"
 
+        # Outcomes are recorded in batches, a moment after the receiver answered.
+        harness.wait_until(
+            lambda: client.webhooks.deliveries(created.id, status="delivered", limit=50).total >= len(want),
+            timeout=30,
+            what="every delivery to be recorded as delivered",
+        )
         page = client.webhooks.deliveries(created.id, status="delivered", limit=50)
         assert page.total == len(want)
         assert {d.event_seq for d in page.items} == want
