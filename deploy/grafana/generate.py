@@ -46,7 +46,7 @@ ts("Commands p50 / p95 by outcome",[(q(0.5,"sandbox_agents_exec_duration_seconds
 endrow()
 row("Runs, models and tools")
 ts("Runs started and finished per second",[(r("sandbox_agents_runs_started_total"),"started"),(r("sandbox_agents_runs_finished_total","status"),"finished {{status}}")],unit="ops")
-ts("Runs in flight",[('max(sandbox_agents_runs_in_flight%s)' % SEL,"running")])
+ts("Runs in flight",[('max(sandbox_agents_runs_in_flight%s)' % SEL,"running"),('max(sandbox_agents_runs_queued%s)' % SEL,"waiting for a slot")])
 ts("Run duration p50 / p95",[(q(0.5,"sandbox_agents_run_duration_seconds","status"),"p50 {{status}}"),(q(0.95,"sandbox_agents_run_duration_seconds","status"),"p95 {{status}}")],unit="s")
 ts("Model calls per second by model and outcome",[(r("sandbox_agents_model_request_duration_seconds_count","model, outcome"),"{{model}} {{outcome}}")],unit="ops")
 ts("Model latency p95 by model",[(q(0.95,"sandbox_agents_model_request_duration_seconds","model"),"{{model}}")],unit="s")

@@ -134,6 +134,10 @@ fn describe() {
         "Runs of the deployment running now (the same in every process)"
     );
     describe_gauge!(
+        "sandbox_agents_runs_queued",
+        "Runs of the deployment waiting for a slot under --max-runs / --max-runs-per-project (the same in every process)"
+    );
+    describe_gauge!(
         "sandbox_agents_warm_pool_sandboxes",
         "Warm-pool sandboxes of the deployment, by state (ready, starting)"
     );
@@ -212,6 +216,7 @@ async fn scrape(State(st): State<AppState>) -> Response {
                     .set(n as f64);
             }
             metrics::gauge!("sandbox_agents_runs_in_flight").set(s.runs_in_flight as f64);
+            metrics::gauge!("sandbox_agents_runs_queued").set(s.runs_queued as f64);
             metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "ready")
                 .set(s.pool_ready as f64);
             metrics::gauge!("sandbox_agents_warm_pool_sandboxes", "state" => "starting")

@@ -11,6 +11,8 @@ pub struct Snapshot {
     /// Sessions in each status (statuses without a session are left out).
     pub sessions: Vec<(SessionStatus, i64)>,
     pub runs_in_flight: i64,
+    /// Runs waiting for a slot under `--max-runs` / `--max-runs-per-project`.
+    pub runs_queued: i64,
     /// Started sandboxes of the warm pool, and those being started.
     pub pool_ready: i64,
     pub pool_starting: i64,
@@ -26,6 +28,8 @@ pub async fn snapshot(db: &Db) -> Result<Snapshot> {
     let row = sqlx::query!(
         r#"select
              (select count(*) from runs where status = 'running') as "runs!",
+             (select count(*) from runs where status = 'running' and not admitted and not parked
+                and queued_at is not null) as "runs_queued!",
              (select count(*) from sandbox_pool where container_id is not null) as "pool_ready!",
              (select count(*) from sandbox_pool where container_id is null) as "pool_starting!",
              (select count(*) from webhook_deliveries where status = 'pending') as "pending!",
@@ -45,6 +49,7 @@ pub async fn snapshot(db: &Db) -> Result<Snapshot> {
     Ok(Snapshot {
         sessions,
         runs_in_flight: row.runs,
+        runs_queued: row.runs_queued,
         pool_ready: row.pool_ready,
         pool_starting: row.pool_starting,
         webhook_pending: row.pending,

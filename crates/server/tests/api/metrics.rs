@@ -16,7 +16,7 @@ use sandbox_agents_testkit::{
 use serde_json::json;
 use std::time::Duration;
 
-async fn scrape(app: &TestApp) -> String {
+pub(crate) async fn scrape(app: &TestApp) -> String {
     let r = app.http.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r
@@ -30,7 +30,7 @@ async fn scrape(app: &TestApp) -> String {
 }
 
 /// The value of the sample `name{labels}` (labels as rendered, in order), if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
         let (s, v) = l.rsplit_once(' ')?;
         (s == series).then(|| v.parse().ok()).flatten()

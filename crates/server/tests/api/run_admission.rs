@@ -4,6 +4,7 @@
 //! tool, lets the next one in; an interrupt ends the wait like any other.
 
 use crate::admission::{call, create, events, project, wait_running};
+use crate::metrics::{sample, scrape};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{eventually, spawn_app_on_with_options, AppOptions, TestApp, BOOT};
 use serde_json::{json, Value};
@@ -128,6 +129,12 @@ async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
             .contains("--max-runs-per-project"),
         "{said:?}"
     );
+    let scraped = scrape(&app).await;
+    assert_eq!(sample(&scraped, "sandbox_agents_runs_queued"), Some(1.0));
+    assert_eq!(
+        sample(&scraped, "sandbox_agents_runs_queued_total"),
+        Some(1.0)
+    );
     // Another project's turn is not held back by this one's limit.
     let free = turn(&app, &other, &s3, "quick").await;
     let evs = ended(&app, &other, &s3, &free).await;
@@ -170,6 +177,10 @@ async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
         ]
     );
     assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    assert_eq!(
+        sample(&scrape(&app).await, "sandbox_agents_runs_queued"),
+        Some(0.0)
+    );
     app.stop().await;
 }
 
