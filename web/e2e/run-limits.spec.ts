@@ -56,6 +56,8 @@ test('a turn over the project limit says it waits, and runs once the first is in
   const first = await runningSession();
   const second = await runningSession();
   await api('POST', `/api/sessions/${first}/messages`, { prompt: 'slow work' });
+  // The first turn holds the slot once it reached the model (sent second, the other could win it).
+  await expect.poll(async () => ((await (await fetch(`${model.url}/_requests`)).json()) as unknown[]).length, { timeout: 60_000 }).toBeGreaterThan(0);
   await api('POST', `/api/sessions/${second}/messages`, { prompt: 'next please' });
 
   await page.goto(`${ui}/sessions/${second}`);

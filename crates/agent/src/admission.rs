@@ -1,9 +1,10 @@
 //! The limits on turns in flight (`--max-runs`, `--max-runs-per-project`): before its first
-//! step (and again when it continues after parking) a run asks the store to admit it (one
-//! count and one fair queue in PostgreSQL for every process, `store::run_admission`). A run
-//! that must wait says so once with `session.run_queued` and waits, with its session busy,
-//! until a turn in flight ends or parks: at once when that happens in this process, within a
-//! second when another process frees the room. An interrupt ends the wait, like any other.
+//! step, once its sandbox is up (and again when it continues after parking), a run asks the
+//! store to admit it (one count and one fair queue in PostgreSQL for every process,
+//! `store::run_admission`). A run that must wait says so once with `session.run_queued` and
+//! waits, with its session busy, until a turn in flight ends or parks: at once when that
+//! happens in this process, within a second when another process frees the room. An
+//! interrupt ends the wait, like any other.
 
 use crate::finish::Outcome;
 use crate::stop::Stop;
@@ -13,7 +14,7 @@ use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_store::admission::Admission;
 use sandbox_agents_store::{events, run_admission};
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// How often a waiting run asks again when nothing in this process freed room: the bound on
@@ -21,18 +22,20 @@ use tokio_util::sync::CancellationToken;
 const POLL: Duration = Duration::from_secs(1);
 
 impl Runs {
-    /// Returns once the run may drive its loop (at once without limits).
+    /// Returns once the run may drive its loop (at once without limits), with how long it
+    /// waited.
     pub(crate) async fn admit_run(
         &self,
         project: ProjectId,
         id: SessionId,
         run: RunId,
         token: &CancellationToken,
-    ) -> Result<(), Stop> {
+    ) -> Result<Duration, Stop> {
         let limits = self.inner.run_limits;
         if !limits.any() {
-            return Ok(());
+            return Ok(Duration::ZERO);
         }
+        let asked = Instant::now();
         loop {
             // Registered before asking, so room freed meanwhile is not missed.
             let room = self.inner.run_room.notified();
@@ -70,7 +73,11 @@ impl Runs {
             }
             tx.commit().await?;
             match decided {
-                Some(Admission::Admitted) => return Ok(()),
+                Some(Admission::Admitted) => {
+                    // The next in line may fit too (several slots freed at once).
+                    self.inner.run_room.notify_waiters();
+                    return Ok(asked.elapsed());
+                }
                 Some(Admission::Queued { .. }) => {}
                 None => {
                     // Cancelled by another process, or no longer this process's to drive.

@@ -26,26 +26,12 @@ impl Runs {
         wake: bool,
         token: CancellationToken,
     ) {
-        let shutdown = self.inner.shutdown.clone();
-        let shut_down = || {
-            Stop::Outcome(Outcome::Failed(
-                "the server shut down during this turn".into(),
-            ))
-        };
-        // A slot among the turns in flight first, before the sandbox is woken; the wait for
-        // it is not part of the turn's active time.
-        let admitted = tokio::select! {
-            r = self.admit_run(project, id, run, &token) => r,
-            _ = shutdown.cancelled() => Err(shut_down()),
-        };
         let started = Instant::now();
         let mut turn = Turn::default();
-        let outcome = match admitted {
-            Ok(()) => tokio::select! {
-                r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
-                _ = shutdown.cancelled() => Err(shut_down()),
-            },
-            Err(stop) => Err(stop),
+        let shutdown = self.inner.shutdown.clone();
+        let outcome = tokio::select! {
+            r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
+            _ = shutdown.cancelled() => Err(Stop::Outcome(Outcome::Failed("the server shut down during this turn".into()))),
         };
         let outcome = match outcome {
             Ok(o) | Err(Stop::Outcome(o)) => o,
@@ -58,7 +44,7 @@ impl Runs {
         };
         let usage = turn_usage(
             &turn.ledger,
-            turn.earlier_active + started.elapsed().as_secs_f64(),
+            turn.earlier_active + started.elapsed().saturating_sub(turn.queued).as_secs_f64(),
         );
         let conversation = match self.saved_conversation(id, run, &turn.added).await {
             Ok(c) => Some(c),

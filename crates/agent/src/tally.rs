@@ -14,4 +14,6 @@ pub(crate) struct Turn {
     pub ledger: Ledger,
     /// Active seconds before this process took the run (it was parked).
     pub earlier_active: f64,
+    /// Time spent waiting for a slot under the run limits, which is not active time.
+    pub queued: std::time::Duration,
 }

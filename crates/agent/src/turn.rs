@@ -34,6 +34,12 @@ impl Runs {
                 _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
             }
         }
+        // A slot among the turns in flight, once the sandbox is up: a turn never holds one
+        // while it waits for a sandbox (with both limits set, such a turn would keep the
+        // slot the turn of a running session needs to finish, and so to free its sandbox).
+        // The wait is not active time.
+        turn.queued = self.admit_run(project, id, run, token).await?;
+        let started = started + turn.queued;
         let Context {
             cast,
             mut frame,

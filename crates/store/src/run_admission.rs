@@ -59,7 +59,7 @@ pub async fn try_admit(
                from runs r join sessions s on s.id = r.session_id
                left join holding h on h.project_id = s.project_id
               where r.status = 'running' and not r.admitted and not r.parked
-                and r.queued_at is not null
+                and not r.cancel_requested and r.queued_at is not null
            )
            select
              (select coalesce(sum(n), 0) from holding)::int8 as "total!",

@@ -59,6 +59,12 @@ export function pythonCell(item: Pick<ToolItem, 'tool' | 'arguments'>): { code: 
   return { code: a.code, timeout: typeof a.timeout === 'number' ? a.timeout : null };
 }
 
+/** A queued boot's or turn's line: which limit holds it, and its place in the queue. */
+function queuedLabel(what: string, p: Record<string, unknown>, limit: string, ahead: string): string {
+  const why = p.limit === 'project' ? `this project's ${limit} is reached` : p.limit === 'deployment' ? `the deployment's ${limit} is reached` : ahead;
+  return `${what}: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
+}
+
 /** The line a session-wide event (a status change, an upload, a queued boot or turn) shows as. */
 export function statusLabel(event: { type: string; payload?: unknown }): string {
   const p = (event.payload ?? {}) as Record<string, unknown>;
@@ -72,20 +78,10 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
       return `Sandbox stopped${
         p.reason === 'lifetime' ? ': its lifetime ended' : p.reason === 'disk' ? ': it wrote more to its disk than its limit allows' : p.reason ? ` (${str(p.reason)})` : ''
       }`;
-    case 'session.queued': {
-      const why =
-        p.limit === 'project' ? "this project's sandbox limit is reached" : p.limit === 'deployment' ? "the deployment's sandbox limit is reached" : 'other sessions are ahead';
-      return `Waiting for a sandbox: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
-    }
-    case 'session.run_queued': {
-      const why =
-        p.limit === 'project'
-          ? "this project's limit on turns in flight is reached"
-          : p.limit === 'deployment'
-            ? "the deployment's limit on turns in flight is reached"
-            : 'other turns are ahead';
-      return `Turn waiting to start: ${why}${typeof p.position === 'number' ? ` (position ${p.position} in the queue)` : ''}`;
-    }
+    case 'session.queued':
+      return queuedLabel('Waiting for a sandbox', p, "sandbox limit", 'other sessions are ahead');
+    case 'session.run_queued':
+      return queuedLabel('Turn waiting to start', p, 'limit on turns in flight', 'other turns are ahead');
     case 'session.s3_conflict': {
       const all = Array.isArray(p.conflicts) ? (p.conflicts as Record<string, unknown>[]) : [];
       const one = (c: Record<string, unknown>) =>

@@ -79,7 +79,7 @@ pub(crate) async fn events(app: &TestApp, project: &str, id: &str) -> Vec<Value>
 }
 
 /// Waits until `id` has said it is queued; returns that event's payload.
-async fn queued(app: &TestApp, project: &str, id: &str) -> Value {
+pub(crate) async fn queued(app: &TestApp, project: &str, id: &str) -> Value {
     eventually(&format!("{id} to be queued"), BOOT, async || {
         events(app, project, id)
             .await
@@ -90,7 +90,7 @@ async fn queued(app: &TestApp, project: &str, id: &str) -> Value {
     .await
 }
 
-async fn stop(app: &TestApp, project: &str, id: &str) {
+pub(crate) async fn stop(app: &TestApp, project: &str, id: &str) {
     let (s, b) = call(
         app,
         reqwest::Method::POST,

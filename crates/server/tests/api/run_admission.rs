@@ -3,7 +3,7 @@
 //! projects' turns go on; a turn ending in this process or another, or parking on a client
 //! tool, lets the next one in; an interrupt ends the wait like any other.
 
-use crate::admission::{call, create, events, project, wait_running};
+use crate::admission::{call, create, events, project, stop, wait_running};
 use crate::metrics::{sample, scrape};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{eventually, spawn_app_on_with_options, AppOptions, TestApp, BOOT};
@@ -31,6 +31,18 @@ fn limits(fake: &FakeModel, deployment: Option<u32>, project: Option<u32>) -> Ap
         ..Default::default()
     }
     .with_model_proxy(&fake.root_url())
+}
+
+/// Waits until the model got the `slow` turn's request: that turn holds its slot (started
+/// before it, another turn could take the slot first).
+async fn holding(fake: &FakeModel) {
+    eventually("the slow turn to reach the model", BOOT, async || {
+        fake.requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("slow"))
+            .then_some(())
+    })
+    .await;
 }
 
 /// A running session of `project`'s agent `a` (with a deferrable client tool).
@@ -117,6 +129,7 @@ async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
     );
 
     let holder = turn(&app, &busy, &s1, "slow").await;
+    holding(&fake).await;
     let waiter = turn(&app, &busy, &s2, "quick").await;
     let said = queued(&app, &busy, &s2, &waiter).await;
     assert_eq!(said.len(), 1, "{said:?}");
@@ -202,6 +215,7 @@ async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_w
     );
 
     let holder = turn(&one, &p, &a, "slow").await;
+    holding(&fake).await;
     // A wait an interrupt ends: cancelled without a step.
     let cancelled = turn(&two, &p, &b, "quick").await;
     assert_eq!(
@@ -235,4 +249,38 @@ async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_w
     assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
     one.stop().await;
     two.stop().await;
+}
+
+/// With both limits on a project, a turn that wakes its session waits for the sandbox without
+/// a slot: the running session's turn goes on, and once that session stops, the other boots
+/// and answers (a slot taken before the wake would hold the two up forever).
+#[tokio::test]
+async fn a_turn_waiting_for_a_sandbox_holds_no_slot() {
+    let fake = model();
+    let app = sandbox_agents_testkit::spawn_app_with_options(AppOptions {
+        max_sandboxes_per_project: Some(1),
+        ..limits(&fake, None, Some(1))
+    })
+    .await;
+    let p = project(&app, "Both").await;
+    let asleep = session(&app, &p).await;
+    sqlx::query("update sessions set last_used_at = now() - interval '1 day' where id = $1::uuid")
+        .bind(&asleep)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(app.sessions.release_idle().await.unwrap(), 1);
+    let awake = session(&app, &p).await;
+
+    let waking = turn(&app, &p, &asleep, "quick").await;
+    crate::admission::queued(&app, &p, &asleep).await;
+    let now = turn(&app, &p, &awake, "quick").await;
+    let evs = ended(&app, &p, &awake, &now).await;
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+
+    stop(&app, &p, &awake).await;
+    let evs = ended(&app, &p, &asleep, &waking).await;
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    assert!(!types(&evs).contains(&"session.run_queued"), "{evs:?}");
+    app.stop().await;
 }

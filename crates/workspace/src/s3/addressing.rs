@@ -84,6 +84,34 @@ pub fn check(s: &S3Settings) -> Result<(), String> {
     Ok(())
 }
 
+/// The hosts `--s3-proxy` never carries: the credential endpoints of the instance, the task
+/// or the pod (the link-local ones, and any the environment names), which answer only from
+/// the machine itself; through a proxy they would fail, or give the proxy's own role.
+pub(crate) fn proxy_excludes(s: &S3Settings) -> String {
+    let mut hosts: Vec<String> = [
+        "169.254.169.254",
+        "169.254.170.2",
+        "fd00:ec2::254",
+        "fd00:ec2::23",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let named = match &s.ambient {
+        Some(super::AmbientCredentials::Instance {
+            metadata_endpoint: Some(e),
+        }) => Some(e),
+        Some(super::AmbientCredentials::PodIdentity { full_uri, .. }) => Some(full_uri),
+        _ => None,
+    };
+    if let Some(host) = named
+        .and_then(|e| url::Url::parse(e).ok())
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()))
+    {
+        hosts.push(host);
+    }
+    hosts.join(",")
+}
+
 /// The proxy URL without its password, for logs and messages.
 pub(crate) fn shown_proxy(proxy: &str) -> String {
     match url::Url::parse(proxy) {
@@ -148,6 +176,27 @@ mod tests {
         );
         let e = bucket_endpoint(&settings(None, true), "my.data").unwrap_err();
         assert!(e.contains("dots"), "{e}");
+    }
+
+    #[test]
+    fn the_proxy_never_carries_the_credential_endpoints() {
+        let plain = proxy_excludes(&S3Settings::default());
+        assert!(plain.contains("169.254.169.254") && plain.contains("169.254.170.2"));
+        let pod = S3Settings {
+            ambient: Some(super::super::AmbientCredentials::PodIdentity {
+                full_uri: "http://[fd00:ec2::23]/v1/credentials".into(),
+                token_file: "/t".into(),
+            }),
+            ..Default::default()
+        };
+        assert!(proxy_excludes(&pod).ends_with(",fd00:ec2::23"));
+        let imds = S3Settings {
+            ambient: Some(super::super::AmbientCredentials::Instance {
+                metadata_endpoint: Some("http://imds.internal:1338".into()),
+            }),
+            ..Default::default()
+        };
+        assert!(proxy_excludes(&imds).ends_with(",imds.internal"));
     }
 
     #[test]

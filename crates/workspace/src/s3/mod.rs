@@ -45,8 +45,9 @@ pub struct S3Settings {
     /// `--s3-addressing-style virtual`: buckets are addressed by host name
     /// (`bucket.endpoint`) rather than by path (`endpoint/bucket`).
     pub virtual_hosted: bool,
-    /// `--s3-proxy`: an HTTP(S) proxy for S3 requests only (the standard `HTTPS_PROXY` applies
-    /// otherwise, to every client of the server).
+    /// `--s3-proxy`: an HTTP(S) proxy for the S3 client's requests only (S3 and STS; never the
+    /// instance's, task's or pod's credential endpoints). Without it the standard `HTTPS_PROXY`
+    /// applies, to every client of the server.
     pub proxy: Option<String>,
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
@@ -312,7 +313,9 @@ pub(crate) fn build_store(
         }
     }
     if let Some(proxy) = &s.proxy {
-        options = options.with_proxy_url(proxy);
+        options = options
+            .with_proxy_url(proxy)
+            .with_proxy_excludes(addressing::proxy_excludes(s));
     }
     b.with_client_options(options)
         .build()
