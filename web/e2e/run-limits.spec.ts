@@ -64,6 +64,10 @@ test('a turn over the project limit says it waits, and runs once the first is in
   await expect(page.getByText("Turn waiting to start: this project's limit on turns in flight is reached (position 1 in the queue)")).toBeVisible();
   await expect(page.getByText('The second turn got its slot.')).toHaveCount(0);
   await shot(page, 'turn-queued');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await expect(page.getByText(/Turn waiting to start/)).toBeVisible();
+  await shot(page, 'turn-queued-phone');
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   await page.goto(`${ui}/sessions/${first}`);
   await page.getByRole('button', { name: 'Interrupt' }).click();

@@ -90,16 +90,21 @@ pub(crate) async fn queued(app: &TestApp, project: &str, id: &str) -> Value {
     .await
 }
 
-pub(crate) async fn stop(app: &TestApp, project: &str, id: &str) {
+/// `POST /api/sessions/{id}/{action}` (`stop`, `interrupt`) in `project`, which must answer 200.
+pub(crate) async fn act(app: &TestApp, project: &str, id: &str, action: &str) {
     let (s, b) = call(
         app,
         reqwest::Method::POST,
         project,
-        &format!("/api/sessions/{id}/stop"),
+        &format!("/api/sessions/{id}/{action}"),
         Some(json!({})),
     )
     .await;
-    assert_eq!(s, 200, "{b}");
+    assert_eq!(s, 200, "{action}: {b}");
+}
+
+pub(crate) async fn stop(app: &TestApp, project: &str, id: &str) {
+    act(app, project, id, "stop").await;
 }
 
 pub(crate) async fn project(app: &TestApp, name: &str) -> String {

@@ -19,6 +19,17 @@ fn options(moto: &MotoServer, url: &str) -> AppOptions {
     }
 }
 
+/// The settings of a server process `config` describes (its listeners' addresses unused).
+fn resolve(
+    config: &sandbox_agents_server::config::Config,
+) -> anyhow::Result<sandbox_agents_server::app::Settings> {
+    sandbox_agents_server::app::Settings::resolve(
+        config,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    )
+}
+
 async fn sh(app: &TestApp, id: &str, command: &str) -> String {
     let (code, out, err) = app.exec(id, command).await;
     assert_eq!(code, 0, "{command}: {out}{err}");
@@ -161,12 +172,7 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
         config
     };
     let config = build("s3://no-such-bucket/x");
-    let settings = sandbox_agents_server::app::Settings::resolve(
-        &config,
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:2".parse().unwrap(),
-    )
-    .unwrap();
+    let settings = resolve(&config).unwrap();
     let err = sandbox_agents_server::app::build(
         settings,
         app.db.clone(),
@@ -183,13 +189,7 @@ async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
 
     let mut config = build("s3://blobs/x");
     config.blob_url = Some("gs://blobs/x".into());
-    let err = sandbox_agents_server::app::Settings::resolve(
-        &config,
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:2".parse().unwrap(),
-    )
-    .err()
-    .expect("another scheme is refused");
+    let err = resolve(&config).err().expect("another scheme is refused");
     assert!(
         format!("{err:#}").contains("expected s3://bucket/prefix"),
         "{err:#}"
@@ -214,12 +214,7 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
         assert!(access.endpoint.starts_with("https://"));
         access.configure(&mut config);
         config.extra_ca_certs = extra_ca.then(|| ca.cert());
-        let settings = sandbox_agents_server::app::Settings::resolve(
-            &config,
-            "127.0.0.1:1".parse().unwrap(),
-            "127.0.0.1:2".parse().unwrap(),
-        )
-        .unwrap();
+        let settings = resolve(&config).unwrap();
         sandbox_agents_server::app::build(settings, app.db.clone(), stop.clone())
     };
     let err = build(false)
@@ -295,12 +290,7 @@ async fn buckets_addressed_by_host_name_hold_the_blobs_and_the_mounts() {
     }
     .configure(&mut config);
     config.blob_url = Some("s3://vblobs/deploy".into());
-    let settings = sandbox_agents_server::app::Settings::resolve(
-        &config,
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:2".parse().unwrap(),
-    )
-    .unwrap();
+    let settings = resolve(&config).unwrap();
     let err = sandbox_agents_server::app::build(
         settings,
         app.db.clone(),
@@ -314,13 +304,9 @@ async fn buckets_addressed_by_host_name_hold_the_blobs_and_the_mounts() {
     // A virtual-hosted style the endpoint cannot carry is refused before anything starts.
     config.s3_endpoint = Some("http://127.0.0.1:9000".into());
     config.s3_addressing_style = sandbox_agents_server::config::S3AddressingStyle::Virtual;
-    let err = sandbox_agents_server::app::Settings::resolve(
-        &config,
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:2".parse().unwrap(),
-    )
-    .err()
-    .expect("an address cannot take a bucket in front of it");
+    let err = resolve(&config)
+        .err()
+        .expect("an address cannot take a bucket in front of it");
     assert!(
         format!("{err:#}").contains("--s3-addressing-style path"),
         "{err:#}"

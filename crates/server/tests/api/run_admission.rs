@@ -101,15 +101,7 @@ async fn ended(app: &TestApp, project: &str, id: &str, run: &str) -> Vec<Value> 
 }
 
 async fn interrupt(app: &TestApp, project: &str, id: &str) {
-    let (s, b) = call(
-        app,
-        reqwest::Method::POST,
-        project,
-        &format!("/api/sessions/{id}/interrupt"),
-        None,
-    )
-    .await;
-    assert_eq!(s, 200, "{b}");
+    crate::admission::act(app, project, id, "interrupt").await;
 }
 
 fn types(evs: &[Value]) -> Vec<&str> {
