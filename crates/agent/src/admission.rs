@@ -4,7 +4,9 @@
 //! `store::run_admission`). A run that must wait says so once with `session.run_queued` and
 //! waits, with its session busy, until a turn in flight ends or parks: at once when that
 //! happens in this process, within a second when another process frees the room. An
-//! interrupt ends the wait, like any other.
+//! interrupt ends the wait, like any other. A process without limits stamps its runs admitted
+//! as it starts them (`liveness::Driver`): they never wait, but they count for the processes
+//! that have limits.
 
 use crate::finish::Outcome;
 use crate::stop::Stop;

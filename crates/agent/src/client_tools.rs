@@ -11,6 +11,7 @@
 //! * every transaction locks the run row first, then the call rows, then the session row.
 
 use crate::finish::Outcome;
+use crate::liveness::Driver;
 use crate::stop::Stop;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -134,7 +135,7 @@ impl Runs {
         sessions::get(db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        let worker = self.worker_key().await?;
+        let driver = self.driver().await?;
         let mut tx = db.begin().await?;
         let call = tool_calls::lock_pending(&mut tx, id, call_id)
             .await?
@@ -146,7 +147,7 @@ impl Runs {
         let run = RunId(call.run_id);
         tool_calls::resolve(&mut tx, call.id, ToolCallStatus::Answered, output, is_error).await?;
         events::append(&mut tx, id, &[result_event(run, &call, output, is_error)]).await?;
-        let resume = self.take_if_ready(&mut tx, id, run, worker).await?;
+        let resume = self.take_if_ready(&mut tx, id, run, driver).await?;
         tx.commit().await?;
         tracing::info!(run.id = %run, deferrable = call.deferrable, "client tool answered");
         if let Some(wake) = resume {
@@ -163,7 +164,7 @@ impl Runs {
         tx: &mut sqlx::PgConnection,
         id: SessionId,
         run: RunId,
-        worker: i32,
+        driver: Driver,
     ) -> Result<Option<bool>> {
         let Some(r) = runs::lock(&mut *tx, run).await? else {
             return Ok(None);
@@ -178,7 +179,7 @@ impl Runs {
             tracing::info!(run.id = %run, "every parked call is answered, but the session cannot run now; the recovery sweep continues the run");
             return Ok(None);
         };
-        if !runs::unpark(&mut *tx, run, worker).await? {
+        if !runs::unpark(&mut *tx, run, driver.worker, driver.admitted).await? {
             return Ok(None);
         }
         Ok(Some(status == SessionStatus::Stopped))
@@ -186,12 +187,12 @@ impl Runs {
 
     /// Continues a parked run whose calls are all answered, if this process can take it.
     pub(crate) async fn resume_parked(&self, id: SessionId, run: RunId) -> Result<()> {
-        let worker = self.worker_key().await?;
+        let driver = self.driver().await?;
         let Some(s) = sessions::get_for_worker(&self.inner.db, id).await? else {
             return Ok(());
         };
         let mut tx = self.inner.db.begin().await?;
-        let resume = self.take_if_ready(&mut tx, id, run, worker).await?;
+        let resume = self.take_if_ready(&mut tx, id, run, driver).await?;
         tx.commit().await?;
         if let Some(wake) = resume {
             tracing::info!(run.id = %run, "continuing a parked run whose calls were answered");

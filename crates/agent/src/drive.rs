@@ -15,6 +15,10 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// How many times a driver tries to write its run's end (0.5 s, 2 s, 8 s apart) before it
+/// leaves the run to the recovery sweep.
+const FINISH_ATTEMPTS: u32 = 4;
+
 impl Runs {
     /// Drives the run to its terminal event, or until it parks. Never fails: whatever goes
     /// wrong ends the run with `session.status_error`.
@@ -53,18 +57,36 @@ impl Runs {
                 None
             }
         };
-        if let Err(e) = self
-            .finish_run(
-                id,
-                run,
-                &outcome,
-                turn.steps,
-                &usage,
-                conversation.as_deref(),
-            )
-            .await
-        {
-            tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
+        // A failed write is tried again a few times (a database restart or fail-over takes
+        // seconds), so that the turn's real end is kept; a write that did commit although
+        // its answer was lost is not written twice (`finish_run` changes only a running run).
+        let mut pause = Duration::from_millis(500);
+        for attempt in 1..=FINISH_ATTEMPTS {
+            let written = self
+                .finish_run(
+                    id,
+                    run,
+                    &outcome,
+                    turn.steps,
+                    &usage,
+                    conversation.as_deref(),
+                )
+                .await;
+            match written {
+                Ok(_) => return,
+                Err(e) if attempt < FINISH_ATTEMPTS && !shutdown.is_cancelled() => {
+                    tracing::warn!(run.id = %run, error = %e, attempt, "could not record the end of a run; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.cancelled() => {}
+                    }
+                    pause *= 4;
+                }
+                Err(e) => {
+                    tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
+                    return;
+                }
+            }
         }
     }
 

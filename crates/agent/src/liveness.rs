@@ -19,7 +19,25 @@ use std::time::Duration;
 /// How often the process checks that its liveness connection still answers.
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// How this process stamps a run it takes to drive.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Driver {
+    /// This process's liveness key.
+    pub worker: i32,
+    /// Whether its runs count among the turns in flight from the start: yes when it has no
+    /// limits on turns, so that processes with limits count them (`admission.rs`).
+    pub admitted: bool,
+}
+
 impl Runs {
+    /// How this process stamps the runs it starts or continues.
+    pub(crate) async fn driver(&self) -> Result<Driver> {
+        Ok(Driver {
+            worker: self.worker_key().await?,
+            admitted: !self.inner.run_limits.any(),
+        })
+    }
+
     /// This process's liveness key, taking its lock on first use.
     pub(crate) async fn worker_key(&self) -> Result<i32> {
         let key = self
@@ -84,16 +102,21 @@ impl Runs {
         });
     }
 
-    /// Fails every run whose worker process is gone, and continues parked runs whose calls
-    /// were all answered while they could not be continued at once.
+    /// Fails every run whose worker process is gone, or that this process stamped but no
+    /// longer drives (`LocalRuns::abandoned`), and continues parked runs whose calls were all
+    /// answered while they could not be continued at once.
     #[tracing::instrument(skip_all)]
     pub(crate) async fn recover_runs(&self) -> Result<()> {
         let mine = self.worker_key().await?;
         let db = &self.inner.db;
-        let candidates = runs::driven_by_others(db, mine).await?;
+        let (own, others): (Vec<_>, Vec<_>) = runs::driven(db)
+            .await?
+            .into_iter()
+            .partition(|r| r.worker == Some(mine));
+        let abandoned = self.inner.runs.abandoned(own.iter().map(|r| r.run_id()));
         let mut alive: HashMap<Option<i32>, bool> = HashMap::new();
         let mut conn = db.acquire().await?;
-        for run in candidates {
+        for run in others {
             let live = match alive.get(&run.worker) {
                 Some(l) => *l,
                 None => {
@@ -109,23 +132,30 @@ impl Runs {
                 continue;
             }
             tracing::warn!(run.id = %run.id, worker = ?run.worker, "failing a run whose server process is gone");
-            let outcome = Outcome::Failed(
-                "the server process running this turn stopped (it was restarted or crashed); send the message again".into(),
-            );
-            self.finish_run(
-                run.session_id,
-                run.run_id(),
-                &outcome,
-                run.turns,
-                &Map::new(),
-                None,
-            )
-            .await?;
+            self.fail_lost(&run, "the server process running this turn stopped (it was restarted or crashed); send the message again").await?;
+        }
+        for run in own.iter().filter(|r| abandoned.contains(&r.run_id())) {
+            tracing::error!(run.id = %run.id, "failing a run this process stamped but no longer drives");
+            self.fail_lost(run, "this turn's worker ended without recording its end (see the server's log); send the message again").await?;
         }
         drop(conn);
         for run in runs::parked_and_answered(db).await? {
             self.resume_parked(run.session_id, run.run_id()).await?;
         }
+        Ok(())
+    }
+
+    /// Fails a run nobody drives any more, with `error` as its reason.
+    async fn fail_lost(&self, run: &runs::RunRecord, error: &str) -> Result<()> {
+        self.finish_run(
+            run.session_id,
+            run.run_id(),
+            &Outcome::Failed(error.into()),
+            run.turns,
+            &Map::new(),
+            None,
+        )
+        .await?;
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 //! then driven in the background (`drive.rs`).
 
 use crate::client_tools;
+use crate::liveness::Driver;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::SessionStatus;
@@ -68,7 +69,7 @@ impl Runs {
         );
         v.into_result().map_err(ServiceError::Validation)?;
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
-        let worker = self.worker_key().await?;
+        let driver = self.driver().await?;
         let run_id = RunId::new();
         let mut tx = st.db.begin().await?;
         let claimed = runs::claim_session(&mut tx, project, id)
@@ -82,7 +83,7 @@ impl Runs {
             &prompt,
             max_turns as i32,
             &tools,
-            worker,
+            driver,
         )
         .await?;
         tx.commit().await?;
@@ -112,7 +113,7 @@ impl Runs {
             &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id),
         )
         .await?;
-        let worker = self.worker_key().await?;
+        let driver = self.driver().await?;
         if let Err(r) = runs::claim_session(tx, project, id).await? {
             tracing::warn!(session.id = %id, refusal = ?r, "the first prompt could not start");
             return Ok(None);
@@ -126,7 +127,7 @@ impl Runs {
             &prompt,
             max_turns,
             &agent.spec.client_tools,
-            worker,
+            driver,
         )
         .await?;
         tracing::info!(run.id = %run, "first prompt started");
@@ -137,18 +138,35 @@ impl Runs {
     /// background.
     pub(crate) fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
         let token = self.inner.runs.insert(run);
-        let rt = self.clone();
+        let driving = Driving {
+            rt: self.clone(),
+            run,
+        };
         // A child of the caller's span (the request that sent the message, when there is
         // one): its request id and trace go on with the turn, however long it runs.
         let span = tracing::info_span!("run", run.id = %run, session.id = %id);
         self.inner.sessions.spawn(
             async move {
-                rt.drive(project, id, run, wake, token).await;
-                rt.inner.runs.remove(run);
-                rt.room_for_runs();
+                driving.rt.drive(project, id, run, wake, token).await;
+                drop(driving);
             }
             .instrument(span),
         );
+    }
+}
+
+/// A run's driver while it lives. Dropped when the driver ends, by a panic too: the run is no
+/// longer this process's to drive (the recovery sweep fails it if its end was not written),
+/// and its slot under the run limits is free.
+struct Driving {
+    rt: Runs,
+    run: RunId,
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        self.rt.inner.runs.remove(self.run);
+        self.rt.room_for_runs();
     }
 }
 
@@ -180,7 +198,7 @@ pub(crate) async fn start_run(
     prompt: &str,
     max_turns: i32,
     client_tools: &[ClientTool],
-    worker: i32,
+    driver: Driver,
 ) -> Result<RunRecord> {
     let run = runs::insert(
         &mut *tx,
@@ -190,7 +208,8 @@ pub(crate) async fn start_run(
             prompt,
             max_turns,
             client_tools,
-            worker,
+            worker: driver.worker,
+            admitted: driver.admitted,
         },
     )
     .await?;

@@ -4,7 +4,8 @@
 //!
 //! A run is in flight while it is `running`, admitted and not parked: a turn parked on client
 //! tool results holds no slot ([`crate::runs::park`] gives it back) and asks again when it
-//! continues. A run asks [`try_admit`] before its first step under one transaction-scoped
+//! continues. A run driven by a process without limits is inserted admitted (so it is
+//! counted, though it never waits). Any other run asks [`try_admit`] before its first step under one transaction-scoped
 //! advisory lock of its own; runs that must wait keep their place by `queued_at`, and the
 //! queue is fair between projects in the same way: of the waiting runs whose project is under
 //! its limit, the one whose project has the fewest turns in flight goes first, then the oldest.

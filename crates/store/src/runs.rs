@@ -158,13 +158,16 @@ pub struct NewRun<'a> {
     pub client_tools: &'a [ClientTool],
     /// The liveness key of the process that will drive it.
     pub worker: i32,
+    /// Counted among the turns in flight from the start (`run_admission`): true when the
+    /// process driving it has no limits on turns, so that processes with limits count it.
+    pub admitted: bool,
 }
 
 /// Inserts a `running` run.
 pub async fn insert(db: impl PgExecutor<'_>, r: &NewRun<'_>) -> Result<RunRecord> {
     Ok(run_query!(
-        "insert into runs (id, session_id, prompt, max_turns, client_tools, worker)
-         values ($1, $2, $3, $4, $5, $6) returning ",
+        "insert into runs (id, session_id, prompt, max_turns, client_tools, worker, admitted)
+         values ($1, $2, $3, $4, $5, $6, $7) returning ",
         "",
         r.id.0,
         r.session.0,
@@ -172,6 +175,7 @@ pub async fn insert(db: impl PgExecutor<'_>, r: &NewRun<'_>) -> Result<RunRecord
         r.max_turns,
         Json(r.client_tools) as _,
         r.worker,
+        r.admitted,
     )
     .fetch_one(db)
     .await?)
@@ -210,14 +214,20 @@ pub async fn park(
     Ok(r.rows_affected() == 1)
 }
 
-/// Takes a parked run for the process whose liveness key is `worker`. `false` when it was
-/// not parked (someone else took it, or it was cancelled).
-pub async fn unpark(tx: &mut sqlx::PgConnection, id: RunId, worker: i32) -> Result<bool> {
+/// Takes a parked run for the process whose liveness key is `worker` (`admitted` as for
+/// [`NewRun`]). `false` when it was not parked (someone else took it, or it was cancelled).
+pub async fn unpark(
+    tx: &mut sqlx::PgConnection,
+    id: RunId,
+    worker: i32,
+    admitted: bool,
+) -> Result<bool> {
     let r = sqlx::query!(
-        "update runs set parked = false, worker = $2
+        "update runs set parked = false, worker = $2, admitted = $3
          where id = $1 and status = 'running' and parked",
         id.0,
         worker,
+        admitted,
     )
     .execute(&mut *tx)
     .await?;
@@ -324,15 +334,12 @@ pub async fn running_for_session(
     .await?)
 }
 
-/// Every run in flight that some process should be driving (not parked), in every project,
-/// except those of the process `mine`: candidates for the dead-worker check.
-pub async fn driven_by_others(db: impl PgExecutor<'_>, mine: i32) -> Result<Vec<RunRecord>> {
+/// Every run in flight that some process should be driving (not parked), in every project:
+/// what the recovery sweep checks (a dead worker, or a live one no longer driving it).
+pub async fn driven(db: impl PgExecutor<'_>) -> Result<Vec<RunRecord>> {
     Ok(run_query!(
         "select ",
-        " from runs where status = 'running' and not parked
-           and worker is distinct from $1
-         order by created_at",
-        mine,
+        " from runs where status = 'running' and not parked order by created_at",
     )
     .fetch_all(db)
     .await?)

@@ -247,6 +247,7 @@ async fn a_guarded_append_writes_only_while_its_run_runs() {
             max_turns: 25,
             client_tools: &[],
             worker: 1,
+            admitted: true,
         },
     )
     .await

@@ -208,19 +208,26 @@ async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_w
 
     let holder = turn(&one, &p, &a, "slow").await;
     holding(&fake).await;
-    // A wait an interrupt ends: cancelled without a step.
+    // A wait an interrupt ends, sent to the other process (which asks the waiting turn's to
+    // cancel it, seen at its next check): cancelled without a step.
     let cancelled = turn(&two, &p, &b, "quick").await;
     assert_eq!(
         queued(&two, &p, &b, &cancelled).await[0]["payload"]["limit"],
         "deployment"
     );
-    interrupt(&two, &p, &b).await;
+    interrupt(&one, &p, &b).await;
     let evs = ended(&two, &p, &b, &cancelled).await;
     assert_eq!(
         types(&evs),
         ["user.message", "session.run_queued", "session.status_idle"]
     );
     assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
+    // Written by the waiting turn's own process (with the turn's usage), not by the
+    // interrupt's fallback for a worker that does not answer (which knows no usage).
+    assert!(
+        evs.last().unwrap()["payload"]["usage"]["active_seconds"].is_number(),
+        "{evs:?}"
+    );
 
     // Room freed by the other process lets the next waiting turn in.
     let parker = turn(&two, &p, &c, "park").await;
@@ -275,4 +282,34 @@ async fn a_turn_waiting_for_a_sandbox_holds_no_slot() {
     assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
     assert!(!types(&evs).contains(&"session.run_queued"), "{evs:?}");
     app.stop().await;
+}
+
+/// A process started without run limits does not wait, but its turns count for the processes
+/// with limits: a turn it holds keeps the limited process's turn waiting.
+#[tokio::test]
+async fn turns_of_a_process_without_limits_count_for_the_processes_with_them() {
+    let fake = model();
+    let free = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, None, None)).await;
+    let limited = spawn_app_on_with_options(
+        free.db.clone(),
+        free.db_options.clone(),
+        limits(&fake, Some(1), None),
+    )
+    .await;
+    let p = project(&free, "Mixed").await;
+    let (a, b) = (session(&free, &p).await, session(&limited, &p).await);
+
+    let holder = turn(&free, &p, &a, "slow").await;
+    holding(&fake).await;
+    let waiting = turn(&limited, &p, &b, "quick").await;
+    assert_eq!(
+        queued(&limited, &p, &b, &waiting).await[0]["payload"]["limit"],
+        "deployment"
+    );
+    interrupt(&free, &p, &a).await;
+    ended(&free, &p, &a, &holder).await;
+    let evs = ended(&limited, &p, &b, &waiting).await;
+    assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");
+    free.stop().await;
+    limited.stop().await;
 }

@@ -303,6 +303,7 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
                 max_turns: 25,
                 client_tools: &[],
                 worker,
+                admitted: true,
             },
         )
         .await
@@ -347,6 +348,79 @@ async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not()
         }
     })
     .await;
+}
+
+/// A run stamped with this live process's key that no task of it drives any more (its driver
+/// panicked, or could not write the run's end) is failed by the recovery sweep: by the second
+/// sweep that finds it so, as a run is stamped a moment before its driver starts. A run the
+/// process does drive is left alone.
+#[tokio::test]
+async fn a_run_its_live_process_no_longer_drives_is_failed_by_the_second_sweep() {
+    let fake = FakeModel::start(Script::new([Rule::when()
+        .last_user_contains("slow")
+        .reply_text("late")
+        .delay_ms(60_000)]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let driven = app.running_session("driven", test_agent()).await;
+    let slow = start_run(&app, &driven, "slow", Value::Null).await;
+    let worker: i32 = sqlx::query_scalar("select worker from runs where id = $1::uuid")
+        .bind(&slow)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+
+    let agent = app.seed_agent("abandoned").await;
+    let lost = app.seed_session(agent.id).await;
+    sqlx::query("update sessions set status = 'stopped', stopped_reason = 'restart', activity = 'busy' where id = $1")
+        .bind(lost.0)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let run = sandbox_agents_domain::RunId::new();
+    sandbox_agents_store::runs::insert(
+        &app.db,
+        &sandbox_agents_store::runs::NewRun {
+            id: run,
+            session: lost,
+            prompt: "hello",
+            max_turns: 25,
+            client_tools: &[],
+            worker,
+            admitted: true,
+        },
+    )
+    .await
+    .unwrap();
+    let lost = lost.to_string();
+
+    app.sessions.reconcile_on_start().await.unwrap();
+    let s = app.session(&lost).await;
+    assert_eq!(
+        s["runs"][0]["status"], "running",
+        "one sweep only suspects it"
+    );
+    app.sessions.reconcile_on_start().await.unwrap();
+    let s = app.session(&lost).await;
+    assert_eq!(s["activity"], "idle");
+    assert_eq!(s["runs"][0]["status"], "failed");
+    let end = app.events(&lost).await.pop().unwrap();
+    assert_eq!(end["type"], "session.status_error");
+    assert_eq!(end["run_id"], run.to_string());
+    assert!(
+        end["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ended without recording its end"),
+        "{end}"
+    );
+
+    // The turn this process drives went on through both sweeps.
+    let s = app.session(&driven).await;
+    assert_eq!(s["runs"][0]["status"], "running");
+    assert_eq!(s["activity"], "busy");
+    app.interrupt(&driven).await;
+    let evs = wait_for_run(&app, &driven, &slow).await;
+    assert_eq!(evs.last().unwrap()["payload"]["stop_reason"], "cancelled");
 }
 
 #[tokio::test]
