@@ -25,8 +25,10 @@ pub const MARK: &str = "SA_EXEC";
 
 /// Readings of `/proc` after the first, at most: each one finds only what the tree created
 /// while the previous one was signalled, so a tree still growing after this many is forking
-/// as fast as it is killed; its group, if it still has members, gets the signal as a whole
-/// then.
+/// as fast as it is killed. A `SIGKILL` then goes to its group as a whole, if it still has
+/// members (the kernel signals a group at once, faster than it forks); another signal stops
+/// there, as a member already signalled must not get it twice (the callers that end a
+/// command follow a `SIGTERM` with a `SIGKILL`).
 const MAX_READINGS: usize = 8;
 
 /// A fresh mark.
@@ -50,7 +52,9 @@ pub async fn marked(mark: &str, signal: Signal) {
 }
 
 /// Each process is signalled once: a signal that does not end it (`SIGHUP`, `SIGINT`, chosen
-/// through the processes API) must not arrive twice.
+/// through the processes API) must not arrive twice. The one exception is a `SIGKILL` to a
+/// tree still growing after [`MAX_READINGS`], which cannot arrive twice in any way that
+/// matters.
 ///
 /// The group is never signalled by its id alone while `/proc` can be read: a reading finds
 /// every member by its group, and a leader already reaped may have left an empty group whose
@@ -82,7 +86,7 @@ fn signal_until_settled(mark: &str, leader: Option<i32>, signal: Signal) {
         }
         group_alive = found.group_alive;
     }
-    if let Some(leader) = leader.filter(|_| group_alive) {
+    if let Some(leader) = leader.filter(|_| group_alive && signal == Signal::SIGKILL) {
         let _ = killpg(Pid::from_raw(leader), signal);
     }
     tracing::warn!(
