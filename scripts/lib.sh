@@ -52,6 +52,17 @@ ensure_rust() {
   exit 1
 }
 
+# cargo-nextest, from crates.io (built once into ~/.cargo/bin, outside the clone; about five
+# minutes on 2 cores). The Rust tests need a process per test: under `cargo test` every test of
+# a binary shares one process, and the pools of the servers earlier tests started stay open
+# (with their connections) until that process ends, which exhausts the shared test cluster's
+# connections a third of the way through the API tests.
+ensure_nextest() {
+  cargo nextest --version >/dev/null 2>&1 && return
+  log "installing cargo-nextest (crates.io; a few minutes, once per machine)"
+  cargo install cargo-nextest --locked --quiet
+}
+
 # ---- Node, Chromium and the web UI -----------------------------------------------------------
 
 # Node.js 20 or later with npm, for building and testing the web UI (web/).

@@ -4,6 +4,7 @@
 //! builds like any other while the session waits in `provisioning`); people may edit it, and
 //! a project that already has an environment of that name keeps its own.
 
+use crate::service::Inner;
 use crate::Environments;
 use async_trait::async_trait;
 use sandbox_agents_domain::environment::{EnvironmentConfig, EnvironmentCreate, Packages};
@@ -12,6 +13,7 @@ use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sessions::EnvironmentHooks;
 use sandbox_agents_store::environments::{self, EnvironmentRecord, EnvironmentRef};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
 
 /// Its name in every project.
 pub const ANALYSIS: &str = "analysis";
@@ -37,8 +39,15 @@ pub fn analysis_packages() -> Packages {
     }
 }
 
-#[async_trait]
-impl EnvironmentHooks for Environments {
+impl Environments {
+    /// What the lifecycle is to call for environments: register it with
+    /// `Sessions::register_environments`. It holds these environments weakly, so that the
+    /// lifecycle does not keep them alive (they hold the lifecycle): a strong reference each
+    /// way kept both, and the database pool with them, for as long as the process lived.
+    pub fn hooks(&self) -> Arc<dyn EnvironmentHooks> {
+        Arc::new(Hooks(Arc::downgrade(&self.inner)))
+    }
+
     async fn analysis_environment(&self, project: ProjectId) -> Result<EnvironmentRecord> {
         let by_name = EnvironmentRef::parse(ANALYSIS);
         let db = &self.inner.db;
@@ -65,5 +74,17 @@ impl EnvironmentHooks for Environments {
             Err(e) => return Err(e),
         }
         Ok(environments::get(db, project, &by_name).await?)
+    }
+}
+
+struct Hooks(Weak<Inner>);
+
+#[async_trait]
+impl EnvironmentHooks for Hooks {
+    async fn analysis_environment(&self, project: ProjectId) -> Result<EnvironmentRecord> {
+        let inner = self.0.upgrade().ok_or_else(|| {
+            ServiceError::Internal(anyhow::anyhow!("the server is shutting down"))
+        })?;
+        Environments { inner }.analysis_environment(project).await
     }
 }

@@ -248,7 +248,7 @@ pub async fn services(
         settings.environments,
         shutdown,
     );
-    sessions.register_environments(std::sync::Arc::new(environments.clone()));
+    sessions.register_environments(environments.hooks());
     Ok(Services {
         sessions,
         runs,
