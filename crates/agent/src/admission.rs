@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 /// how late it notices room another process freed.
 const POLL: Duration = Duration::from_secs(1);
 
+/// Admission asks of this process at once (see [`Runs::admit_run`]).
+pub(crate) const ASKS_AT_ONCE: usize = 2;
+
 impl Runs {
     /// Returns once the run may drive its loop (at once without limits), with how long it
     /// waited.
@@ -43,6 +46,15 @@ impl Runs {
             let room = self.inner.run_room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
+            // A few asks at a time: each waits inside its transaction for the one admission
+            // lock of the deployment, holding a pooled connection meanwhile, and every
+            // waiting run asks when room is freed.
+            let asking = self
+                .inner
+                .admission_asks
+                .acquire()
+                .await
+                .expect("never closed");
             let mut tx = self.inner.db.begin().await?;
             let decided = run_admission::try_admit(&mut tx, project, run, limits).await?;
             if let Some(Admission::Queued {
@@ -74,6 +86,7 @@ impl Runs {
                 tracing::info!(limit, position, "the turn waits under the run limits");
             }
             tx.commit().await?;
+            drop(asking);
             match decided {
                 Some(Admission::Admitted) => {
                     // The next in line may fit too (several slots freed at once).

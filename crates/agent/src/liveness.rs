@@ -1,7 +1,7 @@
 //! Which process drives which run, and what happens to runs whose process died.
 //!
-//! Each server process holds a liveness lock (see `sandbox_agents_store::liveness`) on a
-//! connection of its own, and stamps its key on the runs it drives. A run that is `running`,
+//! Each server process holds a liveness lock (see `sandbox_agents_sessions`' `liveness.rs`) on
+//! a connection of its own, and stamps its key on the runs it drives. A run that is `running`,
 //! not parked, and whose key nobody holds lost its worker (the process was killed or its
 //! database connection dropped): the recovery sweep fails it with a clear error, so it never
 //! stays `running`, and the session takes messages again. A parked run has no worker and is
@@ -10,14 +10,8 @@
 use crate::finish::Outcome;
 use crate::Runs;
 use sandbox_agents_errors::Result;
-use sandbox_agents_store::{liveness, runs};
+use sandbox_agents_store::runs;
 use serde_json::Map;
-use sqlx::Connection;
-use std::collections::HashMap;
-use std::time::Duration;
-
-/// How often the process checks that its liveness connection still answers.
-const HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// How this process stamps a run it takes to drive.
 #[derive(Clone, Copy, Debug)]
@@ -38,68 +32,9 @@ impl Runs {
         })
     }
 
-    /// This process's liveness key, taking its lock on first use.
+    /// This process's liveness key (the lifecycle's, which takes it on first use).
     pub(crate) async fn worker_key(&self) -> Result<i32> {
-        let key = self
-            .inner
-            .liveness
-            .get_or_try_init(|| async {
-                let (key, conn) = self.take_liveness(None).await?;
-                self.spawn_heartbeat(key, conn);
-                Ok::<_, sandbox_agents_errors::ServiceError>(key)
-            })
-            .await?;
-        Ok(*key)
-    }
-
-    /// Takes `key` (after a dropped connection) or a fresh random key, on a connection that
-    /// leaves the pool for good.
-    async fn take_liveness(&self, key: Option<i32>) -> Result<(i32, sqlx::PgConnection)> {
-        let mut conn = self.inner.db.acquire().await?.detach();
-        for _ in 0..16 {
-            let k = key.unwrap_or_else(|| {
-                (uuid::Uuid::new_v4().as_u128() as i32)
-                    .wrapping_abs()
-                    .max(1)
-            });
-            if liveness::try_hold(&mut conn, k).await? {
-                tracing::info!(worker = k, "holding this process's liveness lock");
-                return Ok((k, conn));
-            }
-            if key.is_some() {
-                break;
-            }
-        }
-        Err(anyhow::anyhow!("could not take a liveness lock: every key tried was held").into())
-    }
-
-    /// Keeps the liveness connection alive and takes the lock again if it dropped.
-    fn spawn_heartbeat(&self, key: i32, mut conn: sqlx::PgConnection) {
-        let rt = self.clone();
-        tokio::spawn(async move {
-            let shutdown = rt.inner.shutdown.clone();
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(HEARTBEAT) => {}
-                    _ = shutdown.cancelled() => break,
-                }
-                if conn.ping().await.is_ok() {
-                    continue;
-                }
-                tracing::warn!(
-                    worker = key,
-                    "the liveness connection dropped; taking the lock again"
-                );
-                match rt.take_liveness(Some(key)).await {
-                    Ok((_, c)) => conn = c,
-                    Err(e) => {
-                        tracing::error!(worker = key, error = %e, "could not take the liveness lock again; other servers may fail this process's runs")
-                    }
-                }
-            }
-            // Runs end before the process does; the lock goes with the connection.
-            let _ = conn.close().await;
-        });
+        self.inner.sessions.worker_key().await
     }
 
     /// Fails every run whose worker process is gone, or that this process stamped but no
@@ -114,21 +49,10 @@ impl Runs {
             .into_iter()
             .partition(|r| r.worker == Some(mine));
         let abandoned = self.inner.runs.abandoned(own.iter().map(|r| r.run_id()));
-        let mut alive: HashMap<Option<i32>, bool> = HashMap::new();
-        let mut conn = db.acquire().await?;
+        // No connection is held across the loop: failing a run takes connections of its own.
+        let mut alive = self.inner.sessions.alive_processes();
         for run in others {
-            let live = match alive.get(&run.worker) {
-                Some(l) => *l,
-                None => {
-                    let l = match run.worker {
-                        Some(k) => liveness::is_alive(&mut conn, k).await?,
-                        None => false,
-                    };
-                    alive.insert(run.worker, l);
-                    l
-                }
-            };
-            if live {
+            if alive.check(run.worker).await? {
                 continue;
             }
             tracing::warn!(run.id = %run.id, worker = ?run.worker, "failing a run whose server process is gone");
@@ -138,7 +62,6 @@ impl Runs {
             tracing::error!(run.id = %run.id, "failing a run this process stamped but no longer drives");
             self.fail_lost(run, "this turn's worker ended without recording its end (see the server's log); send the message again").await?;
         }
-        drop(conn);
         for run in runs::parked_and_answered(db).await? {
             self.resume_parked(run.session_id, run.run_id()).await?;
         }

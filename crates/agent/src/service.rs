@@ -27,14 +27,14 @@ pub(crate) struct Inner {
     /// The live event fan-out, once the server attached it: how a run waiting on a client
     /// learns of an answer committed by any process (without it, it polls).
     pub hub: std::sync::OnceLock<EventHub>,
-    /// This process's liveness key (see `liveness.rs`), taken on first use.
-    pub liveness: tokio::sync::OnceCell<i32>,
     /// The models' input windows, from the proxies' catalogues (`compaction.rs`).
     pub windows: crate::compaction::Windows,
     /// `--max-runs`, `--max-runs-per-project` (`admission.rs`).
     pub run_limits: Limits,
     /// Woken when a turn of this process ends or parks, for the runs waiting under the limits.
     pub run_room: tokio::sync::Notify,
+    /// Bounds the admission asks in flight (`admission.rs`).
+    pub admission_asks: tokio::sync::Semaphore,
 }
 
 impl Runs {
@@ -50,10 +50,10 @@ impl Runs {
                 models,
                 runs: Default::default(),
                 hub: Default::default(),
-                liveness: Default::default(),
                 windows: Default::default(),
                 run_limits,
                 run_room: Default::default(),
+                admission_asks: tokio::sync::Semaphore::new(crate::admission::ASKS_AT_ONCE),
             }),
         }
     }

@@ -58,7 +58,8 @@ pub enum ApiError {
     /// nothing was done.
     #[error("too many requests: slow down and retry after {0} s")]
     TooManyRequests(u64),
-    /// 503 with `Retry-After`: try again shortly (e.g. the database is unreachable).
+    /// 503 with `Retry-After`: try again shortly (the server is busy, or the database is
+    /// unreachable).
     #[error("{0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -134,7 +135,15 @@ impl From<sandbox_agents_store::Error> for ApiError {
             E::Conflict(msg) => ApiError::Conflict(msg),
             E::Corrupt(msg) => ApiError::Internal(anyhow::anyhow!("corrupt stored data: {msg}")),
             E::Database(db) => match db {
-                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                // Every connection was in use for the pool's whole wait: the database is
+                // there, this process is busy (counted in sandbox_agents_db_pool_timeouts_total).
+                sqlx::Error::PoolTimedOut => {
+                    tracing::warn!("no database connection was free in time: the server is busy");
+                    ApiError::Unavailable(
+                        "the server is busy (every database connection is in use); try again shortly".into(),
+                    )
+                }
+                sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
                     tracing::warn!(error = %db, "the database is unreachable");
                     ApiError::Unavailable("the database is unreachable; try again shortly".into())
                 }

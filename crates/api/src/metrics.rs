@@ -157,6 +157,54 @@ fn describe() {
         "sandbox_agents_db_pool_max_connections",
         "The most database connections this process opens"
     );
+    describe_histogram!(
+        "sandbox_agents_db_pool_wait_seconds",
+        Unit::Seconds,
+        "How long a connection took to come from this process's database pool, sampled twice a second (what a request would wait then)"
+    );
+    describe_counter!(
+        "sandbox_agents_db_pool_timeouts_total",
+        "Times no database connection was free within the pool's acquire timeout (requests answered 503, the server is busy)"
+    );
+    describe_gauge!(
+        "sandbox_agents_session_boots_waiting",
+        "Session boots this process took on that wait for a turn (--max-concurrent-boots)"
+    );
+    describe_counter!(
+        "sandbox_agents_session_boots_redriven_total",
+        "Sessions left provisioning that no live process booted, booted again by the sweep"
+    );
+}
+
+/// How often the pool-wait probe samples the database pool.
+const POOL_PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Samples how long a connection takes to come from the database pool, twice a second until
+/// `shutdown` (`sandbox_agents_db_pool_wait_seconds`): what a request would wait for one at
+/// that moment. sqlx has no hook around a caller's wait; a sample taken from the same pool,
+/// in the same queue, measures the same thing without wrapping every query.
+pub fn spawn_pool_probe(
+    db: sandbox_agents_store::Db,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(POOL_PROBE_EVERY) => {}
+                _ = shutdown.cancelled() => break,
+            }
+            let waited = match sandbox_agents_store::pool::acquire_wait(&db).await {
+                Ok(w) => w,
+                // Timed out: it waited all of it (and counted the timeout).
+                Err(sqlx::Error::PoolTimedOut) => {
+                    metrics::counter!("sandbox_agents_db_pool_timeouts_total").increment(1);
+                    db.options().get_acquire_timeout()
+                }
+                Err(_) => continue,
+            };
+            metrics::histogram!("sandbox_agents_db_pool_wait_seconds").record(waited);
+        }
+    });
 }
 
 /// Times a request by its route's template (`/api/sessions/{session_id}`): never the path
@@ -234,6 +282,7 @@ async fn scrape(State(st): State<AppState>) -> Response {
         .set(f64::from(size.saturating_sub(idle)));
     metrics::gauge!("sandbox_agents_db_pool_max_connections")
         .set(f64::from(st.db.options().get_max_connections()));
+    metrics::gauge!("sandbox_agents_session_boots_waiting").set(st.sessions.boots_waiting() as f64);
     handle.run_upkeep();
     (
         [(

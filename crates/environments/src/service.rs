@@ -100,12 +100,43 @@ impl Environments {
         Ok(())
     }
 
-    /// The build a configuration needs (none without packages), made sure of in `tx`.
-    /// Returns its digest and whether a build must be started.
+    /// Whether the image of the configuration's build, recorded as ready, is gone (removed by
+    /// hand): asked of the backend before any transaction opens, so a slow backend never
+    /// holds the rows [`Self::ensure_build`] locks, nor a pooled connection.
+    async fn ready_image_gone(&self, config: &EnvironmentConfig) -> Result<bool> {
+        if config.packages.is_empty() {
+            return Ok(false);
+        }
+        let digest = build_digest(
+            &self.inner.deployment,
+            &self.base_image(config),
+            &config.packages,
+        );
+        let build = match environments::get_build(&self.inner.db, &digest).await {
+            Ok(b) => b,
+            Err(sandbox_agents_store::Error::NotFound) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(
+            build.status == sandbox_agents_domain::state::BuildStatus::Ready
+                && !self
+                    .inner
+                    .sessions
+                    .backend()
+                    .image_exists(&build.image)
+                    .await
+                    .unwrap_or(true),
+        )
+    }
+
+    /// The build a configuration needs (none without packages), made sure of in `tx`;
+    /// `image_gone` from [`Self::ready_image_gone`]. Returns its digest and whether a build
+    /// must be started.
     async fn ensure_build(
         &self,
         tx: &mut sqlx::PgConnection,
         config: &EnvironmentConfig,
+        image_gone: bool,
     ) -> Result<Option<(String, bool)>> {
         if config.packages.is_empty() {
             return Ok(None);
@@ -124,15 +155,7 @@ impl Environments {
         )
         .await?;
         let mut start = row.status == sandbox_agents_domain::state::BuildStatus::Building;
-        if row.status == sandbox_agents_domain::state::BuildStatus::Ready
-            && !self
-                .inner
-                .sessions
-                .backend()
-                .image_exists(&row.image)
-                .await
-                .unwrap_or(true)
-        {
+        if row.status == sandbox_agents_domain::state::BuildStatus::Ready && image_gone {
             tracing::info!(image = %row.image, "a ready build's image is gone; building it again");
             environments::rebuild(&mut *tx, &digest).await?;
             start = true;
@@ -153,8 +176,9 @@ impl Environments {
         let mut v = Violations::new();
         body.validate(&mut v);
         self.check_config(&body.config, v)?;
+        let image_gone = self.ready_image_gone(&body.config).await?;
         let mut tx = self.inner.db.begin().await?;
-        let build = self.ensure_build(&mut tx, &body.config).await?;
+        let build = self.ensure_build(&mut tx, &body.config, image_gone).await?;
         let row = environments::insert(
             &mut tx,
             &NewEnvironment {
@@ -217,6 +241,10 @@ impl Environments {
             None => v.into_result().map_err(ServiceError::Validation)?,
         }
         let r = EnvironmentRef::parse(raw);
+        let image_gone = match &patch.config {
+            Some(c) => self.ready_image_gone(c).await?,
+            None => false,
+        };
         let mut tx = self.inner.db.begin().await?;
         let id = environments::lock(&mut tx, project, &r)
             .await
@@ -236,7 +264,7 @@ impl Environments {
         let config = patch.config.unwrap_or_else(|| current.config.0.clone());
         let changed = config != current.config.0;
         let build = if changed || retry {
-            self.ensure_build(&mut tx, &config).await?
+            self.ensure_build(&mut tx, &config, image_gone).await?
         } else {
             current.build_digest.clone().map(|d| (d, false))
         };

@@ -84,6 +84,12 @@ impl ServiceError {
 }
 
 impl ServiceError {
+    /// A database failure that trying again later may get past (see
+    /// `sandbox_agents_store::Error::is_transient`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ServiceError::Store(e) if e.is_transient())
+    }
+
     pub fn field(loc: &[&str], msg: impl Into<String>, input: serde_json::Value) -> Self {
         let mut full = vec![serde_json::Value::from("body")];
         full.extend(loc.iter().map(|s| serde_json::Value::from(*s)));

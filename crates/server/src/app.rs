@@ -97,6 +97,7 @@ impl ServiceSettings {
                     deployment: config.max_sandboxes.map(i64::from),
                     project: config.max_sandboxes_per_project.map(i64::from),
                 },
+                max_concurrent_boots: config.max_concurrent_boots(),
             },
             blobs: config.blob_location()?,
             git_known_hosts: config.git_known_hosts()?,
@@ -341,6 +342,10 @@ impl App {
         let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
         sessions.start_pool();
         self.spawn_rate_share();
+        sandbox_agents_api::metrics::spawn_pool_probe(
+            self.state.db.clone(),
+            self.state.shutdown.clone(),
+        );
         dispatcher
     }
 

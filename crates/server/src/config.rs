@@ -239,6 +239,13 @@ pub struct Config {
     )]
     pub warm_pool_max: usize,
 
+    /// How many session boots one server process runs at once; more wait their turn in
+    /// `provisioning`, in the order they came, holding nothing (a burst of any size queues).
+    /// Default: twice the machine's cores, at most a quarter of --db-max-connections (at
+    /// least 1).
+    #[arg(long, env = "SANDBOX_AGENTS_MAX_CONCURRENT_BOOTS", value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub max_concurrent_boots: Option<u32>,
+
     /// How many environment image builds one server process runs at once; more wait their
     /// turn.
     #[arg(

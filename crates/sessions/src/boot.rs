@@ -1,10 +1,10 @@
-//! Booting a `provisioning` session under its lock, and recording the outcome: `running`
+//! Booting a `provisioning` session under its lease, and recording the outcome: `running`
 //! (with the sealed secret variables, and the first prompt started in the same transaction)
 //! or `error`, each with its event in one transaction, so a reader who sees
 //! `session.status_running` finds the row running. Getting the sandbox itself is
 //! `provision.rs`.
 
-use crate::lock::SessionLock;
+use crate::boot_queue::TakenOn;
 use crate::provision::Booted;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
@@ -47,32 +47,30 @@ pub(crate) enum Waiting {
 }
 
 impl Sessions {
-    /// Boots in the background; the outcome lands in the row and the log.
-    pub(crate) fn spawn_boot(&self, id: SessionId) {
-        let rt = self.clone();
-        self.inner.tasks.spawn(async move {
-            if let Err(e) = rt.boot(id).await {
-                tracing::error!(session.id = %id, error = %e, "a boot could not record its outcome");
-            }
-        });
-    }
-
     /// Wakes an asleep session for a run that needs its sandbox: `provisioning` now, then
     /// booted in the caller's task rather than in the background, so the caller can wait for
-    /// it to run.
+    /// it to run (or, when a task of this process already boots it, left to that task).
     pub async fn wake(&self, project: ProjectId, id: SessionId) -> Result<()> {
         let (row, changed) = sessions::mark_provisioning(&self.inner.db, project, id).await?;
         if !changed && row.lifetime_over() {
             return Err(crate::start::lifetime_over(&row));
         }
-        self.boot(id).await
+        match self.take_on_boot(id) {
+            Some(taken) => self.boot(&taken).await,
+            None => Ok(()),
+        }
     }
 
-    /// Boots a `provisioning` session, unless another process is already doing it.
-    #[tracing::instrument(skip_all, fields(session.id = %id))]
-    pub(crate) async fn boot(&self, id: SessionId) -> Result<()> {
+    /// Boots a `provisioning` session this process took on, once its turn among the boots
+    /// comes (`boot_queue.rs`), unless another process is already working on it.
+    #[tracing::instrument(skip_all, fields(session.id = %taken.id))]
+    pub(crate) async fn boot(&self, taken: &TakenOn) -> Result<()> {
+        let id = taken.id;
         loop {
-            let Some(lock) = SessionLock::try_acquire(&self.inner.db, id).await? else {
+            let Some(_turn) = self.boot_turn(taken).await? else {
+                return Ok(());
+            };
+            let Some(lease) = self.try_lease(id).await? else {
                 tracing::debug!("another process is working on this session");
                 return Ok(());
             };
@@ -80,13 +78,13 @@ impl Sessions {
                 let _booting = Booting::new(&self.inner.booting);
                 self.boot_locked(id).await
             };
-            lock.release().await;
+            lease.release().await;
             // Replace a pooled sandbox this boot may have taken, now that it no longer
             // competes with the boot (a no-op without a pool).
             self.inner.pool_wanted.notify_one();
             match result {
                 // A build that finished while this boot looked may have found the session's
-                // lock taken and left it: look again now that the lock is free.
+                // lease taken and left it: look again now that the lease is free.
                 Ok(Waiting::Build) if !self.build_still_running(id).await? => continue,
                 // Queued sessions are booted by whoever frees room (`admit_queued`).
                 Ok(Waiting::Nothing) if self.inner.settings.admission.any() => {
@@ -114,7 +112,7 @@ impl Sessions {
             .is_some_and(|b| b.status == BuildStatus::Building))
     }
 
-    /// The boot itself; the caller holds the session's lock. Records `running` or `error`,
+    /// The boot itself; the caller holds the session's lease. Records `running` or `error`,
     /// each with its event, in one transaction; or leaves the session `provisioning`, waiting
     /// for its environment's image build (whose end boots it) or for room under the sandbox
     /// limits (`admission.rs`).
@@ -159,8 +157,15 @@ impl Sessions {
                 let path = if booted.pooled { "pool" } else { path };
                 metrics::histogram!("sandbox_agents_session_boot_duration_seconds", "path" => path)
                     .record(started.elapsed());
-                self.record_running(&s, &booted, started).await
+                let recorded = self.record_running(&s, &booted, started).await;
+                if recorded.is_err() {
+                    self.discard_unrecorded(id, &booted.sandbox.id).await;
+                }
+                recorded
             }
+            // A busy or unreachable database says nothing of the session: the boot is tried
+            // again (its sandbox is gone: `boot_sandbox` removes what it made on a failure).
+            Err(e) if e.is_transient() => Err(e),
             Err(e) => {
                 metrics::counter!("sandbox_agents_session_boot_failures_total", "path" => path)
                     .increment(1);
@@ -229,6 +234,29 @@ impl Sessions {
             }
         }
         Ok(())
+    }
+
+    /// Removes the sandbox of a boot that could not record it (the boot is tried again with a
+    /// new one), unless the row runs on it after all: a commit whose answer was lost. When
+    /// the row cannot be read either, the sandbox stays for the orphan sweep, which removes it
+    /// once no live process boots its session or the row names another.
+    async fn discard_unrecorded(&self, id: SessionId, sandbox: &str) {
+        let st = &self.inner;
+        match sessions::get_for_worker(&st.db, id).await {
+            // (A provisioning row may name it too: a claim from the warm pool records its
+            // sandbox before the boot ends.)
+            Ok(Some(row))
+                if row.status == SessionStatus::Running
+                    && row.container_id.as_deref() == Some(sandbox) => {}
+            Ok(_) => {
+                if let Err(e) = st.backend.remove(sandbox).await {
+                    tracing::warn!(container.id = %sandbox, error = %e, "could not remove the sandbox of a boot that could not record it; the orphan sweep will");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(container.id = %sandbox, error = %e, "could not tell whether a boot's sandbox was recorded; the orphan sweep decides")
+            }
+        }
     }
 
     /// Records a failed boot: `error` with `session.status_error`, in one transaction. A

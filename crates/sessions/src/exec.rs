@@ -1,6 +1,6 @@
 //! `exec`: a shell command in a running sandbox, bounded in time and output.
 
-use crate::lock::not_found;
+use crate::lease::not_found;
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::session::{ExecExit, ExecResult};

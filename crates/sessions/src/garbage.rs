@@ -16,8 +16,9 @@ impl Sessions {
         let st = &self.inner;
         let mut removed = 0;
         loop {
-            let mut tx = st.db.begin().await?;
-            let batch = garbage::claim(&mut tx, BATCH).await?;
+            // Claimed for a while, not locked in a transaction: nothing is held while the
+            // things are removed.
+            let batch = garbage::claim(&st.db, BATCH).await?;
             if batch.is_empty() {
                 return Ok(removed);
             }
@@ -34,19 +35,18 @@ impl Sessions {
                 };
                 match outcome {
                     Ok(()) => {
-                        garbage::done(&mut *tx, g.id).await?;
+                        garbage::done(&st.db, g.id).await?;
                         removed += 1;
                     }
                     Err(e) => {
                         tracing::warn!(kind = %g.kind, r#ref = %g.r#ref, error = %e, "could not remove garbage; will retry");
                         // Recording the failure pushes the row's due time back, so one thing
                         // that cannot be removed never holds up the rest of the queue.
-                        garbage::failed(&mut tx, g.id, &e).await?;
+                        garbage::failed(&st.db, g.id, &e).await?;
                         failures += 1;
                     }
                 }
             }
-            tx.commit().await?;
             if failures == batch.len() {
                 // Nothing moved: leave the rest to a later pass rather than spin.
                 return Ok(removed);

@@ -16,8 +16,11 @@
 //! * after a restart: the reconciler (`reconciler.rs`) adopts, stops or re-boots sessions and
 //!   removes containers nobody owns.
 //!
-//! Lifecycle operations on one session are serialised across every server process by a
-//! PostgreSQL advisory lock keyed by the session id (`lock.rs`). A row change and the event
+//! Lifecycle operations on one session are serialised across every server process by a lease
+//! on the session (`lease.rs`): a row naming the holding process by its liveness key
+//! (`liveness.rs`), held by no database connection while the work goes on. Boots are taken on
+//! by one process at a time, a bounded number at once, the rest waiting their turn; the sweep
+//! boots again whatever no live process drives (`boot_queue.rs`). A row change and the event
 //! announcing it always commit in one transaction (the event log locks the session row), so a
 //! reader who sees `session.status_running` finds the row running.
 //!
@@ -38,6 +41,7 @@
 
 mod admission;
 mod boot;
+mod boot_queue;
 mod checkout;
 mod create;
 mod disk;
@@ -46,7 +50,8 @@ pub mod files;
 mod garbage;
 mod hooks;
 mod kernel;
-mod lock;
+mod lease;
+mod liveness;
 mod memory;
 mod mounts;
 mod periodic;
@@ -69,7 +74,8 @@ pub use checkout::CHECKOUT_TIMEOUT;
 pub use exec::{ExecOutcome, OutputPieces, PreparedExec, MAX_OUTPUT_BYTES};
 pub use hooks::{EnvironmentHooks, RunHooks};
 pub use kernel::{CellRun, DEFAULT_CELL_TIMEOUT, MAX_CELL_TIMEOUT};
-pub use lock::not_found;
+pub use lease::not_found;
+pub use liveness::AliveProcesses;
 pub use running::{not_running, require_running};
 pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;

@@ -1,5 +1,6 @@
 //! The periodic worker: on a timer, idle sandboxes are released (the idle reaper), orphans
-//! swept, runs whose process died recovered and garbage collected.
+//! swept, runs whose process died recovered, boots nobody drives taken on again and garbage
+//! collected.
 
 use crate::Sessions;
 use sandbox_agents_domain::session::StoppedReason;
@@ -70,6 +71,9 @@ impl Sessions {
             }
             if let Err(e) = rt.runs().recover().await {
                 tracing::warn!(error = %e, "run recovery failed");
+            }
+            if let Err(e) = rt.redrive_boots().await {
+                tracing::warn!(error = %e, "the boot sweep failed");
             }
             if let Err(e) = rt.collect_garbage().await {
                 tracing::warn!(error = %e, "garbage collection failed");

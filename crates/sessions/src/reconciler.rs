@@ -6,14 +6,16 @@ use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
-use sandbox_agents_store::{sandbox_pool, sessions};
+use sandbox_agents_store::{sandbox_pool, session_leases, sessions};
 use std::collections::HashMap;
 
 impl Sessions {
     /// After a (re)start: sessions whose container survived are adopted; running sessions
     /// whose container is gone become `stopped` with reason `restart`; sessions caught
-    /// mid-boot are booted again. Then containers no session owns are removed. First of all,
-    /// runs a previous process left `running` are failed (their workers died with it).
+    /// mid-boot by a process that is gone are booted again (those another live process boots
+    /// are left to it), and queued ones that fit now. Then containers no session owns are
+    /// removed. First of all, runs a previous process left `running` are failed (their
+    /// workers died with it).
     #[tracing::instrument(skip_all)]
     pub async fn reconcile_on_start(&self) -> Result<()> {
         let st = &self.inner;
@@ -21,8 +23,6 @@ impl Sessions {
         for s in sessions::active(&st.db).await? {
             let id = s.id;
             if s.status == SessionStatus::Provisioning {
-                tracing::info!(session.id = %id, "booting a session a previous run left provisioning");
-                self.spawn_boot(id);
                 continue;
             }
             let found = match &s.container_id {
@@ -36,6 +36,8 @@ impl Sessions {
                 _ => self.mark_lost(id).await?,
             }
         }
+        self.redrive_boots().await?;
+        self.admit_queued();
         self.sweep_orphans().await
     }
 
@@ -93,27 +95,20 @@ impl Sessions {
             .await?
             .into_iter()
             .collect();
+        let mut alive = self.alive_processes();
         for c in listed.iter().filter(|c| c.pool.is_none()) {
             let session = c
                 .session
                 .as_deref()
                 .and_then(|s| uuid::Uuid::try_parse(s).ok());
-            let owned = match session.and_then(|s| owners.get(&s)) {
-                // The session exists: its container, or one a boot in flight is creating.
-                Some(Some(container)) => container == &c.id,
-                Some(None) => {
-                    // Read again: a boot (of this process or another) may have recorded the
-                    // container since `existing` read the row. A container the row names is
-                    // owned, whatever its status by now: removing it would leave a running
-                    // session without its sandbox (seen when a restart swept while another
-                    // process committed a boot).
-                    let row =
-                        sessions::get_for_worker(&st.db, SessionId(session.expect("matched")))
-                            .await?;
-                    row.is_some_and(|r| {
-                        r.status == SessionStatus::Provisioning
-                            || r.container_id.as_deref() == Some(c.id.as_str())
-                    })
+            let owned = match session.and_then(|s| owners.get(&s).map(|o| (s, o))) {
+                // The session exists and names it.
+                Some((_, Some(container))) if container == &c.id => true,
+                // Or a boot in flight is making it (names none yet, or still the one an
+                // unfinished boot left).
+                Some((s, _)) => {
+                    self.owned_while_booting(SessionId(s), &c.id, &mut alive)
+                        .await?
                 }
                 None => false,
             };
@@ -126,5 +121,33 @@ impl Sessions {
         // Replace what the sweep removed (a no-op without a pool or before `start_pool`).
         st.pool_wanted.notify_one();
         Ok(())
+    }
+
+    /// Whether the sandbox `container` of a session whose row named another one, or none,
+    /// when the sweep listed them is still owned. Read again: a boot (of this process or
+    /// another) may have recorded it since. A container the row names is owned, whatever its status by
+    /// now: removing it would leave a running session without its sandbox (seen when a
+    /// restart swept while another process committed a boot). One a `provisioning` session's
+    /// boot is making is owned while a live process drives that boot; when none does (its
+    /// process died, or the boot could not record it), the boot sweep boots the session
+    /// again with a new sandbox, and this one is nobody's.
+    async fn owned_while_booting(
+        &self,
+        id: SessionId,
+        container: &str,
+        alive: &mut crate::liveness::AliveProcesses<'_>,
+    ) -> Result<bool> {
+        let Some(row) = sessions::get_for_worker(&self.inner.db, id).await? else {
+            return Ok(false);
+        };
+        if row.container_id.as_deref() == Some(container) {
+            return Ok(true);
+        }
+        let Some((boot_worker, lease_worker)) =
+            session_leases::boot_drivers(&self.inner.db, id).await?
+        else {
+            return Ok(false);
+        };
+        self.boot_driven(id, boot_worker, lease_worker, alive).await
     }
 }

@@ -53,6 +53,8 @@ pub struct SessionSettings {
     /// Sandboxes the deployment and each project may hold at once (`--max-sandboxes`,
     /// `--max-sandboxes-per-project`); a boot over them waits, queued.
     pub admission: sandbox_agents_store::admission::Limits,
+    /// Boots this process runs at once (`--max-concurrent-boots`); more wait their turn.
+    pub max_concurrent_boots: usize,
 }
 
 /// The sandbox lifecycle service; cheap to clone.
@@ -88,6 +90,12 @@ pub(crate) struct Inner {
     pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Open terminals per session (`terminal.rs`).
     pub terminals: crate::terminal::TerminalCounts,
+    /// This process's liveness key (`liveness.rs`).
+    pub liveness: crate::liveness::Liveness,
+    /// The lifecycle leases this process holds (`lease.rs`).
+    pub leases: crate::lease::Leases,
+    /// The boots this process took on (`boot_queue.rs`).
+    pub boots: crate::boot_queue::BootQueue,
 }
 
 impl Sessions {
@@ -105,7 +113,6 @@ impl Sessions {
                 backend,
                 blobs,
                 s3: S3Client::new(settings.s3.clone()),
-                settings,
                 credentials,
                 tasks: TaskTracker::new(),
                 shutdown,
@@ -116,6 +123,10 @@ impl Sessions {
                 booting: tokio::sync::watch::Sender::new(0),
                 pool_worker: Default::default(),
                 terminals: Default::default(),
+                liveness: Default::default(),
+                leases: Default::default(),
+                boots: crate::boot_queue::BootQueue::new(settings.max_concurrent_boots),
+                settings,
             }),
         }
     }

@@ -4,8 +4,7 @@
 //! session's sandbox with one booted from the snapshot; creating a session with
 //! `from_snapshot_id` forks it.
 
-use crate::lock::not_found;
-use crate::lock::SessionLock;
+use crate::lease::not_found;
 use crate::Sessions;
 use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
@@ -32,7 +31,7 @@ impl Sessions {
         label: &str,
     ) -> Result<SnapshotRecord> {
         let st = &self.inner;
-        let lock = SessionLock::acquire(&st.db, id).await?;
+        let lease = self.lease(id).await?;
         let result = async {
             let s = sessions::get(&st.db, project, id)
                 .await
@@ -53,7 +52,7 @@ impl Sessions {
             made
         }
         .await;
-        lock.release().await;
+        lease.release().await;
         result
     }
 
@@ -167,7 +166,7 @@ impl Sessions {
                 }
                 other => other.into(),
             })?;
-        let lock = SessionLock::acquire(&st.db, id).await?;
+        let lease = self.lease(id).await?;
         let result = async {
             let s = sessions::get(&st.db, project, id)
                 .await
@@ -200,7 +199,7 @@ impl Sessions {
             Ok(sessions::get(&st.db, project, id).await?)
         }
         .await;
-        lock.release().await;
+        lease.release().await;
         result
     }
 }

@@ -1,6 +1,6 @@
 //! Starting a stopped (or failed) session again, and deleting one without leaks.
 
-use crate::lock::{not_found, SessionLock};
+use crate::lease::not_found;
 use crate::Sessions;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -27,7 +27,7 @@ impl Sessions {
     #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub async fn delete(&self, project: ProjectId, id: SessionId) -> Result<()> {
         let st = &self.inner;
-        let lock = SessionLock::acquire(&st.db, id).await?;
+        let lease = self.lease(id).await?;
         let result = async {
             let s = sessions::get(&st.db, project, id)
                 .await
@@ -48,7 +48,7 @@ impl Sessions {
             Ok(())
         }
         .await;
-        lock.release().await;
+        lease.release().await;
         self.admit_queued();
         result
     }

@@ -5,7 +5,7 @@
 //! with its event in one transaction. Also what other paths share with a stop: archiving a
 //! live workspace and recording a stop (the reconciler's `restart`).
 
-use crate::lock::{not_found, SessionLock};
+use crate::lease::not_found;
 use crate::Sessions;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -73,9 +73,9 @@ impl Sessions {
                 return Ok(row);
             }
         }
-        let lock = SessionLock::acquire(&st.db, id).await?;
+        let lease = self.lease(id).await?;
         let result = self.stop_locked(project, id, reason).await;
-        lock.release().await;
+        lease.release().await;
         // Its sandbox's room may go to a queued boot.
         self.admit_queued();
         result
@@ -103,7 +103,7 @@ impl Sessions {
             return Ok(s);
         }
         if reason == StoppedReason::Idle {
-            // The reaper chose this session before taking its lock; a use recorded since
+            // The reaper chose this session before taking its lease; a use recorded since
             // (an exec's touch, from any process) means it is not idle after all.
             let ttl = st.settings.idle_ttl.as_secs() as i64;
             if !sessions::is_idle_expired(&st.db, id, ttl).await? {

@@ -12,7 +12,32 @@ pub enum Error {
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    /// Every database error of the store, and of callers' transactions, passes here: the one
+    /// place that counts the times the pool had no connection to give
+    /// (`sandbox_agents_db_pool_timeouts_total`).
+    fn from(e: sqlx::Error) -> Self {
+        if matches!(e, sqlx::Error::PoolTimedOut) {
+            metrics::counter!("sandbox_agents_db_pool_timeouts_total").increment(1);
+        }
+        Error::Database(e)
+    }
+}
+
+impl Error {
+    /// A failure that says nothing of the request or the data: the pool had no free
+    /// connection in time, or the database did not answer. Trying again later may work.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
+            )
+        )
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -106,15 +106,25 @@ pub async fn queue_unless_done(
     .await?)
 }
 
-/// Claims up to `limit` due rows for `tx`'s lifetime; other processes skip them.
-pub async fn claim(tx: &mut sqlx::PgConnection, limit: i64) -> Result<Vec<Garbage>> {
+/// How long a claim keeps its rows from other collectors: a collector that dies mid-way
+/// leaves them due again after it.
+const CLAIM_SECONDS: f64 = 600.0;
+
+/// Claims up to `limit` due rows: each is due again only after [`CLAIM_SECONDS`], so other
+/// collectors skip them while this one removes the things, with no transaction open across
+/// the removals (blob deletes and image removals are slow; a transaction held across them
+/// would hold a pooled connection too). [`done`] or [`failed`] ends the claim of each row.
+pub async fn claim(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Garbage>> {
     Ok(sqlx::query_as!(
         Garbage,
-        "select id, kind, ref from garbage where due_at <= now()
-         order by id limit $1 for update skip locked",
+        "update garbage set due_at = now() + make_interval(secs => $2)
+          where id in (select id from garbage where due_at <= now()
+                        order by id limit $1 for update skip locked)
+          returning id, kind, ref",
         limit,
+        CLAIM_SECONDS,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(db)
     .await?)
 }
 
@@ -128,7 +138,7 @@ pub async fn done(db: impl PgExecutor<'_>, id: i64) -> Result<()> {
 
 /// Removing it failed: try again later, backing off from 10 s to an hour. The exponent is
 /// capped so that the delay stays representable however often a removal fails.
-pub async fn failed(tx: &mut sqlx::PgConnection, id: i64, error: &str) -> Result<()> {
+pub async fn failed(db: impl PgExecutor<'_>, id: i64, error: &str) -> Result<()> {
     sqlx::query!(
         "update garbage set attempts = attempts + 1, last_error = $2,
                 due_at = now() + make_interval(secs => least(3600, 10 * power(2, least(attempts, 12))))
@@ -136,7 +146,7 @@ pub async fn failed(tx: &mut sqlx::PgConnection, id: i64, error: &str) -> Result
         id,
         error,
     )
-    .execute(&mut *tx)
+    .execute(db)
     .await?;
     Ok(())
 }

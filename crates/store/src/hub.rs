@@ -299,8 +299,9 @@ impl EventHub {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(100);
         let mut connected_before = false;
+        let own = crate::pool::listener_pool(&self.inner.db);
         while !shutdown.is_cancelled() {
-            let mut listener = match connect_listener(&self.inner.db).await {
+            let mut listener = match connect_listener(&own).await {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!(error = %e, "the event listener cannot connect; polling until it can");
@@ -356,6 +357,7 @@ impl EventHub {
     }
 }
 
+/// `db` is the listener's own pool ([`crate::pool::listener_pool`]), never the server's.
 async fn connect_listener(db: &Db) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(db).await?;
     l.listen_all([CHANNEL, PROJECTS_CHANNEL]).await?;

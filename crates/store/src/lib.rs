@@ -31,7 +31,7 @@ pub mod s3_mounts;
 pub mod sandbox_pool;
 pub mod sealed;
 pub mod secrets;
-pub mod session_locks;
+pub mod session_leases;
 pub mod session_memories;
 pub mod sessions;
 pub mod snapshots;

@@ -1,6 +1,6 @@
 //! Which server processes are alive, told by PostgreSQL itself: each process holds an
-//! advisory lock (in the two-key space, class [`CLASS`], so it never meets the one-key session
-//! locks) on a connection of its own for as long as it lives. The connection dies with the
+//! advisory lock (in the two-key space, class [`CLASS`], so it never meets the one-key locks
+//! of admission) on a connection of its own for as long as it lives. The connection dies with the
 //! process, `kill -9` included, and the lock with it: a lock nobody holds is a dead process.
 
 use crate::error::Result;

@@ -39,6 +39,29 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
         .await
 }
 
+/// A small pool of its own on the same database, for a `LISTEN` that lasts as long as the
+/// process: `PgListener` keeps the connection it takes (and takes another to reconnect), and
+/// one taken from the server's pool would be one fewer for requests, and could not be had
+/// again while that pool is exhausted. Connects on first use; the second connection only
+/// bridges a reconnect while the dead one is given back.
+pub fn listener_pool(db: &Db) -> Db {
+    PgPoolOptions::new()
+        .max_connections(2)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy_with((*db.connect_options()).clone())
+}
+
+/// How long a connection took to come from the pool: what a request would wait for one now
+/// (the pool-wait probe samples it, `sandbox_agents_db_pool_wait_seconds`).
+pub async fn acquire_wait(db: &Db) -> Result<Duration, sqlx::Error> {
+    let started = std::time::Instant::now();
+    let conn = db.acquire().await?;
+    let waited = started.elapsed();
+    drop(conn);
+    Ok(waited)
+}
+
 /// Applies pending migrations. Safe to run from several processes at once: sqlx takes an
 /// advisory lock around the run.
 pub async fn migrate(db: &Db) -> Result<(), sqlx::migrate::MigrateError> {

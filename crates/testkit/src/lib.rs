@@ -170,6 +170,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         warm_pool_size: 0,
         warm_pool_max: 0,
         max_concurrent_builds: 2,
+        max_concurrent_boots: None,
         max_sandboxes: None,
         max_sandboxes_per_project: None,
         max_runs: None,
@@ -523,6 +524,8 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     let data_dir =
         std::env::temp_dir().join(format!("sa-test-data-{}", uuid::Uuid::new_v4().simple()));
     let mut config = test_config(data_dir.clone(), &deployment);
+    // The pool the caller gave, as the flag would have made it (what sizes the boots at once).
+    config.db_max_connections = db.options().get_max_connections();
     config.warm_pool_size = warm_pool;
     config.warm_pool_max = warm_pool_max;
     config.preview_domain = preview_domain;

@@ -28,6 +28,7 @@ impl fmt::Debug for Config {
             .field("idle_ttl_seconds", &self.idle_ttl_seconds)
             .field("warm_pool_size", &self.warm_pool_size)
             .field("max_concurrent_builds", &self.max_concurrent_builds)
+            .field("max_concurrent_boots", &self.max_concurrent_boots())
             .field("git_known_hosts", &self.git_known_hosts)
             .field("s3", &self.s3_settings())
             .field("public_url", &self.public_url())
@@ -199,6 +200,17 @@ impl Config {
                 })
             }
         }
+    }
+
+    /// `--max-concurrent-boots`, else twice the machine's cores, at most a quarter of the
+    /// database pool: a boot needs one connection at a time, and requests, runs and the other
+    /// workers need the rest.
+    pub fn max_concurrent_boots(&self) -> usize {
+        if let Some(n) = self.max_concurrent_boots {
+            return n as usize;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (2 * cores).min(self.db_max_connections as usize / 4).max(1)
     }
 
     /// The daemon's binary: `--sandboxd-bin`, else `sandboxd` beside this executable if it is

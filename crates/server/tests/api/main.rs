@@ -4,6 +4,8 @@ mod admission;
 mod agents;
 mod auth;
 mod blob_store;
+mod boot_sweep;
+mod burst;
 mod chaos;
 mod client_tools;
 mod compaction;

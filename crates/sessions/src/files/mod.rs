@@ -18,7 +18,7 @@
 mod upload;
 
 use crate::exec::sandbox_env;
-use crate::lock::not_found;
+use crate::lease::not_found;
 use crate::Sessions;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};

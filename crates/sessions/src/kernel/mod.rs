@@ -80,7 +80,7 @@ impl Sessions {
     ) -> Result<sandbox_agents_domain::notebook::Notebook> {
         sandbox_agents_store::sessions::get(&self.inner.db, project, id)
             .await
-            .map_err(|e| crate::lock::not_found(e, id))?;
+            .map_err(|e| crate::lease::not_found(e, id))?;
         let cells = notebook::list(&self.inner.db, id).await?;
         Ok(sandbox_agents_domain::notebook::Notebook::of(&cells))
     }

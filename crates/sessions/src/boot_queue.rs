@@ -1,0 +1,172 @@
+//! The boots one process takes on, and the sweep that keeps every `provisioning` session
+//! booting somewhere.
+//!
+//! A burst of sessions must queue, never wedge: each process runs at most
+//! `max_concurrent_boots` boots at once (a fair semaphore, so the rest go in the order they
+//! came) and a boot waiting its turn holds nothing (no lease, no connection), only its place.
+//! A process stamps the boots it takes on with its liveness key (`sessions.boot_worker`), and
+//! the sweep ([`Sessions::redrive_boots`]) boots again the sessions left `provisioning` that
+//! no live process drives: their process died, or a boot could not record its outcome even
+//! after its retries.
+
+use crate::Sessions;
+use sandbox_agents_domain::SessionId;
+use sandbox_agents_errors::Result;
+use sandbox_agents_store::session_leases;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a boot that could not record its outcome (a database error) waits before each
+/// retry; after the last, the sweep boots the session again.
+const RETRIES: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(2),
+    Duration::from_secs(8),
+];
+
+/// The boots this process took on.
+pub(crate) struct BootQueue {
+    /// Boots running at once.
+    permits: tokio::sync::Semaphore,
+    /// Sessions a task of this process is booting or waiting to boot.
+    taken: Mutex<HashSet<SessionId>>,
+}
+
+impl BootQueue {
+    pub(crate) fn new(max_concurrent: usize) -> Self {
+        BootQueue {
+            permits: tokio::sync::Semaphore::new(max_concurrent.max(1)),
+            taken: Mutex::default(),
+        }
+    }
+
+    fn is_taken(&self, id: SessionId) -> bool {
+        self.taken.lock().expect("the boot set").contains(&id)
+    }
+}
+
+/// A session's boot, taken on by this process until dropped.
+pub(crate) struct TakenOn {
+    sessions: Sessions,
+    pub id: SessionId,
+}
+
+impl Drop for TakenOn {
+    fn drop(&mut self) {
+        let queue = &self.sessions.inner.boots;
+        queue.taken.lock().expect("the boot set").remove(&self.id);
+    }
+}
+
+impl Sessions {
+    /// Boots this process took on that wait for their turn (`sandbox_agents_session_boots_waiting`).
+    pub fn boots_waiting(&self) -> usize {
+        let st = &self.inner;
+        let running =
+            st.settings.max_concurrent_boots.max(1) - st.boots.permits.available_permits();
+        let taken = st.boots.taken.lock().expect("the boot set").len();
+        taken.saturating_sub(running)
+    }
+
+    /// Takes the session's boot on in this process; `None` when a task of it already has.
+    pub(crate) fn take_on_boot(&self, id: SessionId) -> Option<TakenOn> {
+        let fresh = self
+            .inner
+            .boots
+            .taken
+            .lock()
+            .expect("the boot set")
+            .insert(id);
+        fresh.then(|| TakenOn {
+            sessions: self.clone(),
+            id,
+        })
+    }
+
+    /// Boots in the background; the outcome lands in the row and the log. A boot that could
+    /// not record its outcome is tried again ([`RETRIES`]); then the sweep takes it on.
+    pub(crate) fn spawn_boot(&self, id: SessionId) {
+        let Some(taken) = self.take_on_boot(id) else {
+            tracing::debug!(session.id = %id, "this process already boots the session");
+            return;
+        };
+        let rt = self.clone();
+        self.inner.tasks.spawn(async move {
+            let mut retries = RETRIES.iter();
+            loop {
+                let Err(e) = rt.boot(&taken).await else { return };
+                let Some(wait) = retries.next() else {
+                    tracing::error!(session.id = %id, error = %e, "a boot could not record its outcome; the sweep boots the session again");
+                    return;
+                };
+                tracing::warn!(session.id = %id, error = %e, retry_in_ms = wait.as_millis() as u64, "a boot could not record its outcome; trying again");
+                tokio::select! {
+                    _ = tokio::time::sleep(*wait) => {}
+                    _ = rt.inner.shutdown.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    /// Waits for this process's turn to boot: stamps the session with this process's key
+    /// first, so the sweep of every process knows that a live one drives it. `None` at
+    /// shutdown (the next process to start, or another's sweep, boots it).
+    pub(crate) async fn boot_turn(
+        &self,
+        taken: &TakenOn,
+    ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>> {
+        let st = &self.inner;
+        session_leases::stamp_boot(&st.db, taken.id, self.worker_key().await?).await?;
+        tokio::select! {
+            permit = st.boots.permits.acquire() => Ok(Some(permit.expect("the boot semaphore is never closed"))),
+            _ = st.shutdown.cancelled() => Ok(None),
+        }
+    }
+
+    /// Boots again the `provisioning` sessions no live process drives (neither holding their
+    /// lease nor stamped on their boot, or stamped by this process with no task of it on
+    /// it), and gives back the leases this process lost track of. Returns how many it took
+    /// on.
+    #[tracing::instrument(skip_all)]
+    pub async fn redrive_boots(&self) -> Result<usize> {
+        let st = &self.inner;
+        let me = self.worker_key().await?;
+        session_leases::release_lost(&st.db, me, &st.leases.tokens()).await?;
+        let mut alive = self.alive_processes();
+        let mut redriven = 0;
+        for s in session_leases::unbooted(&st.db).await? {
+            if self
+                .boot_driven(s.id, s.boot_worker, s.lease_worker, &mut alive)
+                .await?
+            {
+                continue;
+            }
+            let driver = s.lease_worker.or(s.boot_worker);
+            tracing::warn!(session.id = %s.id, worker = ?driver, "booting a session left provisioning that no live process boots");
+            self.spawn_boot(s.id);
+            redriven += 1;
+        }
+        if redriven > 0 {
+            metrics::counter!("sandbox_agents_session_boots_redriven_total")
+                .increment(redriven as u64);
+        }
+        Ok(redriven)
+    }
+
+    /// Whether a live process drives the boot of the `provisioning` session `id` (the orphan
+    /// sweep keeps the sandboxes of those it does).
+    pub(crate) async fn boot_driven(
+        &self,
+        id: SessionId,
+        boot_worker: Option<i32>,
+        lease_worker: Option<i32>,
+        alive: &mut crate::liveness::AliveProcesses<'_>,
+    ) -> Result<bool> {
+        let me = self.worker_key().await?;
+        match lease_worker.or(boot_worker) {
+            Some(w) if w == me => Ok(self.inner.boots.is_taken(id) || lease_worker == Some(me)),
+            other => alive.check(other).await,
+        }
+    }
+}
