@@ -49,12 +49,10 @@ impl Runs {
             // A few asks at a time: each waits inside its transaction for the one admission
             // lock of the deployment, holding a pooled connection meanwhile, and every
             // waiting run asks when room is freed.
-            let asking = self
-                .inner
-                .admission_asks
-                .acquire()
-                .await
-                .expect("never closed");
+            let asking = tokio::select! {
+                p = self.inner.admission_asks.acquire() => p.expect("never closed"),
+                _ = token.cancelled() => return Err(Stop::Outcome(Outcome::Cancelled)),
+            };
             let mut tx = self.inner.db.begin().await?;
             let decided = run_admission::try_admit(&mut tx, project, run, limits).await?;
             if let Some(Admission::Queued {

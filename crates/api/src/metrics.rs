@@ -164,7 +164,7 @@ fn describe() {
     );
     describe_counter!(
         "sandbox_agents_db_pool_timeouts_total",
-        "Times no database connection was free within the pool's acquire timeout (requests answered 503, the server is busy)"
+        "Times no database connection was free within the pool's acquire timeout, for a request (answered 503, the server is busy), a worker or the wait probe"
     );
     describe_gauge!(
         "sandbox_agents_session_boots_waiting",

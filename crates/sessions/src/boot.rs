@@ -157,11 +157,18 @@ impl Sessions {
                 let path = if booted.pooled { "pool" } else { path };
                 metrics::histogram!("sandbox_agents_session_boot_duration_seconds", "path" => path)
                     .record(started.elapsed());
-                let recorded = self.record_running(&s, &booted, started).await;
-                if recorded.is_err() {
-                    self.discard_unrecorded(id, &booted.sandbox.id).await;
+                match self.record_running(&s, &booted, started).await {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        self.discard_unrecorded(id, &booted.sandbox.id).await;
+                        if e.is_transient() {
+                            // Tried again by the caller, with a new sandbox.
+                            Err(e)
+                        } else {
+                            self.record_boot_failed(id, &e).await
+                        }
+                    }
                 }
-                recorded
             }
             // A busy or unreachable database says nothing of the session: the boot is tried
             // again (its sandbox is gone: `boot_sandbox` removes what it made on a failure).

@@ -84,18 +84,24 @@ impl Sessions {
         })
     }
 
-    /// Boots in the background; the outcome lands in the row and the log. A boot that could
-    /// not record its outcome is tried again ([`RETRIES`]); then the sweep takes it on.
-    pub(crate) fn spawn_boot(&self, id: SessionId) {
+    /// Boots in the background; the outcome lands in the row and the log. A boot that met a
+    /// busy or unreachable database is tried again ([`RETRIES`]); then the sweep takes it
+    /// on. `false` when a task of this process already has the boot.
+    pub(crate) fn spawn_boot(&self, id: SessionId) -> bool {
         let Some(taken) = self.take_on_boot(id) else {
             tracing::debug!(session.id = %id, "this process already boots the session");
-            return;
+            return false;
         };
         let rt = self.clone();
         self.inner.tasks.spawn(async move {
             let mut retries = RETRIES.iter();
             loop {
                 let Err(e) = rt.boot(&taken).await else { return };
+                if !e.is_transient() {
+                    // Not the database's: trying again would fail the same way.
+                    tracing::error!(session.id = %id, error = %e, "a boot failed without recording its outcome");
+                    return;
+                }
                 let Some(wait) = retries.next() else {
                     tracing::error!(session.id = %id, error = %e, "a boot could not record its outcome; the sweep boots the session again");
                     return;
@@ -107,6 +113,7 @@ impl Sessions {
                 }
             }
         });
+        true
     }
 
     /// Waits for this process's turn to boot: stamps the session with this process's key
@@ -131,8 +138,7 @@ impl Sessions {
     #[tracing::instrument(skip_all)]
     pub async fn redrive_boots(&self) -> Result<usize> {
         let st = &self.inner;
-        let me = self.worker_key().await?;
-        session_leases::release_lost(&st.db, me, &st.leases.tokens()).await?;
+        self.release_lost_leases().await?;
         let mut alive = self.alive_processes();
         let mut redriven = 0;
         for s in session_leases::unbooted(&st.db).await? {
@@ -142,10 +148,11 @@ impl Sessions {
             {
                 continue;
             }
-            let driver = s.lease_worker.or(s.boot_worker);
-            tracing::warn!(session.id = %s.id, worker = ?driver, "booting a session left provisioning that no live process boots");
-            self.spawn_boot(s.id);
-            redriven += 1;
+            if self.spawn_boot(s.id) {
+                let driver = s.lease_worker.or(s.boot_worker);
+                tracing::warn!(session.id = %s.id, worker = ?driver, "booting a session left provisioning that no live process boots");
+                redriven += 1;
+            }
         }
         if redriven > 0 {
             metrics::counter!("sandbox_agents_session_boots_redriven_total")
@@ -154,8 +161,9 @@ impl Sessions {
         Ok(redriven)
     }
 
-    /// Whether a live process drives the boot of the `provisioning` session `id` (the orphan
-    /// sweep keeps the sandboxes of those it does).
+    /// Whether a live process drives the boot of the `provisioning` session `id`: holds its
+    /// lease, or is stamped on its boot (this one only while a task of it has the boot). The
+    /// orphan sweep keeps the sandboxes of those it does.
     pub(crate) async fn boot_driven(
         &self,
         id: SessionId,
@@ -164,8 +172,14 @@ impl Sessions {
         alive: &mut crate::liveness::AliveProcesses<'_>,
     ) -> Result<bool> {
         let me = self.worker_key().await?;
-        match lease_worker.or(boot_worker) {
-            Some(w) if w == me => Ok(self.inner.boots.is_taken(id) || lease_worker == Some(me)),
+        // A lease of this process is a task of it working on the session.
+        if let Some(w) = lease_worker {
+            if w == me || alive.check(Some(w)).await? {
+                return Ok(true);
+            }
+        }
+        match boot_worker {
+            Some(w) if w == me => Ok(self.inner.boots.is_taken(id)),
             other => alive.check(other).await,
         }
     }

@@ -89,6 +89,9 @@ impl Sessions {
             max_lifetime_seconds: body.max_lifetime_seconds,
             resources: body.resources.clone().filter(|r| !r.is_default()),
         };
+        // Stamped with this process's key in the transaction that makes the row, so no sweep
+        // ever sees it provisioning with nobody on its boot.
+        let worker = self.worker_key().await?;
         let mut tx = st.db.begin().await?;
         secrets::check_bound(
             &mut tx,
@@ -98,6 +101,7 @@ impl Sessions {
         )
         .await?;
         let row = sessions::insert(&mut *tx, &new).await?;
+        sandbox_agents_store::session_leases::stamp_boot(&mut *tx, new.id, worker).await?;
         if let Some(env) = &environment {
             environments::attach_session(&mut *tx, new.id, env.id, env.build_digest.as_deref())
                 .await?;

@@ -24,8 +24,9 @@ const POLL_MAX: Duration = Duration::from_millis(250);
 /// The leases this process holds, and the wake-up of its waiters.
 #[derive(Default)]
 pub(crate) struct Leases {
-    /// The tokens of the holdings in this process (registered before they are taken, so the
-    /// sweep's [`session_leases::release_lost`] never removes one being taken).
+    /// The tokens of the holdings in this process (registered before they are taken: the
+    /// sweep gives back only rows it read before it looked here, see
+    /// [`Sessions::release_lost_leases`]).
     held: Mutex<HashSet<Uuid>>,
     released: tokio::sync::Notify,
 }
@@ -38,15 +39,6 @@ impl Leases {
     fn forget(&self, token: Uuid) {
         self.held.lock().expect("the lease set").remove(&token);
         self.released.notify_waiters();
-    }
-
-    pub(crate) fn tokens(&self) -> Vec<Uuid> {
-        self.held
-            .lock()
-            .expect("the lease set")
-            .iter()
-            .copied()
-            .collect()
     }
 }
 
@@ -130,16 +122,34 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// Gives back the leases of this process that no holding of it has any more (a release
+    /// that failed). The rows are read before the holdings are: a holding registered after
+    /// the read is not among the rows, so a lease being taken is never given back.
+    pub(crate) async fn release_lost_leases(&self) -> Result<u64> {
+        let st = &self.inner;
+        let me = self.worker_key().await?;
+        let rows = session_leases::tokens_of(&st.db, me).await?;
+        let held = st.leases.held.lock().expect("the lease set").clone();
+        let lost: Vec<Uuid> = rows.into_iter().filter(|t| !held.contains(t)).collect();
+        if lost.is_empty() {
+            return Ok(0);
+        }
+        Ok(session_leases::release_tokens(&st.db, &lost).await?)
+    }
+}
+
 impl SessionLease {
     /// Gives the lease back. A release that fails leaves a row the sweep removes
-    /// ([`session_leases::release_lost`]) and the next taker of this process takes over.
+    /// ([`Sessions::release_lost_leases`]) and the next taker of this process takes over.
+    /// Cancelled half-way (a caller that went away), it is given back by `Drop` instead.
     pub(crate) async fn release(mut self) {
-        self.released = true;
         let st = &self.sessions.inner;
         if let Err(e) = session_leases::release(&st.db, self.id, self.token).await {
             tracing::warn!(session.id = %self.id, error = %e, "could not give a session's lease back; it is taken over at its next use");
         }
         st.leases.forget(self.token);
+        self.released = true;
     }
 
     /// Drops a lease that was never taken.

@@ -41,8 +41,7 @@ impl Sessions {
         if key == self.worker_key().await? {
             return Ok(true);
         }
-        let mut conn = self.inner.db.acquire().await?;
-        Ok(liveness::is_alive(&mut conn, key).await?)
+        Ok(liveness::is_alive(&self.inner.db, key).await?)
     }
 
     /// A sweep's view of which processes are alive: each key is asked once.

@@ -137,17 +137,17 @@ impl Sessions {
         container: &str,
         alive: &mut crate::liveness::AliveProcesses<'_>,
     ) -> Result<bool> {
-        let Some(row) = sessions::get_for_worker(&self.inner.db, id).await? else {
+        // One read: a row read twice may run on the container by the second read.
+        let Some(owner) = session_leases::sandbox_owner(&self.inner.db, id).await? else {
             return Ok(false);
         };
-        if row.container_id.as_deref() == Some(container) {
+        if owner.container_id.as_deref() == Some(container) {
             return Ok(true);
         }
-        let Some((boot_worker, lease_worker)) =
-            session_leases::boot_drivers(&self.inner.db, id).await?
-        else {
+        if !owner.provisioning {
             return Ok(false);
-        };
+        }
+        let (boot_worker, lease_worker) = (owner.boot_worker, owner.lease_worker);
         self.boot_driven(id, boot_worker, lease_worker, alive).await
     }
 }

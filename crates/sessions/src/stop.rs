@@ -73,7 +73,22 @@ impl Sessions {
                 return Ok(row);
             }
         }
-        let lease = self.lease(id).await?;
+        // A stop the server chose itself (idle, lifetime, disk) does not wait for another
+        // operation on the session: its sweep or check comes again. Waiting would hold up
+        // the sweep's other work for as long as that operation takes.
+        let lease = if matches!(
+            reason,
+            StoppedReason::Idle | StoppedReason::Lifetime | StoppedReason::Disk
+        ) {
+            self.try_lease(id).await?.ok_or_else(|| {
+                ServiceError::Conflict(
+                    "another operation is working on this session; the next sweep tries again"
+                        .into(),
+                )
+            })?
+        } else {
+            self.lease(id).await?
+        };
         let result = self.stop_locked(project, id, reason).await;
         lease.release().await;
         // Its sandbox's room may go to a queued boot.

@@ -20,16 +20,22 @@ pub async fn try_hold(conn: &mut PgConnection, key: i32) -> Result<bool> {
     .await?)
 }
 
-/// Whether a process holds the liveness lock `key`. Checked by taking it, which succeeds only
-/// when nobody holds it, and giving it back at once.
-pub async fn is_alive(conn: &mut PgConnection, key: i32) -> Result<bool> {
-    if !try_hold(conn, key).await? {
-        return Ok(true);
-    }
-    sqlx::query_scalar!("select pg_advisory_unlock($1, $2)", CLASS, key)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(false)
+/// Whether a process holds the liveness lock `key`, read from `pg_locks`: taking nothing, so a
+/// caller cancelled half-way cannot leave the lock held by a pooled connection (which would
+/// make a dead process look alive for as long as that connection lived).
+pub async fn is_alive(db: impl sqlx::PgExecutor<'_>, key: i32) -> Result<bool> {
+    // A two-key advisory lock shows its keys as classid and objid, with objsubid 2.
+    Ok(sqlx::query_scalar!(
+        r#"select exists (select 1 from pg_locks
+            where locktype = 'advisory' and granted and objsubid = 2
+              and classid::int8 = $1::int8 and objid::int8 = $2::int8
+              and database = (select oid from pg_database where datname = current_database())
+           ) as "held!""#,
+        i64::from(CLASS),
+        i64::from(key)
+    )
+    .fetch_one(db)
+    .await?)
 }
 
 /// How many server processes are alive on this database: the liveness locks held in it.

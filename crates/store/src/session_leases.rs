@@ -103,18 +103,24 @@ pub async fn release(db: impl PgExecutor<'_>, session: SessionId, token: Uuid) -
     Ok(())
 }
 
-/// Gives back every lease of `worker` but the holdings `keep` (what that process holds now):
-/// leases a process lost track of (a release that failed) would otherwise last as long as it
-/// lives. Returns how many went.
-pub async fn release_lost(db: impl PgExecutor<'_>, worker: i32, keep: &[Uuid]) -> Result<u64> {
-    Ok(sqlx::query!(
-        "delete from session_leases where worker = $1 and not (token = any($2))",
-        worker,
-        keep
+/// The tokens of the leases `worker` holds.
+pub async fn tokens_of(db: impl PgExecutor<'_>, worker: i32) -> Result<Vec<Uuid>> {
+    Ok(
+        sqlx::query_scalar!("select token from session_leases where worker = $1", worker)
+            .fetch_all(db)
+            .await?,
     )
-    .execute(db)
-    .await?
-    .rows_affected())
+}
+
+/// Gives back the leases held with `tokens` (ones their process lost track of: a release
+/// that failed would otherwise last as long as the process lives). Returns how many went.
+pub async fn release_tokens(db: impl PgExecutor<'_>, tokens: &[Uuid]) -> Result<u64> {
+    Ok(
+        sqlx::query!("delete from session_leases where token = any($1)", tokens)
+            .execute(db)
+            .await?
+            .rows_affected(),
+    )
 }
 
 /// Stamps `worker` as the process that took the session's boot on; nothing when it is no
@@ -160,19 +166,29 @@ pub async fn unbooted(db: impl PgExecutor<'_>) -> Result<Vec<Unbooted>> {
     .await?)
 }
 
-/// The processes that may drive the boot of `session` while it is `provisioning`: the one
-/// stamped on it and the one holding its lease. `None` when it is not provisioning.
-pub async fn boot_drivers(
+/// What the orphan sweep needs to know of a session, read at one instant: its status, the
+/// sandbox its row names, and the processes stamped on its boot and holding its lease.
+#[derive(Clone, Debug)]
+pub struct SandboxOwner {
+    pub provisioning: bool,
+    pub container_id: Option<String>,
+    pub boot_worker: Option<i32>,
+    pub lease_worker: Option<i32>,
+}
+
+/// [`SandboxOwner`] of `session`; `None` when there is no such session.
+pub async fn sandbox_owner(
     db: impl PgExecutor<'_>,
     session: SessionId,
-) -> Result<Option<(Option<i32>, Option<i32>)>> {
-    Ok(sqlx::query!(
-        r#"select s.boot_worker, l.worker as "lease_worker?"
+) -> Result<Option<SandboxOwner>> {
+    Ok(sqlx::query_as!(
+        SandboxOwner,
+        r#"select (s.status = 'provisioning') as "provisioning!", s.container_id,
+                  s.boot_worker, l.worker as "lease_worker?"
              from sessions s left join session_leases l on l.session_id = s.id
-            where s.id = $1 and s.status = 'provisioning'"#,
+            where s.id = $1"#,
         session.0
     )
     .fetch_optional(db)
-    .await?
-    .map(|r| (r.boot_worker, r.lease_worker)))
+    .await?)
 }

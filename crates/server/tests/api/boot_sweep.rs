@@ -7,11 +7,13 @@
 //! * one this process stamped but no task of it boots (a boot that gave up recording its
 //!   outcome) is booted again;
 //! * a lifecycle operation waits while another live process holds the session's lease and
-//!   takes the lease over once that process is gone;
+//!   takes the lease over once that process is gone; a stop the server chose itself (an idle
+//!   release) does not wait;
 //! * a pool with no free connection is a 503 saying the server is busy, with `Retry-After`,
 //!   counted in `/metrics`.
 
 use crate::metrics::{sample, scrape};
+use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_sandbox::SandboxSpec;
 use sandbox_agents_testkit::{fresh_database, spawn_app, spawn_app_on, test_image, TestApp, BOOT};
@@ -130,6 +132,16 @@ async fn a_lifecycle_operation_waits_for_a_live_holder_and_takes_over_from_a_dea
     let sid = SessionId(id.parse().unwrap());
     let other = Process::start(&app, 0x0b07_0002).await;
     hold_lease(&app, sid, other.key).await;
+
+    // A stop the server chooses itself does not wait: its sweep comes again.
+    let idle = tokio::time::timeout(
+        Duration::from_secs(5),
+        app.sessions.stop(None, sid, StoppedReason::Idle),
+    )
+    .await
+    .expect("an idle release does not wait for the lease");
+    let refused = idle.expect_err("a conflict, not a stop").to_string();
+    assert!(refused.contains("the next sweep tries again"), "{refused}");
 
     let mut delete = {
         let (http, url) = (app.http.clone(), app.url(&format!("/api/sessions/{id}")));
