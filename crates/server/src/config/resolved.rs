@@ -417,6 +417,24 @@ mod tests {
     }
 
     #[test]
+    fn boots_at_once_follow_the_cores_and_a_quarter_of_the_pool_unless_set() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let boots = |args: &[&str]| {
+            let mut all = vec!["sandbox-agents"];
+            all.extend(args);
+            Cli::try_parse_from(all)
+                .unwrap()
+                .config
+                .max_concurrent_boots()
+        };
+        assert_eq!(boots(&[]), (2 * cores).min(8));
+        assert_eq!(boots(&["--db-max-connections", "8"]), (2 * cores).min(2));
+        assert_eq!(boots(&["--db-max-connections", "2"]), 1);
+        assert_eq!(boots(&["--max-concurrent-boots", "40"]), 40);
+        assert!(Cli::try_parse_from(["sandbox-agents", "--max-concurrent-boots", "0"]).is_err());
+    }
+
+    #[test]
     fn s3_secrets_never_reach_debug_output() {
         let cli = Cli::try_parse_from([
             "sandbox-agents",
