@@ -14,7 +14,9 @@
 //! 4. File transfers (`--parts files`): 1 KB and 10 MB written and read through the workspace
 //!    and absolute-path endpoints, beside the Engine's archive API; see `files.rs`.
 //! 5. Bursts (`--parts burst`): twenty sessions at once on a fixed warm pool and on one that
-//!    follows demand, beside twenty raw cold boots at once; see `burst.rs`.
+//!    follows demand, beside twenty raw cold boots at once; see `burst.rs`. A hundred at once
+//!    (`--parts burst100`) on default settings and on a database pool of 8, with the pool's
+//!    wait from `/metrics`, beside a hundred raw cold boots; see `burst100.rs`.
 //!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
@@ -24,6 +26,8 @@
 
 #[path = "sandbox_bench/burst.rs"]
 mod burst;
+#[path = "sandbox_bench/burst100.rs"]
+mod burst100;
 #[path = "sandbox_bench/files.rs"]
 mod files;
 #[path = "sandbox_bench/ours.rs"]
@@ -71,7 +75,8 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
-    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`.
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`,
+    /// `burst100`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -476,6 +481,15 @@ async fn parts(
             burst::BURST
         ));
         out.push(burst::part(bursts, cluster, docker, &tar).await?);
+    }
+    if wants("burst100") {
+        // A hundred samples a burst: two timed bursts per server, after an untimed one.
+        let bursts = (args.iterations / 15).max(2);
+        log(format!(
+            "bursts of {}: 1 + {bursts} bursts × 2 servers, and raw",
+            burst100::BURST
+        ));
+        out.push(burst100::part(bursts, cluster, docker, &tar).await?);
     }
     Ok(out)
 }

@@ -59,12 +59,8 @@ pub async fn part(
             app.sessions.start_pool();
             let s = app.sessions.settings();
             sandbox = Some((s.default_image.clone(), s.limits.clone()));
-            let result = bursts_of(&app, bursts, row).await;
-            let left = app.sessions.backend().list().await.unwrap_or_default();
-            for c in left {
-                let _ = app.sessions.backend().remove(&c.id).await;
-            }
-            app.stop().await;
+            let result = bursts_of(&app, bursts, BURST, row).await;
+            stop_and_clean(app).await;
             result
         }
         .await;
@@ -73,21 +69,7 @@ pub async fn part(
     }
     // A cold boot's sandbox: the servers' image and limits.
     let (image, limits) = sandbox.context("no server ran")?;
-    for b in 0..bursts + 1 {
-        let started = std::time::Instant::now();
-        let all = futures::future::join_all((0..BURST).map(|_| async {
-            let id = raw::create_start_upload(docker, &image, &limits, tar).await?;
-            Ok::<_, anyhow::Error>((id, started.elapsed()))
-        }))
-        .await;
-        for r in all {
-            let (id, took) = r?;
-            if b > 0 {
-                raw_row.samples.push(took);
-            }
-            raw::remove(docker, &id).await?;
-        }
-    }
+    raw_bursts(docker, (&image, &limits), tar, bursts, BURST, &mut raw_row).await?;
     let p50 = |r: &Row| crate::report::stats(&r.samples).p50;
     let notes = format!(
         "Each row is {bursts} bursts × {BURST} sessions; the numbers are per session, from its \
@@ -104,8 +86,51 @@ pub async fn part(
     })
 }
 
-/// One untimed burst, then `bursts` timed ones, each once the pool is refilled.
-async fn bursts_of(app: &TestApp, bursts: usize, row: &mut Row) -> anyhow::Result<()> {
+/// Removes every sandbox of `app`'s deployment (the warm pool's too), then stops it.
+pub(crate) async fn stop_and_clean(app: TestApp) {
+    let left = app.sessions.backend().list().await.unwrap_or_default();
+    for c in left {
+        let _ = app.sessions.backend().remove(&c.id).await;
+    }
+    app.stop().await;
+}
+
+/// `bursts` timed bursts of `n` raw cold boots (create + start + upload) at once, after an
+/// untimed one; each sandbox is removed after its burst.
+pub(crate) async fn raw_bursts(
+    docker: &bollard::Docker,
+    (image, limits): (&str, &sandbox_agents_sandbox::Limits),
+    tar: &Bytes,
+    bursts: usize,
+    n: usize,
+    row: &mut Row,
+) -> anyhow::Result<()> {
+    for b in 0..bursts + 1 {
+        let started = std::time::Instant::now();
+        let all = futures::future::join_all((0..n).map(|_| async {
+            let id = raw::create_start_upload(docker, image, limits, tar).await?;
+            Ok::<_, anyhow::Error>((id, started.elapsed()))
+        }))
+        .await;
+        for r in all {
+            let (id, took) = r?;
+            if b > 0 {
+                row.samples.push(took);
+            }
+            raw::remove(docker, &id).await?;
+        }
+    }
+    Ok(())
+}
+
+/// One untimed burst of `n` sessions, then `bursts` timed ones, each once the pool is
+/// refilled; each burst's sessions are deleted after it, all at once.
+pub(crate) async fn bursts_of(
+    app: &TestApp,
+    bursts: usize,
+    n: usize,
+    row: &mut Row,
+) -> anyhow::Result<()> {
     let agent = create_agent(
         app,
         json!({"slug": "burst", "name": "burst", "manifest": manifest()}),
@@ -116,9 +141,9 @@ async fn bursts_of(app: &TestApp, bursts: usize, row: &mut Row) -> anyhow::Resul
         pool_full(app, target)
             .await
             .context("waiting for the pool")?;
-        log(format!("burst {b}: the pool holds {target}"));
+        log(format!("burst {b} of {n}: the pool holds {target}"));
         let all =
-            futures::future::join_all((0..BURST).map(|_| create_until_running(app, &agent))).await;
+            futures::future::join_all((0..n).map(|_| create_until_running(app, &agent))).await;
         let mut ids = Vec::new();
         for r in all {
             let (id, took, _) = r?;
@@ -127,9 +152,10 @@ async fn bursts_of(app: &TestApp, bursts: usize, row: &mut Row) -> anyhow::Resul
             }
             ids.push(id);
         }
-        for id in ids {
-            delete_session(app, &id).await?;
-        }
+        futures::future::join_all(ids.iter().map(|id| delete_session(app, id)))
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<()>>>()?;
     }
     Ok(())
 }
