@@ -10,13 +10,12 @@
 //! booted by one process only. The same burst through the published client, on one process
 //! with the default pool and with `--db-max-connections 8`, is `tests/contract/test_burst.py`.
 
-use crate::process::ServerProcess;
+use crate::process::{Leftovers, ServerProcess};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
 use sandbox_agents_testkit::{
-    database_url, eventually, fresh_named_database, on_own_runtime, remove_deployment_sandboxes,
-    test_image, test_sandboxd,
+    database_url, eventually, fresh_named_database, test_image, test_sandboxd,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -41,16 +40,6 @@ fn script() -> Script {
             .last_user_contains("burst job")
             .reply_tool_call("shell", json!({"command": "echo burst-ok"})),
     ])
-}
-
-/// Removes what the test's processes left, whatever happened.
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let deployment = self.0.clone();
-        on_own_runtime(async move { remove_deployment_sandboxes(&deployment).await });
-    }
 }
 
 /// Sends `req`; its status and JSON body.
@@ -81,9 +70,12 @@ async fn scenario() {
     let (db, _options, name) = fresh_named_database().await;
     let url = database_url(&name).await;
     let deployment = sandbox_agents_store::deployment::id(&db).await.unwrap();
-    let _cleanup = Cleanup(deployment.clone());
-    let fake = FakeModel::start(script());
     let blobs = std::env::temp_dir().join(format!("sa-burst-{}", uuid::Uuid::new_v4().simple()));
+    let _leftovers = Leftovers {
+        deployment: deployment.clone(),
+        dir: blobs.clone(),
+    };
+    let fake = FakeModel::start(script());
     std::fs::create_dir_all(&blobs).unwrap();
     let blob_url = format!("file://{}", blobs.display());
     let (model, sandboxd, image) = (
@@ -236,5 +228,4 @@ async fn scenario() {
     );
     a.terminate().await;
     b.terminate().await;
-    let _ = std::fs::remove_dir_all(&blobs);
 }

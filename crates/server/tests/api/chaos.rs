@@ -29,7 +29,7 @@
 //! wait has its own deadline; on a loaded 2-core machine it takes 45 to 80 seconds (A's
 //! schedule is about 30 s of it; its restarts, boots and the settling after it the rest).
 
-use crate::process::ServerProcess;
+use crate::process::{Leftovers, ServerProcess};
 use crate::webhooks::verify;
 use futures::StreamExt;
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
@@ -38,8 +38,7 @@ use sandbox_agents_sandbox::SandboxBackend;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
 use sandbox_agents_testkit::sse::take_frame;
 use sandbox_agents_testkit::{
-    database_url, eventually, fresh_named_database, on_own_runtime, remove_deployment_sandboxes,
-    test_image, test_sandboxd, BOOT,
+    database_url, eventually, fresh_named_database, test_image, test_sandboxd, BOOT,
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -529,21 +528,6 @@ async fn drive(
     (id, reader, until)
 }
 
-/// Removes the deployment's containers and the shared blob directory when dropped, so that
-/// a failing run leaves nothing behind (the processes, killed on drop, do not remove them).
-struct Cleanup {
-    deployment: String,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-        let deployment = self.deployment.clone();
-        on_own_runtime(async move { remove_deployment_sandboxes(&deployment).await });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_of_one_of_two_processes_loses_duplicates_and_leaks_nothing() {
     let started = Instant::now();
@@ -561,7 +545,7 @@ async fn scenario() {
     let receiver = Receiver::start(Answer::Ok).await;
     // One blob store for both processes, as one deployment's processes share theirs.
     let shared = std::env::temp_dir().join(format!("sa-chaos-{}", uuid::Uuid::new_v4().simple()));
-    let _cleanup = Cleanup {
+    let _leftovers = Leftovers {
         deployment: deployment.clone(),
         dir: shared.clone(),
     };

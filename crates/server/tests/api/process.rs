@@ -3,6 +3,24 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+/// What the processes of a multi-process test leave outside themselves: the deployment's
+/// containers and a shared directory (a blob store), removed when dropped, so that a failing
+/// run leaves nothing behind (the processes, killed on drop, do not remove them).
+pub struct Leftovers {
+    pub deployment: String,
+    pub dir: std::path::PathBuf,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let deployment = self.deployment.clone();
+        sandbox_agents_testkit::on_own_runtime(async move {
+            sandbox_agents_testkit::remove_deployment_sandboxes(&deployment).await
+        });
+    }
+}
+
 /// A server process on `url`, killed when dropped.
 pub struct ServerProcess {
     child: tokio::process::Child,
