@@ -1,11 +1,61 @@
-import { Anchor, Button, Card, Stack, Table, Text, TextInput } from '@mantine/core';
+import { Alert, Anchor, Button, Card, Code, List, Stack, Table, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
-import { api, unwrap } from '../../api/client';
+import { Link } from 'react-router-dom';
+import { api, unwrap, type Me } from '../../api/client';
 import { ErrorAlert, PageHeader } from '../../components/common';
+import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
 
+/** A profile belongs to a signed-in person; any other caller learns why there is none here. */
 export default function AccountPage() {
+  const { me } = useAppContext();
+  if (!me.auth_required) return <OpenMode />;
+  if (me.kind !== 'user') return <NotAPerson me={me} />;
+  return <Profile />;
+}
+
+/** Open mode: no credential is checked, so there is nobody to have a profile. */
+function OpenMode() {
+  return (
+    <Stack maw={720} data-testid="account-open-mode">
+      <PageHeader title="Your account" description="This deployment is in open mode." />
+      <Alert color="yellow" title="Open mode: nobody signs in">
+        <Text size="sm" mb="xs">
+          This server checks no credentials: it has no shared token and no API key yet. Everyone who can reach it acts as an operator, so there is no account to show here.
+        </Text>
+        <Text size="sm" mb="xs">To close it (after that, people sign in at /login and programs send a key):</Text>
+        <List size="sm" spacing={4}>
+          <List.Item>
+            create people who will sign in on the <Anchor component={Link} to="/users">Users</Anchor> page first (the first one is an operator),
+          </List.Item>
+          <List.Item>
+            then create an API key on the <Anchor component={Link} to="/keys">API keys</Anchor> page: the first key closes the deployment,
+          </List.Item>
+          <List.Item>
+            or restart the server with a shared token: <Code>--token</Code> or <Code>SANDBOX_AGENTS_TOKEN</Code>.
+          </List.Item>
+        </List>
+      </Alert>
+    </Stack>
+  );
+}
+
+function NotAPerson({ me }: { me: Me }) {
+  const what = me.kind === 'api_key' ? `the API key ${me.label ?? ''}`.trim() : 'the shared token';
+  return (
+    <Stack maw={720} data-testid="account-not-a-person">
+      <PageHeader title="Your account" />
+      <Alert color="blue" title="No profile for this credential">
+        <Text size="sm">
+          You are using {what}. A profile (name, password, projects) belongs to a person: sign in at <Anchor href={me.login_url || '/login'}>the sign-in page</Anchor> to see yours.
+        </Text>
+      </Alert>
+    </Stack>
+  );
+}
+
+function Profile() {
   const qc = useQueryClient();
   const profile = useQuery({ queryKey: ['profile'], queryFn: () => unwrap(api.GET('/api/me/profile')) });
   const [name, setName] = useState('');
