@@ -189,11 +189,12 @@ export async function startWebhookReceiver(): Promise<{ url: string; server: htt
 
 export const UI_CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; worker-src 'self' blob:; font-src 'self' data:; frame-ancestors 'none'";
 const SERVER_ROUTES = ['/api', '/docs', '/openapi.json', '/login', '/logout', '/recovery', '/settings', '/preview'];
+const isServerRoute = (p: string) => SERVER_ROUTES.some((r) => p === r || p.startsWith(r + '/'));
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2', '.json': 'application/json' };
 
 /**
  * The fallback for a server that does not serve the UI yet: web/dist on a port of its own, the
- * server's routes forwarded to it. The forwarded request carries the server's own Host and no
+ * server's routes forwarded to it (WebSocket upgrades too, as a reverse proxy must). The forwarded request carries the server's own Host and no
  * Origin, so the server's cross-site guard sees a same-origin request, as it will once it
  * serves the UI itself.
  */
@@ -201,13 +202,16 @@ export async function startStaticProxy(target: string): Promise<{ url: string; s
   const dist = path.join(WEB_DIR, 'dist');
   if (!existsSync(path.join(dist, 'index.html'))) throw new Error('web/dist/index.html is missing: run npm run build first');
   const t = new URL(target);
+  const forwarded = (req: http.IncomingMessage) => {
+    const headers = { ...req.headers, host: t.host };
+    delete headers.origin;
+    delete headers['sec-fetch-site'];
+    return { host: t.hostname, port: t.port, method: req.method, path: req.url, headers };
+  };
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
-    if (SERVER_ROUTES.some((r) => url.pathname === r || url.pathname.startsWith(r + '/') || url.pathname.startsWith(r + '?'))) {
-      const headers = { ...req.headers, host: t.host };
-      delete headers.origin;
-      delete headers['sec-fetch-site'];
-      const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers }, (ur) => {
+    if (isServerRoute(url.pathname)) {
+      const up = http.request(forwarded(req), (ur) => {
         res.writeHead(ur.statusCode ?? 502, ur.headers);
         ur.pipe(res);
       });
@@ -226,6 +230,39 @@ export async function startStaticProxy(target: string): Promise<{ url: string; s
     if (file.endsWith('index.html')) headers['Content-Security-Policy'] = UI_CSP;
     res.writeHead(200, headers);
     createReadStream(file).pipe(res);
+  });
+  // A WebSocket (the terminal) is an upgrade, which Node hands to this event and not to the
+  // request handler: passed on as is, then the two sockets are joined both ways. The server's
+  // refusal (a 4xx instead of 101) goes back as an ordinary answer.
+  server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    if (!isServerRoute(new URL(req.url ?? '/', 'http://x').pathname)) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    const up = http.request(forwarded(req));
+    const statusLine = (res: http.IncomingMessage) => `HTTP/1.1 ${res.statusCode} ${res.statusMessage}\r\n`;
+    up.on('upgrade', (res, upSocket, upHead) => {
+      socket.write(`${statusLine(res)}${res.rawHeaders.reduce((a, v, i) => a + (i % 2 ? `${v}\r\n` : `${v}: `), '')}\r\n`);
+      if (upHead.length) socket.write(upHead);
+      if (head.length) upSocket.write(head);
+      upSocket.pipe(socket).pipe(upSocket);
+      upSocket.on('error', () => socket.destroy());
+      socket.on('error', () => upSocket.destroy());
+      socket.on('close', () => upSocket.destroy());
+      upSocket.on('close', () => socket.destroy());
+    });
+    up.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const type = res.headers['content-type'] ?? 'application/json';
+        socket.end(Buffer.concat([Buffer.from(`${statusLine(res)}Content-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`), body]));
+      });
+    });
+    up.on('error', () => socket.end('HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n'));
+    socket.on('error', () => up.destroy());
+    up.end();
   });
   const port = await freePort();
   await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));

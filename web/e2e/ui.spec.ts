@@ -313,48 +313,7 @@ test('upload a file, preview it and download it', async ({ page }) => {
   await expect(page.getByText('File uploaded: uploads/notes.md')).toBeVisible();
 });
 
-test('use an interactive shell in the terminal tab, resize it, exit and open a new one', async ({ page }) => {
-  await page.goto(`${UI()}/sessions/${sessionId}/terminal`);
-  const terminal = page.getByTestId('terminal');
-  const state = page.getByTestId('terminal-state');
-  await expect(state).toHaveAttribute('data-phase', 'open');
-  await terminal.click();
-  await page.keyboard.type('echo hello-$((6*7)) && ls uploads && tty');
-  await page.keyboard.press('Enter');
-  await expect(terminal).toContainText('hello-42');
-  await expect(terminal).toContainText('notes.md');
-  await expect(terminal).toContainText('/dev/pts/');
-  // The shell keeps its state between lines, as a shell does.
-  await page.keyboard.type('cd uploads && X=kept-$((2*3))');
-  await page.keyboard.press('Enter');
-  await page.keyboard.type('echo "$X in $PWD"');
-  await page.keyboard.press('Enter');
-  await expect(terminal).toContainText('kept-6 in /workspace/uploads');
-  await shot(page, 'terminal');
-  // A narrower window is a narrower terminal, down to the shell.
-  await page.keyboard.type('echo cols-$(stty size | cut -d" " -f2)');
-  await page.keyboard.press('Enter');
-  await expect(terminal).toContainText(/cols-\d+/);
-  const wide = Number((await terminal.textContent())!.match(/cols-(\d+)/)![1]);
-  await page.setViewportSize({ width: 800, height: 720 });
-  await page.keyboard.type('clear; echo narrow-$(stty size | cut -d" " -f2)');
-  await page.keyboard.press('Enter');
-  await expect(terminal).toContainText(/narrow-\d+/);
-  const narrow = Number((await terminal.textContent())!.match(/narrow-(\d+)/)![1]);
-  expect(narrow).toBeLessThan(wide);
-  await page.setViewportSize({ width: 1280, height: 800 });
-  // Its end is said, and a new shell is a click away.
-  await page.keyboard.type('exit 3');
-  await page.keyboard.press('Enter');
-  await expect(state).toHaveAttribute('data-phase', 'ended');
-  await expect(state).toContainText('The shell exited with 3');
-  await state.getByRole('button', { name: 'New shell' }).click();
-  await expect(state).toHaveAttribute('data-phase', 'open');
-  await terminal.click();
-  await page.keyboard.type('echo again-$((5+5))');
-  await page.keyboard.press('Enter');
-  await expect(terminal).toContainText('again-10');
-});
+// The terminal has a spec of its own (terminal.spec.ts), run in both modes of the harness.
 
 test('take a snapshot and fork a new session from it', async ({ page }) => {
   await page.goto(`${UI()}/sessions/${sessionId}/snapshots`);
