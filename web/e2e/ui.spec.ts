@@ -105,6 +105,8 @@ test('a stale edit gets the 409 explained and can be re-applied', async ({ page 
   const conflict = page.getByTestId('conflict');
   await expect(conflict).toContainText(`version ${current.version + 1}`);
   await expect(conflict).toContainText('instructions');
+  // The values in conflict, not only the field's name: theirs, and mine beside it.
+  await expect(conflict.getByTestId('conflict-values')).toContainText('"Changed by a script."');
   await conflict.getByRole('button', { name: /Re-apply my changes/ }).click();
   await expect(page).toHaveURL(new RegExp(`/agents/${SLUG}$`));
   await expect(page.getByText('Edited in the browser', { exact: true })).toBeVisible();

@@ -14,6 +14,7 @@ import {
   SimpleGrid,
   Stack,
   Switch,
+  Table,
   Tabs,
   Text,
   TextInput,
@@ -28,12 +29,13 @@ import { api, ApiError, unwrap, type Agent } from '../../api/client';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { PageFallback } from '../../Layout';
+import { ManifestEntriesEditor, SkillsSourceEditor } from './StructuredEditors';
 import { bundleOfSkillsSource } from '../skills/bundles';
 import {
   agentBody,
   CAPABILITIES,
   CAPABILITY_HELP,
-  changedFields,
+  conflictRows,
   EFFORTS,
   emptyAgentForm,
   formFromAgent,
@@ -41,6 +43,7 @@ import {
   TRANSPORTS,
   validateAgentForm,
   type AgentFormValues,
+  type ConflictRow,
   type Errors,
 } from './model';
 
@@ -64,7 +67,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const [values, setValues] = useState<AgentFormValues>(() => (initialBase ? formFromAgent(initialBase) : emptyAgentForm()));
   const [errors, setErrors] = useState<Errors>({});
   const [touched, setTouched] = useState(false);
-  const [conflict, setConflict] = useState<{ current: Agent; fields: string[] } | null>(null);
+  const [conflict, setConflict] = useState<{ current: Agent; rows: ConflictRow[] } | null>(null);
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
   const bundles = useQuery({ queryKey: ['skill-bundles'], queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
@@ -97,7 +100,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
         // Stale version: fetch what is there now and show what changed since this form was loaded.
         try {
           const current = await unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: base.slug } } }));
-          if (current.version !== base.version) setConflict({ current, fields: changedFields(base, current) });
+          if (current.version !== base.version) setConflict({ current, rows: conflictRows(base, current, values) });
         } catch {
           /* the error alert shows the 409 */
         }
@@ -134,9 +137,33 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
       />
       {conflict && (
         <Alert color="orange" title={`Someone saved version ${conflict.current.version} meanwhile`} mb="md" data-testid="conflict">
-          <Text size="sm">
-            Changed since you opened the form: {conflict.fields.length ? conflict.fields.join(', ') : 'nothing visible (only the version)'}.
-          </Text>
+          {conflict.rows.length === 0 ? (
+            <Text size="sm">Changed since you opened the form: nothing visible (only the version).</Text>
+          ) : (
+            <>
+              <Text size="sm">Changed since you opened the form:</Text>
+              <Table fz="sm" mt={4} withRowBorders={false} data-testid="conflict-values">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Field</Table.Th>
+                    <Table.Th>When you opened it</Table.Th>
+                    <Table.Th>Saved meanwhile</Table.Th>
+                    <Table.Th>In your form</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {conflict.rows.map((r) => (
+                    <Table.Tr key={r.field}>
+                      <Table.Td ff="monospace">{r.field}</Table.Td>
+                      <Table.Td style={{ wordBreak: 'break-word' }}>{r.opened}</Table.Td>
+                      <Table.Td style={{ wordBreak: 'break-word' }}>{r.theirs}</Table.Td>
+                      <Table.Td style={{ wordBreak: 'break-word' }}>{r.yours}</Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </>
+          )}
           <Group mt="xs">
             <Button
               size="xs"
@@ -280,13 +307,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
                 </Button>
               </Stack>
             </Input.Wrapper>
-            <Input.Wrapper
-              label="Workspace entries"
-              description='Path → entry: {"kind":"file","content":"…"}, {"kind":"dir"}, {"kind":"git_repo","repo":"owner/name","ref":"main"}, {"kind":"local_dir","src":"/abs"}, {"kind":"s3_mount","bucket":"…"}'
-              error={err('entries')}
-            >
-              <LazyCodeEditor language="json" value={values.entries} onChange={(v) => set('entries', v)} ariaLabel="Workspace entries" />
-            </Input.Wrapper>
+            <ManifestEntriesEditor rows={values.entries} json={values.entriesJson} onChange={(patch) => setValues((s) => ({ ...s, ...patch }))} errors={errors} />
           </Stack>
         </Tabs.Panel>
 
@@ -383,9 +404,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
                 </Button>
               </Stack>
             </Input.Wrapper>
-            <Input.Wrapper label="Skills source" description='Empty for none, or {"kind":"git_repo","repo":"o/r","ref":"main","ssh_key_id":null} | {"kind":"local_dir","src":"/abs"} | {"kind":"bundle","bundle":"slug","version":"latest"}' error={err('skills_source')}>
-              <LazyCodeEditor language="json" value={values.skills_source} onChange={(v) => set('skills_source', v)} minHeight={80} ariaLabel="Skills source" />
-            </Input.Wrapper>
+            <SkillsSourceEditor value={values.skills_source} onChange={(v) => set('skills_source', v)} error={err('skills_source')} />
             <Select
               label="Use a skill bundle"
               description="Sets the skills source to the bundle's latest version, resolved at every boot (pin a number in the JSON instead)."

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../api/client';
-import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, emptyAgentForm, formFromAgent, rebaseForm, validateAgentForm } from './model';
+import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, conflictRows, emptyAgentForm, shownValue, formFromAgent, rebaseForm, validateAgentForm } from './model';
 
 const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
 
@@ -35,10 +35,17 @@ describe('validateAgentForm', () => {
     expect(e['client_tools.5.parameters']).toMatch(/object/);
   });
   it('checks manifest entries and subagents', () => {
-    expect(validateAgentForm({ ...valid(), entries: '{"../x":{"kind":"dir"}}' }).entries).toMatch(/\.\./);
-    expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"file"}}' }).entries).toMatch(/content/);
-    expect(validateAgentForm({ ...valid(), entries: '{"a":{"kind":"local_dir","src":"rel"}}' }).entries).toMatch(/absolute/);
-    expect(validateAgentForm({ ...valid(), entries: '{' }).entries).toMatch(/JSON/);
+    // The JSON view, while shown, is what counts.
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"../x":{"kind":"dir"}}' }).entries).toMatch(/\.\./);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"a":{"kind":"file"}}' }).entries).toMatch(/content/);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"a":{"kind":"local_dir","src":"rel"}}' }).entries).toMatch(/absolute/);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{' }).entries).toMatch(/JSON/);
+    // The rows: each field's error on its row.
+    const rows = validateAgentForm({ ...valid(), entries: [{ path: '../x', spec: { kind: 'dir' } }, { path: 'a', spec: { kind: 'git_repo', repo: '' } }, { path: 'a', spec: { kind: 'local_dir', src: 'rel' } }] });
+    expect(rows['entries.0.path']).toMatch(/\.\./);
+    expect(rows['entries.1.repo']).toMatch(/repository/);
+    expect(rows['entries.2.path']).toMatch(/Another entry/);
+    expect(rows['entries.2.src']).toMatch(/absolute/);
     const sub = (agent: string, mode: 'tool' | 'handoff' = 'tool', tool_name = '') => ({ agent, mode, tool_name, description: '' });
     expect(validateAgentForm({ ...valid(), subagents: [sub('analyst')] }, { selfSlug: 'analyst' })['subagents.0.agent']).toMatch(/own/);
     expect(validateAgentForm({ ...valid(), subagents: [sub('')] })['subagents.0.agent']).toMatch(/Choose/);
@@ -67,6 +74,22 @@ describe('agentBody and back', () => {
     expect(python).toContain('slug="analyst"');
     expect(curl).toContain('X-Project: default');
     expect(curl).toContain('"slug":"analyst"');
+  });
+});
+
+describe('conflictRows', () => {
+  it('says the values in conflict: as opened, as saved meanwhile, and as in the form', () => {
+    const base = { id: 'A', slug: 'a', name: 'A', description: 'old', instructions: 'Be brief.', transport: 'proxy', model: 'm1', capabilities: null, manifest: { entries: {}, environment: {} }, exposed_ports: [], client_tools: [], secret_bindings: [], subagents: [], skills_source: null, workspace_source: null, idle_ttl_seconds: null, environment_id: null, version: 3 } as unknown as Agent;
+    const current = { ...base, instructions: 'Changed by a script.', model: 'm2', exposed_ports: [8000], version: 4 } as Agent;
+    const mine = { ...formFromAgent(base), instructions: 'Mine.' };
+    expect(conflictRows(base, current, mine)).toEqual([
+      { field: 'instructions', opened: '"Be brief."', theirs: '"Changed by a script."', yours: '"Mine."' },
+      { field: 'model', opened: '"m1"', theirs: '"m2"', yours: '"m1"' },
+      { field: 'exposed_ports', opened: 'none', theirs: '[8000]', yours: 'none' },
+    ]);
+    // A form that does not parse yet still shows the others' values.
+    expect(conflictRows(base, current, { ...mine, entriesJson: '{' })[0]).toEqual({ field: 'instructions', opened: '"Be brief."', theirs: '"Changed by a script."', yours: 'not valid yet' });
+    expect(shownValue('x'.repeat(500)).length).toBe(160);
   });
 });
 

@@ -2,6 +2,9 @@
 // the rules of openapi.json's AgentCreate (patterns, lengths, ranges), so the form says what
 // is wrong before the server does. The server's 422 is still shown as it says it.
 import type { Agent, AgentCreate, ClientTool } from '../../api/client';
+import { ENTRY_FIELDS, SKILLS_FIELDS, entriesObject, entryRowErrors, entryRowsOf, isObject, parseEntries, specProblems, validateEntryPath, type EntryRow } from './structured';
+
+export { validateEntryPath };
 
 export const SLUG_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -20,7 +23,6 @@ export const CAPABILITY_HELP: Record<(typeof CAPABILITIES)[number], string> = {
 };
 export const TRANSPORTS = ['proxy', 'litellm', 'openai'] as const;
 export const EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
-const ENTRY_KINDS = ['file', 'dir', 'git_repo', 'local_dir', 's3_mount'];
 
 export type ToolRow = {
   name: string;
@@ -52,7 +54,8 @@ export type AgentFormValues = {
   idle_ttl_seconds: string;
   environment_id: string;
   env: { key: string; value: string }[];
-  entries: string; // JSON object: path -> EntrySpec
+  entries: EntryRow[]; // the manifest's entries, one row each
+  entriesJson: string | null; // the advanced view's text while it is shown (then it is what counts)
   client_tools: ToolRow[];
   secret_bindings: { secret: string; env: string }[];
   subagents: SubagentRow[];
@@ -76,7 +79,8 @@ export function emptyAgentForm(): AgentFormValues {
     idle_ttl_seconds: '',
     environment_id: '',
     env: [],
-    entries: '{}',
+    entries: [],
+    entriesJson: null,
     client_tools: [],
     secret_bindings: [],
     subagents: [],
@@ -103,7 +107,8 @@ export function formFromAgent(a: Agent): AgentFormValues {
     idle_ttl_seconds: a.idle_ttl_seconds == null ? '' : String(a.idle_ttl_seconds),
     environment_id: a.environment_id ?? '',
     env: Object.entries(a.manifest?.environment ?? {}).map(([key, value]) => ({ key, value: String(value) })),
-    entries: pretty(a.manifest?.entries ?? {}),
+    entries: entryRowsOf((a.manifest?.entries ?? {}) as Record<string, unknown>),
+    entriesJson: null,
     client_tools: (a.client_tools ?? []).map((t) => ({
       name: t.name,
       description: t.description ?? '',
@@ -135,16 +140,12 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false; er
   }
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return !!v && typeof v === 'object' && !Array.isArray(v);
-}
-
-export function validateEntryPath(path: string): string | null {
-  if (path === '' || path === '.' || path === './') return 'names the workspace itself';
-  if (path.startsWith('/')) return 'must be relative to the workspace (no leading /)';
-  if (path.includes('\0')) return 'contains NUL';
-  if (path.split('/').includes('..')) return 'must not contain ..';
-  return null;
+/** The manifest's entries as the form holds them: the rows, or the advanced view's JSON
+ * while it is shown. */
+export function entriesOf(v: Pick<AgentFormValues, 'entries' | 'entriesJson'>): { ok: true; value: Record<string, unknown> } | { ok: false; error: string } {
+  if (v.entriesJson === null) return entriesObject(v.entries);
+  const parsed = parseEntries(v.entriesJson);
+  return parsed.ok ? entriesObject(parsed.value) : parsed;
 }
 
 /** Every field error at once, keyed by field (`client_tools.0.name` for nested rows). */
@@ -175,29 +176,18 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     else if (envKeys.has(row.key)) e[`env.${i}.key`] = 'Duplicate variable.';
     envKeys.add(row.key);
   });
-  const entries = parseJson(v.entries || '{}');
-  if (!entries.ok) e.entries = entries.error;
-  else if (!isObject(entries.value)) e.entries = 'An object of workspace path → entry.';
+  if (v.entriesJson === null) Object.assign(e, entryRowErrors(v.entries));
   else {
-    for (const [path, spec] of Object.entries(entries.value)) {
-      const pe = validateEntryPath(path);
-      if (pe) {
-        e.entries = `"${path}": ${pe}`;
-        break;
-      }
-      if (!isObject(spec) || !ENTRY_KINDS.includes(String(spec.kind))) {
-        e.entries = `"${path}": kind must be one of ${ENTRY_KINDS.join(', ')}.`;
-        break;
-      }
-      const need: Record<string, string> = { file: 'content', git_repo: 'repo', local_dir: 'src', s3_mount: 'bucket' };
-      const key = need[String(spec.kind)];
-      if (key && typeof spec[key] !== 'string') {
-        e.entries = `"${path}": a ${spec.kind} entry needs "${key}".`;
-        break;
-      }
-      if (spec.kind === 'local_dir' && !String(spec.src).startsWith('/')) {
-        e.entries = `"${path}": src must be an absolute path.`;
-        break;
+    const entries = parseEntries(v.entriesJson);
+    if (!entries.ok) e.entries = entries.error;
+    else {
+      for (const { path, spec } of entries.value) {
+        const pe = validateEntryPath(path);
+        const problem = pe ?? specProblems(spec, ENTRY_FIELDS)[0]?.[1];
+        if (problem) {
+          e.entries = `"${path}": ${problem}`;
+          break;
+        }
       }
     }
   }
@@ -238,7 +228,10 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     const p = parseJson(v[field]);
     if (!p.ok) e[field] = p.error;
     else if (!isObject(p.value)) e[field] = 'An object, or empty for none.';
-    else if (field === 'skills_source' && !['git_repo', 'local_dir', 'bundle'].includes(String(p.value.kind))) e[field] = 'kind is git_repo, local_dir or bundle.';
+    else if (field === 'skills_source') {
+      const problem = specProblems(p.value, SKILLS_FIELDS)[0];
+      if (problem) e[field] = problem[1];
+    }
   }
   return e;
 }
@@ -265,7 +258,11 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     image: orNull(v.image),
     capabilities: v.defaultCapabilities ? null : (v.capabilities as AgentCreate['capabilities']),
     manifest: {
-      entries: JSON.parse(v.entries || '{}'),
+      entries: (() => {
+        const entries = entriesOf(v);
+        if (!entries.ok) throw new Error(entries.error);
+        return entries.value;
+      })() as NonNullable<AgentCreate['manifest']>['entries'],
       environment: Object.fromEntries(v.env.map((r) => [r.key, r.value])),
     },
     exposed_ports: v.exposed_ports.split(/[\s,]+/).filter(Boolean).map(Number),
@@ -288,6 +285,33 @@ export function agentBody(v: AgentFormValues): AgentCreate {
 export function changedFields(a: Agent, b: Agent): string[] {
   const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
+}
+
+/** A value as one line for a person: strings quoted, none said, long ones cut. */
+export function shownValue(v: unknown, max = 160): string {
+  if (v === null || v === undefined || (Array.isArray(v) && v.length === 0)) return 'none';
+  const text = typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** One field a stale save meets: as it was when the form was opened, as someone saved it
+ * meanwhile, and as this form has it. */
+export type ConflictRow = { field: string; opened: string; theirs: string; yours: string };
+
+export function conflictRows(base: Agent, current: Agent, mine: AgentFormValues): ConflictRow[] {
+  let body: Record<string, unknown> | null;
+  try {
+    body = agentBody(mine) as Record<string, unknown>;
+  } catch {
+    body = null; // the form does not parse yet: its side is said as such
+  }
+  const of = (a: Agent, k: string) => (a as Record<string, unknown>)[k];
+  return changedFields(base, current).map((k) => ({
+    field: k,
+    opened: shownValue(of(base, k)),
+    theirs: shownValue(of(current, k)),
+    yours: body ? shownValue(body[k]) : 'not valid yet',
+  }));
 }
 
 /** "Use from code": the Python client call and the curl that create this agent. */
