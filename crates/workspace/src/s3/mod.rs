@@ -13,13 +13,16 @@
 
 mod addressing;
 mod stage;
+mod store;
 mod write_back;
 
 pub use addressing::check;
 pub use stage::stage;
+pub use store::S3Store;
+use store::SharedCredentials;
 pub use write_back::{write_back, Conflict, WriteBack};
 
-use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::RetryConfig;
 use object_store::{Certificate, ClientOptions};
@@ -237,10 +240,11 @@ pub fn mounts(manifest: &ManifestSpec) -> Vec<Mount> {
 /// The control plane's S3 client: one store per bucket, built on demand, all of them sharing
 /// the first one's credential provider, so temporary credentials (a role's) are fetched once
 /// and refreshed before they expire rather than fetched again for every mount and boot.
+/// `Debug` shows no credential (see `store.rs`).
 #[derive(Clone, Debug)]
 pub struct S3Client {
     settings: S3Settings,
-    credentials: Arc<OnceLock<AwsCredentialProvider>>,
+    credentials: Arc<OnceLock<SharedCredentials>>,
 }
 
 impl S3Client {
@@ -257,10 +261,10 @@ impl S3Client {
 
     /// The store of `mount`'s bucket. Without keys the boot fails here rather than waiting on
     /// an instance-metadata service that is not there.
-    pub(crate) fn store(&self, mount: &Mount) -> Result<AmazonS3, ServiceError> {
+    pub(crate) fn store(&self, mount: &Mount) -> Result<S3Store, ServiceError> {
         let store = build_store(&self.settings, &mount.bucket, self.credentials.get())
             .map_err(|e| mount.refused(e))?;
-        self.credentials.get_or_init(|| store.credentials().clone());
+        self.credentials.get_or_init(|| store.credentials());
         Ok(store)
     }
 }
@@ -271,8 +275,8 @@ impl S3Client {
 pub(crate) fn build_store(
     s: &S3Settings,
     bucket: &str,
-    shared: Option<&AwsCredentialProvider>,
-) -> Result<AmazonS3, String> {
+    shared: Option<&SharedCredentials>,
+) -> Result<S3Store, String> {
     let mut b = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(&s.region)
@@ -282,7 +286,7 @@ pub(crate) fn build_store(
             ..Default::default()
         });
     b = match (shared, &s.access_key_id, &s.secret_access_key, &s.ambient) {
-        (Some(provider), ..) => b.with_credentials(provider.clone()),
+        (Some(provider), ..) => b.with_credentials(provider.0.clone()),
         (None, Some(key), Some(secret), _) => {
             let b = b.with_access_key_id(key).with_secret_access_key(secret);
             match &s.session_token {
@@ -317,9 +321,11 @@ pub(crate) fn build_store(
             .with_proxy_url(proxy)
             .with_proxy_excludes(addressing::proxy_excludes(s));
     }
-    b.with_client_options(options)
+    let store = b
+        .with_client_options(options)
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(S3Store::new(bucket, store))
 }
 
 #[cfg(test)]
@@ -340,6 +346,39 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("AKIDEXAMPLE"));
+    }
+
+    #[test]
+    fn clients_never_show_their_secrets_or_the_proxy_password() {
+        let s = S3Settings {
+            access_key_id: Some("AKIDEXAMPLE".into()),
+            secret_access_key: Some("wJalrXUtnFEMI".into()),
+            session_token: Some("tok-secret".into()),
+            proxy: Some("http://proxyuser:pr0xy-pass@proxy.internal:3128".into()),
+            region: "us-east-1".into(),
+            ..Default::default()
+        };
+        let client = S3Client::new(s);
+        let mount = Mount {
+            path: "data".into(),
+            bucket: "the-bucket".into(),
+            prefix: String::new(),
+            read_only: true,
+        };
+        let store = client.store(&mount).unwrap();
+        for shown in [
+            format!("{store:?}"),
+            format!("{store}"),
+            format!("{client:?}"),
+            format!(
+                "{:?}",
+                std::sync::Arc::new(store) as std::sync::Arc<dyn object_store::ObjectStore>
+            ),
+        ] {
+            for secret in ["wJalrXUtnFEMI", "tok-secret", "pr0xy-pass"] {
+                assert!(!shown.contains(secret), "{secret} shown in {shown}");
+            }
+        }
     }
 
     #[test]
