@@ -5,7 +5,8 @@ use crate::FieldError;
 use serde::Serialize;
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
-use time::{Duration, OffsetDateTime, UtcOffset};
+use time::macros::format_description;
+use time::{Date, Duration, OffsetDateTime, UtcOffset};
 use utoipa::ToSchema;
 
 /// How usage is split.
@@ -46,8 +47,11 @@ pub struct UsageQuery {
 impl UsageQuery {
     /// Parses the query's parameters as sent: `to` defaults to `now`, `from` to 30 days
     /// before `to`, `group_by` to `day`. Times are RFC 3339 with an offset (kept in UTC); a
-    /// `+` that a query string turned into a space is read as the `+` it was. Every problem is
-    /// one field error (`loc: ["query", name]`).
+    /// `+` that a query string turned into a space is read as the `+` it was. A plain date
+    /// (`YYYY-MM-DD`, a UTC day) is also accepted, because that is what a date picker gives:
+    /// `from` is the start of its day, and `to` the end of its day (the next midnight), so
+    /// `from=2026-12-01&to=2026-12-05` covers five whole days, the 5th included, as a person
+    /// reading a date range expects. Every problem is one field error (`loc: ["query", name]`).
     pub fn parse(
         from: Option<&str>,
         to: Option<&str>,
@@ -55,23 +59,23 @@ impl UsageQuery {
         now: OffsetDateTime,
     ) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let mut parse_time = |name: &str, raw: Option<&str>| -> Option<Option<OffsetDateTime>> {
-            let Some(raw) = raw else { return Some(None) };
-            let text = raw.trim().replace(' ', "+");
-            match OffsetDateTime::parse(&text, &Rfc3339) {
-                Ok(t) => Some(Some(t.to_offset(UtcOffset::UTC))),
-                Err(_) => {
-                    errors.push(error(
-                        name,
-                        "Input should be an RFC 3339 date and time with an offset, like \
-                         2026-12-01T00:00:00Z",
-                        raw,
-                    ));
-                    None
+        let mut parse_time =
+            |name: &str, raw: Option<&str>, day_end: bool| -> Option<Option<OffsetDateTime>> {
+                let Some(raw) = raw else { return Some(None) };
+                match parse_instant(raw, day_end) {
+                    Some(t) => Some(Some(t)),
+                    None => {
+                        errors.push(error(
+                            name,
+                            "Input should be an RFC 3339 date and time with an offset, like \
+                         2026-12-01T00:00:00Z, or a date, like 2026-12-01",
+                            raw,
+                        ));
+                        None
+                    }
                 }
-            }
-        };
-        let (from, to) = (parse_time("from", from), parse_time("to", to));
+            };
+        let (from, to) = (parse_time("from", from, false), parse_time("to", to, true));
         let group_by = match group_by.map(str::trim) {
             None | Some("day") => Some(UsageGroupBy::Day),
             Some("agent") => Some(UsageGroupBy::Agent),
@@ -106,6 +110,19 @@ impl UsageQuery {
         }
         Ok(UsageQuery { from, to, group_by })
     }
+}
+
+/// An RFC 3339 time (in UTC), or a plain `YYYY-MM-DD` date: the start of that UTC day, or
+/// with `day_end` the start of the next one (the window is `[from, to)`, so that includes
+/// the whole day).
+fn parse_instant(raw: &str, day_end: bool) -> Option<OffsetDateTime> {
+    let text = raw.trim().replace(' ', "+");
+    if let Ok(t) = OffsetDateTime::parse(&text, &Rfc3339) {
+        return Some(t.to_offset(UtcOffset::UTC));
+    }
+    let date = Date::parse(&text, format_description!("[year]-[month]-[day]")).ok()?;
+    let date = if day_end { date.next_day()? } else { date };
+    Some(date.midnight().assume_utc())
 }
 
 fn error(field: &str, msg: &str, input: &str) -> FieldError {
@@ -215,6 +232,20 @@ mod tests {
         let q =
             UsageQuery::parse(Some("2026-11-30T00:00:00 02:00"), None, Some("agent"), NOW).unwrap();
         assert_eq!(q.from, datetime!(2026-11-29 22:00 UTC));
+    }
+
+    #[test]
+    fn a_plain_date_is_a_utc_day_and_to_includes_its_day() {
+        let q = UsageQuery::parse(Some("2026-11-01"), Some("2026-11-05"), None, NOW).unwrap();
+        assert_eq!(q.from, datetime!(2026-11-01 0:00 UTC));
+        assert_eq!(q.to, datetime!(2026-11-06 0:00 UTC));
+        // One day is a window of a day, not an empty one.
+        let q = UsageQuery::parse(Some("2026-11-05"), Some("2026-11-05"), None, NOW).unwrap();
+        assert_eq!(q.to - q.from, Duration::days(1));
+        // An RFC 3339 `to` keeps its meaning: the instant, exclusive.
+        let q =
+            UsageQuery::parse(Some("2026-11-01"), Some("2026-11-05T00:00:00Z"), None, NOW).unwrap();
+        assert_eq!(q.to, datetime!(2026-11-05 0:00 UTC));
     }
 
     #[test]

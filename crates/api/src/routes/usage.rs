@@ -14,9 +14,12 @@ use utoipa::IntoParams;
 #[into_params(parameter_in = Query)]
 pub struct ReportQuery {
     /// The window's start, inclusive: RFC 3339 with an offset (`2026-12-01T00:00:00Z`;
-    /// percent-encode a `+`). Default: 30 days before `to`.
+    /// percent-encode a `+`), or a date (`2026-12-01`: midnight UTC, the start of that day).
+    /// Default: 30 days before `to`.
     pub from: Option<String>,
-    /// The window's end, exclusive, after `from` and at most 366 days later. Default: now.
+    /// The window's end, after `from` and at most 366 days later. RFC 3339: that instant,
+    /// exclusive. A date (`2026-12-05`) includes that whole UTC day: the window ends at the
+    /// next midnight UTC (`2026-12-06T00:00:00Z`). Default: now.
     pub to: Option<String>,
     /// `agent`, `model` or `day` (UTC days). Default: `day`.
     #[param(value_type = Option<sandbox_agents_domain::usage::UsageGroupBy>, inline)]
@@ -33,7 +36,7 @@ pub struct ReportQuery {
 /// each.
 #[utoipa::path(get, path = "/api/usage", operation_id = "get_usage", tag = "usage", params(ReportQuery),
     responses((status = 200, body = UsageReport),
-              (status = 422, description = "A parameter is invalid: not RFC 3339, an unknown group_by, from not before to, or a window over 366 days")))]
+              (status = 422, description = "A parameter is invalid: neither RFC 3339 nor a date, an unknown group_by, from not before to, or a window over 366 days")))]
 #[tracing::instrument(skip_all)]
 pub async fn report(
     State(st): State<AppState>,

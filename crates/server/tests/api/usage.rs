@@ -165,3 +165,22 @@ async fn bad_parameters_are_422s_that_name_each_one() {
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["from"], "2026-10-31T22:00:00Z");
 }
+
+#[tokio::test]
+async fn plain_dates_are_utc_days_and_to_includes_its_whole_day() {
+    // What the UI's date pickers send: the 5th is in the window, so it ends on the 6th.
+    let app = sandbox_agents_testkit::spawn_app().await;
+    let (s, r) = usage(&app, "?from=2026-12-01&to=2026-12-05&group_by=day").await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["from"], "2026-12-01T00:00:00Z");
+    assert_eq!(r["to"], "2026-12-06T00:00:00Z");
+    // A single day is a day's window; an RFC 3339 `to` is still the instant, exclusive.
+    let (s, r) = usage(&app, "?from=2026-12-05&to=2026-12-05").await;
+    assert_eq!((s, &r["to"]), (200, &json!("2026-12-06T00:00:00Z")), "{r}");
+    let (s, r) = usage(&app, "?from=2026-12-01&to=2026-12-05T00:00:00Z").await;
+    assert_eq!((s, &r["to"]), (200, &json!("2026-12-05T00:00:00Z")), "{r}");
+    // Not a day of the calendar: still a 422 naming the parameter.
+    let (s, r) = usage(&app, "?from=2026-02-30").await;
+    assert_eq!(s, 422, "{r}");
+    assert_eq!(r["detail"][0]["loc"], json!(["query", "from"]));
+}
