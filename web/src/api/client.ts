@@ -32,7 +32,8 @@ export function apiProject(): string | null {
   return currentProject;
 }
 
-/** Headers every request of the UI carries, for the few calls made with plain `fetch`. */
+/** Headers every request of the UI carries, for the event stream (`session/sse.ts`), the one
+ * call made with plain `fetch` (see `no-adhoc-api.test.ts` for why). */
 export function apiHeaders(method: string, extra?: Record<string, string>): Headers {
   const headers = new Headers(extra);
   headers.set('Accept', headers.get('Accept') ?? 'application/json');
@@ -115,20 +116,14 @@ export async function unwrapPage<T>(
   return { items: data as T, total: header === null ? null : Number(header) };
 }
 
-/** A plain fetch with the UI's headers; throws ApiError on an error status. */
-export async function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
-  const method = init.method ?? 'GET';
-  const headers = apiHeaders(method, Object.fromEntries(new Headers(init.headers).entries()));
-  const response = await fetch(path, { ...init, method, headers, credentials: 'same-origin' });
-  if (!response.ok) {
-    const text = await response.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* not JSON: keep the text */
-    }
-    throw new ApiError(response.status, detailOf(body, response.status, response.statusText), body);
+/** A `multipart/form-data` body for the typed client. The schema types a `format: binary` part
+ * as a string; the browser sends a Blob or File (with a filename when given as a pair), and
+ * openapi-fetch passes the FormData through (the browser sets the boundary). */
+export function formBody<T>(parts: Record<string, Blob | [Blob, string]>): NonNullable<T> {
+  const form = new FormData();
+  for (const [name, part] of Object.entries(parts)) {
+    if (Array.isArray(part)) form.append(name, part[0], part[1]);
+    else form.append(name, part);
   }
-  return response;
+  return form as unknown as NonNullable<T>;
 }

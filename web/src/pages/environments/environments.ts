@@ -2,7 +2,7 @@
 // checks with the server's rules (EnvironmentCreate in openapi.json and the domain's package
 // rules), the body they become, and how a build's state is shown. Kept apart from the pages
 // so it is tested alone.
-import { apiFetch, type Schemas } from '../../api/client';
+import { api, unwrap, type Schemas } from '../../api/client';
 
 export type Environment = Schemas['Environment'];
 export type EnvironmentConfig = Schemas['EnvironmentConfig'];
@@ -106,7 +106,6 @@ export function buildLabel(b: Environment['build']): { color: string; text: stri
 }
 
 /** The last build's log, as text. */
-export async function buildLog(ref: string): Promise<string> {
-  const r = await apiFetch(`/api/environments/${encodeURIComponent(ref)}/build-log`, { headers: { Accept: 'text/plain' } });
-  return r.text();
+export function buildLog(ref: string): Promise<string> {
+  return unwrap(api.GET('/api/environments/{ref}/build-log', { params: { path: { ref } }, headers: { Accept: 'text/plain' }, parseAs: 'text' }));
 }

@@ -2,13 +2,15 @@ import { ActionIcon, Alert, Box, Button, Card, Group, Image, Loader, ScrollArea,
 import { IconChevronDown, IconChevronRight, IconDownload, IconFile, IconFolder, IconRefresh, IconTrash, IconUpload } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState } from 'react';
-import { api, apiFetch, unwrap, type SessionDetail, type WorkspaceEntry } from '../../api/client';
+import { api, formBody, unwrap, type SessionDetail, type WorkspaceEntry } from '../../api/client';
 import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
 import { formatBytes } from '../../lib/time';
 
 const Markdown = lazy(() => import('react-markdown'));
 
-const contentUrl = (sessionId: string, path: string) => `/api/sessions/${encodeURIComponent(sessionId)}/files/content?path=${encodeURIComponent(path)}`;
+/** A file's bytes, as the typed client reads them. */
+const fileContent = (sessionId: string, path: string): Promise<Blob> =>
+  unwrap(api.GET('/api/sessions/{session_id}/files/content', { params: { path: { session_id: sessionId }, query: { path } }, parseAs: 'blob' }));
 
 function baseName(path: string) {
   const parts = path.split('/').filter(Boolean);
@@ -72,8 +74,7 @@ function Preview({ sessionId, entry }: { sessionId: string; entry: WorkspaceEntr
   const content = useQuery({
     queryKey: ['file-content', sessionId, entry.path, entry.size],
     queryFn: async () => {
-      const r = await apiFetch(contentUrl(sessionId, entry.path));
-      const blob = await r.blob();
+      const blob = await fileContent(sessionId, entry.path);
       return { blob, text: isImage ? '' : await blob.text() };
     },
     enabled: entry.size <= 5 * 1024 * 1024,
@@ -147,9 +148,12 @@ export default function FilesTab({ session }: { session: SessionDetail }) {
   const upload = useMutation({
     mutationFn: async (files: File[]) => {
       for (const f of files) {
-        const form = new FormData();
-        form.append('file', new File([f], f.name, { type: 'application/octet-stream' }));
-        await apiFetch(`/api/sessions/${encodeURIComponent(session.id)}/files?path=${encodeURIComponent(`uploads/${f.name}`)}`, { method: 'POST', body: form });
+        await unwrap(
+          api.POST('/api/sessions/{session_id}/files', {
+            params: { path: { session_id: session.id }, query: { path: `uploads/${f.name}` } },
+            body: formBody({ file: new File([f], f.name, { type: 'application/octet-stream' }) }),
+          }),
+        );
       }
     },
     onSuccess: refresh,
@@ -163,8 +167,7 @@ export default function FilesTab({ session }: { session: SessionDetail }) {
     },
   });
   const downloadFile = async (e: WorkspaceEntry) => {
-    const r = await apiFetch(contentUrl(session.id, e.path));
-    const url = URL.createObjectURL(await r.blob());
+    const url = URL.createObjectURL(await fileContent(session.id, e.path));
     const a = document.createElement('a');
     a.href = url;
     a.download = baseName(e.path);

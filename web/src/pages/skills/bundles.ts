@@ -1,7 +1,7 @@
 // Skill bundles: the create form's validation with the server's rules (SkillBundleCreate in
 // openapi.json, and the domain's "never shaped like a UUID"), the multipart push, how a refused
 // push is titled, and the "push from code" lines. Kept apart from the pages so it is tested alone.
-import { ApiError, apiFetch, type Schemas } from '../../api/client';
+import { api, ApiError, formBody, unwrap, type Schemas } from '../../api/client';
 import { SLUG_RE } from '../agents/model';
 
 export type SkillBundle = Schemas['SkillBundle'];
@@ -20,14 +20,14 @@ export function validateBundle(v: { slug: string; description: string }): { slug
   return e;
 }
 
-export const bundlePath = (slug: string) => `/api/skill-bundles/${encodeURIComponent(slug)}`;
-
 /** POST …/versions with the one part the server takes, `file`. */
-export async function pushVersion(slug: string, file: File): Promise<SkillBundleVersion> {
-  const form = new FormData();
-  form.append('file', file, file.name || 'bundle.tar.gz');
-  const r = await apiFetch(`${bundlePath(slug)}/versions`, { method: 'POST', body: form });
-  return (await r.json()) as SkillBundleVersion;
+export function pushVersion(slug: string, file: File): Promise<SkillBundleVersion> {
+  return unwrap(
+    api.POST('/api/skill-bundles/{slug}/versions', {
+      params: { path: { slug } },
+      body: formBody({ file: [file, file.name || 'bundle.tar.gz'] }),
+    }),
+  );
 }
 
 /** The heading of a failed push: what kind of refusal it was (the alert shows the detail). */
@@ -67,7 +67,7 @@ ${h}  -H "Content-Type: application/json" \\
 
 # From CI, on every change: archive the skills tree and push it as the next version
 tar -czf bundle.tgz -C skills .
-curl -fsS -X POST ${o.base}${bundlePath(o.slug)}/versions \\
+curl -fsS -X POST ${o.base}/api/skill-bundles/${encodeURIComponent(o.slug)}/versions \\
 ${h}  -F file=@bundle.tgz`;
   const python = `from sandbox_agents import Client
 

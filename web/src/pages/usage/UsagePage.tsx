@@ -1,9 +1,8 @@
 import { BarChart } from '@mantine/charts';
 import '@mantine/charts/styles.css';
-import { Alert, Card, Group, SegmentedControl, SimpleGrid, Table, Text, TextInput, Title } from '@mantine/core';
+import { Card, Group, SegmentedControl, SimpleGrid, Table, Text, TextInput, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useSearchParams } from 'react-router-dom';
-import { ApiError } from '../../api/client';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { formatDuration, formatNumber } from '../../lib/time';
 import { fetchUsage, type GroupBy } from './usageApi';
@@ -13,7 +12,8 @@ const day = (d: Date) => d.toISOString().slice(0, 10);
 export default function UsagePage() {
   const [params, setParams] = useSearchParams();
   const groupBy = (params.get('group_by') as GroupBy) || 'day';
-  const to = params.get('to') || day(new Date(Date.now() + 24 * 3600 * 1000));
+  // Both days are included: today's usage is in the default window.
+  const to = params.get('to') || day(new Date());
   const from = params.get('from') || day(new Date(Date.now() - 30 * 24 * 3600 * 1000));
   const set = (k: string, v: string) => {
     const n = new URLSearchParams(params);
@@ -22,8 +22,7 @@ export default function UsagePage() {
   };
   const usage = useQuery({ queryKey: ['usage', { from, to, groupBy }], queryFn: () => fetchUsage({ from, to, groupBy }), retry: false });
   const groups = usage.data?.groups ?? [];
-  const totals = groups.reduce((a, g) => ({ input: a.input + g.input_tokens, output: a.output + g.output_tokens, requests: a.requests + g.requests, active: a.active + g.active_seconds }), { input: 0, output: 0, requests: 0, active: 0 });
-  const missing = usage.error instanceof ApiError && (usage.error.status === 404 || usage.error.status === 405);
+  const total = usage.data?.total;
 
   return (
     <>
@@ -33,21 +32,15 @@ export default function UsagePage() {
         <TextInput type="date" label="From" value={from} onChange={(e) => set('from', e.currentTarget.value)} />
         <TextInput type="date" label="To" value={to} onChange={(e) => set('to', e.currentTarget.value)} />
       </Group>
-      {missing ? (
-        <Alert color="gray" title="This server has no usage endpoint yet">
-          GET /api/usage is not served by this build. Each session's own usage is on its Usage tab.
-        </Alert>
-      ) : (
-        <ErrorAlert error={usage.error} />
-      )}
-      {usage.data && (
+      <ErrorAlert error={usage.error} />
+      {total && (
         <>
           <SimpleGrid cols={{ base: 2, sm: 4 }} mb="md">
             {[
-              ['Input tokens', formatNumber(totals.input)],
-              ['Output tokens', formatNumber(totals.output)],
-              ['Requests', formatNumber(totals.requests)],
-              ['Model time', formatDuration(totals.active)],
+              ['Input tokens', formatNumber(total.input_tokens)],
+              ['Output tokens', formatNumber(total.output_tokens)],
+              ['Requests', formatNumber(total.requests)],
+              ['Model time', formatDuration(total.active_seconds)],
             ].map(([k, v]) => (
               <Card withBorder key={k}>
                 <Text size="xs" c="dimmed" tt="uppercase" fw={600}>{k}</Text>

@@ -49,7 +49,7 @@ export default function PtyTerminal({ session, onNoDaemon }: { session: SessionD
         setState({ phase: 'ended', why });
         return;
       }
-      void whyRefused(path).then((refusal: ApiError | null) => {
+      void whyRefused(session.id, term.rows, term.cols).then((refusal: ApiError | null) => {
         if (closedByUs) return;
         if (isNoDaemon(refusal)) onNoDaemonRef.current();
         else setState({ phase: 'ended', why: refusal ? refusal.detail : 'The terminal could not connect: a proxy in front of the server may not pass WebSockets.' });

@@ -2,7 +2,7 @@
 // project rides in `?project=`), the server's messages, and why a socket that never opened
 // was refused (the handshake's status is hidden from pages; a plain GET of the same URL
 // answers the session's checks with the same `detail`).
-import { ApiError, apiFetch, apiProject } from '../../../api/client';
+import { api, ApiError, apiProject, unwrap } from '../../../api/client';
 
 export function terminalPath(sessionId: string, rows: number, cols: number, project: string | null = apiProject()): string {
   const q = new URLSearchParams({ rows: String(rows), cols: String(cols) });
@@ -28,9 +28,9 @@ export function parseServerMessage(text: string): ServerMessage | null {
 
 /** Why the terminal is refused: the API's answer, or null when it would have opened (so the
  * WebSocket itself failed, as behind a proxy that does not pass them). */
-export async function whyRefused(path: string): Promise<ApiError | null> {
+export async function whyRefused(sessionId: string, rows: number, cols: number): Promise<ApiError | null> {
   try {
-    await apiFetch(path);
+    await unwrap(api.GET('/api/sessions/{session_id}/terminal', { params: { path: { session_id: sessionId }, query: { rows, cols } }, parseAs: 'text' }));
     return null;
   } catch (e) {
     if (e instanceof ApiError && !(e.status === 400 && e.detail.includes('WebSocket endpoint'))) return e;
