@@ -91,6 +91,7 @@ impl ServiceSettings {
                 },
                 warm_pool: config.warm_pool_size,
                 warm_pool_max: config.warm_pool_max.max(config.warm_pool_size),
+                keep_warm_pool: config.keep_warm_pool,
                 extra_ca: extra_ca.clone(),
                 s3,
                 admission: sandbox_agents_store::admission::Limits {

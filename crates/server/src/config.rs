@@ -239,6 +239,13 @@ pub struct Config {
     )]
     pub warm_pool_max: usize,
 
+    /// Keep the warm pool's sandboxes running when the last server process of the deployment
+    /// stops, for the next start to adopt. Off by default: a stopped deployment leaves no
+    /// pool sandboxes behind (a start refills the pool in seconds). A process that stops
+    /// while another of the deployment runs always leaves the pool to that one.
+    #[arg(long, env = "SANDBOX_AGENTS_KEEP_WARM_POOL", global = true)]
+    pub keep_warm_pool: bool,
+
     /// How many session boots one server process runs at once; more wait their turn in
     /// `provisioning`, in the order they came, holding nothing (a burst of any size queues).
     /// Default: twice the machine's cores, at most a quarter of --db-max-connections (at

@@ -1,6 +1,7 @@
 //! `sandbox-agents teardown`: leaves nothing of a deployment running. A deployment's
-//! containers outlive its server processes by design (running sessions are adopted and the
-//! warm pool is kept across restarts), so a user who is done needs a way to stop them all.
+//! sessions' containers outlive its server processes by design (running sessions are adopted,
+//! and with `--keep-warm-pool` the pool is kept too), so a user who is done needs a way to
+//! stop them all.
 //!
 //! It refuses while a server process of the deployment is connected (the server's refill
 //! worker would start the pool again, and its runs would race the stops), and never stops an

@@ -23,7 +23,7 @@ use crate::Sessions;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_sandbox::{ListedSandbox, Sandbox, SandboxSpec, WORKDIR};
-use sandbox_agents_store::{sandbox_pool, sessions};
+use sandbox_agents_store::{liveness, sandbox_pool, sessions};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -164,12 +164,53 @@ impl Sessions {
 
     /// Waits for the refill worker to finish once shutdown is signalled: a sandbox it is
     /// starting is recorded (or removed) first, so nothing it made goes unaccounted for.
-    /// Pooled sandboxes themselves stay: the next start's sweep keeps or replaces them.
+    /// Then, unless `--keep-warm-pool`, the pool's sandboxes are removed if no other server
+    /// process of the deployment is alive: nobody would use them, and a deployment whose
+    /// servers are all gone (a test's, a developer's on a fresh data directory) would leave
+    /// them running for good. Another live process keeps them: they are its pool too.
     pub async fn stop_pool(&self) {
         let worker = self.inner.pool_worker.lock().expect("not poisoned").take();
-        if let Some(worker) = worker {
-            let _ = worker.await;
+        let Some(worker) = worker else { return };
+        let _ = worker.await;
+        if self.inner.settings.keep_warm_pool {
+            return;
         }
+        match self.empty_pool_if_last().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                removed = n,
+                "removed the warm pool's sandboxes: no other server process is alive"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not remove the warm pool's sandboxes at shutdown; the next start's sweep does")
+            }
+        }
+    }
+
+    /// Removes every pooled sandbox when this is the deployment's last live process; returns
+    /// how many it removed. A row a claim takes meanwhile is not removed (see
+    /// `sandbox_pool::forget`), nor is a reservation whose container is still being made by
+    /// a process that started meanwhile (its refill records or removes it).
+    async fn empty_pool_if_last(&self) -> Result<usize> {
+        let st = &self.inner;
+        let me = self.worker_key().await?;
+        if liveness::count_alive_besides(&st.db, me).await? > 0 {
+            return Ok(0);
+        }
+        let ready: Vec<String> = sandbox_pool::list(&st.db)
+            .await?
+            .into_iter()
+            .filter(|r| r.container_id.is_some())
+            .map(|r| r.name)
+            .collect();
+        let mut removed = 0;
+        for (_, container) in sandbox_pool::forget(&st.db, &ready).await? {
+            if let Some(c) = container {
+                st.backend.remove(&c).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Tops the pool up to its size; returns how many sandboxes it started. Safe to run from

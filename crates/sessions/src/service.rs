@@ -14,6 +14,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The longest a shutdown waits for the warm pool to stop and its sandboxes to go.
+const POOL_STOP: Duration = Duration::from_secs(30);
+
 #[derive(Clone, Debug)]
 pub struct SessionSettings {
     /// The image sessions boot when neither the agent nor a snapshot names one.
@@ -45,6 +48,9 @@ pub struct SessionSettings {
     pub warm_pool: usize,
     /// The most the pool grows to under demand (at least `warm_pool`; equal: a fixed pool).
     pub warm_pool_max: usize,
+    /// Whether the pool's sandboxes outlive the deployment's last process (`--keep-warm-pool`);
+    /// otherwise [`Sessions::stop_pool`] removes them when no other process is alive.
+    pub keep_warm_pool: bool,
     /// CA certificates every sandbox trusts besides its image's (`--extra-ca-certs`).
     pub extra_ca: Option<ExtraCaCerts>,
     /// How `s3_mount` entries reach their buckets (the control plane's client; nothing of it
@@ -186,13 +192,12 @@ impl Sessions {
     }
 
     /// Waits (bounded) for background boots and runs to finish, for a clean shutdown;
-    /// whatever is still booting is picked up again by the next start's reconciliation.
+    /// whatever is still booting is picked up again by the next start's reconciliation. Then
+    /// stops the warm pool ([`Sessions::stop_pool`]: its sandboxes go with the deployment's
+    /// last process), on a bound of its own so that slow boots cannot cut it short.
     pub async fn drain(&self, within: Duration) {
         self.inner.tasks.close();
-        let _ = tokio::time::timeout(within, async {
-            self.inner.tasks.wait().await;
-            self.stop_pool().await;
-        })
-        .await;
+        let _ = tokio::time::timeout(within, self.inner.tasks.wait()).await;
+        let _ = tokio::time::timeout(POOL_STOP, self.stop_pool()).await;
     }
 }

@@ -51,3 +51,17 @@ pub async fn count_alive(db: impl sqlx::PgExecutor<'_>) -> Result<i64> {
     .fetch_one(db)
     .await?)
 }
+
+/// How many server processes other than the holder of `key` are alive on this database.
+pub async fn count_alive_besides(db: impl sqlx::PgExecutor<'_>, key: i32) -> Result<i64> {
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from pg_locks
+            where locktype = 'advisory' and granted and objsubid = 2
+              and classid::int8 = $1::int8 and objid::int8 <> $2::int8
+              and database = (select oid from pg_database where datname = current_database())"#,
+        i64::from(CLASS),
+        i64::from(key)
+    )
+    .fetch_one(db)
+    .await?)
+}

@@ -169,6 +169,7 @@ pub fn test_config(data_dir: PathBuf, deployment: &str) -> Config {
         sandbox_disk_check_seconds: 60,
         warm_pool_size: 0,
         warm_pool_max: 0,
+        keep_warm_pool: false,
         max_concurrent_builds: 2,
         max_concurrent_boots: None,
         max_sandboxes: None,
@@ -385,6 +386,8 @@ pub struct AppOptions {
     pub warm_pool: usize,
     /// `--warm-pool-max` (0 by default: a fixed pool of `warm_pool`).
     pub warm_pool_max: usize,
+    /// `--keep-warm-pool`: the pool outlives the last process (see `Sessions::stop_pool`).
+    pub keep_warm_pool: bool,
     /// `--preview-domain`: previews under a wildcard domain instead of `/preview/{token}/`.
     pub preview_domain: Option<String>,
     /// `--allowed-hosts`.
@@ -430,6 +433,7 @@ impl Default for AppOptions {
             webhooks: test_webhook_settings(),
             warm_pool: 0,
             warm_pool_max: 0,
+            keep_warm_pool: false,
             preview_domain: None,
             allowed_hosts: Vec::new(),
             ui: Default::default(),
@@ -501,6 +505,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
         webhooks,
         warm_pool,
         warm_pool_max,
+        keep_warm_pool,
         preview_domain,
         allowed_hosts,
         ui,
@@ -528,6 +533,7 @@ async fn spawn_app_inner(db: Db, db_options: PgConnectOptions, opts: AppOptions)
     config.db_max_connections = db.options().get_max_connections();
     config.warm_pool_size = warm_pool;
     config.warm_pool_max = warm_pool_max;
+    config.keep_warm_pool = keep_warm_pool;
     config.preview_domain = preview_domain;
     config.allowed_hosts = allowed_hosts;
     config.local_dir_roots = local_dir_roots;

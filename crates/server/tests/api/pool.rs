@@ -5,7 +5,7 @@
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::{
     eventually, spawn_app, spawn_app_on, spawn_app_on_pooled, spawn_app_pooled,
-    spawn_app_with_model_proxy, TestApp,
+    spawn_app_with_model_proxy, spawn_app_with_options, AppOptions, TestApp,
 };
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -150,15 +150,22 @@ async fn concurrent_boots_in_two_processes_never_share_a_sandbox() {
 }
 
 #[tokio::test]
-async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_removes_it() {
-    let first = spawn_app_pooled(2).await;
+async fn with_keep_warm_pool_a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_removes_it(
+) {
+    let first = spawn_app_with_options(AppOptions {
+        warm_pool: 2,
+        keep_warm_pool: true,
+        ..Default::default()
+    })
+    .await;
+    first.sessions.start_pool();
     first.create_agent("survivor", json!({})).await;
     let waiting = pool_settles_at(&first, 2).await;
     let id = first.boot_session(json!({"agent_id": "survivor"})).await;
     let session_container = container_of(&first, &id).await;
     assert!(waiting.contains(&session_container));
     let left = pool_settles_at(&first, 2).await;
-    // The process stops: its sandboxes (pooled ones included) stay, as a server's do.
+    // The process stops: its sandboxes (pooled ones included, as asked) stay.
     first.shutdown.cancel();
     first.sessions.stop_pool().await;
     let (db, options) = (first.db.clone(), first.db_options.clone());
@@ -191,6 +198,48 @@ async fn a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_remo
     );
     assert_eq!(fourth.exec(&id, "echo still here").await.1, "still here\n");
     fourth.stop().await;
+}
+
+#[tokio::test]
+async fn the_last_process_to_stop_removes_the_pool_and_one_stopping_beside_another_leaves_it() {
+    let a = spawn_app_pooled(1).await;
+    let waiting = pool_settles_at(&a, 1).await;
+    let b = spawn_app_on_pooled(a.db.clone(), a.db_options.clone(), 1).await;
+    b.sessions.worker_key().await.unwrap();
+    b.sessions.start_pool();
+
+    // Another process is alive: the pool is its pool too, and stays. (`a` is dropped last:
+    // a test server's drop removes the whole deployment's containers.)
+    a.shutdown.cancel();
+    tokio::time::timeout(FILL, a.sessions.stop_pool())
+        .await
+        .expect("the pool stopped in time");
+    assert_eq!(
+        pooled(&b).await,
+        waiting,
+        "the pool was left to the live process"
+    );
+    assert!(
+        containers(&b)
+            .await
+            .iter()
+            .any(|(id, pool, _)| *pool && waiting.contains(id)),
+        "the pooled sandbox still runs"
+    );
+
+    // The deployment's last process stops: nobody would use the pool, so it goes.
+    b.shutdown.cancel();
+    tokio::time::timeout(FILL, b.sessions.stop_pool())
+        .await
+        .expect("the pool stopped in time");
+    assert!(pooled(&b).await.is_empty(), "no pool rows are left");
+    assert!(
+        containers(&b).await.iter().all(|(_, pool, _)| !pool),
+        "no pooled sandbox is left running: {:?}",
+        containers(&b).await
+    );
+    b.stop().await;
+    drop(a);
 }
 
 #[tokio::test]

@@ -79,9 +79,22 @@ async fn teardown_stops_every_session_removes_the_pool_and_leaves_no_container()
     assert!(log.contains("stop every server process first"), "{log}");
     assert_eq!(docker.list().await.unwrap().len(), 2);
 
-    // A stopped server leaves both behind, by design; teardown removes them.
+    // A stopped server leaves its session's sandbox behind, by design (the next start adopts
+    // it); as the deployment's last process it removes the pooled one. Teardown removes the
+    // rest.
+    let session_container = get(&server.base, &format!("/api/sessions/{id}")).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     server.terminate().await;
-    assert_eq!(docker.list().await.unwrap().len(), 2);
+    let left: Vec<String> = docker
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(left, [session_container]);
     let (ok, log) = run_command(&url, &["teardown"], &env).await;
     assert!(ok, "{log}");
     assert!(docker.list().await.unwrap().is_empty(), "{log}");
