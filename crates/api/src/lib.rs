@@ -18,7 +18,9 @@ pub mod people;
 pub mod preview;
 pub mod principal;
 pub mod project;
+mod project_docs;
 pub mod routes;
+mod rules_docs;
 mod security_docs;
 pub mod sse;
 pub mod state;
@@ -56,6 +58,9 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
                        Every endpoint is under /api; errors are {\"detail\": ...}.",
         license(name = "Apache-2.0")
     ),
+    // Relative: the document is served by the deployment it describes (`/openapi.json`),
+    // whatever its address.
+    servers((url = "/", description = "The deployment serving this document")),
     tags(
         (name = "system", description = "Health and compute planes"),
         (name = "identity", description = "Who the caller is"),
@@ -77,12 +82,16 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
 struct ApiDoc;
 
 fn api_routes() -> OpenApiRouter<AppState> {
+    let mut scoped = project_routes();
+    project_docs::document(scoped.get_openapi_mut());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(system::health))
         .routes(routes!(system::backends))
         .routes(routes!(routes::models::list))
         .routes(routes!(identity::me))
         .routes(routes!(identity::auth_check))
+        // The catalogue of event types: the same in every project.
+        .routes(routes!(webhooks::event_types))
         .routes(routes!(routes::projects::list, routes::projects::create))
         .routes(routes!(
             routes::projects::get,
@@ -104,6 +113,15 @@ fn api_routes() -> OpenApiRouter<AppState> {
             routes::sign_in::profile,
             routes::sign_in::update_profile
         ))
+        .merge(scoped)
+}
+
+/// The routes that act in a project: each handler takes [`project::Project`] or
+/// [`project::MaybeProject`] (the terminal resolves it itself, from the header or
+/// `?project=`), so each operation reads `X-Project` (`project_docs` documents it; the API
+/// test `openapi_routes` checks that these, and only these, resolve it).
+fn project_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::default()
         .routes(routes!(routes::api_keys::list, routes::api_keys::create))
         .routes(routes!(routes::api_keys::revoke))
         .routes(routes!(routes::api_keys::delete))
@@ -149,7 +167,6 @@ fn api_routes() -> OpenApiRouter<AppState> {
             routes::secrets::update,
             routes::secrets::delete
         ))
-        .routes(routes!(webhooks::event_types))
         .routes(routes!(webhooks::list, webhooks::create))
         .routes(routes!(webhooks::get, webhooks::update, webhooks::delete))
         .routes(routes!(webhooks::rotate_secret))
@@ -186,7 +203,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the routes themselves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    error_docs::document(security_docs::document(api_routes().split_for_parts().1))
+    error_docs::document(security_docs::document(rules_docs::document(
+        api_routes().split_for_parts().1,
+    )))
 }
 
 /// Every route, with request ids, tracing, body limits, and 404/405 answers as
@@ -194,7 +213,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
-    let doc = error_docs::document(security_docs::document(doc));
+    let doc = error_docs::document(security_docs::document(rules_docs::document(doc)));
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
     let checks = std::sync::Arc::new(guard::Guard {

@@ -28,10 +28,11 @@ pub fn document(mut doc: OpenApi) -> OpenApi {
         SecurityScheme::Http(
             HttpBuilder::new()
                 .scheme(HttpAuthScheme::Bearer)
-                .description(Some(
+                .description(Some(format!(
                     "The operator token (`--token` / `SANDBOX_AGENTS_TOKEN`), or an API key \
-                     (`sa_...`, bound to one project or to all)",
-                ))
+                     (`{}...`, bound to one project or to all)",
+                    sandbox_agents_vault::tokens::KEY_PREFIX
+                )))
                 .build(),
         ),
     );

@@ -19,6 +19,12 @@ pub const MAX_PACKAGES: usize = 200;
 pub const MAX_PACKAGE_LEN: usize = 200;
 /// Most metadata keys.
 pub const MAX_METADATA_KEYS: usize = 64;
+/// The longest metadata key, in bytes.
+pub const MAX_METADATA_KEY_BYTES: usize = 256;
+/// The longest metadata value, in bytes.
+pub const MAX_METADATA_VALUE_BYTES: usize = 4096;
+/// The longest image reference, in bytes.
+pub const MAX_IMAGE_LEN: usize = 255;
 /// The only networking a server runs today.
 pub const NETWORKING_UNRESTRICTED: &str = "unrestricted";
 /// Networking the contract names and this server refuses (400) for now.
@@ -162,7 +168,7 @@ impl EnvironmentConfig {
         if let Some(image) = &self.image {
             if image.trim().is_empty()
                 || image.chars().any(|c| c.is_whitespace())
-                || image.len() > 255
+                || image.len() > MAX_IMAGE_LEN
             {
                 v.push(
                     "value_error",
@@ -374,7 +380,9 @@ fn validate_metadata(m: &BTreeMap<String, String>, v: &mut Violations) {
             Value::Null,
         );
     }
-    if m.iter().any(|(k, val)| k.len() > 256 || val.len() > 4096) {
+    if m.iter()
+        .any(|(k, val)| k.len() > MAX_METADATA_KEY_BYTES || val.len() > MAX_METADATA_VALUE_BYTES)
+    {
         v.push(
             "value_error",
             &["metadata"],

@@ -317,6 +317,9 @@ pub struct UserPatch {
 /// Passwords are at least this long.
 pub const MIN_PASSWORD_CHARS: usize = 10;
 
+/// The longest email address accepted, in bytes.
+pub const MAX_EMAIL_LEN: usize = 254;
+
 /// Checks an email's shape (something@something.tld, no spaces).
 pub fn is_email(s: &str) -> bool {
     let Some((local, domain)) = s.split_once('@') else {
@@ -327,7 +330,7 @@ pub fn is_email(s: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !s.chars().any(char::is_whitespace)
-        && s.len() <= 254
+        && s.len() <= MAX_EMAIL_LEN
 }
 
 /// A password's problems, if any.

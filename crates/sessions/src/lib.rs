@@ -76,6 +76,7 @@ pub use hooks::{EnvironmentHooks, RunHooks};
 pub use kernel::{CellRun, DEFAULT_CELL_TIMEOUT, MAX_CELL_TIMEOUT};
 pub use lease::not_found;
 pub use liveness::AliveProcesses;
+pub use processes::MAX_ENV as MAX_PROCESS_ENV;
 pub use running::{not_running, require_running};
 pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;

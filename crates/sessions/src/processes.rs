@@ -11,7 +11,7 @@ use sandbox_agents_sandbox::WORKDIR;
 use time::OffsetDateTime;
 
 /// The most variables a start may add.
-const MAX_ENV: usize = 256;
+pub const MAX_ENV: usize = 256;
 
 /// A daemon's error in the service's terms: what the caller did wrong, or ours.
 pub(crate) fn daemon_error(e: ClientError) -> ServiceError {

@@ -20,6 +20,7 @@ use utoipa::IntoParams;
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// `pending` | `delivered` | `failed`; all when left out.
+    #[param(value_type = Option<sandbox_agents_domain::state::DeliveryStatus>, inline)]
     pub status: Option<String>,
     /// Page size (default 50, at most 1000).
     pub limit: Option<i64>,

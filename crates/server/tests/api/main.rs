@@ -29,6 +29,7 @@ mod memory;
 mod metrics;
 mod models;
 mod openapi;
+mod openapi_routes;
 mod operators;
 mod pool;
 mod ports;

@@ -1,0 +1,350 @@
+//! Input rules in the OpenAPI document that `#[schema(...)]` attributes cannot carry: utoipa
+//! takes only literal numbers there (`max_length = 4000`, never `max_length = MAX_LEN`), so a
+//! rule written as an attribute is a second copy of the validator's constant that can drift
+//! from it. Here each rule is written once, *with the constant the validator checks against*
+//! (`agent::MAX_INSTRUCTIONS_LEN`, `sessions::terminal::MAX_TERMINAL_SIDE`, ...), and applied
+//! to the generated document: changing a limit changes the check and the document together.
+//!
+//! A rule names a schema and a property (or an operation's query parameter); a name that no
+//! longer exists panics when the document is built (so every test that builds it fails),
+//! instead of the rule silently falling off. The API test `openapi_routes` checks that every
+//! string, number and list of a request body or query has a rule.
+//!
+//! Integers a validator does not bound are documented with the range of the type they are
+//! parsed into: a wider value is refused by the parser, so that range is the rule.
+
+use sandbox_agents_domain::{agent, environment, git_key, git_source, identity, memory};
+use utoipa::openapi::path::{Operation, Parameter};
+use utoipa::openapi::schema::{KnownFormat, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::{OpenApi, RefOr};
+
+/// A rule on one value.
+#[derive(Clone, Copy)]
+enum Rule {
+    /// At most this many characters.
+    Chars(usize),
+    /// At most this many bytes of UTF-8 (documented as characters: a longer string never fits).
+    Bytes(usize),
+    /// Between these, inclusive.
+    Range(i64, i64),
+    /// At most this many items (a list) or keys (a map).
+    Items(usize),
+    /// A date and time (RFC 3339; the parser also takes a naive one or a date alone).
+    DateTime,
+    /// An email address.
+    Email,
+    /// A UUID.
+    Uuid,
+    /// One of these.
+    OneOf(&'static [&'static str]),
+}
+
+/// Where a rule goes inside the property: on it, or on each of its items / map values.
+#[derive(Clone, Copy)]
+enum At {
+    Itself,
+    Each,
+}
+
+use At::{Each, Itself};
+use Rule::*;
+
+/// The largest value the parsers take as a whole number (`i64`).
+const I64: (i64, i64) = (i64::MIN, i64::MAX);
+
+/// `(schema, property, where, rule)` for request bodies.
+const BODY_RULES: &[(&str, &str, At, Rule)] = &[
+    (
+        "AgentCreate",
+        "instructions",
+        Itself,
+        Bytes(agent::MAX_INSTRUCTIONS_LEN),
+    ),
+    (
+        "AgentPatch",
+        "instructions",
+        Itself,
+        Bytes(agent::MAX_INSTRUCTIONS_LEN),
+    ),
+    ("AgentCreate", "idle_ttl_seconds", Itself, Range(0, I64.1)),
+    ("AgentPatch", "idle_ttl_seconds", Itself, Range(0, I64.1)),
+    // A version that is not the stored one is a 409, whatever its value.
+    ("AgentPatch", "version", Itself, Range(I64.0, I64.1)),
+    ("MemoryPut", "version", Itself, Range(I64.0, I64.1)),
+    (
+        "MemoryPut",
+        "memory",
+        Itself,
+        Bytes(memory::MAX_MEMORY_BYTES),
+    ),
+    (
+        "MemoryPut",
+        "summary",
+        Itself,
+        Chars(memory::MAX_SUMMARY_CHARS),
+    ),
+    ("ApiKeyCreate", "expires_at", Itself, DateTime),
+    (
+        "EnvironmentCreate",
+        "metadata",
+        Itself,
+        Items(environment::MAX_METADATA_KEYS),
+    ),
+    (
+        "EnvironmentCreate",
+        "metadata",
+        Each,
+        Bytes(environment::MAX_METADATA_VALUE_BYTES),
+    ),
+    (
+        "EnvironmentPatch",
+        "metadata",
+        Itself,
+        Items(environment::MAX_METADATA_KEYS),
+    ),
+    (
+        "EnvironmentPatch",
+        "metadata",
+        Each,
+        Bytes(environment::MAX_METADATA_VALUE_BYTES),
+    ),
+    (
+        "EnvironmentPatch",
+        "description",
+        Itself,
+        Chars(environment::MAX_DESCRIPTION_LEN),
+    ),
+    (
+        "EnvironmentConfig",
+        "image",
+        Itself,
+        Bytes(environment::MAX_IMAGE_LEN),
+    ),
+    ("Packages", "apt", Itself, Items(environment::MAX_PACKAGES)),
+    ("Packages", "apt", Each, Chars(environment::MAX_PACKAGE_LEN)),
+    ("Packages", "pip", Itself, Items(environment::MAX_PACKAGES)),
+    ("Packages", "pip", Each, Chars(environment::MAX_PACKAGE_LEN)),
+    ("Packages", "npm", Itself, Items(environment::MAX_PACKAGES)),
+    ("Packages", "npm", Each, Chars(environment::MAX_PACKAGE_LEN)),
+    (
+        "Packages",
+        "cargo",
+        Itself,
+        Items(environment::MAX_PACKAGES),
+    ),
+    (
+        "Packages",
+        "cargo",
+        Each,
+        Chars(environment::MAX_PACKAGE_LEN),
+    ),
+    ("Packages", "gem", Itself, Items(environment::MAX_PACKAGES)),
+    ("Packages", "gem", Each, Chars(environment::MAX_PACKAGE_LEN)),
+    ("Packages", "go", Itself, Items(environment::MAX_PACKAGES)),
+    ("Packages", "go", Each, Chars(environment::MAX_PACKAGE_LEN)),
+    ("EntrySpec", "host", Itself, Bytes(git_key::MAX_HOST)),
+    ("EntrySpec", "ref", Itself, Bytes(git_source::MAX_REF)),
+    (
+        "EntrySpec",
+        "subpath",
+        Itself,
+        Bytes(git_source::MAX_SUBPATH),
+    ),
+    ("SkillsSource", "host", Itself, Bytes(git_key::MAX_HOST)),
+    ("SkillsSource", "repo", Itself, Bytes(git_key::MAX_REPO)),
+    ("SkillsSource", "ref", Itself, Bytes(git_source::MAX_REF)),
+    (
+        "SkillsSource",
+        "subpath",
+        Itself,
+        Bytes(git_source::MAX_SUBPATH),
+    ),
+    ("SkillsSource", "ssh_key_id", Itself, Uuid),
+    ("SandboxResources", "memory_mb", Itself, Range(64, I64.1)),
+    (
+        "SandboxResources",
+        "disk_mb",
+        Itself,
+        Range(sandbox_agents_domain::session::MIN_DISK_MB, I64.1),
+    ),
+    (
+        "StartProcess",
+        "env",
+        Itself,
+        Items(sandbox_agents_sessions::MAX_PROCESS_ENV),
+    ),
+    ("UserCreate", "email", Itself, Email),
+    (
+        "Networking",
+        "type",
+        Itself,
+        OneOf(&[
+            environment::NETWORKING_UNRESTRICTED,
+            environment::NETWORKING_LIMITED,
+        ]),
+    ),
+    ("LoginBody", "email", Itself, Bytes(identity::MAX_EMAIL_LEN)),
+    (
+        "MemberCreate",
+        "email",
+        Itself,
+        Bytes(identity::MAX_EMAIL_LEN),
+    ),
+];
+
+/// `(path, query parameter, rule)`.
+const QUERY_RULES: &[(&str, &str, Rule)] = &[
+    ("/api/sessions", "offset", Range(0, I64.1)),
+    (
+        "/api/webhooks/{webhook_id}/deliveries",
+        "limit",
+        Range(1, crate::extract::MAX_PAGE),
+    ),
+    (
+        "/api/webhooks/{webhook_id}/deliveries",
+        "offset",
+        Range(0, I64.1),
+    ),
+    (
+        "/api/sessions/{session_id}/events",
+        "after",
+        Range(0, I64.1),
+    ),
+    (
+        "/api/sessions/{session_id}/events/stream",
+        "after",
+        Range(0, I64.1),
+    ),
+    (
+        "/api/sessions/{session_id}/terminal",
+        "cols",
+        Range(1, sandbox_agents_sessions::MAX_TERMINAL_SIDE as i64),
+    ),
+    (
+        "/api/sessions/{session_id}/terminal",
+        "rows",
+        Range(1, sandbox_agents_sessions::MAX_TERMINAL_SIDE as i64),
+    ),
+];
+
+/// `doc` with every rule of the tables applied.
+pub fn document(mut doc: OpenApi) -> OpenApi {
+    let schemas = &mut doc
+        .components
+        .as_mut()
+        .expect("the document has components")
+        .schemas;
+    for (schema, property, at, rule) in BODY_RULES {
+        let found = match schemas.get_mut(*schema) {
+            Some(RefOr::T(s)) => property_mut(s, property)
+                .into_iter()
+                .map(|p| apply_one(p, *at, *rule))
+                .count(),
+            _ => 0,
+        };
+        assert!(
+            found > 0,
+            "rules_docs: no property {schema}.{property} in the document"
+        );
+    }
+    for (path, name, rule) in QUERY_RULES {
+        let item = doc
+            .paths
+            .paths
+            .get_mut(*path)
+            .unwrap_or_else(|| panic!("rules_docs: no path {path}"));
+        let mut found = false;
+        for operation in crate::error_docs::operations_mut(item) {
+            for p in query_mut(operation, name) {
+                if let Some(RefOr::T(s)) = p.schema.as_mut() {
+                    found = true;
+                    apply_one(s, Itself, *rule);
+                }
+            }
+        }
+        assert!(found, "rules_docs: no query parameter {name} on {path}");
+    }
+    doc
+}
+
+fn query_mut<'a>(op: &'a mut Operation, name: &'a str) -> impl Iterator<Item = &'a mut Parameter> {
+    op.parameters
+        .iter_mut()
+        .flatten()
+        .filter(move |p| p.name == name)
+}
+
+/// The schemas of `property` in an object schema, or in every variant of a one-of that has
+/// it (an enum of objects, such as a manifest entry's kinds, carries its fields in each).
+fn property_mut<'a>(schema: &'a mut Schema, property: &str) -> Vec<&'a mut Schema> {
+    match schema {
+        Schema::Object(o) => match o.properties.get_mut(property) {
+            Some(RefOr::T(s)) => vec![s],
+            _ => vec![],
+        },
+        Schema::OneOf(one) => one
+            .items
+            .iter_mut()
+            .flat_map(|item| match item {
+                RefOr::T(s) => property_mut(s, property),
+                RefOr::Ref(_) => vec![],
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+fn is_null(schema: &Schema) -> bool {
+    matches!(schema, Schema::Object(o) if o.schema_type == SchemaType::Type(Type::Null))
+}
+
+fn apply_one(schema: &mut Schema, at: At, rule: Rule) {
+    match (schema, at) {
+        (Schema::Object(o), Itself) => match rule {
+            Chars(n) | Bytes(n) => o.max_length = Some(n),
+            Items(n) => o.max_properties = Some(n),
+            Range(min, max) => {
+                o.minimum = Some(min.into());
+                o.maximum = Some(max.into());
+            }
+            DateTime => o.format = Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)),
+            Email => {
+                o.format = Some(SchemaFormat::KnownFormat(KnownFormat::Email));
+                o.max_length = Some(identity::MAX_EMAIL_LEN);
+            }
+            Uuid => o.format = Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)),
+            OneOf(values) => o.enum_values = Some(values.iter().map(|v| (*v).into()).collect()),
+        },
+        (Schema::Array(a), Itself) => match rule {
+            Items(n) => a.max_items = Some(n),
+            _ => panic!("rules_docs: a list takes only a number of items"),
+        },
+        (Schema::Array(a), Each) => {
+            if let utoipa::openapi::schema::ArrayItems::RefOrSchema(item) = &mut a.items {
+                if let RefOr::T(s) = item.as_mut() {
+                    apply_one(s, Itself, rule);
+                }
+            }
+        }
+        (Schema::Object(o), Each) => {
+            if let Some(values) = o.additional_properties.as_mut() {
+                if let utoipa::openapi::schema::AdditionalProperties::RefOr(RefOr::T(s)) =
+                    values.as_mut()
+                {
+                    apply_one(s, Itself, rule);
+                }
+            }
+        }
+        (Schema::OneOf(one), at) => {
+            // `Option<T>` of a non-primitive: null or T.
+            for item in one.items.iter_mut() {
+                if let RefOr::T(s) = item {
+                    if !is_null(s) {
+                        apply_one(s, at, rule);
+                    }
+                }
+            }
+        }
+        _ => panic!("rules_docs: a rule on a schema it does not fit"),
+    }
+}
