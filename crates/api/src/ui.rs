@@ -16,6 +16,12 @@
 //!   `index.html`, whose router draws the page; one that does not (an API client probing a
 //!   path) is the JSON 404 of every unknown route. Without a built UI, a short page says how
 //!   to build one, so `cargo build` works without Node.
+//! * **A file is sent compressed when the build left a compressed copy and the client takes
+//!   it.** `npm run build` writes `name.br` and `name.gz` beside each text file (when smaller);
+//!   a client whose `Accept-Encoding` names `br` (first) or `gzip` gets that copy with
+//!   `Content-Encoding` and the original's `Content-Type`, any other the file itself. Every
+//!   file answer says `Vary: Accept-Encoding`, so a shared cache keeps the copies apart; each
+//!   copy's ETag is its own bytes' hash, so a revalidation never mixes them either.
 
 use crate::error::ApiError;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -51,7 +57,13 @@ struct Asset {
     content_type: String,
     /// A strong ETag: the SHA-256 of the bytes.
     etag: String,
+    /// The `Content-Encoding` of `bytes`, when they are a precompressed copy.
+    encoding: Option<&'static str>,
 }
+
+/// The precompressed copies the build writes, in the order they are preferred (brotli is the
+/// smaller), as (`Content-Encoding`, file suffix).
+const ENCODINGS: [(&str, &str); 2] = [("br", ".br"), ("gzip", ".gz")];
 
 impl UiAssets {
     /// Whether there is a UI to serve (an `index.html`), or only the placeholder.
@@ -87,8 +99,45 @@ impl UiAssets {
             bytes,
             content_type: content_type(rel),
             etag: format!("\"{}\"", hex::encode(&hash[..16])),
+            encoding: None,
         })
     }
+
+    /// The file at `rel` as the client takes it best: its brotli or gzip copy when there is
+    /// one and `Accept-Encoding` allows it, else the file itself.
+    async fn get_for(&self, rel: &str, req: &HeaderMap) -> Option<Asset> {
+        for (coding, suffix) in ENCODINGS {
+            if !accepts_encoding(req, coding) {
+                continue;
+            }
+            if let Some(mut a) = self.get(&format!("{rel}{suffix}")).await {
+                a.content_type = content_type(rel);
+                a.encoding = Some(coding);
+                return Some(a);
+            }
+        }
+        self.get(rel).await
+    }
+}
+
+/// Whether `Accept-Encoding` names `coding` (or `*`) with a non-zero weight. No header means
+/// no coding but identity (RFC 9110 12.5.3 lets a server choose; we choose the safe one).
+fn accepts_encoding(req: &HeaderMap, coding: &str) -> bool {
+    req.get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (name.eq_ignore_ascii_case(coding) || name == "*") && !refused
+        })
 }
 
 /// `web/dist` where this crate was compiled. Debug builds read it at run time, so that a new
@@ -150,7 +199,7 @@ pub async fn fallback(
     }
     let rel = path.trim_start_matches('/');
     if rel.starts_with("assets/") {
-        return match assets.get(rel).await {
+        return match assets.get_for(rel, headers).await {
             Some(a) => file(a, IMMUTABLE, headers),
             None => ApiError::NotFound(format!(
                 "no UI asset at {path}: the UI was probably rebuilt since this page loaded; reload it"
@@ -159,7 +208,7 @@ pub async fn fallback(
         };
     }
     if !rel.is_empty() && rel != "index.html" {
-        if let Some(a) = assets.get(rel).await {
+        if let Some(a) = assets.get_for(rel, headers).await {
             return file(a, NO_CACHE, headers);
         }
     }
@@ -169,7 +218,7 @@ pub async fn fallback(
     if !rel.is_empty() && !wants_html(headers) {
         return not_found();
     }
-    match assets.get("index.html").await {
+    match assets.get_for("index.html", headers).await {
         Some(a) => file(a, NO_CACHE, headers),
         None => placeholder(),
     }
@@ -200,6 +249,7 @@ fn file(a: Asset, cache: &'static str, req: &HeaderMap) -> Response {
     let mut h = HeaderMap::new();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     h.insert(header::ETAG, etag);
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     if cached {
         return (StatusCode::NOT_MODIFIED, h).into_response();
     }
@@ -208,6 +258,9 @@ fn file(a: Asset, cache: &'static str, req: &HeaderMap) -> Response {
         HeaderValue::from_str(&a.content_type)
             .unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
+    if let Some(coding) = a.encoding {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
+    }
     (h, a.bytes.into_owned()).into_response()
 }
 
@@ -252,6 +305,24 @@ mod tests {
             "image/svg+xml; charset=utf-8"
         );
         assert_eq!(content_type("assets/a-1.png"), "image/png");
+    }
+
+    #[test]
+    fn an_encoding_is_taken_when_named_or_starred_and_not_refused() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(accepts_encoding(&with("gzip, deflate, br, zstd"), "br"));
+        assert!(accepts_encoding(&with("gzip, deflate, br, zstd"), "gzip"));
+        assert!(accepts_encoding(&with("BR;q=0.5"), "br"));
+        assert!(accepts_encoding(&with("*"), "gzip"));
+        assert!(!accepts_encoding(&with("gzip;q=0, br"), "gzip"));
+        assert!(!accepts_encoding(&with("br; q=0.000"), "br"));
+        assert!(!accepts_encoding(&with("identity"), "gzip"));
+        assert!(!accepts_encoding(&with("gzipped"), "gzip"));
+        assert!(!accepts_encoding(&HeaderMap::new(), "br"));
     }
 
     #[tokio::test]

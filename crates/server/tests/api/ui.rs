@@ -2,7 +2,10 @@
 //! cached for good, the placeholder when no UI was built, and never in the way of a route of
 //! ours (the API, the reference, the account pages, previews).
 
-use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use reqwest::header::{
+    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG,
+    IF_NONE_MATCH, VARY,
+};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_api::ui::UiAssets;
 use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
@@ -13,6 +16,9 @@ const INDEX: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>S
 <script type="module" crossorigin src="/assets/index-abc123.js"></script>
 <link rel="stylesheet" href="/assets/index-def456.css"></head><body><div id="root"></div></body></html>"#;
 const SCRIPT: &str = "console.log('the UI');";
+/// What stands for the script's brotli copy: the server never reads a copy, it only sends it,
+/// so any bytes tell which file was sent.
+const SCRIPT_BR: &[u8] = b"brotli bytes of the script";
 
 /// A folder shaped like `npm run build`'s output, removed when dropped.
 struct Dist(PathBuf);
@@ -318,4 +324,112 @@ async fn without_a_built_ui_the_root_says_how_to_build_one() {
         assert!(!body.contains("<script"), "no script at all: {body}");
     }
     assert_json_404(&app, "/assets/index-abc123.js").await;
+}
+
+/// `s` gzipped, as the build's compression plugin writes a `.gz` copy.
+fn gzip(s: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(s).unwrap();
+    e.finish().unwrap()
+}
+
+fn gunzip(b: &[u8]) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+#[tokio::test]
+async fn files_are_sent_precompressed_as_the_client_accepts_with_vary_and_their_own_type() {
+    let dist = Dist::new(true);
+    std::fs::write(dist.0.join("assets/index-abc123.js.br"), SCRIPT_BR).unwrap();
+    std::fs::write(
+        dist.0.join("assets/index-abc123.js.gz"),
+        gzip(SCRIPT.as_bytes()),
+    )
+    .unwrap();
+    std::fs::write(dist.0.join("index.html.gz"), gzip(INDEX.as_bytes())).unwrap();
+    let app = app_with(&dist, None).await;
+    let fetch = |path: &'static str, accept: Option<&'static str>| {
+        let mut req = app
+            .http
+            .get(app.url(path))
+            .header(reqwest::header::ACCEPT, NAVIGATION);
+        if let Some(a) = accept {
+            req = req.header(ACCEPT_ENCODING, a);
+        }
+        req.send()
+    };
+    let js = "/assets/index-abc123.js";
+
+    // What a browser sends: brotli, the smaller, first.
+    let r = fetch(js, Some("gzip, deflate, br, zstd")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, CONTENT_ENCODING), "br");
+    assert_eq!(header(&r, CONTENT_TYPE), "text/javascript; charset=utf-8");
+    assert_eq!(header(&r, VARY).to_lowercase(), "accept-encoding");
+    assert_eq!(
+        header(&r, CACHE_CONTROL),
+        "public, max-age=31536000, immutable"
+    );
+    let br_etag = header(&r, ETAG);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), SCRIPT_BR);
+
+    // gzip only (or brotli refused): the gzip copy.
+    for accept in ["gzip", "br;q=0, gzip;q=0.8"] {
+        let r = fetch(js, Some(accept)).await.unwrap();
+        assert_eq!(header(&r, CONTENT_ENCODING), "gzip", "{accept}");
+        assert_eq!(header(&r, CONTENT_TYPE), "text/javascript; charset=utf-8");
+        assert_eq!(header(&r, VARY).to_lowercase(), "accept-encoding");
+        let gz_etag = header(&r, ETAG);
+        assert_ne!(gz_etag, br_etag, "each copy is its own representation");
+        assert_eq!(gunzip(&r.bytes().await.unwrap()), SCRIPT, "{accept}");
+    }
+
+    // Neither (or no header at all): the file itself.
+    for accept in [None, Some("identity"), Some("deflate, zstd")] {
+        let r = fetch(js, accept).await.unwrap();
+        assert!(r.headers().get(CONTENT_ENCODING).is_none(), "{accept:?}");
+        assert_eq!(header(&r, CONTENT_TYPE), "text/javascript; charset=utf-8");
+        assert_eq!(header(&r, VARY).to_lowercase(), "accept-encoding");
+        let etag = header(&r, ETAG);
+        assert_ne!(etag, br_etag);
+        assert_eq!(r.text().await.unwrap(), SCRIPT, "{accept:?}");
+    }
+
+    // A file with no brotli copy falls to its gzip one; one with no copy at all is itself.
+    let r = fetch("/sessions", Some("br, gzip")).await.unwrap();
+    assert_eq!(header(&r, CONTENT_ENCODING), "gzip");
+    assert_eq!(header(&r, CONTENT_TYPE), "text/html; charset=utf-8");
+    assert_eq!(gunzip(&r.bytes().await.unwrap()), INDEX);
+    let r = fetch("/assets/index-def456.css", Some("br, gzip"))
+        .await
+        .unwrap();
+    assert!(r.headers().get(CONTENT_ENCODING).is_none());
+    assert_eq!(header(&r, VARY).to_lowercase(), "accept-encoding");
+    assert_eq!(r.text().await.unwrap(), "body{margin:0}");
+
+    // A revalidation of the brotli copy is a 304 for that copy only.
+    let again = app
+        .http
+        .get(app.url(js))
+        .header(ACCEPT_ENCODING, "br")
+        .header(IF_NONE_MATCH, &br_etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    let other = app
+        .http
+        .get(app.url(js))
+        .header(IF_NONE_MATCH, &br_etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(other.text().await.unwrap(), SCRIPT);
 }
