@@ -87,7 +87,8 @@ fn to_wire(c: &ToolCallRecord) -> ClientToolCall {
     }
 }
 
-/// `agent.client_tool_result`: the answer the model receives.
+/// `agent.client_tool_result`: the answer the model receives, marked like the call's other
+/// events (`subagent`) when a subagent's frame made the call.
 fn result_event(run: RunId, call: &ToolCallRecord, output: &str, is_error: bool) -> NewEvent {
     let mut payload = json!({
         "call_id": call.call_id,
@@ -97,6 +98,9 @@ fn result_event(run: RunId, call: &ToolCallRecord, output: &str, is_error: bool)
     });
     if call.status == ToolCallStatus::TimedOut {
         payload["timed_out"] = true.into();
+    }
+    if let Some(mark) = &call.subagent {
+        payload["subagent"] = mark.0.clone();
     }
     NewEvent::new(EventType::AgentClientToolResult, Some(run), payload)
 }

@@ -37,6 +37,12 @@ impl Runs {
             r = self.run_loop(project, id, run, wake, &token, &mut turn, started) => r,
             _ = shutdown.cancelled() => Err(Stop::Outcome(Outcome::Failed("the server shut down during this turn".into()))),
         };
+        // What the run wrote in its memory is kept before its end is told (and once it has
+        // parked), so a sandbox lost afterwards still has it consolidated (sessions'
+        // `memory.rs`).
+        if !matches!(outcome, Err(Stop::Gone)) {
+            self.inner.sessions.read_back_memory(id).await;
+        }
         let outcome = match outcome {
             Ok(o) | Err(Stop::Outcome(o)) => o,
             Err(Stop::Gone) | Err(Stop::Parked) => return,

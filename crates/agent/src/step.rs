@@ -88,6 +88,8 @@ impl Runs {
         // the token before the model call).
         let written = self.append_running(&mut tx, id, run, &batch, true).await?;
         let now = time::OffsetDateTime::now_utc();
+        // The row keeps the frame's mark, for the result event written when the client answers.
+        let mark = tag.map(SubTag::value);
         let new: Vec<NewToolCall> = client
             .iter()
             .map(|(i, c, t)| NewToolCall {
@@ -97,6 +99,7 @@ impl Runs {
                 deferrable: t.deferrable,
                 seq: written[*i].seq,
                 deadline: (!t.deferrable).then(|| client_tools::deadline(t, now)),
+                subagent: mark.as_ref(),
             })
             .collect();
         let ids = tool_calls::insert(&mut tx, run, id, &new).await?;

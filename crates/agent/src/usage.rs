@@ -49,6 +49,18 @@ pub(crate) fn turn_usage(l: &Ledger, active_seconds: f64) -> Map<String, Value> 
     m
 }
 
+/// What a memory consolidation's model calls spent, in the shape of a turn's usage without
+/// `active_seconds` (no turn was working), plus `memory`: the same tokens again, marking
+/// them as consolidation's. Added to the stopped session's usage, the totals and the
+/// `by_model` / `by_agent` splits hold every token it cost, as a bill would, and `memory`
+/// says how much of it consolidation was (summed over its consolidations).
+pub(crate) fn consolidation_usage(l: &Ledger) -> Map<String, Value> {
+    let mut m = turn_usage(l, 0.0);
+    m.remove("active_seconds");
+    m.insert("memory".into(), tokens(&l.total));
+    m
+}
+
 /// Adds `more` into `total`, key by key: numbers are summed (integers stay integers),
 /// objects are added recursively, anything else from `more` replaces what was there.
 pub(crate) fn add_into(total: &mut Map<String, Value>, more: &Map<String, Value>) {

@@ -9,6 +9,16 @@
 //! tail of the transcript since the boot; the job is queued in the transaction that records
 //! the stop, so a stop that happened has its consolidation, and the model call runs later,
 //! in the run loop's worker (`sandbox-agents-agent`), never in the stop's path.
+//!
+//! A sandbox can be lost (its container removed or killed behind our back, the host
+//! rebooted), and then its `MEMORY.md` cannot be read at the stop. What a user expects is that
+//! what the agent wrote during the turns that finished is not lost with it, so the file is
+//! also read back at a safer point: at the end of every run (and when a run parks), before
+//! its terminal event, into `session_memories.last_read`. A stop that cannot read the file
+//! (or the reconciler, finding the sandbox gone) consolidates from that copy with the
+//! transcript, which the database holds anyway; an exited container that still exists is
+//! read as a running one is. Only what was written after the last run ended (by an exec, say)
+//! and only in a sandbox that is gone is lost: nothing could recover it.
 
 use crate::Sessions;
 use bytes::Bytes;
@@ -17,11 +27,13 @@ use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::memory::{
     transcript, MAX_MEMORY_BYTES, MAX_TRANSCRIPT_CHARS, MEMORY_FILE, SUMMARY_FILE,
 };
+use sandbox_agents_domain::session::SessionStatus;
+use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_sandbox::{SandboxError, WORKDIR};
 use sandbox_agents_store::memory_consolidations::NewConsolidation;
 use sandbox_agents_store::session_memories::{self, StagedMemory};
-use sandbox_agents_store::sessions::SessionRecord;
+use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_store::{agent_memories, agents, runs};
 use sandbox_agents_workspace::manifest::Archive;
 use std::io::Read;
@@ -78,6 +90,7 @@ impl Sessions {
                 memory: store.memory,
                 summary: store.summary,
                 conversation_start: i32::try_from(start).unwrap_or(i32::MAX),
+                last_read: None,
             },
         )
         .await?;
@@ -85,14 +98,44 @@ impl Sessions {
         Ok(())
     }
 
-    /// What a stop of the running sandbox `container` hands to consolidation; `None` when the
-    /// session was given no memory, its agent no longer asks for it, or it learnt nothing
-    /// (the file unchanged and nothing said since the boot). Never fails the stop: what
-    /// cannot be read is logged, and the consolidation goes on with what could.
+    /// Reads the running session's `memories/MEMORY.md` back and keeps it as the last copy
+    /// read (see the module's doc); the run loop calls it at the end of every run. Nothing
+    /// when the session's boot staged no memory or its sandbox is not running; never fails:
+    /// what cannot be read is logged, and the previous copy stays.
+    #[tracing::instrument(skip_all, fields(session.id = %id))]
+    pub async fn read_back_memory(&self, id: SessionId) {
+        if let Err(e) = self.try_read_back_memory(id).await {
+            tracing::warn!(error = %e, "could not read memories/MEMORY.md back after the run; the previous copy is kept");
+        }
+    }
+
+    async fn try_read_back_memory(&self, id: SessionId) -> Result<()> {
+        let db = &self.inner.db;
+        if session_memories::get(db, id).await?.is_none() {
+            return Ok(());
+        }
+        let Some(s) = sessions::get_for_worker(db, id).await? else {
+            return Ok(());
+        };
+        let (SessionStatus::Running, Some(container)) = (s.status, s.container_id.as_deref())
+        else {
+            return Ok(());
+        };
+        if let Some(text) = self.read_memory_file(container).await? {
+            session_memories::record_read(db, id, &text).await?;
+        }
+        Ok(())
+    }
+
+    /// What a stop of the sandbox `container` hands to consolidation (`None` for `container`:
+    /// the sandbox is gone); `None` when the session was given no memory, its agent no longer
+    /// asks for it, or it learnt nothing (the file unchanged and nothing said since the boot).
+    /// Never fails the stop: what cannot be read is logged, and the consolidation goes on
+    /// with what could (the copy read back at the end of the last run, and the transcript).
     pub(crate) async fn capture_memory(
         &self,
         s: &SessionRecord,
-        container: &str,
+        container: Option<&str>,
     ) -> Option<NewConsolidation> {
         match self.try_capture_memory(s, container).await {
             Ok(c) => c,
@@ -106,7 +149,7 @@ impl Sessions {
     async fn try_capture_memory(
         &self,
         s: &SessionRecord,
-        container: &str,
+        container: Option<&str>,
     ) -> Result<Option<NewConsolidation>> {
         let db = &self.inner.db;
         let Some(staged) = session_memories::get(db, s.session_id()).await? else {
@@ -116,8 +159,16 @@ impl Sessions {
         if !has_memory(&agent) {
             return Ok(None);
         }
-        let ended = match self.read_memory_file(container).await {
+        let read = match container {
+            Some(c) => self.read_memory_file(c).await,
+            None => Err(anyhow::anyhow!("the session's sandbox is gone").into()),
+        };
+        let ended = match read {
             Ok(ended) => ended,
+            Err(e) if staged.last_read.is_some() => {
+                tracing::warn!(session.id = %s.id, error = %e, "could not read memories/MEMORY.md back; consolidating the copy read at the end of the last run");
+                staged.last_read.clone()
+            }
             Err(e) => {
                 tracing::warn!(session.id = %s.id, error = %e, "could not read memories/MEMORY.md back; consolidating the transcript alone");
                 None

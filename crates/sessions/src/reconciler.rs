@@ -44,30 +44,43 @@ impl Sessions {
     /// A running session whose sandbox is gone or no longer running: stopped, reason
     /// `restart`. A container that still exists (it exited, say after a host reboot) keeps
     /// its filesystem, so its workspace is archived first and comes back at the next start.
+    /// Its memory consolidation is queued like a stop's: from the exited container's
+    /// `MEMORY.md` when it still exists, else from the copy read back at the end of its last
+    /// run (`memory.rs`), with the transcript the database holds; a user expects what the
+    /// agent wrote during the turns that finished to outlive the sandbox.
     async fn mark_lost(&self, id: SessionId) -> Result<()> {
         let st = &self.inner;
         let mut archive = None;
-        let container = sessions::get_for_worker(&st.db, id)
-            .await?
-            .and_then(|s| s.container_id);
-        if let Some(c) = container {
-            if st.backend.inspect(&c).await?.is_some() {
-                if let Err(e) = self.write_back_mounts(id, &c).await {
+        let Some(s) = sessions::get_for_worker(&st.db, id).await? else {
+            return Ok(());
+        };
+        let mut exists = false;
+        if let Some(c) = &s.container_id {
+            exists = st.backend.inspect(c).await?.is_some();
+            if exists {
+                if let Err(e) = self.write_back_mounts(id, c).await {
                     tracing::warn!(session.id = %id, error = %e, "could not write an exited sandbox's s3 mounts back; their changes are lost");
                 }
-                match self.archive_workspace(id, &c).await {
+                match self.archive_workspace(id, c).await {
                     Ok((key, _)) => archive = Some(key),
                     Err(e) => {
                         tracing::warn!(session.id = %id, error = %e, "could not archive an exited sandbox's workspace")
                     }
                 }
             }
-            let _ = st.backend.remove(&c).await;
+        }
+        let container = s.container_id.as_deref().filter(|_| exists);
+        let memory = self.capture_memory(&s, container).await;
+        if let Some(c) = &s.container_id {
+            let _ = st.backend.remove(c).await;
         }
         if self
-            // No memory consolidation: the sandbox is gone or exited, and what its session
-            // learnt since its last stop is not read back from a dead one.
-            .record_stopped(id, StoppedReason::Restart, archive.as_deref(), None)
+            .record_stopped(
+                id,
+                StoppedReason::Restart,
+                archive.as_deref(),
+                memory.as_ref(),
+            )
             .await?
             .is_some()
         {

@@ -134,7 +134,7 @@ impl Sessions {
                 // changes are still in the sandbox (an idle release is tried again later).
                 self.write_back_mounts(id, container).await?;
                 // What the session learnt, read while its sandbox runs; consolidated later.
-                memory = self.capture_memory(&s, container).await;
+                memory = self.capture_memory(&s, Some(container)).await;
             }
             let archived = self.archive_workspace(id, container).await;
             // Whether a failed archive leaves something to keep: a sandbox that is still up.

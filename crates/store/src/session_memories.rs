@@ -17,6 +17,9 @@ pub struct StagedMemory {
     pub summary: String,
     /// Stored conversation messages at the boot; a stop consolidates the ones after.
     pub conversation_start: i32,
+    /// The session's `memories/MEMORY.md` as last read back from its sandbox since this boot
+    /// (at the end of a run); `None` until one is. [`record`] ignores it (a boot starts over).
+    pub last_read: Option<String>,
 }
 
 /// Records (or replaces) what a boot of `session` staged.
@@ -29,7 +32,8 @@ pub async fn record(db: impl PgExecutor<'_>, session: SessionId, m: &StagedMemor
          on conflict (session_id) do update
             set agent_id = excluded.agent_id, version = excluded.version,
                 memory = excluded.memory, summary = excluded.summary,
-                conversation_start = excluded.conversation_start, staged_at = now()",
+                conversation_start = excluded.conversation_start, staged_at = now(),
+                last_read = null",
         session.0,
         m.agent_id.0,
         m.version,
@@ -48,12 +52,27 @@ pub async fn record(db: impl PgExecutor<'_>, session: SessionId, m: &StagedMemor
 pub async fn get(db: impl PgExecutor<'_>, session: SessionId) -> Result<Option<StagedMemory>> {
     Ok(sqlx::query_as!(
         StagedMemory,
-        r#"select agent_id as "agent_id: AgentId", version, memory, summary, conversation_start
+        r#"select agent_id as "agent_id: AgentId", version, memory, summary, conversation_start,
+                  last_read
              from session_memories where session_id = $1"#,
         session.0,
     )
     .fetch_optional(db)
     .await?)
+}
+
+/// Keeps `text` as the session's `MEMORY.md` last read back from its sandbox; nothing when
+/// its boot staged no memory.
+#[tracing::instrument(skip_all, fields(session.id = %session))]
+pub async fn record_read(db: impl PgExecutor<'_>, session: SessionId, text: &str) -> Result<()> {
+    sqlx::query!(
+        "update session_memories set last_read = $2 where session_id = $1",
+        session.0,
+        text,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Forgets what was staged (a boot of an agent that no longer has the capability).

@@ -6,6 +6,8 @@
 use crate::error::Result;
 use sandbox_agents_domain::state::ToolCallStatus;
 use sandbox_agents_domain::{RunId, SessionId};
+use serde_json::Value;
+use sqlx::types::Json;
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -28,6 +30,8 @@ pub struct ToolCallRecord {
     pub is_error: bool,
     pub created_at: OffsetDateTime,
     pub answered_at: Option<OffsetDateTime>,
+    /// `{agent, call_id}` of the subagent frame that made the call; `None` for the run's own.
+    pub subagent: Option<Json<Value>>,
 }
 
 impl ToolCallRecord {
@@ -44,7 +48,8 @@ macro_rules! tool_call_query {
             ToolCallRecord,
             $head
                 + r#"id, run_id, session_id, call_id, tool, arguments, parks as deferrable, seq, deadline,
-                   status as "status: ToolCallStatus", output, is_error, created_at, answered_at"#
+                   status as "status: ToolCallStatus", output, is_error, created_at, answered_at,
+                   subagent as "subagent: Json<Value>""#
                 + $tail
             $(, $arg)*
         )
@@ -60,6 +65,8 @@ pub struct NewToolCall<'a> {
     pub deferrable: bool,
     pub seq: i64,
     pub deadline: Option<OffsetDateTime>,
+    /// The `subagent` mark of the call's event (`None` in the run's own frame).
+    pub subagent: Option<&'a Value>,
 }
 
 /// Records a step's calls as pending, in order; returns their row ids.
@@ -72,8 +79,8 @@ pub async fn insert(
     let mut ids = Vec::with_capacity(calls.len());
     for c in calls {
         let id = sqlx::query_scalar!(
-            "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline)
-             values ($1, $2, $3, $4, $5, $6, $7, $8) returning id",
+            "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline, subagent)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning id",
             run.0,
             session.0,
             c.call_id,
@@ -82,6 +89,7 @@ pub async fn insert(
             c.deferrable,
             c.seq,
             c.deadline,
+            c.subagent.map(Json) as _,
         )
         .fetch_one(&mut *tx)
         .await?;

@@ -1,11 +1,18 @@
-//! Usage of a project over a window, summed in the database from two sources: each run's
+//! Usage of a project over a window, summed in the database from three sources: each run's
 //! `usage` (tokens, requests, `active_seconds`, split `by_model` and `by_agent`, as the
-//! agent loop writes it) and each session's boot marks in the event log (the sandbox's up
-//! time, as `domain::session::sandbox_seconds` reads it for one session).
+//! agent loop writes it), each memory consolidation's `usage` (the same shape, without
+//! active seconds: its model calls after a session's stop) and each session's boot marks in
+//! the event log (the sandbox's up time, as `domain::session::sandbox_seconds` reads it for
+//! one session).
 //!
 //! Invariants:
 //! * A run counts in the window (and on the UTC day) in which it **started**; a run in flight
 //!   counts what it has recorded (nothing until it finishes or parks).
+//! * A memory consolidation counts in the window in which it was **queued** (its session's
+//!   stop), once an attempt has recorded what it spent; its tokens and requests are in the
+//!   totals (a bill that left them out would be wrong), by its agent and the model it called,
+//!   and it is not a run (`runs` counts turns). It counts even when its session was deleted
+//!   since: the calls were made.
 //! * Grouped by model or agent, a run's tokens go to each key of its `by_model` / `by_agent`
 //!   split; its `active_seconds` go to the key's own `active_seconds` when the split has
 //!   one, else to the key when it is the only one (every run so far has one model and one
@@ -37,20 +44,25 @@ with scope as (
     where s.project_id = $1 and s.created_at < $3
 ),
 turns as (
-    select r.usage, r.created_at
+    select r.usage, r.created_at, 1 as runs
     from runs r join scope sc on sc.id = r.session_id
     where r.created_at >= $2 and r.created_at < $3
+    union all
+    select c.usage, c.created_at, 0
+    from memory_consolidations c
+    where c.project_id = $1 and c.created_at >= $2 and c.created_at < $3 and c.usage <> '{}'
 ),
 turn_groups as (
     select to_char(t.created_at at time zone 'UTC', 'YYYY-MM-DD') as key, t.usage as u,
-           (t.usage->>'active_seconds')::float8 as active
+           (t.usage->>'active_seconds')::float8 as active, t.runs
     from turns t
     where $4::text = 'day'
     union all
     select e.key, e.value,
            coalesce((e.value->>'active_seconds')::float8,
                     case when (select count(*) from jsonb_object_keys(sp.split)) = 1
-                         then (t.usage->>'active_seconds')::float8 end)
+                         then (t.usage->>'active_seconds')::float8 end),
+           t.runs
     from turns t
     cross join lateral (
         select case when jsonb_typeof(t.usage->(case $4 when 'model' then 'by_model' else 'by_agent' end)) = 'object'
@@ -94,7 +106,7 @@ up_groups as (
 parts as (
     select key, (u->>'input_tokens')::numeric as input, (u->>'output_tokens')::numeric as output,
            (u->>'total_tokens')::numeric as total, (u->>'requests')::numeric as requests,
-           1 as runs, coalesce(active, 0) as active, 0::float8 as sandbox
+           runs, coalesce(active, 0) as active, 0::float8 as sandbox
     from turn_groups
     union all
     select key, 0, 0, 0, 0, 0, 0, secs

@@ -11,6 +11,7 @@
 //! transaction: a worker that dies mid-call leaves the job to be claimed again when it ends.
 
 use super::reply::{self, Merged, FORMAT};
+use crate::usage::{add_into, consolidation_usage, Ledger};
 use crate::Runs;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::memory::AgentMemory;
@@ -48,17 +49,33 @@ impl Runs {
         let Some(job) = memory_consolidations::claim(db, LEASE_SECS).await? else {
             return Ok(false);
         };
-        match self.consolidate(&job).await {
+        let mut ledger = Ledger::default();
+        let result = self.consolidate(&job, &mut ledger).await;
+        // Usage: every call counts, a failed attempt's too (it was paid for). The job keeps
+        // the sum of its attempts (which `GET /api/usage` reads), and the session whose stop
+        // queued it gets each attempt's share in its own usage, in the same transaction as
+        // the attempt's end, so neither counts a call twice nor misses one.
+        let spent = consolidation_usage(&ledger);
+        let mut total = job.usage.0.clone();
+        add_into(&mut total, &spent);
+        let mut tx = db.begin().await?;
+        match result {
             Ok(version) => {
-                memory_consolidations::finish(db, job.id).await?;
+                memory_consolidations::finish(&mut *tx, job.id, &total).await?;
                 tracing::info!(job = job.id, session.id = %job.session_id, version, "memory consolidated");
             }
             Err(e) => {
                 let retry = (job.attempts < MAX_ATTEMPTS).then(|| retry_pause(job.attempts));
                 tracing::warn!(job = job.id, session.id = %job.session_id, attempt = job.attempts, retry_in_secs = ?retry, error = %e, "memory consolidation failed");
-                memory_consolidations::fail(db, job.id, &format!("{e:#}"), retry).await?;
+                memory_consolidations::fail(&mut *tx, job.id, &format!("{e:#}"), retry, &total)
+                    .await?;
             }
         }
+        if ledger.total.requests > 0 {
+            memory_consolidations::charge_session(&mut tx, job.session_id, &spent, add_into)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(true)
     }
 
@@ -94,8 +111,8 @@ impl Runs {
     }
 
     /// One attempt: model calls until a merge is written on the version it read; the new
-    /// version.
-    async fn consolidate(&self, job: &Consolidation) -> anyhow::Result<i64> {
+    /// version. Each call's usage goes to `ledger` (as the agent's, on its model) as it ends.
+    async fn consolidate(&self, job: &Consolidation, ledger: &mut Ledger) -> anyhow::Result<i64> {
         let db = &self.inner.db;
         let agent = agents::get(db, job.project_id, &AgentRef::Id(job.agent_id)).await?;
         let client = self
@@ -119,6 +136,7 @@ impl Runs {
                 ],
             );
             let completion = client.complete(req).await?;
+            ledger.add(&model, agent.slug.as_str(), completion.usage);
             let Merged { memory, summary } = reply::parse(&completion.text).map_err(|e| {
                 anyhow::anyhow!("the model's answer is not in the format asked: {e}")
             })?;

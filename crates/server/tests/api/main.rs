@@ -26,6 +26,7 @@ mod isolation;
 mod kernel;
 mod key_rotation;
 mod memory;
+mod memory_kept;
 mod metrics;
 mod models;
 mod openapi;

@@ -264,6 +264,16 @@ async fn a_deferrable_call_inside_a_subagent_parks_the_run_and_its_answer_goes_b
     let end = evs.last().unwrap();
     assert_eq!(end["payload"]["final_output"], "Shipping.", "{evs:?}");
     assert_eq!(evs.iter().filter(|e| is_terminal(e)).count(), 2);
+    // The answer written when the client answered is the subagent's, like its call.
+    let answered = evs
+        .iter()
+        .find(|e| e["type"] == "agent.client_tool_result")
+        .unwrap();
+    assert_eq!(answered["payload"]["call_id"], call_id);
+    assert_eq!(
+        answered["payload"]["subagent"], call["payload"]["subagent"],
+        "{answered}"
+    );
     let result = evs
         .iter()
         .find(|e| e["type"] == "agent.tool_result" && e["payload"]["tool"] == "asker")
