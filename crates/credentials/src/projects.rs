@@ -99,7 +99,15 @@ impl Credentials {
                 "no user has the email '{email}'; create the user first"
             ))
         })?;
-        let id = memberships::add(&self.db, project, person.id, role).await?;
+        // The store knows the person by id only: the conflict names them as the caller did.
+        let id = memberships::add(&self.db, project, person.id, role)
+            .await
+            .map_err(|e| match e {
+                sandbox_agents_store::Error::Conflict(_) => {
+                    ServiceError::Conflict(format!("'{email}' is a member of this project already"))
+                }
+                e => e.into(),
+            })?;
         memberships::list(&self.db, project)
             .await?
             .into_iter()

@@ -856,6 +856,20 @@ async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_project
     )
     .await;
     assert_eq!(s, 422);
+    // A conflict names the values in conflict, not only the field.
+    let (s, err) = as_person(
+        &app,
+        Method::POST,
+        &format!("/api/projects/{}/members", mine["slug"].as_str().unwrap()),
+        &session,
+        Some(json!({"email": "ada@example.com", "role": "member"})),
+    )
+    .await;
+    assert_eq!(s, 409, "{err}");
+    assert_eq!(
+        err["detail"],
+        "'ada@example.com' is a member of this project already"
+    );
 
     // Credentials are not people.
     assert_eq!(
