@@ -19,7 +19,7 @@ use crate::finish::Outcome;
 use crate::stop::Stop;
 use crate::tools;
 use crate::Runs;
-use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
+use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability, DEFAULT_SUBAGENT_MAX_STEPS};
 use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::{ClientTool, SubagentMode};
 use sandbox_agents_domain::ProjectId;
@@ -60,6 +60,8 @@ pub(crate) struct Speaker {
     pub depth: usize,
     /// The agent's capabilities (null: the default set), for compaction.
     pub capabilities: Option<Vec<Capability>>,
+    /// Steps each subagent this agent calls as a tool may take (its `subagent_max_steps`).
+    pub subagent_max_steps: i64,
 }
 
 /// Where a speaker speaks.
@@ -287,6 +289,10 @@ impl Runs {
             specs,
             depth: seat.depth,
             capabilities: agent.spec.capabilities.clone(),
+            subagent_max_steps: agent
+                .spec
+                .subagent_max_steps
+                .unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
         })
     }
 }

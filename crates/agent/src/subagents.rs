@@ -1,6 +1,7 @@
 //! Subagents called as tools (`mode: tool`): the call runs the subagent in a frame of its
 //! own (`frame.rs`), in the same sandbox, on a fresh conversation holding only the call's
-//! `input`, up to [`SUBAGENT_MAX_TURNS`] steps, and its final answer is the call's result.
+//! `input`, up to its caller's `subagent_max_steps` (default
+//! [`sandbox_agents_domain::agent::DEFAULT_SUBAGENT_MAX_STEPS`]) steps, and its final answer is the call's result.
 //! Handoffs (`mode: handoff`) change who speaks in the run's frame instead (`frame.rs`).
 //!
 //! Rules:
@@ -28,9 +29,6 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
-
-/// Steps a subagent called as a tool may take.
-pub(crate) const SUBAGENT_MAX_TURNS: i64 = 10;
 
 /// What a subagent call came to.
 pub(crate) enum Settled {
@@ -68,6 +66,10 @@ impl Runs {
                     )))
                 }
             };
+            // The caller's setting bounds its subagents: the agent that delegates decides how
+            // much a delegated task may cost it (a nested frame's own subagents follow that
+            // frame's agent's setting).
+            let max = parent.speaker.subagent_max_steps;
             let seat = cast.seat(parent.speaker.depth + 1, None);
             let Some(speaker) = self.speaker_by_slug(cast.project, &d.agent, &seat).await? else {
                 return Ok(Settled::Answer(format!(
@@ -86,7 +88,7 @@ impl Runs {
                 speaker,
                 messages,
                 steps: 0,
-                max: SUBAGENT_MAX_TURNS,
+                max,
                 tag: Some(tag),
                 holder: Holder::default(),
                 compaction,

@@ -94,7 +94,16 @@ pub struct AgentSpec {
     pub subagents: Vec<Subagent>,
     pub idle_ttl_seconds: Option<i64>,
     pub environment_id: Option<String>,
+    /// Stored only when set (older definitions have none: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_max_steps: Option<i64>,
 }
+
+/// Steps a subagent called as a tool takes when its caller sets no `subagent_max_steps`.
+pub const DEFAULT_SUBAGENT_MAX_STEPS: i64 = 10;
+/// The range of `subagent_max_steps`: one step at least (an answer), and a bound on what one
+/// tool call of a caller may cost.
+pub const SUBAGENT_MAX_STEPS_RANGE: std::ops::RangeInclusive<i64> = 1..=100;
 
 /// The body of `POST /api/agents`: a new agent definition. Only `slug` and `name` are
 /// required; every other field has a default. Optional fields the client sends as explicit
@@ -201,6 +210,12 @@ pub struct AgentCreate {
         pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
     )]
     pub environment_id: Option<String>,
+    /// Steps (model calls) each subagent this agent calls as a tool may take before its call
+    /// ends with an error result: 1 to 100; null: 10. A nested subagent's own calls follow
+    /// its own agent's setting.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
+    pub subagent_max_steps: Option<i64>,
 }
 
 impl AgentCreate {
@@ -237,6 +252,7 @@ impl AgentCreate {
             subagents: self.subagents,
             idle_ttl_seconds: self.idle_ttl_seconds,
             environment_id: self.environment_id,
+            subagent_max_steps: self.subagent_max_steps,
         }
         .normalized();
         spec.validate(&mut v);
@@ -333,6 +349,11 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<String>, min_length = 1, pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub environment_id: Patch<String>,
+    /// A new step limit for the subagents it calls as tools (1 to 100); null goes back to the
+    /// default, 10.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 100)]
+    pub subagent_max_steps: Patch<i64>,
 }
 
 /// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
@@ -404,6 +425,7 @@ impl AgentPatch {
         list(self.subagents, &mut spec.subagents);
         clearable(self.idle_ttl_seconds, &mut spec.idle_ttl_seconds);
         clearable(self.environment_id, &mut spec.environment_id);
+        clearable(self.subagent_max_steps, &mut spec.subagent_max_steps);
         *spec = spec.clone().normalized();
         spec.validate(&mut v);
         v.into_result()
@@ -497,6 +519,20 @@ impl AgentSpec {
                 );
             }
         }
+        if let Some(n) = self.subagent_max_steps {
+            if !SUBAGENT_MAX_STEPS_RANGE.contains(&n) {
+                v.push(
+                    "value_error",
+                    &["subagent_max_steps"],
+                    format!(
+                        "subagent_max_steps is {} to {} steps; send null for the default, {DEFAULT_SUBAGENT_MAX_STEPS}",
+                        SUBAGENT_MAX_STEPS_RANGE.start(),
+                        SUBAGENT_MAX_STEPS_RANGE.end()
+                    ),
+                    Value::from(n),
+                );
+            }
+        }
         self.manifest.validate(&["manifest"], v);
         validate_client_tools(&self.client_tools, "client_tools", v);
         python_tool_is_free(
@@ -558,6 +594,7 @@ impl AgentRecord {
             subagents: s.subagents.clone(),
             idle_ttl_seconds: s.idle_ttl_seconds,
             environment_id: s.environment_id.clone(),
+            subagent_max_steps: s.subagent_max_steps.unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
             version: self.version,
             archived_at: self.archived_at,
             created_at: self.created_at,
@@ -611,6 +648,9 @@ pub struct Agent {
     pub idle_ttl_seconds: Option<i64>,
     /// The default environment of its sessions; null: the server's default.
     pub environment_id: Option<String>,
+    /// Steps each subagent it calls as a tool may take (10 unless set; resolved, never null).
+    #[schema(minimum = 1, maximum = 100)]
+    pub subagent_max_steps: i64,
     /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
     /// unarchive leave it). Send it back on PATCH.
     pub version: i64,
@@ -673,6 +713,31 @@ mod tests {
             serde_json::from_str(r#"{"version":1,"name":null,"manifest":null}"#).unwrap();
         let errs = patch.apply(&slug, &mut spec).unwrap_err();
         assert_eq!(errs.len(), 2);
+    }
+
+    #[test]
+    fn the_subagent_step_limit_is_1_to_100_and_null_is_the_default() {
+        let (slug, mut spec) = create(r#"{"slug":"a","name":"A"}"#).unwrap();
+        assert_eq!(spec.subagent_max_steps, None);
+        for bad in [0, 101, -1] {
+            let errs = create(&format!(
+                r#"{{"slug":"a","name":"A","subagent_max_steps":{bad}}}"#
+            ))
+            .unwrap_err();
+            assert_eq!(errs[0].loc[1], "subagent_max_steps", "{bad}");
+            assert!(errs[0].msg.contains("1 to 100"), "{}", errs[0].msg);
+        }
+        let patch: AgentPatch =
+            serde_json::from_str(r#"{"version":1,"subagent_max_steps":3}"#).unwrap();
+        patch.apply(&slug, &mut spec).unwrap();
+        assert_eq!(spec.subagent_max_steps, Some(3));
+        let patch: AgentPatch =
+            serde_json::from_str(r#"{"version":1,"subagent_max_steps":null}"#).unwrap();
+        patch.apply(&slug, &mut spec).unwrap();
+        assert_eq!(spec.subagent_max_steps, None);
+        let patch: AgentPatch =
+            serde_json::from_str(r#"{"version":1,"subagent_max_steps":101}"#).unwrap();
+        assert!(patch.apply(&slug, &mut spec).is_err());
     }
 }
 

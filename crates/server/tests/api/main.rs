@@ -49,6 +49,7 @@ mod sessions;
 mod skill_bundles;
 mod skills;
 mod streaming;
+mod subagent_steps;
 mod subagents;
 mod teardown;
 mod terminal;

@@ -217,7 +217,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           <Tabs.Tab value="secrets" color={sectionHasErrors(['secret_bindings']) ? 'red' : undefined}>
             Secrets
           </Tabs.Tab>
-          <Tabs.Tab value="advanced" color={sectionHasErrors(['subagents', 'skills_source', 'workspace_source']) ? 'red' : undefined}>
+          <Tabs.Tab value="advanced" color={sectionHasErrors(['subagents', 'subagent_max_steps', 'skills_source', 'workspace_source']) ? 'red' : undefined}>
             Subagents & skills
           </Tabs.Tab>
         </Tabs.List>
@@ -404,6 +404,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
                 </Button>
               </Stack>
             </Input.Wrapper>
+            <NumberInput label="Subagent step limit" description="Model steps each subagent this agent calls as a tool may take before its call ends with an error: 1 to 100. Empty: 10." min={1} max={100} allowDecimal={false} maw={260} value={values.subagent_max_steps === '' ? '' : Number(values.subagent_max_steps)} error={err('subagent_max_steps')} onChange={(v) => set('subagent_max_steps', v === '' ? '' : String(v))} />
             <SkillsSourceEditor value={values.skills_source} onChange={(v) => set('skills_source', v)} error={err('skills_source')} />
             <Select
               label="Use a skill bundle"

@@ -25,6 +25,13 @@ describe('validateAgentForm', () => {
     const e = validateAgentForm({ ...valid(), name: '  ', exposed_ports: '80, 70000, x', idle_ttl_seconds: '-1', env: [{ key: '1A', value: '' }] });
     expect(Object.keys(e).sort()).toEqual(['env.0.key', 'exposed_ports', 'idle_ttl_seconds', 'name']);
   });
+  it('checks the subagent step limit like the server (1 to 100, empty: the default) and sends it', () => {
+    for (const n of ['0', '101', '2.5', 'x']) expect(validateAgentForm({ ...valid(), subagent_max_steps: n }).subagent_max_steps).toMatch(/1 to 100/);
+    for (const n of ['', '1', '100']) expect(validateAgentForm({ ...valid(), subagent_max_steps: n }).subagent_max_steps).toBeUndefined();
+    expect(agentBody({ ...valid(), subagent_max_steps: '25' }).subagent_max_steps).toBe(25);
+    expect(agentBody(valid()).subagent_max_steps).toBeNull();
+    expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} }, subagent_max_steps: 7 } as Agent).subagent_max_steps).toBe('7');
+  });
   it('checks client tools: names, sandbox clashes, duplicates, timeouts and schemas', () => {
     const tool = (name: string, extra = {}) => ({ name, description: '', deferrable: false, timeout_seconds: '', parameters: '{}', ...extra });
     const e = validateAgentForm({ ...valid(), client_tools: [tool('shell'), tool('ask'), tool('ask'), tool('bad name'), tool('t', { deferrable: true, timeout_seconds: '5' }), tool('p', { parameters: '[]' })] });

@@ -52,6 +52,7 @@ export type AgentFormValues = {
   capabilities: string[];
   exposed_ports: string;
   idle_ttl_seconds: string;
+  subagent_max_steps: string; // '' for the default (10)
   environment_id: string;
   env: { key: string; value: string }[];
   entries: EntryRow[]; // the manifest's entries, one row each
@@ -77,6 +78,7 @@ export function emptyAgentForm(): AgentFormValues {
     capabilities: ['shell', 'filesystem'],
     exposed_ports: '',
     idle_ttl_seconds: '',
+    subagent_max_steps: '',
     environment_id: '',
     env: [],
     entries: [],
@@ -105,6 +107,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
     capabilities: (a.capabilities as string[] | null) ?? ['shell', 'filesystem'],
     exposed_ports: (a.exposed_ports ?? []).join(', '),
     idle_ttl_seconds: a.idle_ttl_seconds == null ? '' : String(a.idle_ttl_seconds),
+    subagent_max_steps: a.subagent_max_steps == null ? '' : String(a.subagent_max_steps),
     environment_id: a.environment_id ?? '',
     env: Object.entries(a.manifest?.environment ?? {}).map(([key, value]) => ({ key, value: String(value) })),
     entries: entryRowsOf((a.manifest?.entries ?? {}) as Record<string, unknown>),
@@ -162,6 +165,10 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
   if (v.idle_ttl_seconds.trim() !== '') {
     const n = Number(v.idle_ttl_seconds);
     if (!Number.isInteger(n) || n < 0) e.idle_ttl_seconds = 'A whole number of seconds, 0 or more (0: never released).';
+  }
+  if (v.subagent_max_steps.trim() !== '') {
+    const n = Number(v.subagent_max_steps);
+    if (!Number.isInteger(n) || n < 1 || n > 100) e.subagent_max_steps = 'A whole number of steps, 1 to 100 (empty: 10).';
   }
   if (v.exposed_ports.trim() !== '') {
     const bad = v.exposed_ports
@@ -277,13 +284,14 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     skills_source: v.skills_source.trim() ? JSON.parse(v.skills_source) : null,
     workspace_source: v.workspace_source.trim() ? JSON.parse(v.workspace_source) : null,
     idle_ttl_seconds: v.idle_ttl_seconds.trim() === '' ? null : Number(v.idle_ttl_seconds),
+    subagent_max_steps: v.subagent_max_steps.trim() === '' ? null : Number(v.subagent_max_steps),
     environment_id: orNull(v.environment_id),
   } as AgentCreate;
 }
 
 /** Fields whose values differ between two agents (what changed under a stale edit). */
 export function changedFields(a: Agent, b: Agent): string[] {
-  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id'] as const;
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
 }
 
