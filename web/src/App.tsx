@@ -1,8 +1,9 @@
-import { lazy } from 'react';
+import { lazy, type ReactElement } from 'react';
 import { Navigate, Route, Routes } from 'react-router-dom';
 import { EmptyState } from './components/common';
 import { AppContextProvider } from './context';
 import { Layout } from './Layout';
+import { ROUTES, type RoutePath } from './routes';
 import SessionsPage from './pages/sessions/SessionsPage';
 
 const AgentsPage = lazy(() => import('./pages/agents/AgentsPage'));
@@ -26,34 +27,41 @@ const AccountPage = lazy(() => import('./pages/admin/AccountPage'));
 const UsagePage = lazy(() => import('./pages/usage/UsagePage'));
 const DevelopersPage = lazy(() => import('./pages/DevelopersPage'));
 
+/** The page of each route: typed by the list in routes.ts, so neither can miss an entry. */
+const PAGES: Record<RoutePath, ReactElement> = {
+  sessions: <SessionsPage />,
+  'sessions/:id/:tab?': <SessionDetailPage />,
+  agents: <AgentsPage />,
+  'agents/new': <AgentFormPage />,
+  'agents/:ref': <AgentDetailPage />,
+  'agents/:ref/edit': <AgentFormPage />,
+  webhooks: <WebhooksPage />,
+  'webhooks/:id': <WebhookDetailPage />,
+  keys: <ApiKeysPage />,
+  secrets: <SecretsPage />,
+  'git-keys': <GitKeysPage />,
+  environments: <EnvironmentsPage />,
+  'environments/:ref': <EnvironmentDetailPage />,
+  'skill-bundles': <SkillBundlesPage />,
+  'skill-bundles/:slug': <SkillBundleDetailPage />,
+  projects: <ProjectsPage />,
+  'projects/:ref': <ProjectDetailPage />,
+  users: <UsersPage />,
+  models: <ModelsPage />,
+  usage: <UsagePage />,
+  developers: <DevelopersPage />,
+  account: <AccountPage />,
+};
+
 export function App() {
   return (
     <AppContextProvider>
       <Routes>
         <Route element={<Layout />}>
           <Route index element={<Navigate to="/sessions" replace />} />
-          <Route path="sessions" element={<SessionsPage />} />
-          <Route path="sessions/:id/:tab?" element={<SessionDetailPage />} />
-          <Route path="agents" element={<AgentsPage />} />
-          <Route path="agents/new" element={<AgentFormPage />} />
-          <Route path="agents/:ref" element={<AgentDetailPage />} />
-          <Route path="agents/:ref/edit" element={<AgentFormPage />} />
-          <Route path="webhooks" element={<WebhooksPage />} />
-          <Route path="webhooks/:id" element={<WebhookDetailPage />} />
-          <Route path="keys" element={<ApiKeysPage />} />
-          <Route path="secrets" element={<SecretsPage />} />
-          <Route path="git-keys" element={<GitKeysPage />} />
-          <Route path="environments" element={<EnvironmentsPage />} />
-          <Route path="environments/:ref" element={<EnvironmentDetailPage />} />
-          <Route path="skill-bundles" element={<SkillBundlesPage />} />
-          <Route path="skill-bundles/:slug" element={<SkillBundleDetailPage />} />
-          <Route path="projects" element={<ProjectsPage />} />
-          <Route path="projects/:ref" element={<ProjectDetailPage />} />
-          <Route path="users" element={<UsersPage />} />
-          <Route path="models" element={<ModelsPage />} />
-          <Route path="usage" element={<UsagePage />} />
-          <Route path="developers" element={<DevelopersPage />} />
-          <Route path="account" element={<AccountPage />} />
+          {ROUTES.map((path) => (
+            <Route key={path} path={path} element={PAGES[path]} />
+          ))}
           <Route path="*" element={<EmptyState title="Page not found">Pick a page from the navigation.</EmptyState>} />
         </Route>
       </Routes>

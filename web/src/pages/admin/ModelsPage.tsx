@@ -1,4 +1,4 @@
-import { Alert, Table } from '@mantine/core';
+import { Alert, Table, Text } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { api, ApiError, unwrap } from '../../api/client';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
@@ -7,12 +7,20 @@ import { formatNumber } from '../../lib/time';
 export default function ModelsPage() {
   const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const upstream = models.error instanceof ApiError && models.error.status === 502;
+  // The server's own sentence when it has no proxy at all (crates/api/src/routes/models.rs).
+  const unconfigured = upstream && /no LiteLLM proxy is configured/.test((models.error as ApiError).detail);
   return (
     <>
       <PageHeader title="Models" description="The LiteLLM proxy's catalogue: names an agent's model takes with the proxy and litellm transports (openai takes any OpenAI model)." />
       {upstream ? (
-        <Alert color="orange" title="The model proxy did not answer (502)">
-          {(models.error as ApiError).detail} The server reads this list through to its LiteLLM proxy on every call; it is down, unreachable, or not configured (LITELLM_PROXY_API_BASE). Agents can still be saved with any model name, and runs fail until the proxy is back.
+        <Alert color="orange" data-testid="models-unavailable" title={unconfigured ? 'No model proxy is configured (502)' : 'The model proxy did not answer (502)'}>
+          <Text size="sm" mb="xs">{(models.error as ApiError).detail}</Text>
+          <Text size="sm">
+            {unconfigured
+              ? 'This list comes from a LiteLLM proxy, and this server was started without one: start it with LITELLM_PROXY_API_BASE (the proxy\'s address) and LITELLM_PROXY_API_KEY to list its models here.'
+              : 'The server reads this list through to its LiteLLM proxy (LITELLM_PROXY_API_BASE) on every call: the proxy is down or unreachable from the server. Runs that use it fail until it is back.'}{' '}
+            Agents can still be saved with any model name.
+          </Text>
         </Alert>
       ) : (
         <ErrorAlert error={models.error} />
