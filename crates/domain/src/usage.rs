@@ -156,6 +156,11 @@ pub struct UsageTotals {
     /// Seconds sandboxes were up within the window: those of the agent's sessions, of the
     /// sessions using the model, or the part of the day.
     pub sandbox_seconds: f64,
+    /// Of `total_tokens`, those spent consolidating memory (the model calls that merge what a
+    /// stopped session learnt into its agent's memory, counted in the window of the stop).
+    pub memory_tokens: i64,
+    /// Of `requests`, the memory consolidations' model requests.
+    pub memory_requests: i64,
 }
 
 impl UsageTotals {
@@ -171,6 +176,8 @@ impl UsageTotals {
             t.runs += u.runs;
             t.active_seconds += u.active_seconds;
             t.sandbox_seconds += u.sandbox_seconds;
+            t.memory_tokens += u.memory_tokens;
+            t.memory_requests += u.memory_requests;
         }
         t
     }

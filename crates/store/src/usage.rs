@@ -11,8 +11,9 @@
 //! * A memory consolidation counts in the window in which it was **queued** (its session's
 //!   stop), once an attempt has recorded what it spent; its tokens and requests are in the
 //!   totals (a bill that left them out would be wrong), by its agent and the model it called,
-//!   and it is not a run (`runs` counts turns). It counts even when its session was deleted
-//!   since: the calls were made.
+//!   and it is not a run (`runs` counts turns); `memory_tokens` and `memory_requests` say how
+//!   much of a group was consolidation's. It counts even when its session was deleted since:
+//!   the calls were made.
 //! * Grouped by model or agent, a run's tokens go to each key of its `by_model` / `by_agent`
 //!   split; its `active_seconds` go to the key's own `active_seconds` when the split has
 //!   one, else to the key when it is the only one (every run so far has one model and one
@@ -106,10 +107,12 @@ up_groups as (
 parts as (
     select key, (u->>'input_tokens')::numeric as input, (u->>'output_tokens')::numeric as output,
            (u->>'total_tokens')::numeric as total, (u->>'requests')::numeric as requests,
-           runs, coalesce(active, 0) as active, 0::float8 as sandbox
+           runs, coalesce(active, 0) as active, 0::float8 as sandbox,
+           case when runs = 0 then (u->>'total_tokens')::numeric else 0 end as memory_tokens,
+           case when runs = 0 then (u->>'requests')::numeric else 0 end as memory_requests
     from turn_groups
     union all
-    select key, 0, 0, 0, 0, 0, 0, secs
+    select key, 0, 0, 0, 0, 0, 0, secs, 0, 0
     from up_groups
 )
 select key as "key!",
@@ -119,7 +122,9 @@ select key as "key!",
        coalesce(sum(requests), 0)::bigint as "requests!",
        sum(runs)::bigint as "runs!",
        sum(active)::float8 as "active_seconds!",
-       sum(sandbox)::float8 as "sandbox_seconds!"
+       sum(sandbox)::float8 as "sandbox_seconds!",
+       coalesce(sum(memory_tokens), 0)::bigint as "memory_tokens!",
+       coalesce(sum(memory_requests), 0)::bigint as "memory_requests!"
 from parts
 where key is not null
 group by key
@@ -145,6 +150,8 @@ order by case when $4 = 'day' then key end, 4 desc, key
                 runs: r.runs,
                 active_seconds: r.active_seconds,
                 sandbox_seconds: r.sandbox_seconds,
+                memory_tokens: r.memory_tokens,
+                memory_requests: r.memory_requests,
             },
         })
         .collect())

@@ -107,10 +107,13 @@ async fn consolidation_calls_are_counted_in_usage_failed_attempts_included() {
         assert_eq!(g["total_tokens"], 35 + 1760, "{report}");
         assert_eq!(g["requests"], 3, "{report}");
         assert_eq!(g["runs"], 1, "{report}");
+        assert_eq!(g["memory_tokens"], 1760, "{report}");
+        assert_eq!(g["memory_requests"], 2, "{report}");
     }
     let report = usage_by(&app, "day").await;
     assert_eq!(report["total"]["total_tokens"], 35 + 1760, "{report}");
     assert_eq!(report["total"]["runs"], 1, "{report}");
+    assert_eq!(report["total"]["memory_tokens"], 1760, "{report}");
 }
 
 #[tokio::test]
@@ -184,4 +187,35 @@ async fn a_lost_sandbox_still_consolidates_what_its_finished_runs_wrote() {
         app.exec(&next, "cat memories/MEMORY.md").await.1,
         "- the key is K-99"
     );
+}
+
+#[tokio::test]
+async fn a_stop_that_cannot_read_the_memory_back_consolidates_the_last_copy_read() {
+    let fake = FakeModel::start(Script::new([
+        Rule::when()
+            .last_message_role("tool")
+            .reply_text("written down"),
+        Rule::always().reply_tool_call(
+            "shell",
+            json!({"command": "echo '- the port is 8123' >> memories/MEMORY.md"}),
+        ),
+    ]));
+    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let id = app.running_session("gone", memory_agent()).await;
+    let run = start_run(&app, &id, "remember the port", Value::Null).await;
+    wait_for_run(&app, &id, &run).await;
+    let container = app.session(&id).await["container_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = std::process::Command::new("docker")
+        .args(["rm", "-f", &container])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    app.stop_session(&id).await;
+    let queued = jobs(&app, "gone").await;
+    assert_eq!(queued.len(), 1, "a consolidation is queued");
+    assert_eq!(queued[0].ended.as_deref(), Some("- the port is 8123\n"));
 }
