@@ -24,6 +24,7 @@ mod rules_docs;
 mod security_docs;
 pub mod sse;
 pub mod state;
+mod stream_docs;
 pub mod ui;
 mod unread_body;
 pub mod web;
@@ -203,8 +204,8 @@ fn project_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the routes themselves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    error_docs::document(security_docs::document(rules_docs::document(
-        api_routes().split_for_parts().1,
+    stream_docs::document(error_docs::document(security_docs::document(
+        rules_docs::document(api_routes().split_for_parts().1),
     )))
 }
 
@@ -213,7 +214,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// [`ui`] for what it never shadows).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api_routes().split_for_parts();
-    let doc = error_docs::document(security_docs::document(rules_docs::document(doc)));
+    let doc = stream_docs::document(error_docs::document(security_docs::document(
+        rules_docs::document(doc),
+    )));
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
     let checks = std::sync::Arc::new(guard::Guard {

@@ -37,7 +37,18 @@ enum Rule {
     Uuid,
     /// One of these.
     OneOf(&'static [&'static str]),
+    /// At least this many characters.
+    MinChars(usize),
+    /// Matching this (ECMA 262) regular expression.
+    Pattern(&'static str),
 }
+
+/// An absolute path: what the sandbox's file routes take (anything else is a 400).
+const ABSOLUTE: &str = "^/";
+
+/// No whitespace at all, as Rust's `char::is_whitespace` reads it (Unicode's White_Space),
+/// and at least one character.
+const NO_WHITESPACE: &str = "^[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+$";
 
 /// Where a rule goes inside the property: on it, or on each of its items / map values.
 #[derive(Clone, Copy)]
@@ -175,6 +186,12 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
     ),
     ("UserCreate", "email", Itself, Email),
     (
+        "UserCreate",
+        "password",
+        Itself,
+        MinChars(identity::MIN_PASSWORD_CHARS),
+    ),
+    (
         "Networking",
         "type",
         Itself,
@@ -194,6 +211,11 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
 
 /// `(path, query parameter, rule)`.
 const QUERY_RULES: &[(&str, &str, Rule)] = &[
+    (
+        "/api/sessions/{session_id}/sandbox-files",
+        "path",
+        Pattern(ABSOLUTE),
+    ),
     ("/api/sessions", "offset", Range(0, I64.1)),
     (
         "/api/webhooks/{webhook_id}/deliveries",
@@ -205,15 +227,17 @@ const QUERY_RULES: &[(&str, &str, Rule)] = &[
         "offset",
         Range(0, I64.1),
     ),
+    // A cursor below 0 reads from the start, as 0 does.
     (
         "/api/sessions/{session_id}/events",
         "after",
-        Range(0, I64.1),
+        Range(I64.0, I64.1),
     ),
+    // A cursor below 0 reads from the start, as 0 does.
     (
         "/api/sessions/{session_id}/events/stream",
         "after",
-        Range(0, I64.1),
+        Range(I64.0, I64.1),
     ),
     (
         "/api/sessions/{session_id}/terminal",
@@ -313,6 +337,8 @@ fn apply_one(schema: &mut Schema, at: At, rule: Rule) {
                 o.max_length = Some(identity::MAX_EMAIL_LEN);
             }
             Uuid => o.format = Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)),
+            Pattern(p) => o.pattern = Some(p.into()),
+            MinChars(n) => o.min_length = Some(n),
             OneOf(values) => o.enum_values = Some(values.iter().map(|v| (*v).into()).collect()),
         },
         (Schema::Array(a), Itself) => match rule {

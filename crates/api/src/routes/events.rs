@@ -84,6 +84,9 @@ pub struct StreamQuery {
 /// deltas included, with `seq: 0` and no `id:`), in order, without gaps or repeats. A `: ping`
 /// comment follows every 15 s of silence. The stream never ends on its own; it ends when the
 /// session is deleted or the server shuts down, and resumes with `after=<last seq seen>`.
+/// `stream_gap` (which the contract reserves for a stream that must skip stored events) is
+/// never sent by this server: the log is never pruned, and a reader however far behind is
+/// caught up from the database, never skipped ahead.
 #[utoipa::path(get, path = "/api/sessions/{session_id}/events/stream", operation_id = "stream_events", tag = "events",
     params(("session_id" = String, Path, description = "The session's id"), StreamQuery,
            ("Last-Event-ID" = Option<String>, Header, pattern = "^[+-]?[0-9]{1,18}$", description = "Resume cursor for EventSource clients: the `id:` (a seq) of the last event received; `after` wins. Anything but an integer is a 422")),

@@ -31,6 +31,7 @@ mod metrics;
 mod models;
 mod openapi;
 mod openapi_routes;
+mod openapi_stream_gap;
 mod operators;
 mod pool;
 mod ports;
