@@ -4,6 +4,7 @@
 // In a project of its own: ui.spec.ts counts the default project's agents.
 import { expect, test } from '@playwright/test';
 import { tail } from './harness';
+import { shot } from './shots';
 
 const UI = () => process.env.E2E_UI_URL!;
 const API = () => process.env.E2E_API_URL!;
@@ -51,6 +52,7 @@ test('an agent made with manifest rows and a skills source of fields is saved as
   await second.getByLabel('Repository').fill('octo/unwanted');
   await second.getByRole('button', { name: /Remove entry/ }).click();
   await expect(rows).toHaveCount(1);
+  await shot(page, 'agent-manifest-rows');
 
   // The JSON view shows the rows; a broken edit there is reported and keeps the view.
   await entries.getByText('JSON (advanced)').click();
@@ -79,6 +81,7 @@ test('an agent made with manifest rows and a skills source of fields is saved as
   await skills.getByLabel('Repository').fill('octo/skills');
   await skills.getByLabel('Ref').fill('v1');
   await skills.getByLabel('Subpath').fill('skills');
+  await shot(page, 'agent-skills-source');
 
   await page.getByRole('button', { name: 'Create agent' }).click();
   await expect(page).toHaveURL(/\/agents\/rows-agent$/);

@@ -1,7 +1,7 @@
 // The manifest's entries and the skills source as rows of fields (structured.ts holds the
 // model), each with its JSON as the "advanced" view. Switching views keeps everything; JSON
 // that does not parse stays in its view with the reason said, never dropped.
-import { ActionIcon, Alert, Button, Card, Group, Input, SegmentedControl, Select, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
+import { ActionIcon, Alert, Button, Card, Group, Input, SegmentedControl, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
 import { IconPlus, IconTrash } from '@tabler/icons-react';
 import { useState } from 'react';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
@@ -31,6 +31,7 @@ function ViewSwitch({ view, onChange, label }: { view: View; onChange: (v: View)
   return (
     <SegmentedControl
       size="xs"
+      style={{ alignSelf: 'flex-start' }}
       aria-label={label}
       value={view}
       onChange={(v) => onChange(v as View)}
@@ -46,15 +47,18 @@ function ViewSwitch({ view, onChange, label }: { view: View; onChange: (v: View)
 function SpecFields({ spec, table, onChange, error }: { spec: Spec; table: Record<string, FieldSpec[]>; onChange: (s: Spec) => void; error: (field: string) => string | undefined }) {
   const fields = table[String(spec.kind)] ?? [];
   const others = otherFields(spec, table);
+  const input = (f: FieldSpec) => {
+    const value = fieldValue(spec, f);
+    if (f.type === 'bool') return <Switch key={f.name} label={f.label} checked={value as boolean} onChange={(e) => onChange(withField(spec, f, e.currentTarget.checked))} />;
+    if (f.type === 'textarea')
+      return <Textarea key={f.name} label={f.label} required={f.required} autosize minRows={2} maxRows={12} value={value as string} error={error(f.name)} onChange={(e) => onChange(withField(spec, f, e.currentTarget.value))} styles={{ input: { fontFamily: 'monospace' } }} />;
+    return <TextInput key={f.name} label={f.label} required={f.required} placeholder={f.placeholder} value={value as string} error={error(f.name)} onChange={(e) => onChange(withField(spec, f, e.currentTarget.value))} />;
+  };
+  const short = fields.filter((f) => f.type === 'text' || f.type === 'version');
   return (
     <>
-      {fields.map((f) => {
-        const value = fieldValue(spec, f);
-        if (f.type === 'bool') return <Switch key={f.name} label={f.label} checked={value as boolean} onChange={(e) => onChange(withField(spec, f, e.currentTarget.checked))} />;
-        if (f.type === 'textarea')
-          return <Textarea key={f.name} label={f.label} required={f.required} autosize minRows={2} maxRows={12} value={value as string} error={error(f.name)} onChange={(e) => onChange(withField(spec, f, e.currentTarget.value))} styles={{ input: { fontFamily: 'monospace' } }} />;
-        return <TextInput key={f.name} label={f.label} required={f.required} placeholder={f.placeholder} value={value as string} error={error(f.name)} onChange={(e) => onChange(withField(spec, f, e.currentTarget.value))} />;
-      })}
+      {short.length > 0 && <SimpleGrid cols={{ base: 1, sm: 2 }}>{short.map(input)}</SimpleGrid>}
+      {fields.filter((f) => !short.includes(f)).map(input)}
       {others.length > 0 && (
         <Text size="xs" c="dimmed">
           Also set, kept as is (edit in the JSON view): {others.join(', ')}
