@@ -48,6 +48,9 @@ function pathsOf(route: string): string[] {
     if (!value) throw new Error(`no seeded value for :${name} in ${route}`);
     return encodeURIComponent(value);
   });
+  // The delivery log's filter comes from the URL: one the API takes, and one it does not
+  // (which must list every delivery, not send the API a 422).
+  if (route === 'webhooks/:id') return [`/${filled}`, `/${filled}?status=failed`, `/${filled}?status=nonsense`];
   return [`/${filled}`];
 }
 

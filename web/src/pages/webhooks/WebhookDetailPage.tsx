@@ -9,6 +9,9 @@ import { PageFallback } from '../../Layout';
 import { RelTime } from '../../lib/time';
 import { useEventTypes, validateWebhook } from './WebhooksPage';
 
+/** What `GET …/deliveries?status=` filters by. */
+const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+
 const PAGE = 25;
 
 function Attempts({ webhookId, delivery }: { webhookId: string; delivery: Delivery }) {
@@ -111,7 +114,9 @@ export default function WebhookDetailPage() {
   const qc = useQueryClient();
   const navigate = useNavigate();
   const [params, setParams] = useSearchParams();
-  const status = params.get('status');
+  // Only a status the API takes: anything else in the URL lists every delivery (not a 422).
+  const wanted = params.get('status');
+  const status = DELIVERY_STATUSES.find((x) => x === wanted) ?? null;
   const page = Math.max(1, Number(params.get('page') ?? 1) || 1);
   const [open, setOpen] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
@@ -201,7 +206,7 @@ export default function WebhookDetailPage() {
       </Card>
       <Group justify="space-between">
         <Title order={4}>Deliveries</Title>
-        <Select aria-label="Filter deliveries by status" placeholder="Any status" clearable data={['pending', 'delivered', 'failed']} value={status} onChange={(v) => setQ('status', v)} w={180} />
+        <Select aria-label="Filter deliveries by status" placeholder="Any status" clearable data={[...DELIVERY_STATUSES]} value={status} onChange={(v) => setQ('status', v)} w={180} />
       </Group>
       <ErrorAlert error={deliveries.error} />
       {deliveries.data && deliveries.data.items.length === 0 ? (
