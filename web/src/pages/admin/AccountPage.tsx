@@ -22,15 +22,15 @@ function OpenMode() {
       <PageHeader title="Your account" description="This deployment is in open mode." />
       <Alert color="yellow" title="Open mode: nobody signs in">
         <Text size="sm" mb="xs">
-          This server checks no credentials: it has no shared token and no API key yet. Everyone who can reach it acts as an operator, so there is no account to show here.
+          This server checks no credentials: it has no shared token, no API key and no person yet. Everyone who can reach it acts as an operator, so there is no account to show here.
         </Text>
-        <Text size="sm" mb="xs">To close it (after that, people sign in at /login and programs send a key):</Text>
+        <Text size="sm" mb="xs">Any one of these closes it; from then on people sign in at /login and programs send a key:</Text>
         <List size="sm" spacing={4}>
           <List.Item>
-            create people who will sign in on the <Anchor component={Link} to="/users">Users</Anchor> page first (the first one is an operator),
+            create a person on the <Anchor component={Link} to="/users">Users</Anchor> page (the first one is an operator, and can then sign in and see their account here),
           </List.Item>
           <List.Item>
-            then create an API key on the <Anchor component={Link} to="/keys">API keys</Anchor> page: the first key closes the deployment,
+            create an API key on the <Anchor component={Link} to="/keys">API keys</Anchor> page (make a person first if anyone is to use this UI afterwards: it signs people in, not keys),
           </List.Item>
           <List.Item>
             or restart the server with a shared token: <Code>--token</Code> or <Code>SANDBOX_AGENTS_TOKEN</Code>.
