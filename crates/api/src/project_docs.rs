@@ -43,7 +43,7 @@ fn header() -> Parameter {
         .schema(Some(
             ObjectBuilder::new()
                 .schema_type(Type::String)
-                .min_length(Some(1))
+                // Empty (or blank) is no header at all: not a rule's violation.
                 .max_length(Some(MAX_LEN)),
         ))
         .build()

@@ -14,9 +14,11 @@
 //! parsed into: a wider value is refused by the parser, so that range is the rule.
 
 use sandbox_agents_domain::{agent, environment, git_key, git_source, identity, memory};
+use utoipa::openapi::path::HttpMethod;
 use utoipa::openapi::path::{Operation, Parameter};
+use utoipa::openapi::schema::ObjectBuilder;
 use utoipa::openapi::schema::{KnownFormat, Schema, SchemaFormat, SchemaType, Type};
-use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::openapi::{OpenApi, RefOr, Required};
 
 /// A rule on one value.
 #[derive(Clone, Copy)]
@@ -39,6 +41,8 @@ enum Rule {
     OneOf(&'static [&'static str]),
     /// At least this many characters.
     MinChars(usize),
+    /// A map whose keys are not empty (a manifest's paths).
+    NonEmptyKeys,
     /// Matching this (ECMA 262) regular expression.
     Pattern(&'static str),
 }
@@ -131,6 +135,7 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
         Itself,
         Bytes(environment::MAX_IMAGE_LEN),
     ),
+    ("EnvironmentConfig", "image", Itself, Pattern(NO_WHITESPACE)),
     ("Packages", "apt", Itself, Items(environment::MAX_PACKAGES)),
     ("Packages", "apt", Each, Chars(environment::MAX_PACKAGE_LEN)),
     ("Packages", "pip", Itself, Items(environment::MAX_PACKAGES)),
@@ -185,6 +190,7 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
         Items(sandbox_agents_sessions::MAX_PROCESS_ENV),
     ),
     ("UserCreate", "email", Itself, Email),
+    ("ManifestSpec", "entries", Itself, NonEmptyKeys),
     (
         "UserCreate",
         "password",
@@ -251,8 +257,24 @@ const QUERY_RULES: &[(&str, &str, Rule)] = &[
     ),
 ];
 
+/// `(path, method)` of operations whose body may be empty: an empty body writes an empty file.
+const OPTIONAL_BODIES: &[(&str, HttpMethod)] =
+    &[("/api/sessions/{session_id}/sandbox-files", HttpMethod::Put)];
+
 /// `doc` with every rule of the tables applied.
 pub fn document(mut doc: OpenApi) -> OpenApi {
+    for (path, method) in OPTIONAL_BODIES {
+        let item = doc
+            .paths
+            .paths
+            .get_mut(*path)
+            .unwrap_or_else(|| panic!("rules_docs: no path {path}"));
+        let body = crate::error_docs::methods_mut(item)
+            .find(|(m, _)| m == method)
+            .and_then(|(_, op)| op.request_body.as_mut())
+            .unwrap_or_else(|| panic!("rules_docs: no body on {path}"));
+        body.required = Some(Required::False);
+    }
     let schemas = &mut doc
         .components
         .as_mut()
@@ -339,6 +361,14 @@ fn apply_one(schema: &mut Schema, at: At, rule: Rule) {
             Uuid => o.format = Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)),
             Pattern(p) => o.pattern = Some(p.into()),
             MinChars(n) => o.min_length = Some(n),
+            NonEmptyKeys => {
+                o.property_names = Some(Box::new(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .into(),
+                ))
+            }
             OneOf(values) => o.enum_values = Some(values.iter().map(|v| (*v).into()).collect()),
         },
         (Schema::Array(a), Itself) => match rule {

@@ -282,7 +282,7 @@ pub struct EnvironmentCreate {
     #[schema(default = "", max_length = 4000)]
     pub description: String,
     /// Default: the server's backend and image, no packages.
-    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[serde(default, deserialize_with = "config_object")]
     pub config: EnvironmentConfig,
     /// String values only. Default `{}`.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
@@ -309,11 +309,32 @@ pub struct EnvironmentPatch {
     #[serde(default, deserialize_with = "some_non_null")]
     pub description: Option<String>,
     /// Replaces the whole configuration.
-    #[serde(default, deserialize_with = "some_non_null")]
+    #[serde(default, deserialize_with = "some_config_object")]
+    #[schema(value_type = EnvironmentConfig)]
     pub config: Option<EnvironmentConfig>,
     /// Replaces the whole map.
     #[serde(default, deserialize_with = "some_non_null")]
     pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// A configuration as the document describes it: a JSON object. serde's derived struct
+/// parsing also takes an array of the fields in order (so `[]` was every default, and a
+/// 201), which the document never promised and no client means.
+fn config_object<'de, D>(d: D) -> Result<EnvironmentConfig, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    match crate::patch::non_null::<D, Value>(d)? {
+        v @ Value::Object(_) => serde_json::from_value(v).map_err(serde::de::Error::custom),
+        _ => Err(serde::de::Error::custom("Input should be an object")),
+    }
+}
+
+fn some_config_object<'de, D>(d: D) -> Result<Option<EnvironmentConfig>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    config_object(d).map(Some)
 }
 
 fn some_non_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>

@@ -106,8 +106,6 @@ const NO_RULE: &[&str] = &[
     "get /api/sessions/{session_id}/files \"path\"",
     "get /api/sessions/{session_id}/files/content \"path\"",
     "post /api/sessions/{session_id}/files \"path\"",
-    "get /api/sessions/{session_id}/sandbox-files \"path\"",
-    "put /api/sessions/{session_id}/sandbox-files \"path\"",
     // Lists taken whole: a closed set whose duplicates are folded (capabilities, event
     // types), ports deduplicated, tools and subagents each checked (unique names, no cycle).
     "AgentCreate.capabilities",
@@ -344,4 +342,38 @@ async fn x_project_is_documented_exactly_where_it_is_read() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// An environment's `config` is an object, as the document says: serde's derived parsing
+/// also took an array of the fields in order (`[]` was every default and a 201), which the
+/// API fuzz found as a schema-violating request accepted.
+#[tokio::test]
+async fn an_environment_config_that_is_not_an_object_is_a_422() {
+    let app = spawn_app().await;
+    for config in [serde_json::json!([]), serde_json::json!([null, null])] {
+        let r = app
+            .http
+            .post(app.url("/api/environments"))
+            .json(&serde_json::json!({"name": "arrayed", "config": config}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "config {config}");
+        let created = app
+            .http
+            .post(app.url("/api/environments"))
+            .json(&serde_json::json!({"name": "fine"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(created.status() == 201 || created.status() == 409);
+        let r = app
+            .http
+            .patch(app.url("/api/environments/fine"))
+            .json(&serde_json::json!({"config": config}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "PATCH config {config}");
+    }
 }
