@@ -13,9 +13,9 @@
 //! Integers a validator does not bound are documented with the range of the type they are
 //! parsed into: a wider value is refused by the parser, so that range is the rule.
 
-use sandbox_agents_domain::{agent, environment, git_key, git_source, identity, memory};
+use sandbox_agents_domain::{agent, environment, git_key, git_source, identity, memory, secret};
 use utoipa::openapi::path::HttpMethod;
-use utoipa::openapi::path::{Operation, Parameter};
+use utoipa::openapi::path::{Operation, Parameter, ParameterIn};
 use utoipa::openapi::schema::ObjectBuilder;
 use utoipa::openapi::schema::{KnownFormat, Schema, SchemaFormat, SchemaType, Type};
 use utoipa::openapi::{OpenApi, RefOr, Required};
@@ -43,6 +43,8 @@ enum Rule {
     MinChars(usize),
     /// A map whose keys are not empty (a manifest's paths).
     NonEmptyKeys,
+    /// A map whose keys match this regular expression.
+    KeysMatching(&'static str),
     /// Matching this (ECMA 262) regular expression.
     Pattern(&'static str),
 }
@@ -192,6 +194,24 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
     ("UserCreate", "email", Itself, Email),
     ("ManifestSpec", "entries", Itself, NonEmptyKeys),
     (
+        "SecretCreate",
+        "value",
+        Itself,
+        Bytes(secret::MAX_VALUE_BYTES),
+    ),
+    (
+        "SecretUpdate",
+        "value",
+        Itself,
+        Bytes(secret::MAX_VALUE_BYTES),
+    ),
+    (
+        "ManifestSpec",
+        "environment",
+        Itself,
+        KeysMatching(sandbox_agents_domain::manifest::ENV_NAME_PATTERN),
+    ),
+    (
         "UserCreate",
         "password",
         Itself,
@@ -261,8 +281,17 @@ const QUERY_RULES: &[(&str, &str, Rule)] = &[
 const OPTIONAL_BODIES: &[(&str, HttpMethod)] =
     &[("/api/sessions/{session_id}/sandbox-files", HttpMethod::Put)];
 
+/// No string of a request may hold U+0000 (`nul.rs` refuses it before any handler): every
+/// string a request body, query or path takes that has no pattern of its own gets this one.
+const NO_NUL: &str = "^[^\\u0000]*$";
+
 /// `doc` with every rule of the tables applied.
 pub fn document(mut doc: OpenApi) -> OpenApi {
+    let doc = apply_tables(doc);
+    no_nul(doc)
+}
+
+fn apply_tables(mut doc: OpenApi) -> OpenApi {
     for (path, method) in OPTIONAL_BODIES {
         let item = doc
             .paths
@@ -361,6 +390,14 @@ fn apply_one(schema: &mut Schema, at: At, rule: Rule) {
             Uuid => o.format = Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)),
             Pattern(p) => o.pattern = Some(p.into()),
             MinChars(n) => o.min_length = Some(n),
+            KeysMatching(p) => {
+                o.property_names = Some(Box::new(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .pattern(Some(p))
+                        .into(),
+                ))
+            }
             NonEmptyKeys => {
                 o.property_names = Some(Box::new(
                     ObjectBuilder::new()
@@ -402,5 +439,95 @@ fn apply_one(schema: &mut Schema, at: At, rule: Rule) {
             }
         }
         _ => panic!("rules_docs: a rule on a schema it does not fit"),
+    }
+}
+
+/// Adds [`NO_NUL`] to every string without a pattern, enum or format in request bodies (the
+/// component schemas they reach: response schemas that share them describe what was stored,
+/// which held no U+0000 either), query and path parameters.
+fn no_nul(mut doc: OpenApi) -> OpenApi {
+    let mut reached = std::collections::BTreeSet::new();
+    let mut pending = Vec::new();
+    for item in doc.paths.paths.values_mut() {
+        for operation in crate::error_docs::operations_mut(item) {
+            for p in operation.parameters.iter_mut().flatten() {
+                if matches!(p.parameter_in, ParameterIn::Query | ParameterIn::Path) {
+                    if let Some(RefOr::T(s)) = p.schema.as_mut() {
+                        forbid_nul(s, &mut pending);
+                    }
+                }
+            }
+            if let Some(body) = operation.request_body.as_mut() {
+                for (media, content) in body.content.iter_mut() {
+                    if media == "application/json" {
+                        if let Some(s) = content.schema.as_mut() {
+                            forbid_nul_ref(s, &mut pending);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let schemas = &mut doc.components.as_mut().expect("components").schemas;
+    while let Some(name) = pending.pop() {
+        if !reached.insert(name.clone()) {
+            continue;
+        }
+        if let Some(RefOr::T(s)) = schemas.get_mut(&name) {
+            forbid_nul(s, &mut pending);
+        }
+    }
+    doc
+}
+
+fn forbid_nul_ref(s: &mut RefOr<Schema>, pending: &mut Vec<String>) {
+    match s {
+        RefOr::Ref(r) => {
+            if let Some(name) = r.ref_location.rsplit('/').next() {
+                pending.push(name.to_owned());
+            }
+        }
+        RefOr::T(s) => forbid_nul(s, pending),
+    }
+}
+
+fn forbid_nul(schema: &mut Schema, pending: &mut Vec<String>) {
+    match schema {
+        Schema::Object(o) => {
+            let string = match &o.schema_type {
+                SchemaType::Type(Type::String) => true,
+                SchemaType::Array(types) => types.contains(&Type::String),
+                _ => false,
+            };
+            if string && o.pattern.is_none() && o.enum_values.is_none() && o.format.is_none() {
+                o.pattern = Some(NO_NUL.into());
+            }
+            for p in o.properties.values_mut() {
+                forbid_nul_ref(p, pending);
+            }
+            if let Some(values) = o.additional_properties.as_mut() {
+                if let utoipa::openapi::schema::AdditionalProperties::RefOr(r) = values.as_mut() {
+                    forbid_nul_ref(r, pending);
+                }
+            }
+        }
+        Schema::Array(a) => {
+            if let utoipa::openapi::schema::ArrayItems::RefOrSchema(item) = &mut a.items {
+                forbid_nul_ref(item, pending);
+            }
+        }
+        Schema::OneOf(one) => one
+            .items
+            .iter_mut()
+            .for_each(|i| forbid_nul_ref(i, pending)),
+        Schema::AnyOf(any) => any
+            .items
+            .iter_mut()
+            .for_each(|i| forbid_nul_ref(i, pending)),
+        Schema::AllOf(all) => all
+            .items
+            .iter_mut()
+            .for_each(|i| forbid_nul_ref(i, pending)),
+        _ => {}
     }
 }

@@ -303,10 +303,12 @@ impl EnvironmentCreate {
 /// replaces the whole map (keys left out are removed), as `config` does.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct EnvironmentPatch {
+    // Not nullable (null is a 422): documented as the plain type.
     #[serde(default, deserialize_with = "some_non_null")]
-    #[schema(min_length = 1, max_length = 128)]
+    #[schema(value_type = String, min_length = 1, max_length = 128)]
     pub name: Option<String>,
     #[serde(default, deserialize_with = "some_non_null")]
+    #[schema(value_type = String)]
     pub description: Option<String>,
     /// Replaces the whole configuration.
     #[serde(default, deserialize_with = "some_config_object")]
@@ -314,6 +316,7 @@ pub struct EnvironmentPatch {
     pub config: Option<EnvironmentConfig>,
     /// Replaces the whole map.
     #[serde(default, deserialize_with = "some_non_null")]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: Option<BTreeMap<String, String>>,
 }
 

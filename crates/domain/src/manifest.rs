@@ -131,7 +131,10 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Environment variable names: `[A-Za-z_][A-Za-z0-9_]*`.
+/// [`is_env_name`] as a regular expression, for the OpenAPI document.
+pub const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
+
+/// Environment variable names: `[A-Za-z_][A-Za-z0-9_]*` ([`ENV_NAME_PATTERN`]).
 pub fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')

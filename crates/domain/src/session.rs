@@ -46,7 +46,7 @@ pub struct Session {
     /// What the whole conversation has spent so far: tokens (`input_tokens`,
     /// `output_tokens`, `total_tokens`), `requests`, `active_seconds`, and the same split
     /// `by_model` and `by_agent`. `{}` before the first turn.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::openapi::session_usage)]
     pub usage: Map<String, Value>,
     /// The caller's own JSON values, never read by the server; PATCH merges into it.
     #[schema(value_type = Object)]
@@ -101,7 +101,7 @@ pub struct Run {
     /// Model steps taken so far.
     pub turns: i32,
     /// What this turn spent, in the shape of `Session.usage`.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::openapi::run_usage)]
     pub usage: Map<String, Value>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,

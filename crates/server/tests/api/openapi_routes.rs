@@ -135,7 +135,9 @@ fn missing_rule(schema: &Value) -> Option<&'static str> {
         Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
         _ => vec![],
     };
-    let has = |k: &str| schema.get(k).is_some();
+    // The pattern every string without one gets (no U+0000) bounds nothing.
+    let has =
+        |k: &str| schema.get(k).is_some() && !(k == "pattern" && schema[k] == "^[^\\u0000]*$");
     if types.contains(&"string")
         && !["maxLength", "enum", "format", "pattern", "const"]
             .iter()
