@@ -194,6 +194,18 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
     ("UserCreate", "email", Itself, Email),
     ("ManifestSpec", "entries", Itself, NonEmptyKeys),
     (
+        "EnvironmentCreate",
+        "name",
+        Itself,
+        Pattern(environment::NAME_PATTERN),
+    ),
+    (
+        "EnvironmentPatch",
+        "name",
+        Itself,
+        Pattern(environment::NAME_PATTERN),
+    ),
+    (
         "SecretCreate",
         "value",
         Itself,

@@ -365,6 +365,11 @@ impl EnvironmentPatch {
     }
 }
 
+/// What [`validate_name`] takes, but its length and the UUID shape, as a regular expression
+/// (for the OpenAPI document): no `/`, no control character (Unicode's Cc), not blank
+/// (Rust's `char::is_whitespace`).
+pub const NAME_PATTERN: &str = "^[^/\\u0000-\\u001f\\u007f-\\u009f]*[^/\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^/\\u0000-\\u001f\\u007f-\\u009f]*$";
+
 fn validate_name(name: &str, v: &mut Violations) {
     let msg = if name.trim().is_empty() {
         Some("name must not be blank".to_owned())
