@@ -323,14 +323,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn list(&self) -> Result<Vec<ListedSandbox>>;
 
     /// The bytes each running sandbox of this deployment has written to its own filesystem
-    /// (for Docker, the container's writable layer), by sandbox id; what the disk limit is
+    /// (for Docker, the container's writable layer and its workspace volume), by sandbox id; what the disk limit is
     /// enforced on. Backends that cannot tell answer with nothing.
     async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
         Ok(Vec::new())
     }
 
-    /// Captures the sandbox's filesystem (installed packages included) as an image; returns
-    /// its reference.
+    /// Captures the sandbox's filesystem outside the workspace (installed packages included)
+    /// as an image; returns its reference. The workspace is never in it: the caller archives
+    /// the workspace itself (leaving out what must not be kept, such as mounted buckets).
     async fn snapshot_image(&self, id: &str, name: &str) -> Result<String>;
 
     /// Removes an image made by [`SandboxBackend::snapshot_image`] or

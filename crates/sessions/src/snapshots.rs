@@ -1,6 +1,7 @@
 //! Snapshots: the workspace archived to the blob store and, on Docker, the container's
-//! filesystem captured as an image so installed packages survive. Mounted buckets are left
-//! out (writable ones are written back first); a fork or restore stages them again. Restoring replaces a
+//! filesystem outside it captured as an image so installed packages survive (the workspace is
+//! a volume, which a commit leaves out). Mounted buckets are left out of both (writable ones
+//! are written back first); a fork or restore stages them again. Restoring replaces a
 //! session's sandbox with one booted from the snapshot; creating a session with
 //! `from_snapshot_id` forks it.
 

@@ -4,7 +4,8 @@
 use super::{SANDBOX_GID, SANDBOX_UID};
 use crate::{SandboxSpec, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR};
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, HostConfig, NetworkSettings, PortBinding,
+    ContainerConfig, ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions,
+    NetworkSettings, PortBinding,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -84,7 +85,7 @@ pub(crate) fn container_body(
         init: Some(false),
         ipc_mode: Some("private".to_owned()),
         binds: Some(Vec::new()),
-        mounts: Some(Vec::new()),
+        mounts: Some(vec![workspace_volume(deployment)]),
         port_bindings: Some(port_bindings),
         network_mode: network.map(str::to_owned),
         publish_all_ports: Some(false),
@@ -104,6 +105,29 @@ pub(crate) fn container_body(
         attach_stdout: Some(false),
         attach_stderr: Some(false),
         host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// The workspace is a volume of the container's own (anonymous: created with it, seeded with
+/// the image's empty `/workspace`, removed with it, as every removal passes `v`), not part of
+/// its writable layer. So a commit (`snapshot_image`) never captures it: the snapshot's
+/// archive holds the workspace, with the buckets of `s3_mount` entries left out, and the
+/// image holds only what lives outside it (installed packages), never a bucket's files. The
+/// disk limit counts it beside the layer (`workspace.rs`). Labelled with the deployment, so
+/// that one a failed removal left behind can be told apart from others' volumes.
+pub(crate) fn workspace_volume(deployment: &str) -> Mount {
+    Mount {
+        target: Some(WORKDIR.to_owned()),
+        typ: Some(MountType::VOLUME),
+        read_only: Some(false),
+        volume_options: Some(MountVolumeOptions {
+            labels: Some(HashMap::from([(
+                LABEL_DEPLOYMENT.to_owned(),
+                deployment.to_owned(),
+            )])),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

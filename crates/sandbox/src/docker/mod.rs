@@ -13,6 +13,7 @@ pub mod daemon;
 mod error;
 mod exec;
 mod images;
+mod workspace;
 
 pub use archive::owned_by_sandbox_user;
 pub use create::{container_name, CONTAINER_PREFIX};
@@ -514,12 +515,41 @@ impl SandboxBackend for DockerBackend {
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
     async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
         // `size`: the engine sums each running container's writable layer (it walks the
-        // layer's files), so this is asked on its own timer, not with every sweep.
-        Ok(self
+        // layer's files), so this is asked on its own timer, not with every sweep. The
+        // workspace is a volume beside the layer, measured apart and added.
+        let listed: Vec<(String, u64, Option<String>, Option<String>)> = self
             .containers(false, true)
             .await?
             .into_iter()
-            .filter_map(|(_, c)| Some((c.id?, u64::try_from(c.size_rw?).unwrap_or(0))))
+            .filter(|(name, _)| !name.starts_with(&format!("{}measure-", create::CONTAINER_PREFIX)))
+            .filter_map(|(_, c)| {
+                let volume = c.mounts.iter().flatten().find_map(|m| {
+                    (m.destination.as_deref() == Some(WORKDIR)).then(|| m.name.clone())?
+                });
+                // The Engine leaves `SizeRw` out when it is 0.
+                let layer = u64::try_from(c.size_rw.unwrap_or(0)).unwrap_or(0);
+                Some((c.id?, layer, volume, c.image))
+            })
+            .collect();
+        let volumes: Vec<String> = listed.iter().filter_map(|(_, _, v, _)| v.clone()).collect();
+        let image = listed.iter().find_map(|(_, _, _, image)| image.clone());
+        let measured = match image {
+            Some(image) if !volumes.is_empty() => {
+                workspace::sizes(&self.docker, &self.deployment, &image, &volumes)
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "could not measure the workspace volumes; the disk limit counts the sandboxes' layers only this time");
+                        HashMap::new()
+                    })
+            }
+            _ => HashMap::new(),
+        };
+        Ok(listed
+            .into_iter()
+            .map(|(id, layer, volume, _)| {
+                let workspace = volume.and_then(|v| measured.get(&v).copied()).unwrap_or(0);
+                (id, layer + workspace)
+            })
             .collect())
     }
 

@@ -225,6 +225,33 @@ async fn a_writable_mount_is_written_back_at_snapshot_and_stop_and_left_out_of_b
         !names.iter().any(|n| n.contains("workspace/out")),
         "{names:?}"
     );
+    // Nor does its image: the workspace is a volume, which a commit leaves out, so the image
+    // holds what lives outside it and none of the bucket's files.
+    let image: String = sqlx::query_scalar("select image from snapshots where id = $1::uuid")
+        .bind(snap["id"].as_str().unwrap())
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let listed = std::process::Command::new("docker")
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "ls",
+            &image,
+            "-A",
+            "/workspace",
+        ])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout),
+        "",
+        "the snapshot's image holds no workspace file"
+    );
 
     // After the snapshot, a change and a deletion, written back at stop.
     let new_version = moto.version("work", "proj/new.txt").await;

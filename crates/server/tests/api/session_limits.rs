@@ -312,6 +312,40 @@ async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_
     app.delete_session(&light).await;
 }
 
+/// The workspace is a volume beside the container's layer: what is written there counts
+/// toward the disk limit too, whatever permissions the sandbox puts on it.
+#[tokio::test]
+async fn what_a_sandbox_writes_to_its_workspace_counts_toward_the_disk_limit() {
+    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
+        sandbox_disk_mb: Some(20),
+        ..Default::default()
+    })
+    .await;
+    app.create_agent("writer", json!({})).await;
+    let id = app.boot_session(json!({"agent_id": "writer"})).await;
+    // 15 MiB: under the limit.
+    let (code, _, err) = app
+        .exec(
+            &id,
+            "mkdir hidden && head -c 15728640 /dev/urandom > hidden/a.bin",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 0);
+    assert_eq!(app.session(&id).await["status"], "running");
+    // 30 MiB in all, in a directory nobody else may read: over it.
+    let (code, _, err) = app
+        .exec(
+            &id,
+            "head -c 15728640 /dev/urandom > hidden/b.bin && chmod 000 hidden",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(app.sessions.enforce_disk_limit().await.unwrap(), 1);
+    assert_eq!(app.session(&id).await["stopped_reason"], "disk");
+    app.delete_session(&id).await;
+}
+
 /// A session's own disk limit holds with the server's turned off, and only for it.
 #[tokio::test]
 async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone() {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// mount's files and directories belong to root (0644 and 0755), so the sandbox user can read
 /// them but not change, add or delete anything; a writable one's belong to the sandbox user.
 /// The directories above the mount belong to the sandbox user either way. What the mount's
-/// path held before (a snapshot's image keeps the bucket as it was) is removed first.
+/// path held before (a workspace archive of an older server could hold it) is removed first.
 pub async fn stage(
     client: &S3Client,
     backend: &dyn SandboxBackend,
