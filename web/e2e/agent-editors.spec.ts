@@ -85,6 +85,8 @@ test('an agent made with manifest rows and a skills source of fields is saved as
 
   await page.getByRole('button', { name: 'Create agent' }).click();
   await expect(page).toHaveURL(/\/agents\/rows-agent$/);
+  // The detail page shows the subagent step limit, resolved to its default.
+  await expect(page.getByText('10 (no subagents)')).toBeVisible();
   const r = await fetch(`${API()}/api/agents/rows-agent`, { headers: { 'X-Project': PROJECT } });
   expect(r.ok).toBeTruthy();
   const agent = await r.json();

@@ -127,6 +127,7 @@ export default function AgentDetailPage() {
                 <Field label="Client tools">{a.client_tools.length ? a.client_tools.map((t) => t.name + (t.deferrable ? ' (deferrable)' : '')).join(', ') : 'none'}</Field>
                 <Field label="Secret bindings">{a.secret_bindings.length ? a.secret_bindings.map((b) => `${b.env} ← ${b.secret}`).join(', ') : 'none'}</Field>
                 <Field label="Subagents">{a.subagents.length ? a.subagents.map((s) => `${s.agent} (${s.mode ?? 'tool'})`).join(', ') : 'none'}</Field>
+                <Field label="Subagent step limit">{a.subagents.length ? `${a.subagent_max_steps} model calls per subagent task` : `${a.subagent_max_steps} (no subagents)`}</Field>
                 <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
                 <Field label="Environment">{a.environment_id ?? 'server default'}</Field>
               </SimpleGrid>
