@@ -1,9 +1,14 @@
 """Schemathesis hooks of the API fuzz (tests/schemathesis/run.py writes the seeds they read).
 
-* Path parameters: most cases name the resource `run.py` seeded for the operation (so they
-  reach the handler's real work instead of its 404), the rest keep the generated value (so
-  unknown and malformed ids are fuzzed too).
-* Body fields that name another resource (a session's `agent_id`, a webhook's): the same.
+* Path parameters: most valid cases name the resource `run.py` seeded for the operation (so
+  they reach the handler's real work instead of its 404), the rest keep the generated value
+  (so unknown and malformed ids are fuzzed too). Seeds go into a case as it is sent, and only
+  into its parts generated to be valid.
+* Body fields that name another resource (a session's `agent_id`, a webhook's), and query
+  parameters that name a seeded file: the same. A body field named `a.b` is `b` inside `a`,
+  set when the generated `a` is an object.
+* Values only the server can give are fetched when the case is sent: the client tool call
+  waiting now (`POST .../tool-results`), a fresh recovery code (`POST /api/auth/recovery`).
 * An operation that deletes, archives, stops or restores never acts on a seeded resource the
   rest of the run needs, even one schemathesis saw in an answer and tries as a value: it gets
   the spare instead.
@@ -17,15 +22,22 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from pathlib import Path
 
+import httpx
 import schemathesis
-from hypothesis import strategies as st
+
 
 _SEEDS = json.loads(Path(os.environ["SA_FUZZ_SEEDS"]).read_text())
 _DESTRUCTIVE = frozenset(_SEEDS["destructive"])
 _PROTECTED = frozenset(_SEEDS["protected"])
+_API = httpx.Client(
+    base_url=os.environ["SA_FUZZ_URL"], timeout=60.0,
+    headers={"Authorization": f"Bearer {os.environ['SA_FUZZ_TOKEN']}", "X-Project": os.environ["SA_FUZZ_PROJECT"]},
+)
+_PROJECT = os.environ["SA_FUZZ_PROJECT"]
 
 
 def _key(context) -> str | None:
@@ -35,30 +47,62 @@ def _key(context) -> str | None:
     return f"{operation.method.upper()} {operation.path}"
 
 
-def _mostly(seeded, generated):
-    """The seeded value three times in four; hypothesis shrinks toward it (the first choice)."""
-    return st.sampled_from([seeded, seeded, seeded, generated])
+def _mostly(case, salt: str) -> bool:
+    """Three cases in four, the same for the same case (its id) whatever the order of calls."""
+    return random.Random(f"{case.id}:{salt}").random() < 0.75
 
 
-@schemathesis.hook
-def flatmap_path_parameters(context, path_parameters):
-    seeded = _SEEDS["path"].get(_key(context) or "")
-    if not seeded or path_parameters is None:
-        return st.just(path_parameters)
-    return _mostly({**path_parameters, **{k: str(v) for k, v in seeded.items()}}, path_parameters)
+def _positive(case, location: str) -> bool:
+    """Whether the case was generated valid in every part (`location` is the part to seed):
+    only those get seeded values (a negative case keeps what it was generated to break)."""
+    meta = case.meta
+    if meta is None:
+        return True
+    # A case negative anywhere (a header, say) is left as generated: a seeded body would
+    # get it accepted for the wrong reason.
+    if getattr(meta.generation.mode, "value", meta.generation.mode) != "positive":
+        return False
+    return all(getattr(info.mode, "value", info.mode) == "positive" for info in (meta.components or {}).values())
 
 
-@schemathesis.hook
-def flatmap_body(context, body):
-    seeded = _SEEDS["body"].get(_key(context) or "")
-    if not seeded or not isinstance(body, dict):
-        return st.just(body)
-    return _mostly({**body, **seeded}, body)
+def _with(body: dict, seeded: dict) -> dict:
+    """`body` with the seeded fields; `a.b` sets `b` inside `a` when `a` is an object."""
+    out = dict(body)
+    for key, value in seeded.items():
+        outer, _, inner = key.partition(".")
+        if not inner:
+            out[outer] = value
+        elif isinstance(out.get(outer), dict):
+            out[outer] = {**out[outer], inner: value}
+    return out
+
+
+def _seed(key: str, case) -> None:
+    """The seeded values of the case's positive parts, most of the time. Applied as the case is
+    sent rather than to the generation strategies, so that every phase gets them (the coverage
+    phase does not draw from the strategies) and no negative part loses what it was made to
+    break."""
+    # A generated X-Project is a negative header the configured one replaces on the wire: the
+    # case stays as generated, so that the server's answer is not a seeded success.
+    if (case.headers or {}).get("X-Project", _PROJECT) != _PROJECT:
+        return
+    path = _SEEDS["path"].get(key)
+    if path and case.path_parameters is not None and _positive(case, "path") and _mostly(case, "path"):
+        case.path_parameters.update({k: str(v) for k, v in path.items()})
+    query = _SEEDS["query"].get(key)
+    if query and _positive(case, "query") and _mostly(case, "query"):
+        case.query = {**(case.query or {}), **query}
+    if not isinstance(case.body, dict) or not _positive(case, "body") or not _mostly(case, "body"):
+        return
+    if key in _SEEDS["body"]:
+        case.body = _with(case.body, _SEEDS["body"][key])
 
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
     key = _key(context)
+    _seed(key or "", case)
+    _fill_in(key, case)
     if key not in _DESTRUCTIVE or not case.path_parameters:
         return
     if any(str(value) in _PROTECTED for value in case.path_parameters.values()):
@@ -103,3 +147,17 @@ def _bounded_exec(body):
     if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and _EXEC_DEFAULT < timeout <= _EXEC_MAX:
         return {**body, "timeout": _EXEC_DEFAULT}
     return body
+
+
+def _fill_in(key, case) -> None:
+    """Values only the server can give, fetched as the case is sent (see the module's comment)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    if key == "POST /api/sessions/{session_id}/tool-results" and body.get("call_id") == _SEEDS["pending_call"]:
+        session = case.path_parameters.get("session_id") if case.path_parameters else None
+        calls = _API.get(f"/api/sessions/{session}/tool-calls")
+        if calls.status_code == 200 and calls.json():
+            body["call_id"] = calls.json()[0]["call_id"]
+    elif key == "POST /api/auth/recovery" and body.get("code") == _SEEDS["fresh_recovery_code"]:
+        minted = _API.post(f"/api/users/{_SEEDS['person']}/recovery")
+        if minted.status_code < 300:
+            body["code"] = minted.json()["recovery_code"]
