@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, UploadToContainerOptions,
 };
@@ -32,7 +32,8 @@ pub async fn connect() -> anyhow::Result<Docker> {
 }
 
 /// The container `DockerBackend` creates (`crates/sandbox/src/docker/create.rs`): the same
-/// hardening, limits, user, workdir and labels, no published ports (the agent has none).
+/// hardening, limits, user, workdir, workspace volume and labels, no published ports (the
+/// agent has none).
 fn body(image: &str, limits: &Limits, session: &str) -> ContainerCreateBody {
     let labels = HashMap::from([
         (LABEL_DEPLOYMENT.to_owned(), RAW_DEPLOYMENT.to_owned()),
@@ -63,7 +64,13 @@ fn body(image: &str, limits: &Limits, session: &str) -> ContainerCreateBody {
             init: Some(false),
             ipc_mode: Some("private".to_owned()),
             binds: Some(Vec::new()),
-            mounts: Some(Vec::new()),
+            // The workspace is a volume of the container's own, as a sandbox's is.
+            mounts: Some(vec![Mount {
+                target: Some(WORKDIR.to_owned()),
+                typ: Some(MountType::VOLUME),
+                read_only: Some(false),
+                ..Default::default()
+            }]),
             port_bindings: Some(HashMap::new()),
             publish_all_ports: Some(false),
             auto_remove: Some(false),
