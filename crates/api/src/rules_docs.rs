@@ -298,7 +298,7 @@ const OPTIONAL_BODIES: &[(&str, HttpMethod)] =
 const NO_NUL: &str = "^[^\\u0000]*$";
 
 /// `doc` with every rule of the tables applied.
-pub fn document(mut doc: OpenApi) -> OpenApi {
+pub fn document(doc: OpenApi) -> OpenApi {
     let doc = apply_tables(doc);
     no_nul(doc)
 }

@@ -58,6 +58,19 @@ pub struct DockerBackend {
     network: Option<String>,
 }
 
+/// Removes a short-lived container of ours that did a job on volumes (`what` it did, for the
+/// log), never the volumes it mounted; a failure is logged, not returned, as the job is done.
+pub(crate) async fn remove_helper(docker: &Docker, id: &str, name: &str, what: &str) {
+    let options = RemoveContainerOptions {
+        force: true,
+        v: false,
+        link: false,
+    };
+    if let Err(e) = docker.remove_container(id, Some(options)).await {
+        tracing::warn!(error = %e, container = %name, "could not remove the container that {what}");
+    }
+}
+
 impl DockerBackend {
     /// This deployment's containers (all, or running only; with their sizes if asked), each
     /// with its name. Only containers this backend made: a container started by someone

@@ -13,9 +13,7 @@ use crate::docker::{create::CONTAINER_PREFIX, error};
 use crate::{Result, SandboxError, LABEL_DEPLOYMENT};
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use bollard::query_parameters::{
-    CreateContainerOptions, LogsOptions, RemoveContainerOptions, StartContainerOptions,
-};
+use bollard::query_parameters::{CreateContainerOptions, LogsOptions, StartContainerOptions};
 use bollard::Docker;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -129,19 +127,7 @@ async fn measure(
         })
     }
     .await;
-    let removed = docker
-        .remove_container(
-            &created.id,
-            Some(RemoveContainerOptions {
-                force: true,
-                v: false,
-                link: false,
-            }),
-        )
-        .await;
-    if let Err(e) = removed {
-        tracing::warn!(error = %e, container = %name, "could not remove the container that measured workspace volumes");
-    }
+    crate::docker::remove_helper(docker, &created.id, &name, "measured workspace volumes").await;
     measured
 }
 

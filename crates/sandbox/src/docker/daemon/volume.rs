@@ -15,8 +15,7 @@ use crate::docker::error;
 use crate::{Result, SandboxError};
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, VolumeCreateRequest};
 use bollard::query_parameters::{
-    CreateContainerOptions, DownloadFromContainerOptions, RemoveContainerOptions,
-    UploadToContainerOptions,
+    CreateContainerOptions, DownloadFromContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -124,19 +123,7 @@ pub(crate) async fn fill(docker: &Docker, binary: &DaemonBinary, image: &str) ->
         Ok(())
     }
     .await;
-    let removed = docker
-        .remove_container(
-            &created.id,
-            Some(RemoveContainerOptions {
-                force: true,
-                v: false,
-                link: false,
-            }),
-        )
-        .await;
-    if let Err(e) = removed {
-        tracing::warn!(error = %e, container = %name, "could not remove the container that filled the daemon's volume");
-    }
+    crate::docker::remove_helper(docker, &created.id, &name, "filled the daemon's volume").await;
     filled
 }
 
