@@ -8,7 +8,12 @@
   parameters that name a seeded file: the same. A body field named `a.b` is `b` inside `a`,
   set when the generated `a` is an object.
 * Values only the server can give are fetched when the case is sent: the client tool call
-  waiting now (`POST .../tool-results`), a fresh recovery code (`POST /api/auth/recovery`).
+  waiting now (`POST .../tool-results`), a fresh recovery code (`POST /api/auth/recovery`),
+  the current version of what a PATCH or PUT edits (an agent, its memory). The file
+  `DELETE .../files` names is written just before (not in the stateful phase, see `_seed`).
+* A fully valid skill-bundle push sends a readable archive, most of the time (see
+  `_skills_archive_part`).
+* A fully valid JSON body sends an integral float as an integer (see `_integral`).
 * An operation that deletes, archives, stops or restores never acts on a seeded resource the
   rest of the run needs, even one schemathesis saw in an answer and tries as a value: it gets
   the spare instead.
@@ -20,11 +25,14 @@
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
 import re
 from pathlib import Path
+
+import tarfile
 
 import httpx
 import schemathesis
@@ -90,6 +98,11 @@ def _seed(key: str, case) -> None:
     if path and case.path_parameters is not None and _positive(case, "path") and _mostly(case, "path"):
         case.path_parameters.update({k: str(v) for k, v in path.items()})
     query = _SEEDS["query"].get(key)
+    # The stateful phase takes a DELETE's success to mean that what the GET at the same path
+    # answers is gone; `DELETE .../files` deletes the file its query names, and the listing
+    # `GET .../files` stays: so the file is deleted only in the other phases.
+    if key == "DELETE /api/sessions/{session_id}/files" and _phase(case) == "stateful":
+        query = None
     if query and _positive(case, "query") and _mostly(case, "query"):
         case.query = {**(case.query or {}), **query}
     if not isinstance(case.body, dict) or not _positive(case, "body") or not _mostly(case, "body"):
@@ -98,11 +111,49 @@ def _seed(key: str, case) -> None:
         case.body = _with(case.body, _SEEDS["body"][key])
 
 
+def _phase(case) -> str | None:
+    phase = getattr(case.meta, "phase", None)
+    name = getattr(phase, "name", None)
+    return getattr(name, "value", name)
+
+
+def _seed_always(key: str, case) -> None:
+    """The seeds every fully valid body gets (`body_fields_always` in run.py says why)."""
+    if key in _SEEDS["body_always"] and isinstance(case.body, dict) and _positive(case, "body"):
+        case.body = _with(case.body, _SEEDS["body_always"][key])
+
+
+def _integral(value):
+    """`value` with every integral float (`2011.0`) as an integer (`2011`). JSON Schema counts
+    2011.0 as an integer, so the fuzz generates it where the document says integer; the server
+    (serde's typed integers) refuses it with a 422, and we keep it so: a client writes an
+    integer without a fraction (Python's json and JSON.stringify alike, and every client we
+    publish), so accepting a fraction of zero would only widen what a port, a version or a
+    limit may look like on the wire, for no client. A JSON Schema cannot say "no fraction",
+    so the document cannot steer the fuzz away from it: valid cases are sent as a client would
+    send them. A negative case keeps its floats (an `1.5` for a port is still fuzzed)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     key = _key(context)
     _seed(key or "", case)
+    _seed_always(key or "", case)
+    if case.media_type == "application/json" and isinstance(case.body, (dict, list)) and _positive(case, "body"):
+        integral = _integral(case.body)
+        # Assigned only when it differs: schemathesis revalidates a body the hook changed.
+        if integral != case.body:
+            case.body = integral
     _fill_in(key, case)
+    if key == "POST /api/skill-bundles/{slug}/versions" and _positive(case, "body") and _mostly(case, "body"):
+        kwargs["files"] = _skills_archive_part()
     if key not in _DESTRUCTIVE or not case.path_parameters:
         return
     if any(str(value) in _PROTECTED for value in case.path_parameters.values()):
@@ -161,3 +212,36 @@ def _fill_in(key, case) -> None:
         minted = _API.post(f"/api/users/{_SEEDS['person']}/recovery")
         if minted.status_code < 300:
             body["code"] = minted.json()["recovery_code"]
+    elif body.get("version") == _SEEDS["current_version"]:
+        # The version the edited resource has now (an agent, or its memory): another is a 409.
+        # An agent that is not there keeps 0, and answers its 404.
+        ref = case.path_parameters.get("ref") if case.path_parameters else None
+        path = f"/api/agents/{ref}/memory" if key == "PUT /api/agents/{ref}/memory" else f"/api/agents/{ref}"
+        current = _API.get(path)
+        body["version"] = current.json().get("version", 0) if current.status_code == 200 else 0
+    if (key == "DELETE /api/sessions/{session_id}/files" and case.query
+            and case.query.get("path") == _SEEDS["workspace_doomed"]):
+        session = case.path_parameters.get("session_id") if case.path_parameters else None
+        _API.post(f"/api/sessions/{session}/files", params={"path": _SEEDS["workspace_doomed"]},
+                  files={"file": ("doomed.txt", b"deleted by the fuzz\n", "text/plain")})
+
+
+def _skills_archive_part() -> list:
+    """The multipart part of a push of a readable archive: a generated `file` is an image or
+    noise (a 400), so a fully valid case never reaches the push itself. Given to the transport
+    (its `files`) rather than put into the case: schemathesis revalidates a body the hook
+    changed, and a body holding bytes never validates, so the case would become a negative one
+    that the push then accepts (a false "schema-violating request accepted")."""
+    return [("file", ("skills.tar.gz", _skills_archive(), "application/gzip"))]
+
+
+def _skills_archive() -> bytes:
+    """A gzip-compressed tar of one skill (run.py's `skills_archive`, which seeds the bundles)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        data = b"---\nname: fuzz\ndescription: A skill the fuzzer pushed.\n---\nDo nothing.\n"
+        info = tarfile.TarInfo("fuzz/SKILL.md")
+        info.size = len(data)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()

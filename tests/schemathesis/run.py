@@ -56,7 +56,13 @@ TOOL_PROMPT = "FUZZ-CALL-THE-CLIENT-TOOL"
 #: sandbox (absolute).
 WORKSPACE_FILE = "fuzz/seed.txt"
 WORKSPACE_SCRATCH = "fuzz/scratch.txt"
+#: The file `DELETE .../files` deletes: hooks.py writes it just before each case that names it,
+#: so that the case deletes a file (204) rather than one an earlier case deleted (404).
+WORKSPACE_DOOMED = "fuzz/doomed.txt"
 SANDBOX_FILE = "/tmp/fuzz-seed.txt"
+#: The file `PUT .../sandbox-files` writes: not the one GET reads, since a PUT's generated
+#: `mode` (a `0`, say) leaves that file unreadable (403) for the rest of the run.
+SANDBOX_SCRATCH = "/tmp/fuzz-scratch.txt"
 #: What the fuzz generates cases from and checks answers against.
 COMMITTED_DOCUMENT = REPO_ROOT / "openapi" / "openapi.json"
 
@@ -296,6 +302,7 @@ DESTRUCTIVE = (
 #: Markers in seeded bodies that hooks.py replaces when the case is sent.
 PENDING_CALL = "__pending_call__"
 FRESH_RECOVERY_CODE = "__fresh_recovery_code__"
+CURRENT_VERSION = "__current_version__"
 
 #: The seeded resources the run needs to the end (the spares may go).
 PROTECTED = (
@@ -312,19 +319,29 @@ def body_fields(s: dict) -> dict[str, dict[str, str]]:
         # An address the server may deliver to (this run allows private ones): a generated
         # URL mostly names a host that does not resolve, or one the address check refuses.
         "POST /api/webhooks": {"agent_id": s["agent"], "url": "http://127.0.0.1:9/fuzz"},
-        # A slug other than the agent's own is refused (it cannot change).
-        "PATCH /api/agents/{ref}": {"environment_id": s["environment"], "slug": "agent-patch"},
-        # The backend is one of `GET /api/backends` (400 otherwise): the server's default.
-        "POST /api/environments": {"config.backend": None},
-        "PATCH /api/environments/{ref}": {"config.backend": None},
+        # A slug other than the agent's own is refused (it cannot change); the version is the
+        # agent's current one, which hooks.py reads when the case is sent (another is a 409).
+        "PATCH /api/agents/{ref}": {"environment_id": s["environment"], "slug": "agent-patch",
+                                    "version": CURRENT_VERSION},
         # The call waiting now, which hooks.py looks up when the case is sent.
         "POST /api/sessions/{session_id}/tool-results": {"call_id": PENDING_CALL},
         # A fresh recovery code, which hooks.py mints when the case is sent.
         "POST /api/auth/recovery": {"code": FRESH_RECOVERY_CODE},
         "PATCH /api/webhooks/{webhook_id}": {"agent_id": s["agent"]},
         "POST /api/projects/{ref}/members": {"email": "guest@fuzz.example"},
-        # The memory's version before its first write: the first such PUT is taken.
-        "PUT /api/agents/{ref}/memory": {"version": 0},
+        # The memory's current version, which hooks.py reads when the case is sent.
+        "PUT /api/agents/{ref}/memory": {"version": CURRENT_VERSION},
+    }
+
+
+def body_fields_always() -> dict[str, dict]:
+    """Body fields set in every fully valid case, not most: a closed set of values no
+    generated string is in, so that a lone case (the examples phase sends one) does not
+    depend on the draw."""
+    return {
+        # The backend is one of `GET /api/backends` (400 otherwise): the server's default.
+        "POST /api/environments": {"config.backend": None},
+        "PATCH /api/environments/{ref}": {"config.backend": None},
     }
 
 
@@ -363,7 +380,13 @@ def rejected_operations(report_dir: Path) -> tuple[list[str], list[str]]:
                 counts: dict[int, int] = {}
                 for case_id, case in (recorder.get("cases") or {}).items():
                     meta = case["value"].get("meta") or {}
-                    if (meta.get("generation") or {}).get("mode") != "positive":
+                    # Valid in every part: a case of a header's scenario is "positive" even when
+                    # it carries a body another scenario generated invalid (a `0` for an
+                    # object), and the server's 422 for that body says nothing about the document
+                    # (hooks.py seeds by the same rule).
+                    if (meta.get("generation") or {}).get("mode") != "positive" or any(
+                        (part or {}).get("mode") != "positive" for part in (meta.get("components") or {}).values()
+                    ):
                         continue
                     response = ((recorder.get("interactions") or {}).get(case_id) or {}).get("response")
                     if response is None:
@@ -391,11 +414,12 @@ def query_parameters() -> dict[str, dict[str, str]]:
     return {
         "GET /api/sessions/{session_id}/files/content": {"path": WORKSPACE_FILE},
         "GET /api/sessions/{session_id}/files": {"path": "fuzz"},
-        # Not DELETE .../files: with a real file to delete it found a 500 (Docker's 409 when
-        # the sandbox is stopped meanwhile), a race of the sessions crate to fix there first.
+        # A file hooks.py writes just before the case (a stop racing the delete is the 409
+        # documented on the operation: crates/sandbox/src/docker/error.rs).
+        "DELETE /api/sessions/{session_id}/files": {"path": WORKSPACE_DOOMED},
         "POST /api/sessions/{session_id}/files": {"path": WORKSPACE_SCRATCH},
         "GET /api/sessions/{session_id}/sandbox-files": {"path": SANDBOX_FILE},
-        "PUT /api/sessions/{session_id}/sandbox-files": {"path": SANDBOX_FILE},
+        "PUT /api/sessions/{session_id}/sandbox-files": {"path": SANDBOX_SCRATCH},
     }
 
 
@@ -476,12 +500,15 @@ def main() -> int:
             "project": seeded["project"],
             "path": path_parameters(seeded),
             "body": body_fields(seeded),
+            "body_always": body_fields_always(),
             "query": query_parameters(),
             "session": seeded["session"],
             "person": seeded["person"],
             "workspace_scratch": WORKSPACE_SCRATCH,
             "pending_call": PENDING_CALL,
             "fresh_recovery_code": FRESH_RECOVERY_CODE,
+            "current_version": CURRENT_VERSION,
+            "workspace_doomed": WORKSPACE_DOOMED,
             "destructive": DESTRUCTIVE,
             "protected": [seeded[name] for name in PROTECTED],
         }, indent=1))
