@@ -284,7 +284,7 @@ class ServerProcess:
                 capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
             ).stdout.split()
             if ids:
-                subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+                subprocess.run(["docker", "rm", "-f", "-v", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def cleanup(self, *, remove: bool = True) -> list[str]:
         """Kills a server still running, makes sure no cluster of this data directory is left

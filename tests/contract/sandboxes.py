@@ -117,7 +117,7 @@ def describe(container_ids: Iterable[str]) -> str:
 def force_remove(container_ids: Iterable[str]) -> None:
     ids = list(container_ids)
     if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        subprocess.run(["docker", "rm", "-f", "-v", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def remove_deployment_images(deployment_id: str) -> None:

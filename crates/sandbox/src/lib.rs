@@ -329,6 +329,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// Removes this deployment's workspace volumes that no container uses any more (their
+    /// sandbox was removed by someone else without its volumes, e.g. `docker rm -f`); returns
+    /// how many. A volume in use is never one of them. Backends without volumes have none.
+    async fn remove_stray_volumes(&self) -> Result<usize> {
+        Ok(0)
+    }
+
     /// Captures the sandbox's filesystem outside the workspace (installed packages included)
     /// as an image; returns its reference. The workspace is never in it: the caller archives
     /// the workspace itself (leaving out what must not be kept, such as mounted buckets).

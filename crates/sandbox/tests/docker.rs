@@ -562,6 +562,55 @@ async fn the_same_session_replaces_its_old_sandbox_and_missing_images_are_report
     t.finish().await;
 }
 
+/// The workspace volume goes with its sandbox; one whose container someone else removed
+/// without `-v` is removed by the sweep's `remove_stray_volumes`, and one in use never is.
+#[tokio::test]
+async fn workspace_volumes_go_with_their_sandbox_and_strays_are_swept() {
+    let t = Cleanup::new().await;
+    let kept = t.create(&spec(&session())).await;
+    let dropped = t.create(&spec(&session())).await;
+    let volume_of = |id: &str| {
+        let out = std::process::Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{range .Mounts}}{{if eq .Destination \"/workspace\"}}{{.Name}}{{end}}{{end}}",
+                id,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let volume_exists = |name: &str| {
+        std::process::Command::new("docker")
+            .args(["volume", "inspect", name])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let (kept_volume, dropped_volume) = (volume_of(&kept.id), volume_of(&dropped.id));
+    assert!(!kept_volume.is_empty() && !dropped_volume.is_empty());
+    // Removed behind the backend's back, without its volumes.
+    let rm = std::process::Command::new("docker")
+        .args(["rm", "-f", &dropped.id])
+        .output()
+        .unwrap();
+    assert!(rm.status.success(), "{rm:?}");
+    assert!(
+        volume_exists(&dropped_volume),
+        "docker rm without -v leaves the volume"
+    );
+    assert_eq!(t.backend.remove_stray_volumes().await.unwrap(), 1);
+    assert!(!volume_exists(&dropped_volume));
+    assert!(volume_exists(&kept_volume), "a volume in use stays");
+    // The backend's own removal takes the volume with the container.
+    t.backend.remove(&kept.id).await.unwrap();
+    assert!(!volume_exists(&kept_volume));
+    assert_eq!(t.backend.remove_stray_volumes().await.unwrap(), 0);
+    t.finish().await;
+}
+
 #[tokio::test]
 async fn a_snapshot_keeps_the_filesystem_but_not_the_workspace_or_the_session_env() {
     let mut t = Cleanup::new().await;

@@ -90,7 +90,8 @@ impl Sessions {
     }
 
     /// Removes this deployment's containers that no session owns (a crash between creating a
-    /// container and recording it, or a session deleted while its removal failed), and
+    /// container and recording it, or a session deleted while its removal failed), and the
+    /// workspace volumes no container uses (a sandbox removed behind the server's back), and
     /// reconciles the warm pool: pooled sandboxes are kept while their rows own them, and
     /// removed when dead, surplus, of another image, or when the pool is disabled.
     #[tracing::instrument(skip_all)]
@@ -131,6 +132,7 @@ impl Sessions {
             }
         }
         self.sweep_pool(&pool_rows, &listed).await?;
+        st.backend.remove_stray_volumes().await?;
         // Replace what the sweep removed (a no-op without a pool or before `start_pool`).
         st.pool_wanted.notify_one();
         Ok(())

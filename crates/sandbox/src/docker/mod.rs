@@ -526,6 +526,10 @@ impl SandboxBackend for DockerBackend {
     }
 
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
+    async fn remove_stray_volumes(&self) -> Result<usize> {
+        workspace::remove_stray(&self.docker, &self.deployment).await
+    }
+
     async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
         // `size`: the engine sums each running container's writable layer (it walks the
         // layer's files), so this is asked on its own timer, not with every sweep. The

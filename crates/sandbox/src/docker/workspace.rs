@@ -13,7 +13,10 @@ use crate::docker::{create::CONTAINER_PREFIX, error};
 use crate::{Result, SandboxError, LABEL_DEPLOYMENT};
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use bollard::query_parameters::{CreateContainerOptions, LogsOptions, StartContainerOptions};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListVolumesOptions, LogsOptions, RemoveVolumeOptions,
+    StartContainerOptions,
+};
 use bollard::Docker;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -129,6 +132,41 @@ async fn measure(
     .await;
     crate::docker::remove_helper(docker, &created.id, &name, "measured workspace volumes").await;
     measured
+}
+
+/// Removes the workspace volumes of `deployment` that no container uses: a sandbox removed
+/// behind the server's back (`docker rm -f` without `-v`) leaves its volume. Only dangling
+/// volumes with the deployment's label are listed, and one a container took meanwhile
+/// refuses its removal (409), so nothing in use goes.
+pub(crate) async fn remove_stray(docker: &Docker, deployment: &str) -> Result<usize> {
+    let filters = HashMap::from([
+        ("dangling".to_owned(), vec!["true".to_owned()]),
+        (
+            "label".to_owned(),
+            vec![format!("{LABEL_DEPLOYMENT}={deployment}")],
+        ),
+    ]);
+    let listed = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(filters),
+        }))
+        .await
+        .map_err(error::backend)?;
+    let mut removed = 0;
+    for v in listed.volumes.unwrap_or_default() {
+        match docker
+            .remove_volume(&v.name, None::<RemoveVolumeOptions>)
+            .await
+        {
+            Ok(()) => removed += 1,
+            Err(e) if error::is_not_found(&e) || error::status(&e) == Some(409) => {}
+            Err(e) => return Err(error::backend(e)),
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, "removed workspace volumes no sandbox uses");
+    }
+    Ok(removed)
 }
 
 /// `du -s` lines (`<bytes>\t/measure/<i>`) as sizes by volume; `None` unless every volume has

@@ -146,7 +146,7 @@ async fn a_lost_sandbox_still_consolidates_what_its_finished_runs_wrote() {
         .unwrap()
         .to_owned();
     let out = std::process::Command::new("docker")
-        .args(["rm", "-f", &container])
+        .args(["rm", "-f", "-v", &container])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -209,7 +209,7 @@ async fn a_stop_that_cannot_read_the_memory_back_consolidates_the_last_copy_read
         .unwrap()
         .to_owned();
     let out = std::process::Command::new("docker")
-        .args(["rm", "-f", &container])
+        .args(["rm", "-f", "-v", &container])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

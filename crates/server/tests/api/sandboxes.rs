@@ -651,7 +651,7 @@ async fn a_container_someone_starts_from_our_image_is_not_taken_for_an_orphan() 
     app.sessions.reconcile_on_start().await.unwrap();
     let state = sandbox_agents_testkit::docker_inspect(&name, "{{.State.Running}}");
     let _ = std::process::Command::new("docker")
-        .args(["rm", "-f", &name])
+        .args(["rm", "-f", "-v", &name])
         .output();
     assert_eq!(state, "true", "the foreign container was left alone");
     assert_eq!(app.session(&id).await["status"], "running");
