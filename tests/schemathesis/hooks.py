@@ -25,17 +25,16 @@
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
 import re
 from pathlib import Path
 
-import tarfile
-
 import httpx
 import schemathesis
+
+from archives import skills_archive
 
 
 _SEEDS = json.loads(Path(os.environ["SA_FUZZ_SEEDS"]).read_text())
@@ -232,16 +231,6 @@ def _skills_archive_part() -> list:
     (its `files`) rather than put into the case: schemathesis revalidates a body the hook
     changed, and a body holding bytes never validates, so the case would become a negative one
     that the push then accepts (a false "schema-violating request accepted")."""
-    return [("file", ("skills.tar.gz", _skills_archive(), "application/gzip"))]
+    return [("file", ("skills.tar.gz", skills_archive(), "application/gzip"))]
 
 
-def _skills_archive() -> bytes:
-    """A gzip-compressed tar of one skill (run.py's `skills_archive`, which seeds the bundles)."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        data = b"---\nname: fuzz\ndescription: A skill the fuzzer pushed.\n---\nDo nothing.\n"
-        info = tarfile.TarInfo("fuzz/SKILL.md")
-        info.size = len(data)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()

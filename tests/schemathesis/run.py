@@ -17,18 +17,18 @@ fails when schemathesis does. The server's log is printed on failure.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import httpx
+
+from archives import skills_archive
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -92,16 +92,6 @@ class Api:
         return self.call("GET", path, **kwargs).json()
 
 
-def skills_archive() -> bytes:
-    """A gzip-compressed tar of one skill: what a bundle version holds."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        data = b"---\nname: fuzz\ndescription: A skill the fuzzer pushed.\n---\nDo nothing.\n"
-        info = tarfile.TarInfo("fuzz/SKILL.md")
-        info.size = len(data)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 def wait_running(api: Api, session_id: str) -> None:
