@@ -3,6 +3,7 @@ import { Button, Center, Loader, Stack, Text } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { createContext, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { api, setApiProject, unwrap, type Me, type Project } from './api/client';
+import { isProjectScoped, keys } from './api/queryKeys';
 import { ErrorAlert } from './components/common';
 
 const STORAGE_KEY = 'sandbox-agents.project';
@@ -49,7 +50,7 @@ export function pickProject(projects: Project[], wanted: string | null): Project
 
 export function AppContextProvider({ children }: { children: ReactNode }) {
   const qc = useQueryClient();
-  const meQ = useQuery({ queryKey: ['me'], queryFn: () => unwrap(api.GET('/api/me')), staleTime: 60_000 });
+  const meQ = useQuery({ queryKey: keys.me(), queryFn: () => unwrap(api.GET('/api/me')), staleTime: 60_000 });
   const me = meQ.data;
   const redirect = me ? loginRedirect(me) : null;
   useEffect(() => {
@@ -57,7 +58,7 @@ export function AppContextProvider({ children }: { children: ReactNode }) {
   }, [redirect]);
 
   const projectsQ = useQuery({
-    queryKey: ['projects'],
+    queryKey: keys.projects.all(),
     queryFn: () => unwrap(api.GET('/api/projects')),
     enabled: !!me && !redirect,
   });
@@ -78,7 +79,7 @@ export function AppContextProvider({ children }: { children: ReactNode }) {
   const seenProject = useRef<string | null | undefined>(undefined);
   useEffect(() => {
     if (seenProject.current !== undefined && seenProject.current !== projectId) {
-      qc.resetQueries({ predicate: (q) => !['me', 'projects', 'event-types', 'models'].includes(String(q.queryKey[0])) });
+      qc.resetQueries({ predicate: (q) => isProjectScoped(q.queryKey) });
     }
     seenProject.current = projectId;
   }, [projectId, qc]);

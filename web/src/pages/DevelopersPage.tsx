@@ -1,6 +1,7 @@
 import { Anchor, Card, Code, Stack, Table, Text, Title, Badge, Group } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { api, unwrap } from '../api/client';
+import { keys } from '../api/queryKeys';
 import { CodeBlock, ErrorAlert, PageHeader } from '../components/common';
 import { useAppContext } from '../context';
 
@@ -25,7 +26,7 @@ export const PAYLOAD_KEYS: Record<string, string[]> = {
 
 export default function DevelopersPage() {
   const { project, me } = useAppContext();
-  const types = useQuery({ queryKey: ['event-types'], queryFn: () => unwrap(api.GET('/api/webhooks/event-types')), staleTime: Infinity });
+  const types = useQuery({ queryKey: keys.webhooks.eventTypes(), queryFn: () => unwrap(api.GET('/api/webhooks/event-types')), staleTime: Infinity });
   const base = window.location.origin;
   const env = `export SANDBOX_AGENTS_BASE_URL=${base}\n${me.auth_required ? 'export SANDBOX_AGENTS_API_KEY=ak_…   # from API keys\n' : ''}${project ? `export SANDBOX_AGENTS_PROJECT=${project.slug}\n` : ''}`;
   const quickstart = `from sandbox_agents import Client

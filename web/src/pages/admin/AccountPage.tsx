@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { api, unwrap, type Me } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
@@ -57,10 +58,10 @@ function NotAPerson({ me }: { me: Me }) {
 
 function Profile() {
   const qc = useQueryClient();
-  const profile = useQuery({ queryKey: ['profile'], queryFn: () => unwrap(api.GET('/api/me/profile')) });
+  const profile = useQuery({ queryKey: keys.profile(), queryFn: () => unwrap(api.GET('/api/me/profile')) });
   const [name, setName] = useState('');
   useEffect(() => { if (profile.data) setName(profile.data.name); }, [profile.data]);
-  const save = useMutation({ mutationFn: () => unwrap(api.PATCH('/api/me/profile', { body: { name } })), onSuccess: (p) => qc.setQueryData(['profile'], p) });
+  const save = useMutation({ mutationFn: () => unwrap(api.PATCH('/api/me/profile', { body: { name } })), onSuccess: (p) => qc.setQueryData(keys.profile(), p) });
   if (profile.isPending) return <PageFallback />;
   if (profile.error) return <ErrorAlert error={profile.error} />;
   const p = profile.data;

@@ -2,6 +2,7 @@ import { Badge, Button, Group, Stack, Table, Text, TextInput } from '@mantine/co
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap, type Schemas } from '../../api/client';
+import { keys as queryKeys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader, ShownOnce } from '../../components/common';
 import { useAppContext } from '../../context';
 import { RelTime } from '../../lib/time';
@@ -20,8 +21,8 @@ export default function ApiKeysPage() {
   const [expires, setExpires] = useState('');
   const [created, setCreated] = useState<Schemas['ApiKeyCreated'] | null>(null);
   const [closed, setClosed] = useState(false);
-  const keys = useQuery({ queryKey: ['api-keys'], queryFn: () => unwrap(api.GET('/api/api-keys')) });
-  const refresh = () => qc.invalidateQueries({ queryKey: ['api-keys'] });
+  const keys = useQuery({ queryKey: queryKeys.apiKeys(), queryFn: () => unwrap(api.GET('/api/api-keys')) });
+  const refresh = () => qc.invalidateQueries({ queryKey: queryKeys.apiKeys() });
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/api-keys', { body: { name, description, expires_at: expires.trim() || null } })),
     onSuccess: (k) => {

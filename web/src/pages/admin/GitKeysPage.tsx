@@ -2,6 +2,7 @@ import { Button, Card, Code, Group, Stack, Text, TextInput, Title } from '@manti
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap, type Schemas } from '../../api/client';
+import { keys as queryKeys } from '../../api/queryKeys';
 import { ConfirmButton, CopyButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { RelTime } from '../../lib/time';
 
@@ -26,9 +27,9 @@ function TestKey({ gitKey }: { gitKey: Schemas['GitKey'] }) {
 export default function GitKeysPage() {
   const qc = useQueryClient();
   const [name, setName] = useState('');
-  const keys = useQuery({ queryKey: ['git-keys'], queryFn: () => unwrap(api.GET('/api/git-keys')) });
-  const create = useMutation({ mutationFn: () => unwrap(api.POST('/api/git-keys', { body: { name } })), onSuccess: () => { setName(''); qc.invalidateQueries({ queryKey: ['git-keys'] }); } });
-  const remove = useMutation({ mutationFn: (id: string) => unwrap(api.DELETE('/api/git-keys/{key_id}', { params: { path: { key_id: id } } })), onSuccess: () => qc.invalidateQueries({ queryKey: ['git-keys'] }) });
+  const keys = useQuery({ queryKey: queryKeys.gitKeys(), queryFn: () => unwrap(api.GET('/api/git-keys')) });
+  const create = useMutation({ mutationFn: () => unwrap(api.POST('/api/git-keys', { body: { name } })), onSuccess: () => { setName(''); qc.invalidateQueries({ queryKey: queryKeys.gitKeys() }); } });
+  const remove = useMutation({ mutationFn: (id: string) => unwrap(api.DELETE('/api/git-keys/{key_id}', { params: { path: { key_id: id } } })), onSuccess: () => qc.invalidateQueries({ queryKey: queryKeys.gitKeys() }) });
   return (
     <>
       <PageHeader title="Git keys" description="ed25519 deploy keys generated on the server: register the public key read-only with your git host. The private half never leaves the server." />

@@ -1,11 +1,12 @@
 import { Alert, Table, Text } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { api, ApiError, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { formatNumber } from '../../lib/time';
 
 export default function ModelsPage() {
-  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
+  const models = useQuery({ queryKey: keys.models(), queryFn: () => unwrap(api.GET('/api/models')), retry: false });
   const upstream = models.error instanceof ApiError && models.error.status === 502;
   // The server's own sentence when it has no proxy at all (crates/api/src/routes/models.rs).
   const unconfigured = upstream && /no LiteLLM proxy is configured/.test((models.error as ApiError).detail);

@@ -3,6 +3,7 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'react-router-dom';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { RelTime } from '../../lib/time';
@@ -15,7 +16,7 @@ export default function ProjectsPage() {
   const slugError = slug && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(slug) ? 'Lowercase letters, digits and -; at most 63.' : undefined;
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/projects', { body: { name, slug, description: '' } })),
-    onSuccess: () => { setName(''); setSlug(''); qc.invalidateQueries({ queryKey: ['projects'] }); },
+    onSuccess: () => { setName(''); setSlug(''); qc.invalidateQueries({ queryKey: keys.projects.all() }); },
   });
   return (
     <>

@@ -2,6 +2,7 @@ import { Button, Group, Modal, PasswordInput, Stack, Table, Text, TextInput } fr
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap, type Schemas } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { ENV_RE } from '../agents/model';
 import { RelTime } from '../../lib/time';
@@ -13,7 +14,7 @@ function RotateModal({ secret, onClose }: { secret: Schemas['Secret'] | null; on
   const save = useMutation({
     mutationFn: () => unwrap(api.PUT('/api/secrets/{secret_id}', { params: { path: { secret_id: secret!.id } }, body: { ...(value ? { value } : {}), description } })),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['secrets'] });
+      qc.invalidateQueries({ queryKey: keys.secrets() });
       setValue('');
       onClose();
     },
@@ -41,7 +42,7 @@ export default function SecretsPage() {
   const [value, setValue] = useState('');
   const [description, setDescription] = useState('');
   const [rotating, setRotating] = useState<Schemas['Secret'] | null>(null);
-  const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
+  const secrets = useQuery({ queryKey: keys.secrets(), queryFn: () => unwrap(api.GET('/api/secrets')) });
   const nameError = name && (!ENV_RE.test(name) || name.length > 128) ? 'Letters, digits and _, not starting with a digit; at most 128.' : undefined;
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/secrets', { body: { name, value, description } })),
@@ -49,10 +50,10 @@ export default function SecretsPage() {
       setName('');
       setValue('');
       setDescription('');
-      qc.invalidateQueries({ queryKey: ['secrets'] });
+      qc.invalidateQueries({ queryKey: keys.secrets() });
     },
   });
-  const remove = useMutation({ mutationFn: (id: string) => unwrap(api.DELETE('/api/secrets/{secret_id}', { params: { path: { secret_id: id } } })), onSuccess: () => qc.invalidateQueries({ queryKey: ['secrets'] }) });
+  const remove = useMutation({ mutationFn: (id: string) => unwrap(api.DELETE('/api/secrets/{secret_id}', { params: { path: { secret_id: id } } })), onSuccess: () => qc.invalidateQueries({ queryKey: keys.secrets() }) });
   return (
     <>
       <PageHeader title="Secrets" description="Write-only values that agents and sessions bind as environment variables. No page, response or log ever shows a value." />

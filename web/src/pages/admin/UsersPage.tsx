@@ -2,6 +2,7 @@ import { Badge, Button, Checkbox, Group, PasswordInput, Stack, Switch, Table, Te
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader, ShownOnce } from '../../components/common';
 import { RelTime } from '../../lib/time';
 import { useAppContext } from '../../context';
@@ -16,8 +17,8 @@ export default function UsersPage() {
   const [link, setLink] = useState<{ label: string; value: string } | null>(null);
   const { me } = useAppContext();
   const [closedBy, setClosedBy] = useState<string | null>(null);
-  const users = useQuery({ queryKey: ['users'], queryFn: () => unwrap(api.GET('/api/users')) });
-  const refresh = () => qc.invalidateQueries({ queryKey: ['users'] });
+  const users = useQuery({ queryKey: keys.users(), queryFn: () => unwrap(api.GET('/api/users')) });
+  const refresh = () => qc.invalidateQueries({ queryKey: keys.users() });
   const recoveryLink = (url?: string | null, code?: string | null) => (url ? new URL(url, window.location.origin).toString() : (code ?? ''));
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/users', { body: { email, name, password: password || null, operator } })),

@@ -5,6 +5,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, ApiError, unwrap, unwrapPage } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
@@ -34,9 +35,9 @@ export default function AgentDetailPage() {
   const navigate = useNavigate();
   const { project } = useAppContext();
   const [starting, setStarting] = useState(false);
-  const agent = useQuery({ queryKey: ['agent', ref], queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: ref! } } })) });
+  const agent = useQuery({ queryKey: keys.agents.detail(ref!), queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: ref! } } })) });
   const sessions = useQuery({
-    queryKey: ['sessions', { agent: ref, limit: 10 }],
+    queryKey: keys.sessions.ofAgent(ref!, 10),
     queryFn: () => unwrapPage(api.GET('/api/sessions', { params: { query: { agent_id: ref!, limit: 10, offset: 0 } } })),
   });
   const action = useMutation({
@@ -48,11 +49,11 @@ export default function AgentDetailPage() {
       return null;
     },
     onSuccess: (a, kind) => {
-      qc.invalidateQueries({ queryKey: ['agents'] });
+      qc.invalidateQueries({ queryKey: keys.agents.all() });
       if (kind === 'delete') {
         notifications.show({ message: 'Agent deleted' });
         navigate('/agents');
-      } else if (a) qc.setQueryData(['agent', ref], a);
+      } else if (a) qc.setQueryData(keys.agents.detail(ref!), a);
     },
   });
 

@@ -26,6 +26,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, ApiError, unwrap, type Agent } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { PageFallback } from '../../Layout';
@@ -51,7 +52,7 @@ export default function AgentFormPage() {
   const { ref } = useParams();
   const editing = !!ref;
   const agent = useQuery({
-    queryKey: ['agent', ref],
+    queryKey: keys.agents.detail(ref ?? ''),
     queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: ref! } } })),
     enabled: editing,
   });
@@ -68,10 +69,10 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const [errors, setErrors] = useState<Errors>({});
   const [touched, setTouched] = useState(false);
   const [conflict, setConflict] = useState<{ current: Agent; rows: ConflictRow[] } | null>(null);
-  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), retry: false });
-  const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')) });
-  const bundles = useQuery({ queryKey: ['skill-bundles'], queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
-  const otherAgents = useQuery({ queryKey: ['agents'], queryFn: () => unwrap(api.GET('/api/agents')) });
+  const models = useQuery({ queryKey: keys.models(), queryFn: () => unwrap(api.GET('/api/models')), retry: false });
+  const secrets = useQuery({ queryKey: keys.secrets(), queryFn: () => unwrap(api.GET('/api/secrets')) });
+  const bundles = useQuery({ queryKey: keys.skillBundles.all(), queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
+  const otherAgents = useQuery({ queryKey: keys.agents.all(), queryFn: () => unwrap(api.GET('/api/agents')) });
 
   const skillsBundle = bundleOfSkillsSource(values.skills_source);
   const set = <K extends keyof AgentFormValues>(k: K, v: AgentFormValues[K]) => setValues((s) => ({ ...s, [k]: v }));
@@ -90,8 +91,8 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
       return unwrap(api.POST('/api/agents', { body }));
     },
     onSuccess: (a) => {
-      qc.invalidateQueries({ queryKey: ['agents'] });
-      qc.setQueryData(['agent', a.slug], a);
+      qc.invalidateQueries({ queryKey: keys.agents.all() });
+      qc.setQueryData(keys.agents.detail(a.slug), a);
       notifications.show({ color: 'teal', message: base ? `Saved ${a.slug} (version ${a.version})` : `Created ${a.slug}` });
       navigate(`/agents/${a.slug}`);
     },

@@ -7,6 +7,7 @@ import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, ApiError, unwrap, type Agent, type Schemas } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { PageFallback } from '../../Layout';
@@ -18,15 +19,11 @@ type AgentMemory = Schemas['AgentMemory'];
 export const MAX_MEMORY_BYTES = 256 * 1024;
 export const MAX_SUMMARY_CHARS = 16_000;
 
-export function memoryKey(slug: string) {
-  return ['agent-memory', slug];
-}
-
 export function AgentMemoryTab({ agent }: { agent: Agent }) {
   const qc = useQueryClient();
   const slug = agent.slug;
   const stored = useQuery({
-    queryKey: memoryKey(slug),
+    queryKey: keys.agents.memory(slug),
     queryFn: () => unwrap(api.GET('/api/agents/{ref}/memory', { params: { path: { ref: slug } } })),
   });
   // The draft and the version it was read at: a refetch in the background never overwrites
@@ -41,7 +38,7 @@ export function AgentMemoryTab({ agent }: { agent: Agent }) {
     mutationFn: (d: AgentMemory) =>
       unwrap(api.PUT('/api/agents/{ref}/memory', { params: { path: { ref: slug } }, body: { memory: d.memory, summary: d.summary, version: d.version } })),
     onSuccess: (m) => {
-      qc.setQueryData(memoryKey(slug), m);
+      qc.setQueryData(keys.agents.memory(slug), m);
       setDraft(m);
       setStale(false);
       notifications.show({ message: `Memory saved (version ${m.version})` });

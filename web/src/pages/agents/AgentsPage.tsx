@@ -3,6 +3,7 @@ import { IconPlus, IconSearch } from '@tabler/icons-react';
 import { useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router-dom';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { RelTime } from '../../lib/time';
 
@@ -17,7 +18,7 @@ export default function AgentsPage() {
     setParams(next, { replace: true });
   };
   const agents = useQuery({
-    queryKey: ['agents', { archived }],
+    queryKey: keys.agents.list({ archived }),
     queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: archived } } })),
   });
   const needle = q.toLowerCase();

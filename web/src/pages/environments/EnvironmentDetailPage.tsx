@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, ApiError, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../Layout';
 import { RelTime } from '../../lib/time';
@@ -17,13 +18,13 @@ export default function EnvironmentDetailPage() {
   const navigate = useNavigate();
   const path = { params: { path: { ref } } };
   const env = useQuery({
-    queryKey: ['environment', ref],
+    queryKey: keys.environments.detail(ref),
     queryFn: () => unwrap(api.GET('/api/environments/{ref}', path)),
     refetchInterval: (q) => (q.state.data?.build.status === 'building' ? 2000 : false),
   });
   const status = env.data?.build.status;
   const log = useQuery({
-    queryKey: ['environment-build-log', ref, status],
+    queryKey: keys.environments.buildLog(ref, status),
     queryFn: () => buildLog(ref),
     enabled: status === 'ready' || status === 'failed',
     retry: false,
@@ -33,14 +34,14 @@ export default function EnvironmentDetailPage() {
     if (env.data && values === null) setValues(configValues(env.data.config));
   }, [env.data, values]);
   const done = (message: string) => {
-    qc.invalidateQueries({ queryKey: ['environments'] });
-    qc.invalidateQueries({ queryKey: ['environment', ref] });
+    qc.invalidateQueries({ queryKey: keys.environments.all() });
+    qc.invalidateQueries({ queryKey: keys.environments.detail(ref) });
     notifications.show({ message });
   };
   const save = useMutation({
     mutationFn: (v: ConfigValues) => unwrap(api.PATCH('/api/environments/{ref}', { ...path, body: { config: toConfig(v, env.data?.config) } })),
     onSuccess: (e) => {
-      qc.setQueryData(['environment', ref], e);
+      qc.setQueryData(keys.environments.detail(ref), e);
       setValues(configValues(e.config));
       done(e.build.status === 'building' ? 'Saved; the image is building' : 'Saved');
     },
@@ -52,8 +53,8 @@ export default function EnvironmentDetailPage() {
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE('/api/environments/{ref}', path)),
     onSuccess: () => {
-      qc.removeQueries({ queryKey: ['environment', ref] });
-      qc.invalidateQueries({ queryKey: ['environments'] });
+      qc.removeQueries({ queryKey: keys.environments.detail(ref) });
+      qc.invalidateQueries({ queryKey: keys.environments.all() });
       notifications.show({ message: 'Environment deleted' });
       navigate('/environments');
     },

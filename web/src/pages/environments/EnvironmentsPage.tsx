@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate } from 'react-router-dom';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { RelTime } from '../../lib/time';
 import { ConfigFields } from './ConfigFields';
@@ -24,7 +25,7 @@ export default function EnvironmentsPage() {
   const [values, setValues] = useState(emptyValues());
   const [touched, setTouched] = useState(false);
   const list = useQuery({
-    queryKey: ['environments', { archived }],
+    queryKey: keys.environments.list({ archived }),
     queryFn: () => unwrap(api.GET('/api/environments', { params: { query: { include_archived: archived } } })),
     // Builds finish on their own: look again while one runs.
     refetchInterval: (q) => ((q.state.data ?? []).some((e) => e.build.status === 'building') ? 2000 : false),
@@ -33,8 +34,8 @@ export default function EnvironmentsPage() {
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/environments', { body: { name: values.name.trim(), description: values.description, config: toConfig(values) } })),
     onSuccess: (e) => {
-      qc.invalidateQueries({ queryKey: ['environments'] });
-      qc.setQueryData(['environment', e.id], e);
+      qc.invalidateQueries({ queryKey: keys.environments.all() });
+      qc.setQueryData(keys.environments.detail(e.id), e);
       navigate(`/environments/${encodeURIComponent(e.id)}`);
     },
   });

@@ -2,6 +2,7 @@ import { Button, Group, Input, Modal, Stack, TextInput } from '@mantine/core';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap, type Schemas, type SessionDetail } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 
@@ -22,8 +23,8 @@ export function EditSessionModal({ session, opened, onClose }: { session: Sessio
     mutationFn: (body: { title: string; metadata: Record<string, unknown> }) =>
       unwrap(api.PATCH('/api/sessions/{session_id}', { params: { path: { session_id: session.id } }, body: body as Schemas['SessionPatch'] })),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['session', session.id] });
-      qc.invalidateQueries({ queryKey: ['sessions'] });
+      qc.invalidateQueries({ queryKey: keys.sessions.detail(session.id) });
+      qc.invalidateQueries({ queryKey: keys.sessions.all() });
       onClose();
     },
   });

@@ -3,6 +3,7 @@ import { IconChevronDown, IconChevronRight, IconDownload, IconFile, IconFolder, 
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState } from 'react';
 import { api, formBody, unwrap, type SessionDetail, type WorkspaceEntry } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
 import { formatBytes } from '../../lib/time';
 
@@ -19,7 +20,7 @@ function baseName(path: string) {
 
 function Dir({ sessionId, path, depth, selected, onSelect }: { sessionId: string; path: string; depth: number; selected: string | null; onSelect: (e: WorkspaceEntry) => void }) {
   const list = useQuery({
-    queryKey: ['files', sessionId, path],
+    queryKey: keys.sessions.directory(sessionId, path),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/files', { params: { path: { session_id: sessionId }, query: { path } } })),
   });
   const [open, setOpen] = useState<Set<string>>(new Set());
@@ -72,7 +73,7 @@ const IMAGE_EXT = /\.(png|jpe?g|gif|webp|svg|bmp|ico)$/i;
 function Preview({ sessionId, entry }: { sessionId: string; entry: WorkspaceEntry }) {
   const isImage = IMAGE_EXT.test(entry.path);
   const content = useQuery({
-    queryKey: ['file-content', sessionId, entry.path, entry.size],
+    queryKey: keys.sessions.fileContent(sessionId, entry.path, entry.size),
     queryFn: async () => {
       const blob = await fileContent(sessionId, entry.path);
       return { blob, text: isImage ? '' : await blob.text() };
@@ -143,7 +144,7 @@ export default function FilesTab({ session }: { session: SessionDetail }) {
   const [selected, setSelected] = useState<WorkspaceEntry | null>(null);
   const [dragging, setDragging] = useState(false);
   const stopped = session.status !== 'running';
-  const refresh = () => qc.invalidateQueries({ queryKey: ['files', session.id] });
+  const refresh = () => qc.invalidateQueries({ queryKey: keys.sessions.files(session.id) });
 
   const upload = useMutation({
     mutationFn: async (files: File[]) => {

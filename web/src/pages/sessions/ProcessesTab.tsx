@@ -6,15 +6,13 @@ import { IconPlayerPlay } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap, type Process, type ProcessDetail, type SessionDetail } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert } from '../../components/common';
 import { formatBytes, RelTime } from '../../lib/time';
 
 /** How often a running process (the list, or the one shown) is read again. */
 const POLL_MS = 2000;
 const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 9: 'SIGKILL', 15: 'SIGTERM' };
-
-const listKey = (sessionId: string) => ['processes', sessionId] as const;
-const detailKey = (sessionId: string, processId: string) => ['processes', sessionId, processId] as const;
 
 /** "0", "1", or "143 · SIGTERM"; nothing while it runs. */
 export function exitText(p: Pick<Process, 'status' | 'exit_code' | 'signal'>): string {
@@ -54,7 +52,7 @@ function Processes({ sessionId }: { sessionId: string }) {
   const [selected, setSelected] = useState<string | null>(null);
   const [ended, setEnded] = useState<Ended | null>(null);
   const list = useQuery({
-    queryKey: listKey(sessionId),
+    queryKey: keys.sessions.processes(sessionId),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/processes', { params: { path: { session_id: sessionId } } })),
     refetchInterval: (q) => (q.state.data?.some((p) => p.status === 'running') ? POLL_MS : false),
   });
@@ -64,8 +62,8 @@ function Processes({ sessionId }: { sessionId: string }) {
     onSuccess: (detail, p) => {
       setEnded({ detail, killed: p.status === 'running' });
       setSelected(detail.id);
-      qc.removeQueries({ queryKey: detailKey(sessionId, detail.id) });
-      qc.invalidateQueries({ queryKey: listKey(sessionId), exact: true });
+      qc.removeQueries({ queryKey: keys.sessions.process(sessionId, detail.id) });
+      qc.invalidateQueries({ queryKey: keys.sessions.processes(sessionId), exact: true });
     },
   });
   const select = (id: string) => {
@@ -78,7 +76,7 @@ function Processes({ sessionId }: { sessionId: string }) {
       <StartForm
         sessionId={sessionId}
         onStarted={(p) => {
-          qc.invalidateQueries({ queryKey: listKey(sessionId), exact: true });
+          qc.invalidateQueries({ queryKey: keys.sessions.processes(sessionId), exact: true });
           select(p.id);
         }}
       />
@@ -201,7 +199,7 @@ function StartForm({ sessionId, onStarted }: { sessionId: string; onStarted: (p:
 /** The chosen process, read again while it runs. */
 function SelectedProcess({ sessionId, processId }: { sessionId: string; processId: string }) {
   const detail = useQuery({
-    queryKey: detailKey(sessionId, processId),
+    queryKey: keys.sessions.process(sessionId, processId),
     queryFn: () =>
       unwrap(api.GET('/api/sessions/{session_id}/processes/{process_id}', { params: { path: { session_id: sessionId, process_id: processId } } })),
     refetchInterval: (q) => (q.state.data?.status === 'running' ? POLL_MS : false),

@@ -19,6 +19,7 @@ import { EditSessionModal } from './EditSessionModal';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { parseTurnClientTools } from './startSession';
 import type { ClientTool } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { idleTtlText, lifetimeEnded, resourcesText } from './limits';
 import { isPythonToolEvent } from './notebook/notebook';
 
@@ -55,12 +56,12 @@ export default function SessionDetailPage() {
   const qc = useQueryClient();
 
   const detail = useQuery({
-    queryKey: ['session', sessionId],
+    queryKey: keys.sessions.detail(sessionId),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}', { params: { path: { session_id: sessionId } } })),
     refetchInterval: (q) => (q.state.data?.status === 'provisioning' ? 2000 : false),
   });
   const toolCalls = useQuery({
-    queryKey: ['tool-calls', sessionId],
+    queryKey: keys.sessions.toolCalls(sessionId),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/tool-calls', { params: { path: { session_id: sessionId } } })),
     enabled: detail.data?.status !== undefined,
   });
@@ -69,13 +70,13 @@ export default function SessionDetailPage() {
     (events: SessionEvent[]) => {
       const types = new Set(events.map((e) => e.type));
       const refreshSession = ['session.queued', 'session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created', 'agent.handoff'];
-      if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: ['session', sessionId] });
+      if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: keys.sessions.detail(sessionId) });
       if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
-        qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] });
+        qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) });
       }
-      if (types.has('user.file')) qc.invalidateQueries({ queryKey: ['files', sessionId] });
+      if (types.has('user.file')) qc.invalidateQueries({ queryKey: keys.sessions.files(sessionId) });
       // A python cell started or ended: the notebook changed.
-      if (events.some(isPythonToolEvent)) qc.invalidateQueries({ queryKey: ['notebook', sessionId] });
+      if (events.some(isPythonToolEvent)) qc.invalidateQueries({ queryKey: keys.sessions.notebook(sessionId) });
     },
     [qc, sessionId],
   );
@@ -94,12 +95,12 @@ export default function SessionDetailPage() {
     },
     onSuccess: (_s, kind) => {
       if (kind === 'delete') {
-        qc.invalidateQueries({ queryKey: ['sessions'] });
+        qc.invalidateQueries({ queryKey: keys.sessions.all() });
         notifications.show({ message: 'Session deleted' });
         navigate('/sessions');
         return;
       }
-      qc.invalidateQueries({ queryKey: ['session', sessionId] });
+      qc.invalidateQueries({ queryKey: keys.sessions.detail(sessionId) });
     },
   });
 
@@ -252,7 +253,7 @@ export default function SessionDetailPage() {
           <Tabs.Tab value="usage">Usage</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="transcript" pt="sm">
-          <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: ['tool-calls', sessionId] })} />
+          <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) })} />
           <Transcript log={log} pending={pending} height="calc(100vh - 400px)" />
           <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} />
         </Tabs.Panel>

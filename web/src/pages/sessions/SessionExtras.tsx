@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useNavigate } from 'react-router-dom';
 import { api, unwrap, type SessionDetail } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
 import { formatBytes, formatDuration, formatNumber, RelTime } from '../../lib/time';
 
@@ -72,17 +73,17 @@ function Snapshots({ session }: { session: SessionDetail }) {
   const qc = useQueryClient();
   const navigate = useNavigate();
   const [label, setLabel] = useState('');
-  const list = useQuery({ queryKey: ['snapshots', session.id], queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/snapshots', { params: { path: { session_id: session.id } } })) });
+  const list = useQuery({ queryKey: keys.sessions.snapshots(session.id), queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/snapshots', { params: { path: { session_id: session.id } } })) });
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/sessions/{session_id}/snapshots', { params: { path: { session_id: session.id } }, body: { label } })),
     onSuccess: () => {
       setLabel('');
-      qc.invalidateQueries({ queryKey: ['snapshots', session.id] });
+      qc.invalidateQueries({ queryKey: keys.sessions.snapshots(session.id) });
     },
   });
   const restore = useMutation({
     mutationFn: (sid: string) => unwrap(api.POST('/api/sessions/{session_id}/snapshots/{snapshot_id}/restore', { params: { path: { session_id: session.id, snapshot_id: sid } } })),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['session', session.id] }),
+    onSuccess: () => qc.invalidateQueries({ queryKey: keys.sessions.detail(session.id) }),
   });
   const fork = useMutation({
     mutationFn: (sid: string) =>

@@ -5,6 +5,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
 import { api, unwrap, unwrapPage, type Session } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { RelTime } from '../../lib/time';
 import { StartSessionModal } from './StartSessionModal';
@@ -65,13 +66,13 @@ export default function SessionsPage() {
     if (k !== 'page') next.delete('page');
     setParams(next, { replace: k !== 'page' });
   };
-  const agents = useQuery({ queryKey: ['agents', { archived: true }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
+  const agents = useQuery({ queryKey: keys.agents.list({ archived: true }), queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
   const environments = useQuery({
-    queryKey: ['environments', { archived: true }],
+    queryKey: keys.environments.list({ archived: true }),
     queryFn: () => unwrap(api.GET('/api/environments', { params: { query: { include_archived: true } } })),
   });
   const sessions = useQuery({
-    queryKey: ['sessions', { agent, environment, status, page }],
+    queryKey: keys.sessions.list({ agent, environment, status, page }),
     queryFn: () =>
       unwrapPage(
         api.GET('/api/sessions', {

@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useNavigate } from 'react-router-dom';
 import { api, unwrap, type Agent } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { MAX_SESSION_SECONDS, MIN_DISK_MB } from './limits';
@@ -25,23 +26,23 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
   const unfold = (e: Errors) => setOpen((o) => [...new Set([...o, ...sectionsWithErrors(e)])]);
   const set = <K extends keyof StartSessionValues>(k: K, value: StartSessionValues[K]) => setV((old) => ({ ...old, [k]: value }));
   const agents = useQuery({
-    queryKey: ['agents', { archived: false }],
+    queryKey: keys.agents.list({ archived: false }),
     queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: false } } })),
     enabled: opened && !agent,
   });
-  const models = useQuery({ queryKey: ['models'], queryFn: () => unwrap(api.GET('/api/models')), enabled: opened, retry: false });
+  const models = useQuery({ queryKey: keys.models(), queryFn: () => unwrap(api.GET('/api/models')), enabled: opened, retry: false });
   const environments = useQuery({
-    queryKey: ['environments', { archived: false }],
+    queryKey: keys.environments.list({ archived: false }),
     queryFn: () => unwrap(api.GET('/api/environments', { params: { query: { include_archived: false } } })),
     enabled: opened,
     retry: false,
   });
-  const secrets = useQuery({ queryKey: ['secrets'], queryFn: () => unwrap(api.GET('/api/secrets')), enabled: opened, retry: false });
+  const secrets = useQuery({ queryKey: keys.secrets(), queryFn: () => unwrap(api.GET('/api/secrets')), enabled: opened, retry: false });
   const picked = agent ?? agents.data?.find((a) => a.slug === v.agent);
   const start = useMutation({
     mutationFn: (values: StartSessionValues) => unwrap(api.POST('/api/sessions', { body: startSessionBody(values) })),
     onSuccess: (s) => {
-      qc.invalidateQueries({ queryKey: ['sessions'] });
+      qc.invalidateQueries({ queryKey: keys.sessions.all() });
       onClose();
       navigate(`/sessions/${s.id}`);
     },

@@ -5,6 +5,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type DragEvent } from 'react';
 import { useNavigate, useParams } from 'react-router-dom';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, CopyButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../Layout';
@@ -55,12 +56,12 @@ export default function SkillBundleDetailPage() {
   const navigate = useNavigate();
   const { me, project } = useAppContext();
   const path = { params: { path: { slug } } };
-  const bundle = useQuery({ queryKey: ['skill-bundle', slug], queryFn: () => unwrap(api.GET('/api/skill-bundles/{slug}', path)) });
-  const versions = useQuery({ queryKey: ['skill-bundle-versions', slug], queryFn: () => unwrap(api.GET('/api/skill-bundles/{slug}/versions', path)) });
+  const bundle = useQuery({ queryKey: keys.skillBundles.detail(slug), queryFn: () => unwrap(api.GET('/api/skill-bundles/{slug}', path)) });
+  const versions = useQuery({ queryKey: keys.skillBundles.versions(slug), queryFn: () => unwrap(api.GET('/api/skill-bundles/{slug}/versions', path)) });
   const refresh = () => {
-    qc.invalidateQueries({ queryKey: ['skill-bundle', slug] });
-    qc.invalidateQueries({ queryKey: ['skill-bundle-versions', slug] });
-    qc.invalidateQueries({ queryKey: ['skill-bundles'] });
+    qc.invalidateQueries({ queryKey: keys.skillBundles.detail(slug) });
+    qc.invalidateQueries({ queryKey: keys.skillBundles.versions(slug) });
+    qc.invalidateQueries({ queryKey: keys.skillBundles.all() });
   };
   const push = useMutation({
     mutationFn: (file: File) => pushVersion(slug, file),
@@ -79,8 +80,8 @@ export default function SkillBundleDetailPage() {
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE('/api/skill-bundles/{slug}', path)),
     onSuccess: () => {
-      qc.removeQueries({ queryKey: ['skill-bundle', slug] });
-      qc.invalidateQueries({ queryKey: ['skill-bundles'] });
+      qc.removeQueries({ queryKey: keys.skillBundles.detail(slug) });
+      qc.invalidateQueries({ queryKey: keys.skillBundles.all() });
       notifications.show({ message: 'Skill bundle deleted' });
       navigate('/skill-bundles');
     },

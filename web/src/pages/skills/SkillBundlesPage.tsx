@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate } from 'react-router-dom';
 import { api, unwrap } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { CodeBlock, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { RelTime } from '../../lib/time';
@@ -15,13 +16,13 @@ export default function SkillBundlesPage() {
   const [slug, setSlug] = useState('');
   const [description, setDescription] = useState('');
   const [touched, setTouched] = useState(false);
-  const bundles = useQuery({ queryKey: ['skill-bundles'], queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
+  const bundles = useQuery({ queryKey: keys.skillBundles.all(), queryFn: () => unwrap(api.GET('/api/skill-bundles')) });
   const errors = validateBundle({ slug, description });
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/skill-bundles', { body: { slug, description } })),
     onSuccess: (b) => {
-      qc.invalidateQueries({ queryKey: ['skill-bundles'] });
-      qc.setQueryData(['skill-bundle', b.slug], b);
+      qc.invalidateQueries({ queryKey: keys.skillBundles.all() });
+      qc.setQueryData(keys.skillBundles.detail(b.slug), b);
       navigate(`/skill-bundles/${encodeURIComponent(b.slug)}`);
     },
   });

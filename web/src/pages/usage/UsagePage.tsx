@@ -6,6 +6,7 @@ import { useSearchParams } from 'react-router-dom';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { formatDuration, formatNumber } from '../../lib/time';
 import { fetchUsage, type GroupBy } from './usageApi';
+import { keys } from '../../api/queryKeys';
 
 const day = (d: Date) => d.toISOString().slice(0, 10);
 
@@ -20,7 +21,7 @@ export default function UsagePage() {
     n.set(k, v);
     setParams(n, { replace: true });
   };
-  const usage = useQuery({ queryKey: ['usage', { from, to, groupBy }], queryFn: () => fetchUsage({ from, to, groupBy }), retry: false });
+  const usage = useQuery({ queryKey: keys.usage({ from, to, groupBy }), queryFn: () => fetchUsage({ from, to, groupBy }), retry: false });
   const groups = usage.data?.groups ?? [];
   const total = usage.data?.total;
 

@@ -4,6 +4,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import { Fragment, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router-dom';
 import { api, unwrap, unwrapPage, type Delivery, type Schemas } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader, ShownOnce } from '../../components/common';
 import { PageFallback } from '../../Layout';
 import { RelTime } from '../../lib/time';
@@ -16,7 +17,7 @@ const PAGE = 25;
 
 function Attempts({ webhookId, delivery }: { webhookId: string; delivery: Delivery }) {
   const q = useQuery({
-    queryKey: ['attempts', delivery.id],
+    queryKey: keys.webhooks.attempts(delivery.id),
     queryFn: () => unwrap(api.GET('/api/webhooks/{webhook_id}/deliveries/{delivery_id}/attempts', { params: { path: { webhook_id: webhookId, delivery_id: delivery.id } } })),
   });
   if (q.error) return <ErrorAlert error={q.error} />;
@@ -66,13 +67,13 @@ function EditWebhook({ hook, opened, onClose }: { hook: Schemas['Webhook']; open
   const [eventTypes, setEventTypes] = useState<string[]>(hook.event_types);
   const [active, setActive] = useState(hook.active);
   const [agent, setAgent] = useState<string | null>(hook.agent_id ?? null);
-  const agents = useQuery({ queryKey: ['agents', { archived: true }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
+  const agents = useQuery({ queryKey: keys.agents.list({ archived: true }), queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: true } } })) });
   const [errors, setErrors] = useState<Record<string, string>>({});
   const save = useMutation({
     mutationFn: () => unwrap(api.PATCH('/api/webhooks/{webhook_id}', { params: { path: { webhook_id: hook.id } }, body: { name, url, event_types: eventTypes as Schemas['WebhookPatch']['event_types'], agent_id: agent, active } })),
     onSuccess: (w) => {
-      qc.setQueryData(['webhook', hook.id], w);
-      qc.invalidateQueries({ queryKey: ['webhooks'] });
+      qc.setQueryData(keys.webhooks.detail(hook.id), w);
+      qc.invalidateQueries({ queryKey: keys.webhooks.all() });
       onClose();
     },
   });
@@ -121,9 +122,9 @@ export default function WebhookDetailPage() {
   const [open, setOpen] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
   const [secret, setSecret] = useState<string | null>(null);
-  const hook = useQuery({ queryKey: ['webhook', webhookId], queryFn: () => unwrap(api.GET('/api/webhooks/{webhook_id}', { params: { path: { webhook_id: webhookId } } })) });
+  const hook = useQuery({ queryKey: keys.webhooks.detail(webhookId), queryFn: () => unwrap(api.GET('/api/webhooks/{webhook_id}', { params: { path: { webhook_id: webhookId } } })) });
   const deliveries = useQuery({
-    queryKey: ['deliveries', webhookId, { status, page }],
+    queryKey: keys.webhooks.deliveriesPage(webhookId, { status, page }),
     queryFn: () => unwrapPage(api.GET('/api/webhooks/{webhook_id}/deliveries', { params: { path: { webhook_id: webhookId }, query: { ...(status ? { status } : {}), limit: PAGE, offset: (page - 1) * PAGE } } })),
     placeholderData: keepPreviousData,
     refetchInterval: 5000,
@@ -137,14 +138,14 @@ export default function WebhookDetailPage() {
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE('/api/webhooks/{webhook_id}', path)),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['webhooks'] });
+      qc.invalidateQueries({ queryKey: keys.webhooks.all() });
       notifications.show({ message: 'Webhook deleted' });
       navigate('/webhooks');
     },
   });
   const redeliver = useMutation({
     mutationFn: (d: string) => unwrap(api.POST('/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver', { params: { path: { webhook_id: webhookId, delivery_id: d } } })),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['deliveries', webhookId] }),
+    onSuccess: () => qc.invalidateQueries({ queryKey: keys.webhooks.deliveries(webhookId) }),
   });
   const setQ = (k: string, v: string | null) => {
     const n = new URLSearchParams(params);

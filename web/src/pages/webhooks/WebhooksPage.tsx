@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'react-router-dom';
 import { api, unwrap, type Schemas } from '../../api/client';
+import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader, ShownOnce } from '../../components/common';
 import { RelTime } from '../../lib/time';
 
@@ -18,13 +19,13 @@ export function validateWebhook(v: { name: string; url: string }): Record<string
 }
 
 export function useEventTypes() {
-  return useQuery({ queryKey: ['event-types'], queryFn: () => unwrap(api.GET('/api/webhooks/event-types')), staleTime: Infinity });
+  return useQuery({ queryKey: keys.webhooks.eventTypes(), queryFn: () => unwrap(api.GET('/api/webhooks/event-types')), staleTime: Infinity });
 }
 
 function CreateWebhook({ opened, onClose, onCreated }: { opened: boolean; onClose: () => void; onCreated: (w: Schemas['WebhookCreated']) => void }) {
   const qc = useQueryClient();
   const types = useEventTypes();
-  const agents = useQuery({ queryKey: ['agents', { archived: false }], queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: false } } })) });
+  const agents = useQuery({ queryKey: keys.agents.list({ archived: false }), queryFn: () => unwrap(api.GET('/api/agents', { params: { query: { include_archived: false } } })) });
   const [name, setName] = useState('');
   const [url, setUrl] = useState('');
   const [eventTypes, setEventTypes] = useState<string[]>([]);
@@ -34,7 +35,7 @@ function CreateWebhook({ opened, onClose, onCreated }: { opened: boolean; onClos
   const create = useMutation({
     mutationFn: () => unwrap(api.POST('/api/webhooks', { body: { name, url, agent_id: agent, active, ...(eventTypes.length ? { event_types: eventTypes as Schemas['WebhookCreate']['event_types'] } : {}) } })),
     onSuccess: (w) => {
-      qc.invalidateQueries({ queryKey: ['webhooks'] });
+      qc.invalidateQueries({ queryKey: keys.webhooks.all() });
       onCreated(w);
       setName('');
       setUrl('');
@@ -88,7 +89,7 @@ function CreateWebhook({ opened, onClose, onCreated }: { opened: boolean; onClos
 export default function WebhooksPage() {
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<Schemas['WebhookCreated'] | null>(null);
-  const hooks = useQuery({ queryKey: ['webhooks'], queryFn: () => unwrap(api.GET('/api/webhooks')) });
+  const hooks = useQuery({ queryKey: keys.webhooks.all(), queryFn: () => unwrap(api.GET('/api/webhooks')) });
   return (
     <>
       <PageHeader

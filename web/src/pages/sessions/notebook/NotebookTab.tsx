@@ -3,6 +3,7 @@ import { IconDownload, IconRefresh } from '@tabler/icons-react';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, type CSSProperties } from 'react';
 import { api, unwrap, type SessionDetail } from '../../../api/client';
+import { keys } from '../../../api/queryKeys';
 import { EmptyState, ErrorAlert } from '../../../components/common';
 import { PageFallback } from '../../../Layout';
 import { download } from '../../../lib/download';
@@ -80,11 +81,11 @@ function CellView({ cell }: { cell: Cell }) {
 /**
  * The session's notebook, read-only: every cell the python tool ran, its outputs, how it
  * ended, and where the kernel restarted. Refetched when a python call starts or ends (the
- * page invalidates ['notebook', id]), and every 2 s while a cell runs.
+ * page invalidates keys.sessions.notebook(id)), and every 2 s while a cell runs.
  */
 export default function NotebookTab({ session }: { session: SessionDetail }) {
   const nb = useQuery({
-    queryKey: ['notebook', session.id],
+    queryKey: keys.sessions.notebook(session.id),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/notebook', { params: { path: { session_id: session.id } } })),
     refetchInterval: (q) => (hasRunningCell(q.state.data) ? 2000 : false),
   });
