@@ -1,4 +1,4 @@
-import { AppShell, Burger, Group, NavLink, ScrollArea, Select, Text, Anchor, Divider, Loader, Center } from '@mantine/core';
+import { AppShell, Burger, Group, NavLink, ScrollArea, Select, Text, Anchor, Divider } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import {
   IconApi,
@@ -20,6 +20,7 @@ import {
 } from '@tabler/icons-react';
 import { Suspense, type ReactNode } from 'react';
 import { NavLink as RouterNavLink, Outlet, useLocation } from 'react-router-dom';
+import { PageFallback } from './components/PageFallback';
 import { useAppContext } from './context';
 
 type Item = { to: string; label: string; icon: ReactNode; operator?: boolean };
@@ -59,14 +60,6 @@ const groups: { label: string; items: Item[] }[] = [
     ],
   },
 ];
-
-export function PageFallback() {
-  return (
-    <Center py="xl">
-      <Loader />
-    </Center>
-  );
-}
 
 export function Layout() {
   const [opened, { toggle, close }] = useDisclosure();

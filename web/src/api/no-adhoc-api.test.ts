@@ -29,15 +29,15 @@ const ALLOWED: Record<string, { kinds: Kind[]; why: string }> = {
     kinds: ['fetch'],
     why: 'The typed client itself: the fetch under openapi-fetch.',
   },
-  'session/sse.ts': {
+  'features/sessions/events/sse.ts': {
     kinds: ['fetch', 'api URL'],
     why: 'The event stream (SSE): read frame by frame as it arrives, aborted and resumed from a cursor. EventSource cannot send X-Project, and the typed client answers with the whole body.',
   },
-  'pages/sessions/terminal/socket.ts': {
+  'features/sessions/terminal/socket.ts': {
     kinds: ['api URL'],
     why: "The terminal's WebSocket URL: a browser puts no headers on a WebSocket, so the URL carries the project; the typed client does not speak WebSocket.",
   },
-  'pages/sessions/terminal/PtyTerminal.tsx': {
+  'features/sessions/terminal/PtyTerminal.tsx': {
     kinds: ['WebSocket'],
     why: 'The terminal is a WebSocket (GET /api/sessions/{id}/terminal, upgraded).',
   },
@@ -79,7 +79,7 @@ describe('no page calls the API outside the typed client', () => {
   const files = sources(SRC).map((path) => relative(SRC, path).split(sep).join('/'));
 
   it('finds the sources it checks', () => {
-    expect(files).toContain('pages/usage/usageApi.ts');
+    expect(files).toContain('features/usage/usageApi.ts');
     expect(files.length).toBeGreaterThan(50);
   });
 

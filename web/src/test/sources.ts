@@ -1,22 +1,24 @@
 // The UI's own sources, for the tests that read them (query keys, feature boundaries): every
-// .ts and .tsx file under src/ but tests and declarations, as paths relative to src/ with `/`.
+// .ts and .tsx file under src/ but declarations (and tests unless asked), as paths relative to
+// src/ with `/`.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 
 /** src/ (this file lives in src/test/). */
 export const SRC = join(__dirname, '..');
 
-function walk(dir: string): string[] {
+function walk(dir: string, tests: boolean): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) return walk(path);
-    if (!/\.(ts|tsx)$/.test(name) || /\.test\.tsx?$/.test(name) || name.endsWith('.d.ts')) return [];
+    if (statSync(path).isDirectory()) return walk(path, tests);
+    if (!/\.(ts|tsx)$/.test(name) || (!tests && /\.test\.tsx?$/.test(name)) || name.endsWith('.d.ts')) return [];
     return [path];
   });
 }
 
-export function sourceFiles(): string[] {
-  return walk(SRC).map((path) => relative(SRC, path).split(sep).join('/'));
+/** The sources, and their tests too with `{ tests: true }`. */
+export function sourceFiles({ tests = false } = {}): string[] {
+  return walk(SRC, tests).map((path) => relative(SRC, path).split(sep).join('/'));
 }
 
 export function readSource(file: string): string {

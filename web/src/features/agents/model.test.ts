@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import type { Agent } from '../../api/client';
+import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, conflictRows, emptyAgentForm, shownValue, formFromAgent, rebaseForm, validateAgentForm } from './model';
+
+const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
+
+describe('validateAgentForm', () => {
+  it('accepts the minimal agent', () => {
+    expect(validateAgentForm(valid())).toEqual({});
+  });
+  it('offers the python capability, each capability with its line of help, and sends it', () => {
+    expect(CAPABILITIES).toContain('python');
+    for (const c of CAPABILITIES) expect(CAPABILITY_HELP[c]).toBeTruthy();
+    expect(agentBody({ ...valid(), defaultCapabilities: false, capabilities: ['shell', 'python'] }).capabilities).toEqual(['shell', 'python']);
+    // The server refuses a client tool of that name beside the capability, and takes it without.
+    const tool = { name: 'python', description: '', deferrable: false, timeout_seconds: '', parameters: '{}' };
+    expect(validateAgentForm({ ...valid(), defaultCapabilities: false, capabilities: ['python'], client_tools: [tool] })['client_tools.0.name']).toMatch(/python capability/);
+    expect(validateAgentForm({ ...valid(), client_tools: [tool] })).toEqual({});
+  });
+  it('checks the slug like the server', () => {
+    for (const slug of ['', 'Analyst', '-a', 'a_b', 'a'.repeat(64)]) expect(validateAgentForm({ ...valid(), slug }).slug).toBeTruthy();
+    for (const slug of ['a', '0-a', 'a'.repeat(63)]) expect(validateAgentForm({ ...valid(), slug }).slug).toBeUndefined();
+  });
+  it('checks names, ports, ttl and variables', () => {
+    const e = validateAgentForm({ ...valid(), name: '  ', exposed_ports: '80, 70000, x', idle_ttl_seconds: '-1', env: [{ key: '1A', value: '' }] });
+    expect(Object.keys(e).sort()).toEqual(['env.0.key', 'exposed_ports', 'idle_ttl_seconds', 'name']);
+  });
+  it('checks the subagent step limit like the server (1 to 100, empty: the default) and sends it', () => {
+    for (const n of ['0', '101', '2.5', 'x']) expect(validateAgentForm({ ...valid(), subagent_max_steps: n }).subagent_max_steps).toMatch(/1 to 100/);
+    for (const n of ['', '1', '100']) expect(validateAgentForm({ ...valid(), subagent_max_steps: n }).subagent_max_steps).toBeUndefined();
+    expect(agentBody({ ...valid(), subagent_max_steps: '25' }).subagent_max_steps).toBe(25);
+    expect(agentBody(valid()).subagent_max_steps).toBeNull();
+    expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} }, subagent_max_steps: 7 } as Agent).subagent_max_steps).toBe('7');
+  });
+  it('checks client tools: names, sandbox clashes, duplicates, timeouts and schemas', () => {
+    const tool = (name: string, extra = {}) => ({ name, description: '', deferrable: false, timeout_seconds: '', parameters: '{}', ...extra });
+    const e = validateAgentForm({ ...valid(), client_tools: [tool('shell'), tool('ask'), tool('ask'), tool('bad name'), tool('t', { deferrable: true, timeout_seconds: '5' }), tool('p', { parameters: '[]' })] });
+    expect(e['client_tools.0.name']).toMatch(/sandbox/);
+    expect(e['client_tools.2.name']).toMatch(/Duplicate/);
+    expect(e['client_tools.3.name']).toBeTruthy();
+    expect(e['client_tools.4.timeout_seconds']).toMatch(/deferrable/);
+    expect(e['client_tools.5.parameters']).toMatch(/object/);
+  });
+  it('checks manifest entries and subagents', () => {
+    // The JSON view, while shown, is what counts.
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"../x":{"kind":"dir"}}' }).entries).toMatch(/\.\./);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"a":{"kind":"file"}}' }).entries).toMatch(/content/);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{"a":{"kind":"local_dir","src":"rel"}}' }).entries).toMatch(/absolute/);
+    expect(validateAgentForm({ ...valid(), entriesJson: '{' }).entries).toMatch(/JSON/);
+    // The rows: each field's error on its row.
+    const rows = validateAgentForm({ ...valid(), entries: [{ path: '../x', spec: { kind: 'dir' } }, { path: 'a', spec: { kind: 'git_repo', repo: '' } }, { path: 'a', spec: { kind: 'local_dir', src: 'rel' } }] });
+    expect(rows['entries.0.path']).toMatch(/\.\./);
+    expect(rows['entries.1.repo']).toMatch(/repository/);
+    expect(rows['entries.2.path']).toMatch(/Another entry/);
+    expect(rows['entries.2.src']).toMatch(/absolute/);
+    const sub = (agent: string, mode: 'tool' | 'handoff' = 'tool', tool_name = '') => ({ agent, mode, tool_name, description: '' });
+    expect(validateAgentForm({ ...valid(), subagents: [sub('analyst')] }, { selfSlug: 'analyst' })['subagents.0.agent']).toMatch(/own/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('')] })['subagents.0.agent']).toMatch(/Choose/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('other', 'tool', 'bad name')] })['subagents.0.tool_name']).toMatch(/Letters/);
+    const twice = validateAgentForm({ ...valid(), subagents: [sub('other'), sub('third', 'tool', 'other')] });
+    expect(twice['subagents.1.tool_name']).toMatch(/already/);
+    expect(validateAgentForm({ ...valid(), subagents: [sub('other'), sub('other', 'handoff')] })['subagents.1.tool_name']).toBeUndefined();
+  });
+});
+
+describe('agentBody and back', () => {
+  it('round-trips an agent through the form', () => {
+    const agent = {
+      id: 'A', slug: 'a', name: 'A', description: 'd', instructions: 'i', transport: 'proxy', model: 'm', reasoning_effort: null, image: null, capabilities: null,
+      manifest: { entries: { 'out': { kind: 'dir' } }, environment: { X: '1' } }, exposed_ports: [8000], client_tools: [{ name: 'ask', description: '', deferrable: true, parameters: { type: 'object' }, timeout_seconds: null }],
+      secret_bindings: [{ secret: 'S', env: 'TOKEN' }], subagents: [], skills_source: null, workspace_source: null, idle_ttl_seconds: 0, environment_id: null, version: 3, created_at: '', updated_at: '',
+    } as unknown as Agent;
+    const body = agentBody(formFromAgent(agent));
+    expect(body).toMatchObject({ slug: 'a', model: 'm', capabilities: null, exposed_ports: [8000], idle_ttl_seconds: 0, manifest: agent.manifest, secret_bindings: agent.secret_bindings });
+    expect(body.client_tools?.[0]).toMatchObject({ name: 'ask', deferrable: true, timeout_seconds: null });
+    expect(changedFields(agent, { ...agent, instructions: 'new', version: 4 })).toEqual(['instructions']);
+  });
+  it('writes the Python and curl equivalents', () => {
+    const { python, curl } = agentSnippets(agentBody(valid()), 'http://h', 'default');
+    expect(python).toContain('client.agents.create(');
+    expect(python).toContain('slug="analyst"');
+    expect(curl).toContain('X-Project: default');
+    expect(curl).toContain('"slug":"analyst"');
+  });
+});
+
+describe('conflictRows', () => {
+  it('says the values in conflict: as opened, as saved meanwhile, and as in the form', () => {
+    const base = { id: 'A', slug: 'a', name: 'A', description: 'old', instructions: 'Be brief.', transport: 'proxy', model: 'm1', capabilities: null, manifest: { entries: {}, environment: {} }, exposed_ports: [], client_tools: [], secret_bindings: [], subagents: [], skills_source: null, workspace_source: null, idle_ttl_seconds: null, environment_id: null, version: 3 } as unknown as Agent;
+    const current = { ...base, instructions: 'Changed by a script.', model: 'm2', exposed_ports: [8000], version: 4 } as Agent;
+    const mine = { ...formFromAgent(base), instructions: 'Mine.' };
+    expect(conflictRows(base, current, mine)).toEqual([
+      { field: 'instructions', opened: '"Be brief."', theirs: '"Changed by a script."', yours: '"Mine."' },
+      { field: 'model', opened: '"m1"', theirs: '"m2"', yours: '"m1"' },
+      { field: 'exposed_ports', opened: 'none', theirs: '[8000]', yours: 'none' },
+    ]);
+    // A form that does not parse yet still shows the others' values.
+    expect(conflictRows(base, current, { ...mine, entriesJson: '{' })[0]).toEqual({ field: 'instructions', opened: '"Be brief."', theirs: '"Changed by a script."', yours: 'not valid yet' });
+    expect(shownValue('x'.repeat(500)).length).toBe(160);
+  });
+});
+
+describe('rebaseForm', () => {
+  it('keeps my edits and takes theirs everywhere else', () => {
+    const base = { ...valid(), description: 'old', instructions: 'old' };
+    const mine = { ...base, description: 'mine' };
+    const theirs = { ...base, instructions: 'theirs', env: [{ key: 'A', value: '1' }] };
+    expect(rebaseForm(base, mine, theirs)).toEqual({ ...base, description: 'mine', instructions: 'theirs', env: [{ key: 'A', value: '1' }] });
+  });
+});

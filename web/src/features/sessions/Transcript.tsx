@@ -1,0 +1,402 @@
+import { Alert, Badge, Box, Button, Checkbox, Code, Group, Paper, Stack, Text, Textarea, UnstyledButton } from '@mantine/core';
+import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
+import { useMutation } from '@tanstack/react-query';
+import { useVirtualizer } from '@tanstack/react-virtual';
+import { memo, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import { api, unwrap, type ClientToolCall } from '../../api/client';
+import { ErrorAlert } from '../../components/common';
+import { formatDuration, formatNumber, RelTime } from '../../lib/time';
+import type { EventLogState } from './events/eventLog';
+import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, statusLabel, type Item, type ToolItem } from './events/transcript';
+
+type Ctx = {
+  expanded: Set<string>;
+  toggle: (id: string) => void;
+  pending: Map<string, ClientToolCall>;
+};
+
+const text = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v, null, 2));
+
+function Collapsible({ id, ctx, header, children, defaultOpen = false }: { id: string; ctx: Ctx; header: ReactNode; children: ReactNode; defaultOpen?: boolean }) {
+  const open = ctx.expanded.has(id) !== defaultOpen;
+  return (
+    <Box>
+      <UnstyledButton onClick={() => ctx.toggle(id)} aria-expanded={open} style={{ display: 'flex', alignItems: 'center', gap: 6, width: '100%' }}>
+        {open ? <IconChevronDown size={14} /> : <IconChevronRight size={14} />}
+        {header}
+      </UnstyledButton>
+      {open && (
+        <Box pl="md" pt={4}>
+          {children}
+        </Box>
+      )}
+    </Box>
+  );
+}
+
+export function AnswerForm({ call, sessionId, onAnswered }: { call: ClientToolCall; sessionId: string; onAnswered: () => void }) {
+  const [output, setOutput] = useState('');
+  const [isError, setIsError] = useState(false);
+  const send = useMutation({
+    mutationFn: () =>
+      unwrap(
+        api.POST('/api/sessions/{session_id}/tool-results', {
+          params: { path: { session_id: sessionId } },
+          body: { call_id: call.call_id, output, is_error: isError },
+        }),
+      ),
+    onSuccess: onAnswered,
+  });
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        send.mutate();
+      }}
+      data-testid={`answer-${call.call_id}`}
+    >
+      <Stack gap="xs" mt="xs">
+        <Textarea label={`Answer to ${call.tool}`} autosize minRows={2} value={output} onChange={(e) => setOutput(e.currentTarget.value)} placeholder="What the model receives as the tool's output" />
+        <Group justify="space-between">
+          <Checkbox label="Report as an error" checked={isError} onChange={(e) => setIsError(e.currentTarget.checked)} />
+          <Button type="submit" size="xs" loading={send.isPending}>
+            Send answer
+          </Button>
+        </Group>
+        <ErrorAlert error={send.error} />
+      </Stack>
+    </form>
+  );
+}
+
+/** A running tool's output so far, following its end as it grows. */
+function LiveOutput({ text }: { text: string }) {
+  const ref = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    if (ref.current) ref.current.scrollTop = ref.current.scrollHeight;
+  }, [text]);
+  return (
+    <Code block ref={ref} mt={6} data-testid="tool-live-output" style={{ maxHeight: 180, overflow: 'auto' }}>
+      {text}
+    </Code>
+  );
+}
+
+/** A tool call's input: the python tool's cell as code, any other tool's arguments as JSON. */
+function ToolInput({ item }: { item: ToolItem }) {
+  const cell = pythonCell(item);
+  if (!cell) {
+    return (
+      <>
+        <Text size="xs" c="dimmed">
+          Arguments
+        </Text>
+        <Code block>{text(item.arguments)}</Code>
+      </>
+    );
+  }
+  return (
+    <>
+      <Text size="xs" c="dimmed">
+        Code{cell.timeout != null ? ` · time limit ${cell.timeout} s` : ''}
+      </Text>
+      <Code block data-testid="python-code" style={{ whiteSpace: 'pre', overflowX: 'auto', maxHeight: 320 }}>
+        {cell.code}
+      </Code>
+    </>
+  );
+}
+
+function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
+  const rp = (item.result?.payload ?? {}) as Record<string, unknown>;
+  const pending = item.client ? ctx.pending.get(item.callId) : undefined;
+  const cell = pythonCell(item);
+  const argsSummary = cell ? cell.code.split('\n').find((l) => l.trim()) ?? '' : typeof item.arguments === 'object' && item.arguments ? Object.values(item.arguments as Record<string, unknown>).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ') : String(item.arguments ?? '');
+  return (
+    <Paper withBorder p="xs" radius="sm" data-testid="tool-call" data-tool={item.tool}>
+      <Collapsible
+        id={item.id}
+        ctx={ctx}
+        defaultOpen={!!pending}
+        header={
+          <Group gap={6} wrap="nowrap" style={{ minWidth: 0, flex: 1 }}>
+            <IconTool size={14} />
+            <Text size="sm" fw={600} ff="monospace">
+              {item.tool}
+            </Text>
+            {item.client && (
+              <Badge size="xs" variant="light" color="grape">
+                {item.deferrable ? 'client · deferrable' : 'client'}
+              </Badge>
+            )}
+            {item.children.length > 0 && (
+              <Badge size="xs" variant="light">
+                subagent · {item.children.length} steps
+              </Badge>
+            )}
+            <Text size="xs" c="dimmed" truncate style={{ flex: 1, minWidth: 0 }} ff="monospace">
+              {argsSummary}
+            </Text>
+            {item.result ? (
+              <Badge size="xs" color={rp.is_error ? 'red' : 'teal'} variant="light">
+                {rp.timed_out ? 'timed out' : rp.is_error ? 'error' : 'done'}
+              </Badge>
+            ) : pending ? (
+              <Badge size="xs" color="orange">
+                waiting for an answer
+              </Badge>
+            ) : (
+              <Badge size="xs" color="blue" variant="dot">
+                running
+              </Badge>
+            )}
+          </Group>
+        }
+      >
+        <ToolInput item={item} />
+        {item.children.length > 0 && (
+          <Stack gap={6} mt="xs" pl="sm" style={{ borderLeft: '2px solid var(--mantine-color-blue-4)' }} data-testid="subagent-steps">
+            <Text size="xs" c="dimmed">
+              Steps of {(item.children.find((c) => (c as { subagent?: unknown }).subagent) as { subagent?: { agent: string } } | undefined)?.subagent?.agent ?? 'the subagent'}
+            </Text>
+            {item.children.map((c) => (
+              <ItemView key={c.id} item={c} ctx={ctx} />
+            ))}
+          </Stack>
+        )}
+        {item.result && (
+          <>
+            <Text size="xs" c="dimmed" mt="xs">
+              Output
+            </Text>
+            <Code block color={rp.is_error ? 'red' : undefined} style={{ maxHeight: 320, overflow: 'auto' }}>
+              {text(rp.output) || '(empty)'}
+            </Code>
+          </>
+        )}
+        {pending && (
+          <Text size="xs" c="orange" mt="xs">
+            Waiting for an answer: answer it in the banner above the transcript.
+          </Text>
+        )}
+      </Collapsible>
+      {item.live && <LiveOutput text={item.live} />}
+    </Paper>
+  );
+}
+
+function Usage({ usage }: { usage: Record<string, unknown> }) {
+  if (!usage || typeof usage !== 'object') return null;
+  return (
+    <Text size="xs" c="dimmed">
+      {formatNumber(usage.input_tokens as number)} in · {formatNumber(usage.output_tokens as number)} out · {formatNumber(usage.requests as number)} requests
+      {typeof usage.active_seconds === 'number' ? ` · ${formatDuration(usage.active_seconds)} active` : ''}
+    </Text>
+  );
+}
+
+const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx }) {
+  const p = 'event' in item ? ((item.event.payload ?? {}) as Record<string, unknown>) : {};
+  switch (item.kind) {
+    case 'user':
+      return (
+        <Paper p="sm" radius="md" bg="var(--mantine-color-blue-light)" data-testid="user-message">
+          <Group gap={6} mb={4}>
+            <IconUser size={14} />
+            <Text size="xs" fw={600}>
+              You
+            </Text>
+            <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+          </Group>
+          <Text size="sm" style={{ whiteSpace: 'pre-wrap' }}>
+            {text(p.text)}
+          </Text>
+        </Paper>
+      );
+    case 'agent':
+    case 'streaming':
+      return (
+        <Paper p="sm" radius="md" withBorder data-testid={item.kind === 'streaming' ? 'streaming-message' : 'agent-message'}>
+          <Group gap={6} mb={4}>
+            <IconRobot size={14} />
+            <Text size="xs" fw={600}>
+              {item.subagent ? item.subagent.agent : 'Agent'}
+            </Text>
+            {item.kind === 'streaming' ? (
+              <Badge size="xs" variant="dot">
+                streaming
+              </Badge>
+            ) : (
+              <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+            )}
+          </Group>
+          <Text size="sm" style={{ whiteSpace: 'pre-wrap' }}>
+            {item.kind === 'streaming' ? item.text : text(p.text)}
+          </Text>
+        </Paper>
+      );
+    case 'thinking':
+      return (
+        <Collapsible id={item.id} ctx={ctx} header={<Group gap={6}><IconBrain size={14} /><Text size="sm" c="dimmed">Thinking</Text></Group>}>
+          <Text size="sm" c="dimmed" style={{ whiteSpace: 'pre-wrap' }}>
+            {text(p.text)}
+          </Text>
+        </Collapsible>
+      );
+    case 'tool':
+      return <ToolView item={item} ctx={ctx} />;
+    case 'handoff':
+      return (
+        <Group gap={6} justify="center" data-testid="handoff">
+          <IconArrowsExchange size={16} />
+          <Text size="sm" fw={600}>
+            Handoff: {item.from} → {item.to}
+          </Text>
+          <Text size="xs" c="dimmed">
+            the next prompt goes to {item.to}
+          </Text>
+        </Group>
+      );
+    case 'compaction':
+      return (
+        <Box data-testid="compaction">
+          <Collapsible
+            id={item.id}
+            ctx={ctx}
+            header={
+              <Group gap={6}>
+                <IconArrowsMinimize size={14} />
+                <Text size="xs" c="dimmed">
+                  Conversation compacted ({compactionSizes(item.before, item.after)}): the model now sees a summary of the earlier turns, the log keeps them all
+                </Text>
+              </Group>
+            }
+          >
+            <Text size="sm" c="dimmed" style={{ whiteSpace: 'pre-wrap' }}>
+              {text(p.summary) || 'The summary is not part of this event.'}
+            </Text>
+          </Collapsible>
+        </Box>
+      );
+    case 'terminal': {
+      const error = item.event.type === 'session.status_error';
+      const requiresAction = p.stop_reason === 'requires_action';
+      return (
+        <Paper p="xs" radius="sm" bg={error ? 'var(--mantine-color-red-light)' : requiresAction ? 'var(--mantine-color-orange-light)' : 'var(--mantine-color-default-hover)'} data-testid="run-end">
+          <Group gap="xs" justify="space-between">
+            <Text size="xs" fw={600}>
+              {error ? 'Run failed' : requiresAction ? 'Paused: requires action' : p.stop_reason === 'cancelled' ? 'Run cancelled' : 'Run finished'}
+              {p.stop_reason ? ` · ${text(p.stop_reason)}` : ''}
+              {typeof p.turns === 'number' ? ` · ${p.turns} turns` : ''}
+            </Text>
+            <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+          </Group>
+          {typeof p.error === 'string' && (
+            <Text size="sm" c="red">
+              {p.error}
+            </Text>
+          )}
+          <Usage usage={p.usage as Record<string, unknown>} />
+        </Paper>
+      );
+    }
+    case 'status': {
+      return (
+        <Group gap={6} justify="center">
+          <Text size="xs" c={item.event.type === 'session.s3_conflict' ? 'orange' : 'dimmed'} data-testid={`status-${item.event.type}`}>
+            {statusLabel(item.event)} · <RelTime value={item.event.created_at} size="xs" />
+          </Text>
+        </Group>
+      );
+    }
+  }
+});
+
+export function Transcript({ log, pending, height }: { log: EventLogState; pending: ClientToolCall[]; height: string }) {
+  const items = useMemo(() => buildTranscript(log.events, log.streaming, log.toolOutput), [log.events, log.streaming, log.toolOutput]);
+  const [expanded, setExpanded] = useState<Set<string>>(() => new Set());
+  const pendingMap = useMemo(() => new Map(pending.map((c) => [c.call_id, c])), [pending]);
+  const ctx: Ctx = useMemo(
+    () => ({
+      expanded,
+      toggle: (id) =>
+        setExpanded((s) => {
+          const n = new Set(s);
+          if (n.has(id)) n.delete(id);
+          else n.add(id);
+          return n;
+        }),
+      pending: pendingMap,
+    }),
+    [expanded, pendingMap],
+  );
+  const parent = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+  const virtualizer = useVirtualizer({
+    count: items.length,
+    getScrollElement: () => parent.current,
+    estimateSize: () => 72,
+    overscan: 8,
+    getItemKey: (i) => items[i].id,
+  });
+  useLayoutEffect(() => {
+    if (stick.current && items.length) virtualizer.scrollToIndex(items.length - 1, { align: 'end' });
+  }, [items, virtualizer]);
+  // Rows measured taller than estimated (a long message, an output folded open) grow the list
+  // after the scroll above: stay at the bottom if that is where the reader was.
+  const total = virtualizer.getTotalSize();
+  useLayoutEffect(() => {
+    const el = parent.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  }, [total]);
+  useEffect(() => {
+    const el = parent.current;
+    if (!el) return;
+    const onScroll = () => {
+      stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    };
+    el.addEventListener('scroll', onScroll, { passive: true });
+    return () => el.removeEventListener('scroll', onScroll);
+  }, []);
+
+  if (items.length === 0) {
+    return (
+      <Alert variant="light" color="gray" title="Nothing here yet">
+        The transcript fills in as the sandbox boots and the agent works. Send a message below to start a turn.
+      </Alert>
+    );
+  }
+  return (
+    <div ref={parent} style={{ height, overflow: 'auto', contain: 'strict' }} data-testid="transcript" tabIndex={0} aria-label="Transcript">
+      <div style={{ height: virtualizer.getTotalSize(), position: 'relative', width: '100%' }}>
+        {virtualizer.getVirtualItems().map((v) => (
+          <div key={v.key} data-index={v.index} ref={virtualizer.measureElement} style={{ position: 'absolute', top: 0, left: 0, width: '100%', transform: `translateY(${v.start}px)`, padding: '4px 8px 4px 0' }}>
+            <ItemView item={items[v.index]} ctx={ctx} />
+          </div>
+        ))}
+      </div>
+    </div>
+  );
+}
+
+export function RequiresActionBanner({ pending, sessionId, onAnswered }: { pending: ClientToolCall[]; sessionId: string; onAnswered: () => void }) {
+  const parked = pending.filter((c) => c.deferrable);
+  const held = pending.filter((c) => !c.deferrable);
+  if (!pending.length) return null;
+  return (
+    <Alert color="orange" icon={<IconAlertTriangle size={18} />} title={parked.length ? 'Requires action' : 'Waiting for a client tool'} mb="sm" data-testid="requires-action">
+      {parked.length > 0 && <Text size="sm">The run is parked until {parked.length === 1 ? 'this call is' : 'these calls are'} answered: {parked.map((c) => c.tool).join(', ')}.</Text>}
+      {held.length > 0 && <Text size="sm">The turn is holding for {held.map((c) => c.tool).join(', ')} (it gives up after the tool's timeout).</Text>}
+      <Text size="xs" c="dimmed">Answer here, or from code with POST /api/sessions/{'{id}'}/tool-results.</Text>
+      {pending.map((c) => (
+        <Paper key={c.call_id} withBorder p="xs" mt="xs">
+          <Text size="sm" fw={600} ff="monospace">
+            {c.tool}
+          </Text>
+          <Code block>{text(parseArgs(c.arguments))}</Code>
+          <AnswerForm call={c} sessionId={sessionId} onAnswered={onAnswered} />
+        </Paper>
+      ))}
+    </Alert>
+  );
+}

@@ -1,0 +1,202 @@
+// The "Start a session" dialog's values and the per-turn client tools of the composer: their
+// validation with the rules of openapi.json (SessionCreate, SecretBinding, ManifestSpec,
+// ClientTool), their conversion to the API's bodies, and a 422's field list mapped back onto
+// the fields, so the dialog says what is wrong where it is wrong. The limits (idle TTL,
+// lifetime, resources) are in limits.ts.
+import { ApiError, type ClientTool, type Schemas } from '../../api/client';
+import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
+import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
+
+export type SessionCreate = Schemas['SessionCreate'];
+export type Errors = Record<string, string>;
+
+export type StartSessionValues = {
+  agent: string;
+  title: string;
+  prompt: string;
+  model: string;
+  /** An environment's id; '' for the agent's (or the server's default). */
+  environment: string;
+  instructions: string;
+  /** Off: the agent's instructions (null); on: the text, even empty. */
+  overrideInstructions: boolean;
+  manifest: string; // JSON text; '' for none
+  secret_bindings: { secret: string; env: string }[];
+  metadata: { key: string; value: string }[];
+} & LimitValues;
+
+export function emptyStartSession(agent = ''): StartSessionValues {
+  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], ...emptyLimits() };
+}
+
+/** The dialog's folded sections ("advanced", "limits") holding a field with an error. */
+export function sectionsWithErrors(errors: Errors): string[] {
+  const keys = Object.keys(errors).filter((k) => !['agent_id', 'title', 'prompt'].includes(k));
+  const limits = keys.filter((k) => LIMIT_FIELDS.includes(k));
+  return [...(keys.length > limits.length ? ['advanced'] : []), ...(limits.length ? ['limits'] : [])];
+}
+
+export const MAX_SECRET_BINDINGS = 32;
+const ENTRY_KINDS = ['file', 'dir', 'git_repo', 'local_dir', 's3_mount'];
+const NEEDS: Record<string, string> = { file: 'content', git_repo: 'repo', local_dir: 'src', s3_mount: 'bucket' };
+const blank = (s: string) => s.trim() === '';
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return !!v && typeof v === 'object' && !Array.isArray(v);
+}
+
+function parse(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (e) {
+    return { ok: false, error: `Not valid JSON: ${(e as Error).message}` };
+  }
+}
+
+/** A ManifestSpec override (`{"entries": {...}, "environment": {...}}`): the first problem, or null. */
+export function validateManifest(text: string): string | null {
+  if (blank(text)) return null;
+  const p = parse(text);
+  if (!p.ok) return p.error;
+  if (!isObject(p.value)) return 'A manifest is an object: {"entries": {…}, "environment": {…}}.';
+  const extra = Object.keys(p.value).filter((k) => k !== 'entries' && k !== 'environment');
+  if (extra.length) return `Unknown field ${extra.map((k) => `"${k}"`).join(', ')}: a manifest has "entries" and "environment".`;
+  const { entries, environment } = p.value;
+  if (entries !== undefined) {
+    if (!isObject(entries)) return '"entries" is an object of workspace path → entry.';
+    for (const [path, spec] of Object.entries(entries)) {
+      const pe = validateEntryPath(path);
+      if (pe) return `"${path}": ${pe}`;
+      if (!isObject(spec) || !ENTRY_KINDS.includes(String(spec.kind))) return `"${path}": kind must be one of ${ENTRY_KINDS.join(', ')}.`;
+      const key = NEEDS[String(spec.kind)];
+      if (key && typeof spec[key] !== 'string') return `"${path}": a ${spec.kind} entry needs "${key}".`;
+      if (spec.kind === 'local_dir' && !String(spec.src).startsWith('/')) return `"${path}": src must be an absolute path.`;
+    }
+  }
+  if (environment !== undefined) {
+    if (!isObject(environment)) return '"environment" is an object of variable → string.';
+    for (const [k, v] of Object.entries(environment)) {
+      if (!ENV_RE.test(k)) return `"${k}": letters, digits and _, not starting with a digit.`;
+      if (typeof v !== 'string') return `"${k}": values are strings.`;
+    }
+  }
+  return null;
+}
+
+/** A metadata value as typed: JSON when it reads as JSON (42, true, {"a":1}, "quoted"), else the text. */
+export function metadataValue(text: string): unknown {
+  const t = text.trim();
+  if (t === '') return '';
+  const p = parse(t);
+  return p.ok ? p.value : text;
+}
+
+/** Every field error at once, keyed by field (`secret_bindings.0.env` for rows). */
+export function validateStartSession(v: StartSessionValues): Errors {
+  const e: Errors = validateLimits(v);
+  if (blank(v.agent)) e.agent_id = 'Pick an agent.';
+  if (v.model !== '' && blank(v.model)) e.model = 'Leave empty for the agent’s model, or name one.';
+  const m = validateManifest(v.manifest);
+  if (m) e.manifest = m;
+  if (v.secret_bindings.length > MAX_SECRET_BINDINGS) e.secret_bindings = `At most ${MAX_SECRET_BINDINGS} bindings.`;
+  const bound = new Set<string>();
+  v.secret_bindings.forEach((b, i) => {
+    if (blank(b.secret)) e[`secret_bindings.${i}.secret`] = 'Name a secret.';
+    if (!ENV_RE.test(b.env)) e[`secret_bindings.${i}.env`] = 'Letters, digits and _, not starting with a digit.';
+    else if (bound.has(b.env)) e[`secret_bindings.${i}.env`] = 'Duplicate variable.';
+    bound.add(b.env);
+  });
+  const keys = new Set<string>();
+  v.metadata.forEach((r, i) => {
+    if (blank(r.key)) e[`metadata.${i}.key`] = 'Name the key.';
+    else if (keys.has(r.key)) e[`metadata.${i}.key`] = 'Duplicate key.';
+    keys.add(r.key);
+  });
+  return e;
+}
+
+/** The body of POST /api/sessions: null (the agent's) wherever the dialog was left alone. */
+export function startSessionBody(v: StartSessionValues): SessionCreate {
+  return {
+    agent_id: v.agent.trim(),
+    title: v.title,
+    model: blank(v.model) ? null : v.model.trim(),
+    instructions: v.overrideInstructions ? v.instructions : null,
+    manifest: blank(v.manifest) ? null : (JSON.parse(v.manifest) as SessionCreate['manifest']),
+    metadata: Object.fromEntries(v.metadata.map((r) => [r.key, metadataValue(r.value)])) as SessionCreate['metadata'],
+    secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
+    from_snapshot_id: null,
+    environment_id: blank(v.environment) ? null : v.environment.trim(),
+    prompt: v.prompt.trim() ? v.prompt : null,
+    ...limitsBody(v),
+  };
+}
+
+type FieldError = { loc?: unknown[]; msg?: string };
+
+/** The binding row a sentence about a missing secret names ("…named 'X' … (bound to ENV …"). */
+function bindingRow(msg: string, values?: StartSessionValues): number {
+  const m = /secret(?: named)? '([^']*)'.*\(bound to ([A-Za-z0-9_]+)/.exec(msg);
+  return m && values ? values.secret_bindings.findIndex((b) => b.secret.trim() === m[1] && b.env === m[2]) : -1;
+}
+
+/**
+ * A 422's field list as field errors: `["body","secret_bindings",0,"env"]` becomes
+ * `secret_bindings.0.env`; a missing secret (`["body","secret_bindings"]`) lands on the row
+ * that names it. Errors without a field (or another status) give {}.
+ */
+export function fieldErrorsOf(error: unknown, values?: StartSessionValues): Errors {
+  if (!(error instanceof ApiError) || error.status !== 422) return {};
+  const detail = (error.body as { detail?: unknown } | null)?.detail;
+  if (typeof detail === 'string') {
+    const i = bindingRow(detail, values);
+    return i >= 0 ? { [`secret_bindings.${i}.secret`]: detail } : {};
+  }
+  if (!Array.isArray(detail)) return {};
+  const out: Errors = {};
+  for (const d of detail as FieldError[]) {
+    const loc = (d.loc ?? []).filter((p) => p !== 'body').map(String);
+    if (loc.length === 0) continue;
+    const msg = d.msg ?? 'invalid';
+    let key = loc.join('.');
+    if (key === 'secret_bindings') {
+      const i = bindingRow(msg, values);
+      if (i >= 0) key = `secret_bindings.${i}.secret`;
+    }
+    out[key] = out[key] ? `${out[key]} ${msg}` : msg;
+  }
+  return out;
+}
+
+/**
+ * The composer's "Client tools for this turn": a JSON array of ClientTool. Empty text is no
+ * tools (null); otherwise the tools, or the first problem as the server would put it.
+ */
+export function parseTurnClientTools(text: string): { ok: true; tools: ClientTool[] | null } | { ok: false; error: string } {
+  if (blank(text)) return { ok: true, tools: null };
+  const p = parse(text);
+  if (!p.ok) return p;
+  if (!Array.isArray(p.value)) return { ok: false, error: 'A JSON array of tools: [{"name": "…", "description": "…", "parameters": {…}}].' };
+  const names = new Set<string>();
+  const tools: ClientTool[] = [];
+  for (const [i, t] of p.value.entries()) {
+    const at = `Tool ${i + 1}`;
+    if (!isObject(t)) return { ok: false, error: `${at}: an object.` };
+    const known = ['name', 'description', 'parameters', 'deferrable', 'timeout_seconds'];
+    const extra = Object.keys(t).filter((k) => !known.includes(k));
+    if (extra.length) return { ok: false, error: `${at}: unknown field ${extra.map((k) => `"${k}"`).join(', ')}.` };
+    if (typeof t.name !== 'string' || !TOOL_NAME_RE.test(t.name)) return { ok: false, error: `${at}: "name" is 1 to 64 letters, digits, _ or -.` };
+    if (SANDBOX_TOOLS.includes(t.name)) return { ok: false, error: `${at}: "${t.name}" is a sandbox tool’s name.` };
+    if (names.has(t.name)) return { ok: false, error: `${at}: duplicate name "${t.name}".` };
+    names.add(t.name);
+    if (t.description !== undefined && typeof t.description !== 'string') return { ok: false, error: `${at}: "description" is a string.` };
+    if (t.parameters !== undefined && !isObject(t.parameters)) return { ok: false, error: `${at}: "parameters" (a JSON Schema) must be an object.` };
+    if (t.deferrable !== undefined && typeof t.deferrable !== 'boolean') return { ok: false, error: `${at}: "deferrable" is true or false.` };
+    if (t.timeout_seconds !== undefined && t.timeout_seconds !== null) {
+      if (t.deferrable === true) return { ok: false, error: `${at}: a deferrable tool takes no timeout_seconds.` };
+      if (typeof t.timeout_seconds !== 'number' || !(t.timeout_seconds > 0 && t.timeout_seconds <= 3600)) return { ok: false, error: `${at}: "timeout_seconds" is more than 0 and at most 3600.` };
+    }
+    tools.push(t as ClientTool);
+  }
+  return { ok: true, tools };
+}
