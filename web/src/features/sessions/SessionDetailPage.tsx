@@ -27,7 +27,10 @@ const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
 const ProcessesTab = lazy(() => import('./ProcessesTab'));
 const RawEventsTab = lazy(() => import('./RawEventsTab'));
-const SessionExtrasTabs = lazy(() => import('./SessionExtras'));
+const PortsTab = lazy(() => import('./PortsTab'));
+const SnapshotsTab = lazy(() => import('./SnapshotsTab'));
+const SkillsTab = lazy(() => import('./SkillsTab'));
+const UsageTab = lazy(() => import('./UsageTab'));
 const NotebookTab = lazy(() => import('./notebook/NotebookTab'));
 
 const TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
@@ -273,11 +276,18 @@ export default function SessionDetailPage() {
           <Tabs.Panel value="events" pt="sm">
             <RawEventsTab log={log} />
           </Tabs.Panel>
-          {(tab === 'ports' || tab === 'snapshots' || tab === 'skills' || tab === 'usage') && (
-            <Tabs.Panel value={tab} pt="sm">
-              <SessionExtrasTabs tab={tab} session={s} />
-            </Tabs.Panel>
-          )}
+          <Tabs.Panel value="ports" pt="sm">
+            <PortsTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="snapshots" pt="sm">
+            <SnapshotsTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="skills" pt="sm">
+            <SkillsTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="usage" pt="sm">
+            <UsageTab session={s} />
+          </Tabs.Panel>
         </Suspense>
       </Tabs>
     </Stack>

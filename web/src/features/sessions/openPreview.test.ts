@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { openPreview } from './SessionExtras';
+import { openPreview } from './openPreview';
 
 describe('openPreview', () => {
   afterEach(() => vi.restoreAllMocks());

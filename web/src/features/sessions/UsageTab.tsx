@@ -1,0 +1,115 @@
+import { Alert, Card, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
+import type { SessionDetail } from '../../api/client';
+import { formatDuration, formatNumber, RelTime } from '../../lib/time';
+
+type Tokens = { input_tokens?: number; output_tokens?: number; total_tokens?: number; requests?: number; active_seconds?: number };
+
+/** One table of the session's usage, by model or by agent (a name and its tokens and requests). */
+function Breakdown({ title, data }: { title: string; data: Record<string, Tokens> | undefined }) {
+  const rows = Object.entries(data ?? {});
+  return (
+    <Card withBorder>
+      <Title order={5} mb="xs">
+        {title}
+      </Title>
+      {rows.length === 0 ? (
+        <Text size="sm" c="dimmed">
+          Nothing yet.
+        </Text>
+      ) : (
+        <Table>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Name</Table.Th>
+              <Table.Th>Input</Table.Th>
+              <Table.Th>Output</Table.Th>
+              <Table.Th>Requests</Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {rows.map(([k, v]) => (
+              <Table.Tr key={k}>
+                <Table.Td ff="monospace">{k}</Table.Td>
+                <Table.Td>{formatNumber(v.input_tokens)}</Table.Td>
+                <Table.Td>{formatNumber(v.output_tokens)}</Table.Td>
+                <Table.Td>{formatNumber(v.requests)}</Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      )}
+    </Card>
+  );
+}
+
+/** What the session used: tokens and time in all, by model and by agent, and each run's share. */
+export default function UsageTab({ session }: { session: SessionDetail }) {
+  if (session.status === 'error') return <Alert color="red">{session.error}</Alert>;
+  const u = (session.usage ?? {}) as Tokens & { by_model?: Record<string, Tokens>; by_agent?: Record<string, Tokens> };
+  return (
+    <Stack>
+      <SimpleGrid cols={{ base: 2, sm: 5 }}>
+        {[
+          ['Input tokens', formatNumber(u.input_tokens)],
+          ['Output tokens', formatNumber(u.output_tokens)],
+          ['Requests', formatNumber(u.requests)],
+          ['Model time', formatDuration(u.active_seconds)],
+          ['Sandbox time', formatDuration(session.sandbox_seconds)],
+        ].map(([k, v]) => (
+          <Card withBorder key={k}>
+            <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
+              {k}
+            </Text>
+            <Text fw={700} size="lg">
+              {v}
+            </Text>
+          </Card>
+        ))}
+      </SimpleGrid>
+      <SimpleGrid cols={{ base: 1, md: 2 }}>
+        <Breakdown title="By model" data={u.by_model} />
+        <Breakdown title="By agent" data={u.by_agent} />
+      </SimpleGrid>
+      <Card withBorder>
+        <Title order={5} mb="xs">
+          Runs
+        </Title>
+        {session.runs.length === 0 ? (
+          <Text size="sm" c="dimmed">No runs yet.</Text>
+        ) : (
+          <Table>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Prompt</Table.Th>
+                <Table.Th>Status</Table.Th>
+                <Table.Th>Turns</Table.Th>
+                <Table.Th>Tokens</Table.Th>
+                <Table.Th>Started</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {session.runs.map((r) => (
+                <Table.Tr key={r.id}>
+                  <Table.Td>
+                    <Text size="sm" lineClamp={1}>
+                      {r.prompt}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    {r.status}
+                    {r.stop_reason ? ` · ${r.stop_reason}` : ''}
+                  </Table.Td>
+                  <Table.Td>{r.turns}</Table.Td>
+                  <Table.Td>{formatNumber((r.usage as Tokens)?.total_tokens)}</Table.Td>
+                  <Table.Td>
+                    <RelTime value={r.created_at} size="sm" />
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        )}
+      </Card>
+    </Stack>
+  );
+}
