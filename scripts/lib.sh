@@ -7,6 +7,45 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # run that fills the disk shows where.
 log_free_disk() { log "disk: $(df -h --output=avail "${lib_repo_root:-.}" | tail -n 1 | tr -d ' ') free"; }
 
+# What the machine looked like when a stage failed: disk, memory, Docker's containers by
+# state and the kernel's OOM kills. A CI log shows only its tail, so a stage that fails prints
+# this last, where it is read.
+machine_diagnostics() {
+  echo "---- machine at the failure ($(date -u +%H:%M:%SZ)) ----"
+  df -h "${lib_repo_root:-.}" /var/lib/docker 2>/dev/null || true
+  free -m 2>/dev/null || true
+  uptime 2>/dev/null || true
+  if command -v docker >/dev/null 2>&1; then
+    docker system df 2>&1 | head -n 8 || true
+    echo "containers by state:"
+    docker ps -a --format '{{.State}}' 2>/dev/null | sort | uniq -c || true
+    echo "volumes: $(docker volume ls -q 2>/dev/null | wc -l)"
+  fi
+  dmesg 2>/dev/null | grep -iE 'out of memory|oom-kill|killed process|no space|blocked for more' | tail -n 10 || true
+  docker_goroutines
+  echo "---- end of machine report ----"
+}
+
+# Where dockerd's goroutines wait, when it is running: SIGUSR1 makes it write every
+# goroutine's stack to a file (named in its log), summarised here by the daemon frames most of
+# them sit in, so a wedged Engine shows which lock in the CI log.
+docker_goroutines() {
+  local pid before file deadline
+  pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  before=$(ls /var/run/docker/goroutine-stacks-* 2>/dev/null | wc -l)
+  as_root kill -USR1 "$pid" 2>/dev/null || return 0
+  deadline=$((SECONDS + 10))
+  until [ "$(ls /var/run/docker/goroutine-stacks-* 2>/dev/null | wc -l)" -gt "$before" ]; do
+    [ "$SECONDS" -ge "$deadline" ] && { echo "dockerd wrote no goroutine dump within 10 s"; return 0; }
+    sleep 0.5
+  done
+  file=$(ls -t /var/run/docker/goroutine-stacks-* | head -n 1)
+  echo "dockerd goroutines: $(grep -c '^goroutine ' "$file") (dump: $file); the daemon frames most wait in:"
+  grep -E '^github.com/docker/docker/(daemon|layer|volume|container)' "$file" | sed 's/(0x.*//' \
+    | sort | uniq -c | sort -rn | head -n 15
+}
+
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
@@ -188,7 +227,10 @@ ensure_docker() {
       log "starting dockerd (log: $log_file)"
       # Under sudo, the redirections must happen as root too. $! is dockerd itself: setsid
       # does not fork in a background job of a non-interactive shell.
-      started=$(as_root sh -c "setsid dockerd >'$log_file' 2>&1 </dev/null & echo \$!")
+      # Appended, never truncated: the log of a daemon that wedged in an earlier run (CI runs
+      # on a machine later sessions inherit) is what explains it.
+      as_root sh -c "echo '==== dockerd started $(date -u +%FT%TZ) ====' >>'$log_file'"
+      started=$(as_root sh -c "setsid dockerd >>'$log_file' 2>&1 </dev/null & echo \$!")
     elif [ -z "$started" ] && [ "$waiting" -eq 0 ]; then
       log "dockerd (pid $pid) is running but does not answer yet: waiting for it"
       waiting=1

@@ -56,7 +56,20 @@ pub struct DockerBackend {
     /// The network sandboxes share with a control plane in a container (`with_network`);
     /// None: the default bridge, ports published on `PUBLISH_IP`.
     network: Option<String>,
+    /// Container removals in flight at once ([`REMOVALS_AT_ONCE`]).
+    removals: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Container removals this backend has in flight at once; the rest wait here, in order.
+///
+/// Why: the Engine releases every container's layer under one lock of its layer store, so a
+/// burst of removals (a hundred sessions deleted at once) gains nothing from being sent
+/// together: they queue inside the Engine, where each one's HTTP deadline runs while it
+/// waits. In CI, a hundred force-removals of running sandboxes sent together once left
+/// Docker 20.10 (Debian 12's docker.io) with every later create and remove hanging until
+/// dockerd restarted; queued here, the Engine sees a few at a time, and a removal's deadline
+/// counts only its own work.
+const REMOVALS_AT_ONCE: usize = 4;
 
 /// Removes a short-lived container of ours that did a job on volumes (`what` it did, for the
 /// log), never the volumes it mounted; a failure is logged, not returned, as the job is done.
@@ -144,6 +157,7 @@ impl DockerBackend {
             deployment: deployment.to_owned(),
             daemons: std::sync::Arc::new(daemon::Daemons::new(None)),
             network: None,
+            removals: std::sync::Arc::new(tokio::sync::Semaphore::new(REMOVALS_AT_ONCE)),
         }
     }
 
@@ -197,6 +211,8 @@ impl DockerBackend {
             v: true,
             link: false,
         };
+        // Never closed, so acquiring only waits.
+        let _turn = self.removals.acquire().await.ok();
         match self.docker.remove_container(id, Some(options)).await {
             Ok(()) => Ok(()),
             Err(e) if error::is_not_found(&e) => Ok(()),
