@@ -193,7 +193,7 @@ pub fn spawn_pool_probe(
                 _ = tokio::time::sleep(POOL_PROBE_EVERY) => {}
                 _ = shutdown.cancelled() => break,
             }
-            let waited = match sandbox_agents_store::pool::acquire_wait(&db).await {
+            let waited = match sandbox_agents_store::database::acquire_wait(&db).await {
                 Ok(w) => w,
                 // Timed out: it waited all of it (and counted the timeout).
                 Err(sqlx::Error::PoolTimedOut) => {

@@ -299,7 +299,7 @@ impl EventHub {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(100);
         let mut connected_before = false;
-        let own = crate::pool::listener_pool(&self.inner.db);
+        let own = crate::database::listener_pool(&self.inner.db);
         while !shutdown.is_cancelled() {
             let mut listener = match connect_listener(&own).await {
                 Ok(l) => l,
@@ -357,7 +357,7 @@ impl EventHub {
     }
 }
 
-/// `db` is the listener's own pool ([`crate::pool::listener_pool`]), never the server's.
+/// `db` is the listener's own pool ([`crate::database::listener_pool`]), never the server's.
 async fn connect_listener(db: &Db) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(db).await?;
     l.listen_all([CHANNEL, PROJECTS_CHANNEL]).await?;

@@ -390,7 +390,7 @@ impl Dispatcher {
     /// Wakes the loop when an append queued deliveries. The timer covers a lost connection.
     async fn listen(self, shutdown: CancellationToken) {
         // A connection of its own: not one of the pool's, which requests and deliveries need.
-        let own = sandbox_agents_store::pool::listener_pool(&self.inner.db);
+        let own = sandbox_agents_store::database::listener_pool(&self.inner.db);
         loop {
             let mut listener = match PgListener::connect_with(&own).await {
                 Ok(mut l) => match l.listen(CHANNEL).await {

@@ -1,4 +1,6 @@
-//! Connecting and migrating.
+//! The database connection: the server's pool, a listener's own small pool, migrating, and
+//! the health check's ping. (The warm pool of sandboxes is `sandbox_pool` here and
+//! `sessions::pool`.)
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
