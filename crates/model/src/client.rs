@@ -15,9 +15,8 @@ use reqwest::header::CONTENT_TYPE;
 
 use crate::config::ModelConfig;
 use crate::error::{provider_message, ModelError};
-use crate::sse::SseParser;
 use crate::types::{ChatRequest, Completion, StreamEvent};
-use crate::{retry, wire};
+use crate::{retry, sse, wire};
 
 /// A model client. Cheap to clone; clones share one connection pool.
 #[derive(Clone, Debug)]
@@ -107,58 +106,46 @@ impl ModelClient {
                 let failure = match inner.open(&url, &body).await {
                     Err(failure) => failure,
                     Ok(response) => {
-                        let mut bytes = response.bytes_stream();
-                        let mut parser = SseParser::default();
+                        let frames = sse::data(response.bytes_stream(), config.idle_timeout);
+                        futures::pin_mut!(frames);
                         let mut assembler = wire::Assembler::default();
                         let mut emitted = false;
                         loop {
-                            let (data, at_end, broken) =
-                                match tokio::time::timeout(config.idle_timeout, bytes.next()).await {
-                                    Ok(Some(Ok(chunk))) => (parser.feed(&chunk), false, None),
-                                    Ok(None) => (parser.finish().into_iter().collect(), true, None),
-                                    Ok(Some(Err(e))) => (Vec::new(), false, Some(ModelError::Connect(
-                                        format!("the connection to the model provider broke in the \
-                                                 middle of its answer: {}", describe(&e)),
-                                    ))),
-                                    Err(_) => (Vec::new(), false, Some(ModelError::Timeout(format!(
-                                        "the model provider sent nothing for {} s in the middle of \
-                                         its answer", config.idle_timeout.as_secs_f64()
-                                    )))),
-                                };
-                            for data in data {
-                                if data.trim() == "[DONE]" {
-                                    yield assembler.finish().map(StreamEvent::Done);
-                                    return;
-                                }
-                                match assembler.push(&data) {
-                                    Ok(events) => for event in events {
-                                        emitted = true;
-                                        yield Ok(event);
-                                    },
-                                    Err(error) => {
-                                        yield Err(error);
+                            let data = match frames.next().await {
+                                Some(Ok(data)) => data,
+                                Some(Err(error)) => {
+                                    if emitted {
+                                        yield Err(not_retried(error));
                                         return;
                                     }
+                                    break Failure::from(error);
                                 }
+                                None => {
+                                    // Some servers end the body without `[DONE]`; a finish
+                                    // reason means the answer is complete all the same.
+                                    if assembler.finished() {
+                                        yield assembler.finish().map(StreamEvent::Done);
+                                        return;
+                                    }
+                                    break Failure::from(ModelError::Connect(
+                                        "the model provider closed the connection before its \
+                                         answer was complete".to_owned(),
+                                    ));
+                                }
+                            };
+                            if data.trim() == "[DONE]" {
+                                yield assembler.finish().map(StreamEvent::Done);
+                                return;
                             }
-                            if at_end {
-                                // Some servers end the body without `[DONE]`; a finish reason
-                                // means the answer is complete all the same.
-                                if assembler.finished() {
-                                    yield assembler.finish().map(StreamEvent::Done);
+                            match assembler.push(&data) {
+                                Ok(events) => for event in events {
+                                    emitted = true;
+                                    yield Ok(event);
+                                },
+                                Err(error) => {
+                                    yield Err(error);
                                     return;
                                 }
-                                break Failure::from(ModelError::Connect(
-                                    "the model provider closed the connection before its answer \
-                                     was complete".to_owned(),
-                                ));
-                            }
-                            if let Some(error) = broken {
-                                if emitted {
-                                    yield Err(not_retried(error));
-                                    return;
-                                }
-                                break Failure::from(error);
                             }
                         }
                     }

@@ -2,13 +2,13 @@
 //!
 //! `Retry-After` (delta-seconds, possibly fractional) wins when the provider sends it, cut to
 //! `retry_after_max`; otherwise `min(base · 2^attempt, max) × jitter`, the jitter uniform in
-//! 0.5–1.5 so that many clients refused at once do not come back at once.
+//! 0.5–1.5 so that many clients refused at once do not come back at once (the workspace's
+//! one jittered schedule, `sandbox_agents_backoff::Jittered`).
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
+use sandbox_agents_backoff::{unit_random, Jittered};
 
 use crate::config::ModelConfig;
 
@@ -17,10 +17,13 @@ pub fn delay(config: &ModelConfig, attempt: u32, retry_after: Option<Duration>) 
     if let Some(wait) = retry_after {
         return wait.min(config.retry_after_max);
     }
-    let exp = config
-        .backoff_base
-        .saturating_mul(2u32.saturating_pow(attempt.min(16)));
-    exp.min(config.backoff_max).mul_f64(0.5 + unit_random())
+    let backoff = Jittered {
+        base: config.backoff_base,
+        factor: 2.0,
+        max: config.backoff_max,
+        jitter: 0.5,
+    };
+    backoff.delay(attempt, unit_random())
 }
 
 /// `Retry-After` as seconds. An HTTP-date, or anything else unreadable, is ignored (and the
@@ -29,14 +32,6 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?;
     let secs: f64 = text.trim().parse().ok()?;
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
-}
-
-/// A number in [0, 1): `RandomState` is seeded randomly per instance, which is plenty for
-/// jitter and needs no extra dependency.
-fn unit_random() -> f64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(0);
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
