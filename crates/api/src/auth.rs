@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-pub use crate::credentials::{require_operator, Auth, RateLimit};
+pub use crate::authenticator::{require_operator, Auth, RateLimit};
 pub use crate::principal::Principal;
 
 /// The header that cookie-authenticated changes must carry (any value).
@@ -36,7 +36,7 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let cookie = crate::people::session_cookie(req.headers());
+    let cookie = crate::cookie_session::session_cookie(req.headers());
     let principal = match st
         .settings
         .auth

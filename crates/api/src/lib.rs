@@ -3,7 +3,8 @@
 //! generated from the same routes.
 
 pub mod auth;
-pub mod credentials;
+pub mod authenticator;
+pub mod cookie_session;
 pub mod docs;
 pub mod error;
 mod error_docs;
@@ -14,7 +15,6 @@ pub mod metrics;
 pub mod multipart;
 mod nul;
 pub mod pages;
-pub mod people;
 pub mod preview;
 pub mod principal;
 pub mod project;

@@ -8,7 +8,7 @@
 //! generated client must be ready for.
 
 use crate::auth::{is_public, CSRF_HEADER};
-use crate::people::SESSION_COOKIE;
+use crate::cookie_session::SESSION_COOKIE;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };

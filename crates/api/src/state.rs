@@ -31,7 +31,7 @@ pub struct ApiSettings {
     /// The hosts the preview listener answers for.
     pub preview_hosts: crate::guard::HostPolicy,
     /// Checks credentials (the shared token, API keys) or reports open mode.
-    pub auth: Arc<crate::credentials::Auth>,
+    pub auth: Arc<crate::authenticator::Auth>,
     /// Where the web UI's files come from: the embedded build (the binary), or a folder.
     pub ui: crate::ui::UiAssets,
 }

@@ -13,7 +13,7 @@
 //!   other previews.
 //! * Hop-by-hop headers are never forwarded; only WebSocket upgrades are.
 
-use crate::credentials::Auth;
+use crate::authenticator::Auth;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
 
 /// Cookie name prefixes that belong to the control plane.

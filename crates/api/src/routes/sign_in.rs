@@ -4,9 +4,9 @@
 //! address (429 with Retry-After), and every failure reads the same.
 
 use crate::auth::Principal;
+use crate::cookie_session::{session_cookie, set_cookie};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::people::{session_cookie, set_cookie};
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
