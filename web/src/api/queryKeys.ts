@@ -25,7 +25,7 @@ export const keys = {
   gitKeys: () => ['git-keys'] as const,
 
   projects: {
-    /** The projects the caller sees (also the prefix of nothing else). */
+    /** The projects the caller sees. */
     all: () => ['projects'] as const,
     detail: (ref: string) => ['project', ref] as const,
     members: (ref: string) => ['members', ref] as const,
