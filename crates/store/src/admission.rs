@@ -6,7 +6,9 @@
 //! both take the last slot); sessions that must wait keep their place by `queued_at`.
 //! The queue is fair between projects: of the queued sessions whose project is under its
 //! limit, the one whose project holds the fewest sandboxes goes first, then the oldest. A
-//! project that floods the queue therefore waits behind its own sessions, not others'.
+//! project that floods the queue therefore waits behind its own sessions, not others'. That
+//! order is written once, in SQL (`sa_admission_queue`, migration `admission_queue`), for
+//! this queue and the runs' (`run_admission`) alike: [`standing`] and [`due`] read it.
 
 use crate::Result;
 use sandbox_agents_domain::{ProjectId, SessionId};
@@ -65,36 +67,7 @@ pub async fn try_admit(
     if queued.admitted {
         return Ok(Admission::Admitted);
     }
-    let project_max = limits.project.unwrap_or(i64::MAX);
-    let row = sqlx::query!(
-        r#"with holding as (
-             select project_id, count(*) as n from sessions
-              where status = 'running' or (status = 'provisioning' and admitted)
-              group by project_id
-           ),
-           waiting as (
-             select s.id, s.project_id, s.queued_at, coalesce(h.n, 0) as held
-               from sessions s left join holding h on h.project_id = s.project_id
-              where s.status = 'provisioning' and not s.admitted and s.queued_at is not null
-           )
-           select
-             (select coalesce(sum(n), 0) from holding)::int8 as "total!",
-             (select coalesce(n, 0) from holding where project_id = $2)::int8 as "in_project",
-             (select id from waiting where held < $3 order by held, queued_at, id limit 1) as "head",
-             (select count(*) from waiting w, waiting me
-               where me.id = $1 and (w.held, w.queued_at, w.id) < (me.held, me.queued_at, me.id)) as "ahead!""#,
-        session.0,
-        project.0,
-        project_max,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let limit = holding_limit(
-        limits,
-        row.in_project.unwrap_or(0),
-        row.total,
-        row.head.is_some_and(|h| h != session.0),
-    );
+    let (limit, position) = standing(tx, Kind::Sandbox, session.0, project, limits).await?;
     match limit {
         None => {
             sqlx::query!(
@@ -108,16 +81,71 @@ pub async fn try_admit(
         Some(limit) => Ok(Admission::Queued {
             newly: queued.newly,
             limit,
-            position: row.ahead + 1,
+            position,
         }),
     }
 }
 
+/// The kinds of admission, each with a queue of its own: which of its rows hold room and which
+/// wait is the one thing they differ in (`sa_admission_entries` in SQL); the fair order is
+/// written once (`sa_admission_queue`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Sessions' sandboxes (this module).
+    Sandbox,
+    /// Turns in flight (`run_admission`).
+    Run,
+}
+
+impl Kind {
+    /// The name `sa_admission_entries` knows it by.
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Sandbox => "sandbox",
+            Kind::Run => "run",
+        }
+    }
+}
+
+/// Where `entry` (a session or a run of `project`, queued in the caller's transaction) stands:
+/// what holds it back under `limits` (`None`: admit it now) and its place in its kind's queue
+/// (1 when it is not in the queue). Call it under the kind's advisory lock, so the counts
+/// cannot change before the caller admits it.
+pub(crate) async fn standing(
+    tx: &mut sqlx::PgConnection,
+    kind: Kind,
+    entry: uuid::Uuid,
+    project: ProjectId,
+    limits: Limits,
+) -> Result<(Option<&'static str>, i64)> {
+    let row = sqlx::query!(
+        r#"with queue as (select * from sa_admission_queue($1))
+           select
+             (select count(*) from sa_admission_entries($1) where holds) as "total!",
+             (select count(*) from sa_admission_entries($1) where holds and project_id = $3)
+               as "in_project!",
+             (select id from queue where held < $4 order by place limit 1) as "head",
+             coalesce((select place from queue where id = $2), 1) as "position!""#,
+        kind.as_str(),
+        entry,
+        project.0,
+        limits.project.unwrap_or(i64::MAX),
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let limit = holding_limit(
+        limits,
+        row.in_project,
+        row.total,
+        row.head.is_some_and(|h| h != entry),
+    );
+    Ok((limit, row.position))
+}
+
 /// What holds a candidate back, if anything: its project's limit (`in_project` held), the
 /// deployment's (`total` held), or another candidate due first (`behind`: there is room, but
-/// that one takes it, being admitted or about to be). Shared by sandboxes and runs
-/// (`run_admission`).
-pub(crate) fn holding_limit(
+/// that one takes it, being admitted or about to be).
+fn holding_limit(
     limits: Limits,
     in_project: i64,
     total: i64,
@@ -137,27 +165,18 @@ pub(crate) fn holding_limit(
 /// Up to `n` queued sessions that could be admitted now, in queue order (each boot asks
 /// [`try_admit`] again, so naming one too many costs a lookup, not a sandbox).
 pub async fn due(db: &crate::Db, limits: Limits, n: i64) -> Result<Vec<SessionId>> {
-    let project_max = limits.project.unwrap_or(i64::MAX);
-    let deployment_max = limits.deployment.unwrap_or(i64::MAX);
-    let rows = sqlx::query!(
-        r#"with holding as (
-             select project_id, count(*) as n from sessions
-              where status = 'running' or (status = 'provisioning' and admitted)
-              group by project_id
-           )
-           select s.id from sessions s left join holding h on h.project_id = s.project_id
-            where s.status = 'provisioning' and not s.admitted and s.queued_at is not null
-              and coalesce(h.n, 0) < $1
-              and (select coalesce(sum(n), 0) from holding)::int8 < $3
-            order by coalesce(h.n, 0), s.queued_at, s.id
-            limit $2"#,
-        project_max,
+    let rows = sqlx::query_scalar!(
+        r#"select id as "id!" from sa_admission_queue('sandbox')
+            where held < $1 and total < $2
+            order by place
+            limit $3"#,
+        limits.project.unwrap_or(i64::MAX),
+        limits.deployment.unwrap_or(i64::MAX),
         n,
-        deployment_max,
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|r| SessionId(r.id)).collect())
+    Ok(rows.into_iter().map(SessionId).collect())
 }
 
 /// Whether the session waits in the queue (not yet admitted).

@@ -8,9 +8,11 @@
 //! counted, though it never waits). Any other run asks [`try_admit`] before its first step under one transaction-scoped
 //! advisory lock of its own; runs that must wait keep their place by `queued_at`, and the
 //! queue is fair between projects in the same way: of the waiting runs whose project is under
-//! its limit, the one whose project has the fewest turns in flight goes first, then the oldest.
+//! its limit, the one whose project has the fewest turns in flight goes first, then the oldest
+//! (the one order of both queues, `sa_admission_queue` in SQL, read through
+//! [`crate::admission::standing`]).
 
-use crate::admission::{holding_limit, Admission, Limits};
+use crate::admission::{standing, Admission, Kind, Limits};
 use crate::Result;
 use sandbox_agents_domain::{ProjectId, RunId};
 
@@ -47,39 +49,7 @@ pub async fn try_admit(
     if queued.admitted {
         return Ok(Some(Admission::Admitted));
     }
-    let project_max = limits.project.unwrap_or(i64::MAX);
-    let row = sqlx::query!(
-        r#"with holding as (
-             select s.project_id, count(*) as n
-               from runs r join sessions s on s.id = r.session_id
-              where r.status = 'running' and r.admitted and not r.parked
-              group by s.project_id
-           ),
-           waiting as (
-             select r.id, s.project_id, r.queued_at, coalesce(h.n, 0) as held
-               from runs r join sessions s on s.id = r.session_id
-               left join holding h on h.project_id = s.project_id
-              where r.status = 'running' and not r.admitted and not r.parked
-                and not r.cancel_requested and r.queued_at is not null
-           )
-           select
-             (select coalesce(sum(n), 0) from holding)::int8 as "total!",
-             (select coalesce(n, 0) from holding where project_id = $2)::int8 as "in_project",
-             (select id from waiting where held < $3 order by held, queued_at, id limit 1) as "head",
-             (select count(*) from waiting w, waiting me
-               where me.id = $1 and (w.held, w.queued_at, w.id) < (me.held, me.queued_at, me.id)) as "ahead!""#,
-        run.0,
-        project.0,
-        project_max,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let limit = holding_limit(
-        limits,
-        row.in_project.unwrap_or(0),
-        row.total,
-        row.head.is_some_and(|h| h != run.0),
-    );
+    let (limit, position) = standing(tx, Kind::Run, run.0, project, limits).await?;
     match limit {
         None => {
             sqlx::query!(
@@ -93,7 +63,7 @@ pub async fn try_admit(
         Some(limit) => Ok(Some(Admission::Queued {
             newly: queued.newly,
             limit,
-            position: row.ahead + 1,
+            position,
         })),
     }
 }
