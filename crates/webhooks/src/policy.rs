@@ -2,8 +2,16 @@
 //! attempts, then `failed`. With the defaults (8 attempts, 10 s base, factor 5, 12 h cap) the
 //! waits are about 10 s, 50 s, 4 min, 21 min, 1.7 h, 8.7 h and 12 h: the last attempt comes
 //! roughly a day after the first.
+//!
+//! The wait follows from the number of failed attempts, which the outbox row stores, so the
+//! schedule carries on across restarts; the formula is the workspace's one jittered schedule
+//! (`sandbox_agents_backoff::Jittered`).
 
 use std::time::Duration;
+
+/// A uniform random number in [0, 1), for [`RetryPolicy::next_wait`].
+pub use sandbox_agents_backoff::unit_random;
+use sandbox_agents_backoff::Jittered;
 
 /// Each wait is multiplied by this much per attempt made.
 pub const FACTOR: f64 = 5.0;
@@ -38,18 +46,14 @@ impl RetryPolicy {
         if failed >= self.max_attempts.max(1) {
             return None;
         }
-        let exp = FACTOR.powi(failed.saturating_sub(1).min(60) as i32);
-        let wait = (self.base.as_secs_f64() * exp).min(self.max.as_secs_f64());
-        let spread = 1.0 + JITTER * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
-        Some(Duration::from_secs_f64(wait * spread))
+        let backoff = Jittered {
+            base: self.base,
+            factor: FACTOR,
+            max: self.max,
+            jitter: JITTER,
+        };
+        Some(backoff.delay(failed.saturating_sub(1), unit))
     }
-}
-
-/// A uniform random number in [0, 1).
-pub fn unit_random() -> f64 {
-    let mut b = [0u8; 8];
-    sandbox_agents_vault::random_bytes(&mut b).expect("the operating system's random source works");
-    (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
