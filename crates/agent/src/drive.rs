@@ -7,6 +7,8 @@ use crate::stop::Stop;
 use crate::tally::Turn;
 use crate::usage::turn_usage;
 use crate::Runs;
+use backon::Retryable;
+use sandbox_agents_backoff::DATABASE_WRITE;
 use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::Message;
@@ -14,10 +16,6 @@ use sandbox_agents_store::{runs, sessions};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// How many times a driver tries to write its run's end (0.5 s, 2 s, 8 s apart) before it
-/// leaves the run to the recovery sweep.
-const FINISH_ATTEMPTS: u32 = 4;
 
 impl Runs {
     /// Drives the run to its terminal event, or until it parks. Never fails: whatever goes
@@ -66,33 +64,39 @@ impl Runs {
         // A failed write is tried again a few times (a database restart or fail-over takes
         // seconds), so that the turn's real end is kept; a write that did commit although
         // its answer was lost is not written twice (`finish_run` changes only a running run).
-        let mut pause = Duration::from_millis(500);
-        for attempt in 1..=FINISH_ATTEMPTS {
-            let written = self
-                .finish_run(
-                    id,
-                    run,
-                    &outcome,
-                    turn.steps,
-                    &usage,
-                    conversation.as_deref(),
-                )
-                .await;
-            match written {
-                Ok(_) => return,
-                Err(e) if attempt < FINISH_ATTEMPTS && !shutdown.is_cancelled() => {
-                    tracing::warn!(run.id = %run, error = %e, attempt, "could not record the end of a run; trying again");
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = shutdown.cancelled() => {}
-                    }
-                    pause *= 4;
-                }
-                Err(e) => {
-                    tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
-                    return;
+        // The waits are [`DATABASE_WRITE`]'s (0.5 s, 2 s, 8 s); after the last, or once the
+        // server shuts down, the run is left to the recovery sweep. A shutdown cuts a wait
+        // short but the attempt after it is still made.
+        let interrupted = shutdown.clone();
+        let mut attempt = 0;
+        let written = (|| {
+            self.finish_run(
+                id,
+                run,
+                &outcome,
+                turn.steps,
+                &usage,
+                conversation.as_deref(),
+            )
+        })
+        .retry(DATABASE_WRITE)
+        .sleep(move |wait| {
+            let interrupted = interrupted.clone();
+            async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = interrupted.cancelled() => {}
                 }
             }
+        })
+        .when(|_| !shutdown.is_cancelled())
+        .notify(|e, _| {
+            attempt += 1;
+            tracing::warn!(run.id = %run, error = %e, attempt, "could not record the end of a run; trying again");
+        })
+        .await;
+        if let Err(e) = written {
+            tracing::error!(run.id = %run, error = %e, "could not record the end of a run; the recovery sweep fails it");
         }
     }
 

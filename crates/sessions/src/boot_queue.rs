@@ -10,20 +10,13 @@
 //! after its retries.
 
 use crate::Sessions;
+use backon::BackoffBuilder;
+use sandbox_agents_backoff::DATABASE_WRITE;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::session_leases;
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::time::Duration;
-
-/// How long a boot that could not record its outcome (a database error) waits before each
-/// retry; after the last, the sweep boots the session again.
-const RETRIES: [Duration; 3] = [
-    Duration::from_millis(500),
-    Duration::from_secs(2),
-    Duration::from_secs(8),
-];
 
 /// The boots this process took on.
 pub(crate) struct BootQueue {
@@ -85,8 +78,9 @@ impl Sessions {
     }
 
     /// Boots in the background; the outcome lands in the row and the log. A boot that met a
-    /// busy or unreachable database is tried again ([`RETRIES`]); then the sweep takes it
-    /// on. `false` when a task of this process already has the boot.
+    /// busy or unreachable database is tried again ([`DATABASE_WRITE`]'s waits: 0.5 s,
+    /// 2 s, 8 s); then the sweep takes it on. A shutdown ends the waits with no further try,
+    /// since a boot starts a sandbox. `false` when a task of this process already has the boot.
     pub(crate) fn spawn_boot(&self, id: SessionId) -> bool {
         let Some(taken) = self.take_on_boot(id) else {
             tracing::debug!(session.id = %id, "this process already boots the session");
@@ -94,7 +88,7 @@ impl Sessions {
         };
         let rt = self.clone();
         self.inner.tasks.spawn(async move {
-            let mut retries = RETRIES.iter();
+            let mut retries = DATABASE_WRITE.build();
             loop {
                 let Err(e) = rt.boot(&taken).await else { return };
                 if !e.is_transient() {
@@ -108,7 +102,7 @@ impl Sessions {
                 };
                 tracing::warn!(session.id = %id, error = %e, retry_in_ms = wait.as_millis() as u64, "a boot could not record its outcome; trying again");
                 tokio::select! {
-                    _ = tokio::time::sleep(*wait) => {}
+                    _ = tokio::time::sleep(wait) => {}
                     _ = rt.inner.shutdown.cancelled() => return,
                 }
             }
