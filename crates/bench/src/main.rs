@@ -175,7 +175,10 @@ async fn bench_in(
         .context("migrating the bench database")?;
     // The server's pool, sized as the testkit sizes it.
     let app_db: Db = sandbox_agents_store::connect(options.clone(), 20).await?;
-    let app = sandbox_agents_testkit::spawn_app_on(app_db, options.clone()).await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_db(app_db, options.clone())
+        .spawn()
+        .await;
     let agent = app.seed_agent("bench").await;
     let machine = machine::collect(&writer_db).await;
     log(format!("PostgreSQL: {}", machine.postgres));

@@ -574,6 +574,22 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+impl Config {
+    /// What the flags say when none is given and no environment variable is set: the
+    /// documented defaults, for a process (a test server) that must not pick up a developer's
+    /// `SANDBOX_AGENTS_*` settings. It changes the fields it needs, and resolves the result
+    /// with [`crate::app::Settings::resolve`] as the binary does.
+    pub fn defaults() -> Config {
+        use clap::{Args, FromArgMatches};
+        let command = Config::augment_args(clap::Command::new("sandbox-agents"))
+            .mut_args(|arg| arg.env(None));
+        let matches = command
+            .try_get_matches_from(["sandbox-agents"])
+            .expect("every flag has a default or is optional");
+        Config::from_arg_matches(&matches).expect("the defaults make a configuration")
+    }
+}
+
 mod resolved;
 
 pub use resolved::redact_url;

@@ -54,7 +54,7 @@ impl TestApp {
         let data_dir = self.data_dir.clone();
         self.stop().await;
         let _ = std::fs::remove_dir_all(data_dir);
-        crate::spawn_app_on(db, options).await
+        TestApp::builder().with_db(db, options).spawn().await
     }
 
     /// An agent in the default project, straight into the store.

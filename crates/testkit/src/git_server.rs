@@ -2,7 +2,7 @@
 //! Python https server, in a container of the test's own made from the sandbox image (which
 //! has git and python3), with a certificate issued by a CA the test generates (`openssl` on
 //! the host). Give [`GitServer::ca_bundle`] to the server under test as `--extra-ca-certs`
-//! (`AppOptions::extra_ca_certs`) and its sandboxes can clone from [`GitServer::host`].
+//! (`--extra-ca-certs`, through `TestAppBuilder::with_config`) and its sandboxes can clone from [`GitServer::host`].
 //!
 //! Sandboxes reach the server by its address on the default Docker bridge (checked here:
 //! containers on `docker0` reach each other); the certificate names that address in its

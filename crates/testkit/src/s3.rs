@@ -13,7 +13,7 @@ use std::time::Duration;
 pub const ACCESS_KEY_ID: &str = "AKIASANDBOXAGENTS01";
 pub const SECRET_ACCESS_KEY: &str = "s3-secret-never-in-a-sandbox-7c1e9a";
 
-/// What a server under test needs to reach an S3-compatible store (`AppOptions::s3`).
+/// What a server under test needs to reach an S3-compatible store (its flags, set by [`S3Access::configure`]).
 #[derive(Clone, Debug)]
 pub struct S3Access {
     pub endpoint: String,
@@ -130,7 +130,7 @@ impl MotoServer {
         &self.endpoint
     }
 
-    /// The endpoint and keys for `AppOptions::s3`.
+    /// The endpoint and keys, for [`S3Access::configure`].
     pub fn access(&self) -> S3Access {
         S3Access {
             endpoint: self.endpoint.clone(),

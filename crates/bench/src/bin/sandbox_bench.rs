@@ -337,16 +337,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let db = sandbox_agents_store::connect(options.clone(), 20).await?;
         sandbox_agents_store::migrate(&db).await?;
         let fake = sandbox_agents_fake_model::FakeModel::start(runs::script());
-        let app = sandbox_agents_testkit::spawn_app_with_model_proxy_on(
-            db.clone(),
-            options.clone(),
-            &fake.root_url(),
-        )
-        .await;
+        let app = sandbox_agents_testkit::TestApp::builder()
+            .with_db(db.clone(), options.clone())
+            .with_model_proxy(&fake.root_url())
+            .spawn()
+            .await;
         // A second server on the same database with the server's default warm pool: the
         // first one (no pool) measures the path every boot took before the pool, and the
         // path a session with exposed ports or another image still takes.
-        let pooled = sandbox_agents_testkit::spawn_app_on_pooled(db, options, POOL_SIZE).await;
+        let pooled = sandbox_agents_testkit::TestApp::builder()
+            .with_db(db, options)
+            .with_pool(POOL_SIZE)
+            .spawn()
+            .await;
         pooled.sessions.start_pool();
         let parts = tokio::select! {
             r = parts(&args, &app, &pooled, &fake, &docker, &cluster) => r,

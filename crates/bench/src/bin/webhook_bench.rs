@@ -92,7 +92,10 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let result = async {
         let db = sandbox_agents_store::connect(options.clone(), 40).await?;
         sandbox_agents_store::migrate(&db).await?;
-        let app = sandbox_agents_testkit::spawn_app_on(db.clone(), options).await;
+        let app = sandbox_agents_testkit::TestApp::builder()
+            .with_db(db.clone(), options)
+            .spawn()
+            .await;
         let out = bench(&args, &app, &db).await;
         let blobs = app.blobs_dir.clone();
         app.stop().await;

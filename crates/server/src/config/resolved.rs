@@ -390,6 +390,18 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_are_the_documented_ones_whatever_the_environment_says() {
+        let d = Config::defaults();
+        assert_eq!(d.bind.to_string(), "127.0.0.1:8000");
+        assert_eq!(d.database_url, None, "DATABASE_URL is not read");
+        assert_eq!(d.token, None, "SANDBOX_AGENTS_TOKEN is not read");
+        assert_eq!(d.warm_pool_size, 2);
+        assert_eq!(d.db_max_connections, 32);
+        assert_eq!(d.s3_stage_max_bytes, 1 << 30);
+        assert_eq!(d.webhook_retry_max_seconds, 43_200.0);
+    }
+
+    #[test]
     fn no_subcommand_means_serve_with_the_documented_defaults() {
         let cli = Cli::try_parse_from(["sandbox-agents"]).unwrap();
         assert_eq!(cli.command, None);

@@ -6,9 +6,7 @@
 
 use crate::runs::{start_run, test_agent, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{
-    eventually, spawn_app_on_with_options, spawn_app_with_options, AppOptions, TestApp, BOOT,
-};
+use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::{json, Value};
 
 /// A request in `project` (its slug), as (status, JSON).
@@ -130,23 +128,22 @@ pub(crate) async fn project(app: &TestApp, name: &str) -> String {
     slug
 }
 
-fn limits(deployment: Option<u32>, project: Option<u32>) -> AppOptions {
-    AppOptions {
-        max_sandboxes: deployment,
-        max_sandboxes_per_project: project,
-        ..Default::default()
-    }
+fn limits(
+    deployment: Option<u32>,
+    project: Option<u32>,
+) -> sandbox_agents_testkit::TestAppBuilder<'static> {
+    TestApp::builder()
+        .with_config(move |c| c.max_sandboxes = deployment)
+        .with_config(move |c| c.max_sandboxes_per_project = project)
 }
 
 #[tokio::test]
 async fn a_boot_over_the_project_limit_waits_queued_until_another_process_frees_room() {
-    let one = spawn_app_with_options(limits(None, Some(1))).await;
-    let two = spawn_app_on_with_options(
-        one.db.clone(),
-        one.db_options.clone(),
-        limits(None, Some(1)),
-    )
-    .await;
+    let one = limits(None, Some(1)).spawn().await;
+    let two = limits(None, Some(1))
+        .with_db(one.db.clone(), one.db_options.clone())
+        .spawn()
+        .await;
     let p = project(&one, "Limited").await;
     let first = create(&one, &p, "a").await;
     wait_running(&one, &p, &first).await;
@@ -211,7 +208,7 @@ async fn a_boot_over_the_project_limit_waits_queued_until_another_process_frees_
 
 #[tokio::test]
 async fn the_queue_is_fair_between_projects() {
-    let app = spawn_app_with_options(limits(Some(2), None)).await;
+    let app = limits(Some(2), None).spawn().await;
     let busy = project(&app, "Busy").await;
     let quiet = project(&app, "Quiet").await;
     let a1 = create(&app, &busy, "a").await;
@@ -239,14 +236,11 @@ async fn a_run_that_needs_a_sandbox_waits_in_the_queue() {
     let fake = FakeModel::start(Script::new([Rule::when()
         .last_user_contains("hello")
         .reply_text("hi")]));
-    let app = spawn_app_with_options(
-        AppOptions {
-            max_sandboxes: Some(1),
-            ..Default::default()
-        }
-        .with_model_proxy(&fake.root_url()),
-    )
-    .await;
+    let app = TestApp::builder()
+        .with_config(|c| c.max_sandboxes = Some(1))
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("talker", test_agent()).await;
     let asleep = app.boot_session(json!({"agent_id": "talker"})).await;
     // Released as idle (a message wakes it; a stopped one would be refused): unused for a

@@ -1,4 +1,4 @@
-use sandbox_agents_testkit::{spawn_app, TestApp, DEFAULT_MODEL};
+use sandbox_agents_testkit::{TestApp, DEFAULT_MODEL};
 use serde_json::{json, Value};
 
 async fn create(app: &TestApp, body: Value) -> reqwest::Response {
@@ -34,7 +34,7 @@ fn client_create(slug: &str) -> Value {
 
 #[tokio::test]
 async fn a_new_agent_has_version_1_the_default_model_and_empty_lists() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let a = create_ok(&app, client_create("analyst")).await;
     assert_eq!(a["version"], 1);
     assert_eq!(a["model"], DEFAULT_MODEL);
@@ -53,7 +53,7 @@ async fn a_new_agent_has_version_1_the_default_model_and_empty_lists() {
 
 #[tokio::test]
 async fn agents_are_found_by_id_and_by_slug() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let a = create_ok(&app, client_create("finder")).await;
     for r in [a["id"].as_str().unwrap(), "finder"] {
         let got: Value = app
@@ -82,7 +82,7 @@ async fn agents_are_found_by_id_and_by_slug() {
 
 #[tokio::test]
 async fn a_duplicate_slug_is_a_409() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("twin")).await;
     let r = create(&app, client_create("twin")).await;
     assert_eq!(r.status(), 409);
@@ -90,7 +90,7 @@ async fn a_duplicate_slug_is_a_409() {
 
 #[tokio::test]
 async fn a_stale_version_is_a_409_and_changes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("locked")).await;
     let r = patch(&app, "locked", json!({"version": 1, "name": "First"})).await;
     assert_eq!(r.status(), 200);
@@ -120,7 +120,7 @@ async fn a_stale_version_is_a_409_and_changes_nothing() {
 
 #[tokio::test]
 async fn concurrent_edits_at_the_same_version_let_exactly_one_win() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("race")).await;
     let edits = (0..8).map(|i| patch(&app, "race", json!({"version": 1, "name": format!("n{i}")})));
     let statuses: Vec<u16> = futures::future::join_all(edits)
@@ -142,7 +142,7 @@ async fn concurrent_edits_at_the_same_version_let_exactly_one_win() {
 
 #[tokio::test]
 async fn null_clears_and_absent_keeps() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let mut body = client_create("clearable");
     body["model"] = json!("gpt-x");
     body["image"] = json!("img:1");
@@ -173,7 +173,7 @@ async fn null_clears_and_absent_keeps() {
 
 #[tokio::test]
 async fn archived_agents_leave_the_listing_but_stay_readable() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("keep")).await;
     create_ok(&app, client_create("shelve")).await;
     let r = app
@@ -236,7 +236,7 @@ async fn archived_agents_leave_the_listing_but_stay_readable() {
 
 #[tokio::test]
 async fn deleting_an_agent_a_session_references_is_a_409() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let used = app.seed_agent("used").await;
     app.seed_session(used.id).await;
     let r = app
@@ -273,7 +273,7 @@ async fn deleting_an_agent_a_session_references_is_a_409() {
 
 #[tokio::test]
 async fn unknown_literals_are_422_with_the_field_located() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let cases = [
         (
             json!({"transport": "carrier-pigeon"}),
@@ -339,7 +339,7 @@ async fn unknown_literals_are_422_with_the_field_located() {
 
 #[tokio::test]
 async fn full_dumps_and_minimal_dicts_both_round_trip() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let mut body = client_create("full");
     body["manifest"] = json!({"entries": {
         "brief.md": {"kind": "file", "content": "# Northwind"},
@@ -379,7 +379,7 @@ async fn full_dumps_and_minimal_dicts_both_round_trip() {
 
 #[tokio::test]
 async fn the_slug_cannot_be_changed() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("fixed")).await;
     let r = patch(&app, "fixed", json!({"version": 1, "slug": "moved"})).await;
     assert_eq!(r.status(), 422);
@@ -394,7 +394,7 @@ async fn the_slug_cannot_be_changed() {
 
 #[tokio::test]
 async fn a_patch_without_version_is_a_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_ok(&app, client_create("nover")).await;
     let r = patch(&app, "nover", json!({"name": "x"})).await;
     assert_eq!(r.status(), 422);

@@ -2,7 +2,7 @@
 //! (bound and unbound, revoked, expired), project resolution and isolation between projects.
 
 use reqwest::{Method, StatusCode};
-use sandbox_agents_testkit::{eventually, spawn_app, spawn_app_with_token, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ pub(crate) async fn make_key(
 
 #[tokio::test]
 async fn open_mode_lasts_until_the_first_key_and_that_key_can_manage_keys() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let (s, me) = call(&app, Method::GET, "/api/me", None, None, None).await;
     assert_eq!(s, 200);
     assert_eq!(me["auth_required"], false);
@@ -126,7 +126,7 @@ async fn open_mode_lasts_until_the_first_key_and_that_key_can_manage_keys() {
 
 #[tokio::test]
 async fn the_shared_token_is_an_operator_and_keys_are_revoked_and_expire() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     assert_eq!(
         call(&app, Method::GET, "/api/agents", None, None, None)
             .await
@@ -289,7 +289,7 @@ async fn the_shared_token_is_an_operator_and_keys_are_revoked_and_expire() {
 
 #[tokio::test]
 async fn projects_resolve_by_header_or_key_and_never_leak_across() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let (s, alpha) = create_project(
         &app,
         json!({"name": "Alpha Team", "slug": "", "description": "first"}),
@@ -481,7 +481,7 @@ async fn projects_resolve_by_header_or_key_and_never_leak_across() {
 
 #[tokio::test]
 async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let (_, p) = create_project(
         &app,
         json!({"name": "Busy", "slug": "busy", "description": ""}),
@@ -551,7 +551,10 @@ async fn a_credential_over_its_rate_gets_429_and_nothing_is_done() {
         per_minute: 1,
         burst: 3,
     }));
-    let app = sandbox_agents_testkit::spawn_app_with_auth(auth).await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_auth(auth)
+        .spawn()
+        .await;
     let mut statuses = Vec::new();
     for i in 0..4 {
         let r = app
@@ -668,7 +671,7 @@ pub(crate) async fn as_person(
 
 #[tokio::test]
 async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_projects() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let (s, user) = call(
         &app,
         Method::POST,
@@ -930,7 +933,7 @@ async fn a_person_is_invited_sets_a_password_signs_in_and_works_in_their_project
 
 #[tokio::test]
 async fn guessing_passwords_is_slowed_per_account() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     call(
         &app,
         Method::POST,

@@ -4,30 +4,29 @@
 //! through the bucket, nothing lands on the host's disk, and the garbage queue removes the
 //! objects again. A bucket the server cannot use stops it at start.
 
+use sandbox_agents_server::config::Config;
 use sandbox_agents_testkit::s3::MotoServer;
-use sandbox_agents_testkit::{
-    eventually, spawn_app_on_with_options, spawn_app_with_options, AppOptions, TestApp, BOOT,
-};
+use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::json;
 use std::time::Duration;
 
-fn options(moto: &MotoServer, url: &str) -> AppOptions {
-    AppOptions {
-        s3: Some(moto.access()),
-        blob_url: Some(url.into()),
-        ..Default::default()
-    }
+fn options<'a>(moto: &'a MotoServer, url: &'a str) -> sandbox_agents_testkit::TestAppBuilder<'a> {
+    TestApp::builder()
+        .with_config(move |c| moto.access().configure(c))
+        .with_config(move |c| c.blob_url = Some(url.into()))
 }
 
-/// The settings of a server process `config` describes (its listeners' addresses unused).
-fn resolve(
-    config: &sandbox_agents_server::config::Config,
-) -> anyhow::Result<sandbox_agents_server::app::Settings> {
-    sandbox_agents_server::app::Settings::resolve(
-        config,
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:2".parse().unwrap(),
-    )
+/// Another server process of `app`'s deployment, its flags changed by `change`, or why it
+/// does not start.
+async fn another_process(
+    app: &TestApp,
+    change: impl FnOnce(&mut Config) + Send,
+) -> anyhow::Result<TestApp> {
+    TestApp::builder()
+        .with_db(app.db.clone(), app.db_options.clone())
+        .with_config(change)
+        .try_spawn()
+        .await
 }
 
 async fn sh(app: &TestApp, id: &str, command: &str) -> String {
@@ -53,13 +52,11 @@ async fn objects(moto: &MotoServer) -> Vec<String> {
 async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
     let moto = MotoServer::start().await;
     moto.create_bucket("blobs").await;
-    let a = spawn_app_with_options(options(&moto, "s3://blobs/deploy/")).await;
-    let b = spawn_app_on_with_options(
-        a.db.clone(),
-        a.db_options.clone(),
-        options(&moto, "s3://blobs/deploy"),
-    )
-    .await;
+    let a = options(&moto, "s3://blobs/deploy/").spawn().await;
+    let b = options(&moto, "s3://blobs/deploy")
+        .with_db(a.db.clone(), a.db_options.clone())
+        .spawn()
+        .await;
 
     let id = a
         .running_session(
@@ -164,32 +161,27 @@ async fn two_processes_share_workspaces_and_snapshots_through_the_bucket() {
 #[tokio::test]
 async fn a_bucket_the_server_cannot_use_stops_it_at_start() {
     let moto = MotoServer::start().await;
-    let app = sandbox_agents_testkit::spawn_app().await;
-    let build = |url: &str| {
-        let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
-        config.blob_url = Some(url.into());
-        moto.access().configure(&mut config);
-        config
+    let app = sandbox_agents_testkit::TestApp::builder().spawn().await;
+    let build = |url: &'static str| {
+        another_process(&app, |config| {
+            config.blob_url = Some(url.into());
+            moto.access().configure(config);
+        })
     };
-    let config = build("s3://no-such-bucket/x");
-    let settings = resolve(&config).unwrap();
-    let err = sandbox_agents_server::app::build(
-        settings,
-        app.db.clone(),
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .await
-    .err()
-    .expect("a missing bucket is refused");
+    let err = build("s3://no-such-bucket/x")
+        .await
+        .err()
+        .expect("a missing bucket is refused");
     let said = format!("{err:#}");
     assert!(
         said.contains("s3://no-such-bucket/x") && said.contains("not usable"),
         "{said}"
     );
 
-    let mut config = build("s3://blobs/x");
-    config.blob_url = Some("gs://blobs/x".into());
-    let err = resolve(&config).err().expect("another scheme is refused");
+    let err = build("gs://blobs/x")
+        .await
+        .err()
+        .expect("another scheme is refused");
     assert!(
         format!("{err:#}").contains("expected s3://bucket/prefix"),
         "{err:#}"
@@ -205,17 +197,16 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
     let ca = sandbox_agents_testkit::tls::TestCa::new();
     let moto = MotoServer::start_tls(&ca).await;
     moto.create_bucket("blobs").await;
-    let app = sandbox_agents_testkit::spawn_app().await;
-    let stop = tokio_util::sync::CancellationToken::new();
+    let app = sandbox_agents_testkit::TestApp::builder().spawn().await;
+    let (moto, ca) = (&moto, &ca);
     let build = |extra_ca: bool| {
-        let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
-        config.blob_url = Some("s3://blobs/private".into());
-        let access = moto.access();
-        assert!(access.endpoint.starts_with("https://"));
-        access.configure(&mut config);
-        config.extra_ca_certs = extra_ca.then(|| ca.cert());
-        let settings = resolve(&config).unwrap();
-        sandbox_agents_server::app::build(settings, app.db.clone(), stop.clone())
+        another_process(&app, move |config| {
+            config.blob_url = Some("s3://blobs/private".into());
+            let access = moto.access();
+            assert!(access.endpoint.starts_with("https://"));
+            access.configure(config);
+            config.extra_ca_certs = extra_ca.then(|| ca.cert());
+        })
     };
     let err = build(false)
         .await
@@ -226,10 +217,10 @@ async fn a_bucket_behind_a_private_ca_is_reached_with_the_extra_ca_certs() {
         said.contains("s3://blobs/private") && said.contains("not usable"),
         "{said}"
     );
-    if let Err(e) = build(true).await {
-        panic!("with the CA the bucket is usable: {e:#}");
+    match build(true).await {
+        Ok(other) => other.stop().await,
+        Err(e) => panic!("with the CA the bucket is usable: {e:#}"),
     }
-    stop.cancel();
     app.stop().await;
 }
 
@@ -244,12 +235,11 @@ async fn buckets_addressed_by_host_name_hold_the_blobs_and_the_mounts() {
     moto.create_bucket("vblobs").await;
     moto.create_bucket("vdata").await;
     moto.put("vdata", "in/a.txt", "alpha\n").await;
-    let app = spawn_app_with_options(AppOptions {
-        s3: Some(moto.virtual_hosted_access()),
-        blob_url: Some("s3://vblobs/deploy".into()),
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_config(|c| moto.virtual_hosted_access().configure(c))
+        .with_config(|c| c.blob_url = Some("s3://vblobs/deploy".into()))
+        .spawn()
+        .await;
     let id = app
         .running_session(
             "virtual",
@@ -283,30 +273,29 @@ async fn buckets_addressed_by_host_name_hold_the_blobs_and_the_mounts() {
     assert_eq!(sh(&app, &id, "cat notes.md").await, "kept\nmore");
     assert_eq!(sh(&app, &id, "cat m/new.txt").await, "written");
 
-    let mut config = sandbox_agents_testkit::test_config(app.data_dir.join("other"), "unused");
-    sandbox_agents_testkit::s3::S3Access {
-        virtual_hosted: false,
-        ..moto.virtual_hosted_access()
-    }
-    .configure(&mut config);
-    config.blob_url = Some("s3://vblobs/deploy".into());
-    let settings = resolve(&config).unwrap();
-    let err = sandbox_agents_server::app::build(
-        settings,
-        app.db.clone(),
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .await
-    .err()
-    .expect("path-style requests to this endpoint find no bucket");
+    let path_style = |config: &mut Config| {
+        sandbox_agents_testkit::s3::S3Access {
+            virtual_hosted: false,
+            ..moto.virtual_hosted_access()
+        }
+        .configure(config);
+        config.blob_url = Some("s3://vblobs/deploy".into());
+    };
+    let err = another_process(&app, path_style)
+        .await
+        .err()
+        .expect("path-style requests to this endpoint find no bucket");
     assert!(format!("{err:#}").contains("not usable"), "{err:#}");
 
     // A virtual-hosted style the endpoint cannot carry is refused before anything starts.
-    config.s3_endpoint = Some("http://127.0.0.1:9000".into());
-    config.s3_addressing_style = sandbox_agents_server::config::S3AddressingStyle::Virtual;
-    let err = resolve(&config)
-        .err()
-        .expect("an address cannot take a bucket in front of it");
+    let err = another_process(&app, |config| {
+        path_style(config);
+        config.s3_endpoint = Some("http://127.0.0.1:9000".into());
+        config.s3_addressing_style = sandbox_agents_server::config::S3AddressingStyle::Virtual;
+    })
+    .await
+    .err()
+    .expect("an address cannot take a bucket in front of it");
     assert!(
         format!("{err:#}").contains("--s3-addressing-style path"),
         "{err:#}"

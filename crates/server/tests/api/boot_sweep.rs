@@ -16,7 +16,7 @@ use crate::metrics::{sample, scrape};
 use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_sandbox::SandboxSpec;
-use sandbox_agents_testkit::{fresh_database, spawn_app, spawn_app_on, test_image, TestApp, BOOT};
+use sandbox_agents_testkit::{fresh_database, test_image, TestApp, BOOT};
 use sqlx::Connection;
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ async fn hold_lease(app: &TestApp, id: SessionId, worker: i32) {
 #[tokio::test]
 async fn a_boot_whose_process_died_is_booted_again_by_the_sweep_and_its_half_made_sandbox_removed()
 {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = unbooted_session(&app, "orphaned-boot").await;
     // A process took the boot on, holds the lease and made a sandbox, then died.
     let dead = Process::start(&app, 0x0b07_0001).await;
@@ -116,7 +116,7 @@ async fn a_boot_whose_process_died_is_booted_again_by_the_sweep_and_its_half_mad
 
 #[tokio::test]
 async fn a_boot_this_process_took_on_but_no_task_drives_is_booted_again() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = unbooted_session(&app, "abandoned-boot").await;
     // Stamped with this process's key, as a boot that gave up after its retries leaves it.
     stamp(&app, id, app.sessions.worker_key().await.unwrap()).await;
@@ -127,7 +127,7 @@ async fn a_boot_this_process_took_on_but_no_task_drives_is_booted_again() {
 
 #[tokio::test]
 async fn a_lifecycle_operation_waits_for_a_live_holder_and_takes_over_from_a_dead_one() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("leased", serde_json::json!({})).await;
     let sid = SessionId(id.parse().unwrap());
     let other = Process::start(&app, 0x0b07_0002).await;
@@ -171,7 +171,10 @@ async fn a_pool_with_no_free_connection_is_a_503_saying_the_server_is_busy() {
     let db = sandbox_agents_store::connect(options.clone(), 2)
         .await
         .unwrap();
-    let app = spawn_app_on(db.clone(), options).await;
+    let app = TestApp::builder()
+        .with_db(db.clone(), options)
+        .spawn()
+        .await;
     let before =
         sample(&scrape(&app).await, "sandbox_agents_db_pool_timeouts_total").unwrap_or(0.0);
     // Every connection of the pool, held by someone else.

@@ -4,9 +4,7 @@
 
 use crate::runs::{send, start_run, test_agent, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{
-    eventually, spawn_app_with_model_proxy, spawn_app_with_model_proxy_on, TestApp,
-};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
 /// Polls the log until an event matches; returns it.
@@ -74,7 +72,10 @@ async fn an_ordinary_call_waits_for_its_answer_which_the_model_then_reads() {
             .last_user_contains("who")
             .reply_tool_call("lookup", json!({"id": "42"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = session_of(&app, "desk", json!({"client_tools": [lookup_tool()]})).await;
 
     let run = start_run(&app, &id, "who is 42?", Value::Null).await;
@@ -157,7 +158,10 @@ async fn an_unanswered_ordinary_call_times_out_and_a_late_answer_is_404() {
             .last_user_contains("ask")
             .reply_tool_call("ping_page", json!({})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("quiet", test_agent()).await;
     let body = json!({"prompt": "ask the page", "max_turns": null,
                       "client_tools": [{"name": "ping_page", "timeout_seconds": 1}]});
@@ -192,7 +196,10 @@ async fn an_unanswered_ordinary_call_times_out_and_a_late_answer_is_404() {
 #[tokio::test]
 async fn a_turn_tool_may_not_shadow_a_builtin_and_bad_declarations_are_422() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("strict", test_agent()).await;
     for tools in [
         json!([{"name": "shell"}]),
@@ -237,7 +244,10 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
             .reply_text("unexpected: the model was asked before the approval"),
     ]);
     let fake = FakeModel::start(script);
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = session_of(
         &app,
         "refunds",
@@ -302,9 +312,11 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
 
     // The answer comes to another server process (the first one is gone): same run goes on.
     app.shutdown.cancel();
-    let other =
-        spawn_app_with_model_proxy_on(app.db.clone(), app.db_options.clone(), &fake.root_url())
-            .await;
+    let other = TestApp::builder()
+        .with_db(app.db.clone(), app.db_options.clone())
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     assert!(answer(
         &other,
         &id,
@@ -371,7 +383,10 @@ async fn interrupting_a_parked_run_cancels_it_and_its_calls() {
             .last_user_contains("approve")
             .reply_tool_call("approve", json!({})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = session_of(&app, "asker", json!({"client_tools": [approve_tool()]})).await;
     let run = start_run(&app, &id, "approve it", Value::Null).await;
     let pause = wait_for_event(&app, &id, is_pause).await;
@@ -420,7 +435,10 @@ async fn an_answer_before_the_pause_is_kept_and_the_run_goes_on() {
             .reply_tool_call("approve", json!({}))
             .tool_call("shell", json!({"command": "sleep 5; echo slept"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = session_of(&app, "eager", json!({"client_tools": [approve_tool()]})).await;
     let run = start_run(&app, &id, "go", Value::Null).await;
     let call = wait_for_event(&app, &id, call_event).await;
@@ -453,7 +471,10 @@ async fn a_parked_session_may_sleep_and_the_answer_wakes_it_to_continue() {
             .last_user_contains("ask")
             .reply_tool_call("approve", json!({})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = session_of(
         &app,
         "sleepy",

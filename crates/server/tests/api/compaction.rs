@@ -9,7 +9,7 @@
 
 use crate::runs::{start_run, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, ModelEntry, Rule, Script};
-use sandbox_agents_testkit::{eventually, spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
 /// The model the agents use, listed with a 10,000-token input window (compaction at 9,000).
@@ -99,7 +99,10 @@ async fn compaction_starts_at_the_threshold_and_the_model_then_sees_recent_user_
         ],
         WINDOW,
     ));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("compacting", agent(json!({}))).await;
 
     let run = start_run(&app, &id, "list the files", Value::Null).await;
@@ -224,7 +227,10 @@ async fn a_parked_run_that_compacted_continues_from_the_summary() {
         ],
         WINDOW,
     ));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app
         .running_session(
             "approver",
@@ -287,7 +293,10 @@ async fn a_parked_run_that_compacted_continues_from_the_summary() {
 #[tokio::test]
 async fn a_conversation_that_cannot_be_compacted_below_the_window_fails_naming_the_sizes() {
     let fake = FakeModel::start(script([Rule::always().reply_text("unreachable")], 1_000));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     // No sandbox tools: the prompt alone decides the size.
     let id = app
         .running_session("tight", agent(json!({"capabilities": ["compaction"]})))
@@ -322,7 +331,10 @@ async fn an_agent_without_the_capability_never_compacts_and_fails_clearly_over_t
         ],
         2_000,
     ));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app
         .running_session("plain", agent(json!({"capabilities": []})))
         .await;

@@ -1,9 +1,9 @@
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use serde_json::Value;
 
 #[tokio::test]
 async fn health_checks_the_database() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app.http.get(app.url("/api/health")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
@@ -17,7 +17,7 @@ async fn health_checks_the_database() {
 
 #[tokio::test]
 async fn me_reports_open_mode_and_auth_check_accepts_anyone() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let me: Value = app
         .http
         .get(app.url("/api/me"))
@@ -42,7 +42,7 @@ async fn me_reports_open_mode_and_auth_check_accepts_anyone() {
 
 #[tokio::test]
 async fn backends_list_the_default_first() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let b: Value = app
         .http
         .get(app.url("/api/backends"))
@@ -58,7 +58,7 @@ async fn backends_list_the_default_first() {
 
 #[tokio::test]
 async fn unknown_routes_and_methods_answer_json_like_fastapi() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app.http.get(app.url("/api/nope")).send().await.unwrap();
     assert_eq!(r.status(), 404);
     assert_eq!(
@@ -75,7 +75,7 @@ async fn unknown_routes_and_methods_answer_json_like_fastapi() {
 
 #[tokio::test]
 async fn x_project_is_ignored_where_not_scoped_and_resolved_where_it_is() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app
         .http
         .get(app.url("/api/health"))
@@ -108,7 +108,7 @@ async fn x_project_is_ignored_where_not_scoped_and_resolved_where_it_is() {
 
 #[tokio::test]
 async fn every_response_carries_a_request_id() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app.http.get(app.url("/api/health")).send().await.unwrap();
     assert!(!r.headers()["x-request-id"].is_empty());
     let r = app
@@ -123,7 +123,7 @@ async fn every_response_carries_a_request_id() {
 
 #[tokio::test]
 async fn malformed_json_is_a_422_with_a_list_of_errors() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app
         .http
         .post(app.url("/api/agents"))
@@ -145,7 +145,7 @@ async fn malformed_json_is_a_422_with_a_list_of_errors() {
 
 #[tokio::test]
 async fn oversized_bodies_are_refused_with_413() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let big = "x".repeat(sandbox_agents_api::JSON_BODY_LIMIT + 1);
     let body = serde_json::json!({"slug": "big", "name": "big", "instructions": big});
     let r = app
@@ -162,7 +162,7 @@ async fn oversized_bodies_are_refused_with_413() {
 #[tokio::test]
 async fn each_route_takes_bodies_up_to_its_own_limit() {
     use sandbox_agents_api::limits::SMALL_BODY_LIMIT;
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let padding = "x".repeat(SMALL_BODY_LIMIT);
     // A small-body route refuses what an agent definition may carry, declared or streamed.
     let body = serde_json::json!({"name": "N", "url": "https://example.com/h", "pad": padding});
@@ -241,7 +241,7 @@ async fn exchange(app: &sandbox_agents_testkit::TestApp, request: String) -> (St
 
 #[tokio::test]
 async fn a_refusal_before_the_body_is_read_closes_the_connection_and_says_so() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     // A body the server refuses unread (an upload to a session that does not exist): the
     // client is told not to reuse the connection, so its next request cannot meet a socket
     // that is closing.

@@ -3,7 +3,7 @@
 //! byte for byte, the daemon killed inside a sandbox coming back, a restarted control plane
 //! reconnecting to running sandboxes, and sandboxes without a daemon served by Docker exec.
 
-use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ async fn start(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
 
 #[tokio::test]
 async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("bg", json!({})).await;
     let r = start(
         &app,
@@ -67,7 +67,7 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
 
 #[tokio::test]
 async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("killer", json!({})).await;
     let p: Value = start(
         &app,
@@ -131,7 +131,7 @@ async fn a_killed_process_takes_its_children_and_bad_starts_change_nothing() {
 
 #[tokio::test]
 async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("files", json!({})).await;
     let data: Vec<u8> = (0..10 * 1024 * 1024u32)
         .map(|i| (i * 31 % 253) as u8)
@@ -207,7 +207,7 @@ async fn sandbox_files_travel_byte_for_byte_anywhere_the_user_may_write() {
 
 #[tokio::test]
 async fn the_daemon_killed_inside_a_sandbox_comes_back() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("phoenix", json!({})).await;
     let p: Value = start(&app, &id, json!({"command": "sleep 3603"}))
         .await
@@ -263,7 +263,7 @@ async fn the_daemon_killed_inside_a_sandbox_comes_back() {
 
 #[tokio::test]
 async fn a_restarted_control_plane_finds_the_daemons_processes_and_its_lost_command_is_killed() {
-    let first = spawn_app().await;
+    let first = TestApp::builder().spawn().await;
     let id = first.running_session("restart", json!({})).await;
     let p: Value = start(&first, &id, json!({"command": "exec sleep 3605"}))
         .await
@@ -308,11 +308,9 @@ async fn a_restarted_control_plane_finds_the_daemons_processes_and_its_lost_comm
 
 #[tokio::test]
 async fn a_sandbox_without_the_daemon_is_served_by_docker_exec_and_says_what_it_lacks() {
-    let first =
-        sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
-            no_daemon: true,
-            ..Default::default()
-        })
+    let first = sandbox_agents_testkit::TestApp::builder()
+        .with_config(|c| c.sandboxd_bin = Some("off".into()))
+        .spawn()
         .await;
     let id = first.running_session("no-daemon", json!({})).await;
     // Everything a Docker exec can do still works, streamed exec included (whole, at the end).

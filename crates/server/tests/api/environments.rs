@@ -4,9 +4,7 @@
 //! manager, sessions that wait for a build and boot its image, and builds a restart
 //! interrupted taken over rather than left `building`.
 
-use sandbox_agents_testkit::{
-    eventually, spawn_app, spawn_app_on_with_options, spawn_app_with_options, AppOptions, TestApp,
-};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -14,11 +12,9 @@ use std::time::Duration;
 const BUILD: Duration = Duration::from_secs(300);
 
 /// The host's CA bundle: it holds the inspecting proxy's CA, as an operator's file would.
-fn options_with_ca() -> AppOptions {
-    AppOptions {
-        extra_ca_certs: Some("/etc/ssl/certs/ca-certificates.crt".into()),
-        ..Default::default()
-    }
+fn options_with_ca() -> sandbox_agents_testkit::TestAppBuilder<'static> {
+    TestApp::builder()
+        .with_config(|c| c.extra_ca_certs = Some("/etc/ssl/certs/ca-certificates.crt".into()))
 }
 
 async fn send(app: &TestApp, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -91,7 +87,7 @@ async fn wait_for_build(app: &TestApp, name: &str) -> Value {
 
 #[tokio::test]
 async fn every_refusal_says_why_and_stores_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let (s, env) = send(
         &app,
         "POST",
@@ -306,7 +302,7 @@ async fn every_refusal_says_why_and_stores_nothing() {
 
 #[tokio::test]
 async fn environments_are_named_by_id_or_name_and_patches_replace_config_and_metadata() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let (s, env) = send(
         &app,
         "POST",
@@ -364,7 +360,7 @@ async fn environments_are_named_by_id_or_name_and_patches_replace_config_and_met
 
 #[tokio::test]
 async fn packages_are_built_into_an_image_that_a_waiting_session_boots_and_uses() {
-    let app = spawn_app_with_options(options_with_ca()).await;
+    let app = options_with_ca().spawn().await;
     app.create_agent("a", json!({})).await;
     let packages = json!({"apt": ["jq"], "pip": ["six"]});
     let (s, env) = send(
@@ -477,7 +473,7 @@ async fn packages_are_built_into_an_image_that_a_waiting_session_boots_and_uses(
 
 #[tokio::test]
 async fn a_failed_build_names_its_package_manager_and_fails_its_sessions() {
-    let app = spawn_app_with_options(options_with_ca()).await;
+    let app = options_with_ca().spawn().await;
     app.create_agent("a", json!({})).await;
     let (s, _) = send(
         &app,
@@ -535,7 +531,7 @@ async fn a_failed_build_names_its_package_manager_and_fails_its_sessions() {
 
 #[tokio::test]
 async fn a_build_interrupted_by_a_restart_is_taken_over_not_left_building() {
-    let first = spawn_app_with_options(options_with_ca()).await;
+    let first = options_with_ca().spawn().await;
     // A pip step no earlier build has cached (any idna satisfies it), so the build is still
     // running when the process stops.
     let fresh = format!(
@@ -569,12 +565,10 @@ async fn a_build_interrupted_by_a_restart_is_taken_over_not_left_building() {
         .unwrap();
     assert_eq!(status, "building");
     // The next process takes it over (as `App::start_workers` does at start).
-    let second = spawn_app_on_with_options(
-        first.db.clone(),
-        first.db_options.clone(),
-        options_with_ca(),
-    )
-    .await;
+    let second = options_with_ca()
+        .with_db(first.db.clone(), first.db_options.clone())
+        .spawn()
+        .await;
     assert_eq!(second.environments.resume_builds().await.unwrap(), 1);
     let done = wait_for_build(&second, "resumed").await;
     assert_eq!(done["build"]["status"], "ready", "{done}");
@@ -591,7 +585,7 @@ async fn a_build_interrupted_by_a_restart_is_taken_over_not_left_building() {
 
 #[tokio::test]
 async fn a_project_with_environments_agents_and_sessions_in_them_can_be_deleted() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let call = |method: reqwest::Method, path: &str, body: Value| {
         let r = app
             .http
@@ -667,11 +661,10 @@ async fn a_project_with_environments_agents_and_sessions_in_them_can_be_deleted(
 
 #[tokio::test]
 async fn builds_beyond_the_bound_wait_their_turn() {
-    let app = spawn_app_with_options(AppOptions {
-        max_concurrent_builds: 1,
-        ..options_with_ca()
-    })
-    .await;
+    let app = options_with_ca()
+        .with_config(|c| c.max_concurrent_builds = 1)
+        .spawn()
+        .await;
     for name in ["one", "two"] {
         // Steps no earlier build has cached, so each takes a while.
         let fresh = format!(

@@ -1,7 +1,7 @@
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_store::events;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// the reader would step over it for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cursor_reader_never_skips_an_event_under_concurrent_appends() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("busy").await;
     let session = app.seed_session(agent.id).await;
     // A second session's writers compete for the same sequence without touching this log.
@@ -92,7 +92,7 @@ async fn a_cursor_reader_never_skips_an_event_under_concurrent_appends() {
 
 #[tokio::test]
 async fn pages_are_full_ascending_and_the_cursor_is_exclusive() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("pager").await;
     let session = app.seed_session(agent.id).await;
     let seqs = app.append_messages(session, 0, 2500).await;
@@ -167,7 +167,7 @@ async fn pages_are_full_ascending_and_the_cursor_is_exclusive() {
 
 #[tokio::test]
 async fn events_have_the_documented_shape() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("shape").await;
     let session = app.seed_session(agent.id).await;
     let run = sandbox_agents_domain::RunId::new();
@@ -206,7 +206,7 @@ async fn events_have_the_documented_shape() {
 
 #[tokio::test]
 async fn ephemeral_types_are_never_stored() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("eph").await;
     let session = app.seed_session(agent.id).await;
     let r = events::append_now(
@@ -234,7 +234,7 @@ async fn ephemeral_types_are_never_stored() {
 async fn a_guarded_append_writes_only_while_its_run_runs() {
     use sandbox_agents_store::events::{Guarded, RunGuard};
     use sandbox_agents_store::runs;
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("guarded").await;
     let session = app.seed_session(agent.id).await;
     let run = sandbox_agents_domain::RunId::new();
@@ -303,7 +303,7 @@ async fn a_guarded_append_writes_only_while_its_run_runs() {
 
 #[tokio::test]
 async fn the_log_of_an_unknown_session_is_a_404() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for id in ["not-a-uuid", &uuid::Uuid::now_v7().to_string()] {
         let r = app
             .http

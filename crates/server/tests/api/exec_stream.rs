@@ -3,7 +3,7 @@
 //! plain JSON before any stream, and a caller that goes away takes the command with it.
 
 use sandbox_agents_testkit::sse::{Frame, SseReader};
-use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ async fn read_until(sse: &mut SseReader, until: &str, out: &mut String, err: &mu
 
 #[tokio::test]
 async fn output_streams_while_the_command_runs_and_the_exit_comes_last() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("exec-stream", json!({})).await;
     let r = streamed(
         &app,
@@ -103,7 +103,7 @@ async fn output_streams_while_the_command_runs_and_the_exit_comes_last() {
 
 #[tokio::test]
 async fn refusals_come_before_the_stream_and_a_caller_gone_kills_the_command() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("exec-stream-refuse", json!({})).await;
     for (session, body, status) in [
         ("sess_nope", json!({"command": "true"}), 404),

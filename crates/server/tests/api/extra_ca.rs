@@ -5,7 +5,7 @@
 use crate::webhooks::subscribe;
 use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
 use sandbox_agents_testkit::tls::{HttpsStub, TestCa};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_options, AppOptions, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 #[tokio::test]
@@ -59,16 +59,15 @@ async fn webhooks_reach_a_receiver_of_an_extra_ca_and_only_with_it() {
     let stub = HttpsStub::start(&ca).await;
     let url = format!("{}/hook", stub.url());
 
-    let plain = spawn_app().await;
+    let plain = TestApp::builder().spawn().await;
     let result = ping(&plain, &url).await;
     assert_eq!(result["delivered"], false, "{result}");
     plain.stop().await;
 
-    let trusting = spawn_app_with_options(AppOptions {
-        extra_ca_certs: Some(ca.cert()),
-        ..Default::default()
-    })
-    .await;
+    let trusting = TestApp::builder()
+        .with_config(|c| c.extra_ca_certs = Some(ca.cert()))
+        .spawn()
+        .await;
     let result = ping(&trusting, &url).await;
     assert_eq!(
         (result["delivered"].clone(), result["status_code"].clone()),

@@ -4,7 +4,7 @@ use crate::process::ServerProcess;
 use sandbox_agents_domain::event::EventType;
 use sandbox_agents_store::events;
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{database_url, fresh_named_database, spawn_app_on, TestApp};
+use sandbox_agents_testkit::{database_url, fresh_named_database, TestApp};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -32,7 +32,10 @@ async fn two_server_processes_each_stream_every_event_appended_anywhere() {
     let a = ServerProcess::start(&url, &[]).await;
     let b = ServerProcess::start(&url, &[]).await;
     // The test process plays the third writer (e.g. a run worker on another machine).
-    let writer: TestApp = spawn_app_on(db.clone(), options).await;
+    let writer: TestApp = TestApp::builder()
+        .with_db(db.clone(), options)
+        .spawn()
+        .await;
     let agent = writer.seed_agent("fanout").await;
     let s = writer.seed_session(agent.id).await.to_string();
 
@@ -74,7 +77,10 @@ async fn two_server_processes_each_stream_every_event_appended_anywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_listener_connection_delays_events_but_never_loses_them() {
     let (db, options, _) = fresh_named_database().await;
-    let app = spawn_app_on(db.clone(), options).await;
+    let app = TestApp::builder()
+        .with_db(db.clone(), options)
+        .spawn()
+        .await;
     let agent = app.seed_agent("deaf").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = stream(&app.base, &s.to_string()).await;

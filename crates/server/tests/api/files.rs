@@ -4,7 +4,7 @@
 
 use reqwest::multipart::{Form, Part};
 use reqwest::{Response, StatusCode};
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ fn paths(entries: &[Value]) -> Vec<&str> {
 
 #[tokio::test]
 async fn files_are_uploaded_listed_read_and_deleted() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("filer", json!({})).await;
 
     // Upload to the default place, then to a path whose parents do not exist yet.
@@ -261,7 +261,7 @@ async fn files_are_uploaded_listed_read_and_deleted() {
 
 #[tokio::test]
 async fn paths_cannot_leave_the_workspace_lexically_or_through_links() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("jailed", json!({})).await;
     let (code, _, err) = app
         .exec(
@@ -350,7 +350,7 @@ async fn paths_cannot_leave_the_workspace_lexically_or_through_links() {
 
 #[tokio::test]
 async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("archived", json!({})).await;
     let long = format!("docs/{}.md", "n".repeat(150));
     let r = upload(&app, &id, Some("docs/a.txt"), "a.txt", b"alpha\n".to_vec()).await;
@@ -437,7 +437,7 @@ async fn a_stopped_session_is_listed_and_read_from_its_archive_without_booting()
 
 #[tokio::test]
 async fn uploads_larger_than_100_mib_get_413() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("bulky", json!({})).await;
     let big = vec![7u8; 101 * 1024 * 1024];
 
@@ -497,7 +497,7 @@ async fn uploads_larger_than_100_mib_get_413() {
 
 #[tokio::test]
 async fn a_session_that_failed_to_boot_has_no_files_to_show() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent(
         "broken-files",
         json!({"image": "sandbox-agents-no-such-image:0"}),

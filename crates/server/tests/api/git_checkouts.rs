@@ -5,17 +5,16 @@
 //! name the repository and the ref; malformed entries refused before anything is stored.
 
 use sandbox_agents_testkit::git_server::{GitServer, Repo};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_options, AppOptions, TestApp, BOOT};
+use sandbox_agents_testkit::{TestApp, BOOT};
 use serde_json::{json, Value};
 
 /// A server trusting `git`'s CA (and the host's bundle), with or without a warm pool.
 async fn trusting(git: &GitServer, warm_pool: usize) -> TestApp {
-    spawn_app_with_options(AppOptions {
-        extra_ca_certs: Some(git.ca_bundle()),
-        warm_pool,
-        ..Default::default()
-    })
-    .await
+    TestApp::builder()
+        .with_config(|c| c.extra_ca_certs = Some(git.ca_bundle()))
+        .with_pool(warm_pool)
+        .spawn()
+        .await
 }
 
 /// `acme/tools`: `v1` (README v1, docs/guide.md) tagged, then README v2 on `main`, and a
@@ -181,7 +180,7 @@ async fn a_pooled_sandbox_trusts_the_extra_cas_too() {
 async fn without_extra_cas_nothing_changes_and_the_test_ca_is_not_trusted() {
     let git = GitServer::start().await;
     git.repo("acme/tools", &[("README.md", "v1\n")]);
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("plain", json!({})).await;
     let (code, out, _) = app.exec(&id, "printenv SSL_CERT_FILE GIT_SSL_CAINFO").await;
     assert_eq!((code, out.as_str()), (1, ""), "no variable is set");
@@ -282,7 +281,7 @@ async fn an_unknown_ref_or_repository_fails_the_boot_naming_both() {
 
 #[tokio::test]
 async fn malformed_git_entries_are_refused_at_create_and_nothing_is_stored() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("ok", json!({})).await;
     let git = |host: &str, repo: &str, git_ref: &str, subpath: Value| json!({"kind": "git_repo", "host": host, "repo": repo, "ref": git_ref, "subpath": subpath});
     for (e, field) in [

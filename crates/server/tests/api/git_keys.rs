@@ -6,7 +6,7 @@ mod races;
 mod references;
 mod sshd;
 
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 /// `POST /api/git-keys`, asserting the 201.
@@ -93,7 +93,7 @@ fn ssh_keygen_fingerprint(public_key: &str) -> String {
 
 #[tokio::test]
 async fn a_key_is_generated_listed_and_deleted_and_its_private_half_never_leaves_the_server() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let first = create_key(&app, "ci").await;
     let second = create_key(&app, "  deploy key  ").await;
     let id = first["id"].as_str().unwrap().to_owned();
@@ -148,7 +148,7 @@ async fn a_key_is_generated_listed_and_deleted_and_its_private_half_never_leaves
 
 #[tokio::test]
 async fn names_are_unique_in_a_project_and_never_blank() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_key(&app, "ci").await;
     for (body, status) in [
         (json!({"name": "ci"}), 409),
@@ -181,7 +181,7 @@ async fn names_are_unique_in_a_project_and_never_blank() {
 
 #[tokio::test]
 async fn repos_and_hosts_that_could_smuggle_options_are_422_and_nothing_runs() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "k").await;
     let id = key["id"].as_str().unwrap();
     let marker = std::env::temp_dir().join(format!("sa-pwned-{}", uuid::Uuid::new_v4().simple()));
@@ -221,7 +221,7 @@ async fn repos_and_hosts_that_could_smuggle_options_are_422_and_nothing_runs() {
 
 #[tokio::test]
 async fn a_host_that_refuses_the_connection_is_ok_false_with_ssh_s_words() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "k").await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -2,7 +2,7 @@
 //! 500 or wrongly accepted: refused with a 4xx that names the field and changes nothing, or
 //! kept exactly.
 
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 async fn send(app: &TestApp, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -27,7 +27,7 @@ async fn count(app: &TestApp, table: &str) -> i64 {
 
 #[tokio::test]
 async fn a_nul_character_in_a_body_is_a_422_naming_the_field_and_changes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let projects = count(&app, "projects").await;
     let (status, r) = send(
         &app,
@@ -76,7 +76,7 @@ async fn a_nul_character_in_a_body_is_a_422_naming_the_field_and_changes_nothing
 
 #[tokio::test]
 async fn a_nul_character_in_the_url_is_a_404_or_a_422_never_a_500() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for path in [
         "/api/agents/a%00b",
         "/api/agents/a%00b/memory",
@@ -95,7 +95,7 @@ async fn a_nul_character_in_the_url_is_a_404_or_a_422_never_a_500() {
 
 #[tokio::test]
 async fn an_array_is_not_a_body_even_where_every_field_is_optional() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("edges").await;
     let session = app.seed_session(agent.id).await;
     // serde fills a struct from an array, field by field: `[]` was an empty edit (200).
@@ -117,7 +117,7 @@ async fn an_array_is_not_a_body_even_where_every_field_is_optional() {
 
 #[tokio::test]
 async fn numbers_at_the_edges_of_a_double_come_back_from_the_database_exactly() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("edges").await;
     let session = app.seed_session(agent.id).await;
     let path = format!("/api/sessions/{session}");
@@ -137,7 +137,7 @@ async fn numbers_at_the_edges_of_a_double_come_back_from_the_database_exactly() 
 
 #[tokio::test]
 async fn a_pinned_bundle_version_past_int4_is_a_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agents = count(&app, "agents").await;
     let body = json!({"slug": "pinned", "name": "Pinned",
         "skills_source": {"kind": "bundle", "bundle": "tools", "version": 2_147_483_648_u64}});
@@ -152,7 +152,7 @@ async fn a_pinned_bundle_version_past_int4_is_a_422() {
 
 #[tokio::test]
 async fn a_last_event_id_that_is_not_a_seq_is_a_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("edges").await;
     let session = app.seed_session(agent.id).await;
     let url = app.url(&format!("/api/sessions/{session}/events/stream"));

@@ -4,7 +4,7 @@
 
 use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::spawn_app_with_model_proxy;
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 /// What the database says when the run records the tool call: a host and a detail no user
@@ -16,7 +16,10 @@ async fn a_database_error_inside_a_run_reaches_the_user_as_a_reference_only() {
     let fake = FakeModel::start(Script::new([Rule::when()
         .last_user_contains("look")
         .reply_tool_call("lookup", json!({"id": "1"}))]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent(
         "desk",
         json!({"client_tools": [{"name": "lookup", "description": "Look up.",

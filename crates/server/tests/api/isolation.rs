@@ -4,7 +4,7 @@
 //! below, so a new route cannot escape the suite.
 
 use reqwest::Method;
-use sandbox_agents_testkit::{spawn_app_with_token, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -188,7 +188,7 @@ async fn call(app: &TestApp, method: &str, path: &str, key: &str, body: &Value) 
 
 #[tokio::test]
 async fn a_key_of_one_project_reaches_nothing_of_another() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let op = |m: &str, p: &str, b: Value, project: Option<&str>| {
         let m = Method::from_bytes(m.as_bytes()).unwrap();
         let mut r = app.http.request(m, app.url(p)).bearer_auth(TOKEN).json(&b);

@@ -5,7 +5,7 @@
 
 use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{eventually, spawn_app_with_options, AppOptions, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -16,14 +16,11 @@ const BUILD: Duration = Duration::from_secs(900);
 /// A server whose runs go to `fake`, trusting the host's CA bundle for its image builds (this
 /// network inspects TLS).
 async fn python_app(fake: &FakeModel) -> TestApp {
-    spawn_app_with_options(
-        AppOptions {
-            extra_ca_certs: Some("/etc/ssl/certs/ca-certificates.crt".into()),
-            ..Default::default()
-        }
-        .with_model_proxy(&fake.root_url()),
-    )
-    .await
+    TestApp::builder()
+        .with_config(|c| c.extra_ca_certs = Some("/etc/ssl/certs/ca-certificates.crt".into()))
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await
 }
 
 /// A running session of a `python` agent (created as `slug`), once its environment is built;

@@ -9,7 +9,7 @@ use sandbox_agents_fake_model::{FakeModel, RecordedRequest, Rule, Script};
 use sandbox_agents_store::memory_consolidations::{self, NewConsolidation};
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agent_memories, agents};
-use sandbox_agents_testkit::{eventually, spawn_app, spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ async fn jobs(app: &TestApp, slug: &str) -> Vec<memory_consolidations::Consolida
 
 #[tokio::test]
 async fn an_agents_memory_is_read_and_replaced_under_its_version() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.create_agent("keeper", json!({})).await;
 
     let m = memory(&app, "keeper").await;
@@ -184,7 +184,10 @@ async fn memory_is_staged_consolidated_after_a_stop_and_seen_by_the_next_session
             ),
         Rule::always().reply_text("noted"),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("memo", memory_agent()).await;
     let r = put_memory(
         &app,
@@ -277,7 +280,10 @@ async fn memory_is_staged_consolidated_after_a_stop_and_seen_by_the_next_session
 #[tokio::test]
 async fn a_session_that_learnt_nothing_queues_no_consolidation() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("quiet", memory_agent()).await;
     assert_eq!(app.exec(&id, "cat memories/MEMORY.md").await.1, "");
     stop(&app, &id).await;
@@ -322,7 +328,10 @@ async fn two_sessions_consolidating_at_once_both_land() {
             .delay_ms(1500),
         Rule::always().reply_text("noted"),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let a = app.running_session("pair", memory_agent()).await;
     let b = app.boot_session(json!({"agent_id": "pair"})).await;
     for (id, fact) in [(&a, "FACT-A"), (&b, "FACT-B")] {
@@ -363,7 +372,10 @@ async fn an_answer_out_of_format_fails_the_attempt_and_is_retried() {
             .system_contains(CONSOLIDATION_MARKER)
             .reply_text("<memory>\n- learnt\n</memory>\n<summary>\nlearnt\n</summary>"),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let agent = app.create_agent("retry", memory_agent()).await;
     let agent_id = agents::get(&app.db, DEFAULT_PROJECT, &AgentRef::Slug("retry".into()))
         .await

@@ -9,7 +9,7 @@ use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_store::agents;
 use sandbox_agents_store::memory_consolidations::{self, ConsolidationState};
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
-use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 fn memory_agent() -> Value {
@@ -62,7 +62,10 @@ async fn consolidation_calls_are_counted_in_usage_failed_attempts_included() {
             .usage(700, 50),
         Rule::always().reply_text("noted").usage(30, 5),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("memo", memory_agent()).await;
     let run = start_run(&app, &id, "remember K-7", Value::Null).await;
     wait_for_run(&app, &id, &run).await;
@@ -131,7 +134,10 @@ async fn a_lost_sandbox_still_consolidates_what_its_finished_runs_wrote() {
             json!({"command": "echo '- the key is K-99' >> memories/MEMORY.md"}),
         ),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("lost", memory_agent()).await;
     let run = start_run(&app, &id, "remember the key K-99", Value::Null).await;
     let evs = wait_for_run(&app, &id, &run).await;
@@ -200,7 +206,10 @@ async fn a_stop_that_cannot_read_the_memory_back_consolidates_the_last_copy_read
             json!({"command": "echo '- the port is 8123' >> memories/MEMORY.md"}),
         ),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("gone", memory_agent()).await;
     let run = start_run(&app, &id, "remember the port", Value::Null).await;
     wait_for_run(&app, &id, &run).await;

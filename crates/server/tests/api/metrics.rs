@@ -10,9 +10,7 @@ use crate::runs::{start_run, test_agent, wait_for_run};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{
-    eventually, spawn_app_with_model_proxy, spawn_app_with_token, TestApp,
-};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::json;
 use std::time::Duration;
 
@@ -59,7 +57,10 @@ async fn metrics_count_what_the_deployment_did_with_bounded_labels() {
             .last_user_contains("list")
             .reply_tool_call("shell", json!({"command": "ls"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("measured", test_agent()).await;
     let id = app.boot_session(json!({"agent_id": "measured"})).await;
     let (code, _, _) = app.exec(&id, "true").await;
@@ -198,7 +199,7 @@ async fn metrics_count_what_the_deployment_did_with_bounded_labels() {
 #[tokio::test]
 async fn metrics_are_for_operators() {
     const TOKEN: &str = "operator-token-for-metrics-0123456789";
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let (s, _) = call(&app, Method::GET, "/metrics", None, None, None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let key = make_key(&app, TOKEN, Some("default"), "project key").await;

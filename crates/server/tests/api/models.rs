@@ -1,5 +1,5 @@
 use sandbox_agents_fake_model::{FakeModel, ModelEntry, Script};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_model_proxy};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 #[tokio::test]
@@ -8,7 +8,10 @@ async fn models_are_the_proxys_catalogue_with_limits() {
         Script::new(Vec::<sandbox_agents_fake_model::Rule>::new())
             .model(ModelEntry::new("small").limits(Some(8000), Some(1000))),
     );
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let r = app.http.get(app.url("/api/models")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let models: Vec<Value> = r.json().await.unwrap();
@@ -31,14 +34,17 @@ async fn a_proxy_that_is_down_is_a_502_not_an_empty_list() {
         .local_addr()
         .unwrap()
         .port();
-    let app = spawn_app_with_model_proxy(&format!("http://127.0.0.1:{port}")).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&format!("http://127.0.0.1:{port}"))
+        .spawn()
+        .await;
     let r = app.http.get(app.url("/api/models")).send().await.unwrap();
     assert_eq!(r.status(), 502);
     assert!(r.json::<Value>().await.unwrap()["detail"]
         .as_str()
         .unwrap()
         .contains("proxy"));
-    let unconfigured = spawn_app().await;
+    let unconfigured = TestApp::builder().spawn().await;
     let r = unconfigured
         .http
         .get(unconfigured.url("/api/models"))

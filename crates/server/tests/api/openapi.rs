@@ -1,7 +1,7 @@
 //! The committed OpenAPI document must equal the generated one, and every documented
 //! operation must be routed. Regenerate with `UPDATE_OPENAPI=1 cargo test -p sandbox-agents-server openapi`.
 
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use std::path::PathBuf;
 
 fn committed_path() -> PathBuf {
@@ -137,7 +137,7 @@ fn every_error_answer_is_documented_with_its_body() {
 /// Every documented operation is routed: no 404 from the fallback, no 405.
 #[tokio::test]
 async fn every_documented_operation_is_served() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let json = serde_json::to_value(sandbox_agents_api::openapi()).unwrap();
     for (path, item) in json["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
@@ -162,7 +162,7 @@ async fn every_documented_operation_is_served() {
 
 #[tokio::test]
 async fn the_reference_page_and_its_assets_are_served_locally() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let page = app
         .http
         .get(app.url("/docs"))
@@ -201,7 +201,10 @@ async fn the_reference_page_and_its_assets_are_served_locally() {
 /// requires a credential answers 401 without one, and every public operation does not.
 #[tokio::test]
 async fn the_documented_security_is_what_the_server_enforces() {
-    let app = sandbox_agents_testkit::spawn_app_with_token("sesame").await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_token("sesame")
+        .spawn()
+        .await;
     let json = serde_json::to_value(sandbox_agents_api::openapi()).unwrap();
     let schemes = json["components"]["securitySchemes"].as_object().unwrap();
     assert_eq!(schemes["bearer"]["scheme"], "bearer");

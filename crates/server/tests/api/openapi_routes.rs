@@ -9,7 +9,7 @@
 //! What the server serves outside that router (`/openapi.json`, `/docs`, the pages, `/metrics`,
 //! the web UI) is not part of the API's contract.
 
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -318,7 +318,7 @@ fn concrete(path: &str, op: &Value) -> String {
 /// a project that does not exist, and answers that project's 404 if and only if it reads it.
 #[tokio::test]
 async fn x_project_is_documented_exactly_where_it_is_read() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let doc = document();
     let named = "p4-no-such-project";
     let mut wrong = Vec::new();
@@ -351,7 +351,7 @@ async fn x_project_is_documented_exactly_where_it_is_read() {
 /// API fuzz found as a schema-violating request accepted.
 #[tokio::test]
 async fn an_environment_config_that_is_not_an_object_is_a_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for config in [serde_json::json!([]), serde_json::json!([null, null])] {
         let r = app
             .http

@@ -6,8 +6,8 @@
 //! ever skipped. The contract asks for `stream_gap` only before skipping. The document says
 //! so, and a resume from far behind gets every event and no `stream_gap`.
 
-use sandbox_agents_testkit::spawn_app;
 use sandbox_agents_testkit::sse::SseReader;
+use sandbox_agents_testkit::TestApp;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -26,7 +26,7 @@ fn the_document_says_stream_gap_is_never_sent() {
 /// every stored event in order and no `stream_gap`.
 #[tokio::test]
 async fn a_resume_from_far_behind_gets_every_event_and_no_stream_gap() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("behind").await;
     let s = app.seed_session(agent.id).await;
     let mut stored = Vec::new();

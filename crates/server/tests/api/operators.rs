@@ -3,7 +3,7 @@
 
 use super::auth::{as_person, call, login, session_from};
 use reqwest::{Method, StatusCode};
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 /// Makes an account with a password (as `session`'s person, or in open mode) and signs it in.
@@ -21,7 +21,7 @@ async fn person(app: &TestApp, by: Option<&str>, email: &str, operator: bool) ->
 
 #[tokio::test]
 async fn the_first_person_operates_the_deployment_and_operators_cannot_all_go() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     // Made in open mode: an operator, though the body did not ask.
     let (first, s1) = person(&app, None, "first@example.com", false).await;
     let (s, me) = as_person(&app, Method::GET, "/api/users", &s1, None).await;

@@ -3,10 +3,7 @@
 //! the environment reaches every command whether or not a sandbox came from the pool.
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{
-    eventually, spawn_app, spawn_app_on, spawn_app_on_pooled, spawn_app_pooled,
-    spawn_app_with_model_proxy, spawn_app_with_options, AppOptions, TestApp,
-};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -69,7 +66,11 @@ fn greeting_agent() -> Value {
 
 #[tokio::test]
 async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the_pool_refills() {
-    let app = spawn_app_pooled(1).await;
+    let app = TestApp::builder()
+        .with_pool(1)
+        .with_pool_worker()
+        .spawn()
+        .await;
     app.create_agent("pooled", greeting_agent()).await;
     let waiting = pool_settles_at(&app, 1).await;
 
@@ -115,8 +116,16 @@ async fn a_session_boots_from_the_pool_with_its_manifest_and_environment_and_the
 
 #[tokio::test]
 async fn concurrent_boots_in_two_processes_never_share_a_sandbox() {
-    let a = spawn_app_pooled(2).await;
-    let b = spawn_app_on_pooled(a.db.clone(), a.db_options.clone(), 2).await;
+    let a = TestApp::builder()
+        .with_pool(2)
+        .with_pool_worker()
+        .spawn()
+        .await;
+    let b = TestApp::builder()
+        .with_db(a.db.clone(), a.db_options.clone())
+        .with_pool(2)
+        .spawn()
+        .await;
     b.sessions.start_pool();
     a.create_agent("racer", json!({})).await;
     let waiting: HashSet<String> = pool_settles_at(&a, 2).await.into_iter().collect();
@@ -152,12 +161,11 @@ async fn concurrent_boots_in_two_processes_never_share_a_sandbox() {
 #[tokio::test]
 async fn with_keep_warm_pool_a_restart_keeps_the_pool_trims_it_to_the_new_size_and_disabling_it_removes_it(
 ) {
-    let first = spawn_app_with_options(AppOptions {
-        warm_pool: 2,
-        keep_warm_pool: true,
-        ..Default::default()
-    })
-    .await;
+    let first = TestApp::builder()
+        .with_pool(2)
+        .with_config(|c| c.keep_warm_pool = true)
+        .spawn()
+        .await;
     first.sessions.start_pool();
     first.create_agent("survivor", json!({})).await;
     let waiting = pool_settles_at(&first, 2).await;
@@ -171,7 +179,11 @@ async fn with_keep_warm_pool_a_restart_keeps_the_pool_trims_it_to_the_new_size_a
     let (db, options) = (first.db.clone(), first.db_options.clone());
 
     // Restarted with the same size: everything is adopted, nothing is added or removed.
-    let second = spawn_app_on_pooled(db.clone(), options.clone(), 2).await;
+    let second = TestApp::builder()
+        .with_db(db.clone(), options.clone())
+        .with_pool(2)
+        .spawn()
+        .await;
     second.sessions.reconcile_on_start().await.unwrap();
     assert_eq!(second.sessions.fill_pool().await.unwrap(), 0);
     assert_eq!(pooled(&second).await, left, "the pool was kept");
@@ -181,14 +193,18 @@ async fn with_keep_warm_pool_a_restart_keeps_the_pool_trims_it_to_the_new_size_a
     second.shutdown.cancel();
 
     // Restarted with a smaller pool: the surplus goes, the oldest stays.
-    let third = spawn_app_on_pooled(db.clone(), options.clone(), 1).await;
+    let third = TestApp::builder()
+        .with_db(db.clone(), options.clone())
+        .with_pool(1)
+        .spawn()
+        .await;
     third.sessions.reconcile_on_start().await.unwrap();
     assert_eq!(pooled(&third).await, left[..1]);
     assert_eq!(containers(&third).await.len(), 2);
     third.shutdown.cancel();
 
     // Restarted without a pool: only the session's sandbox is left, and it keeps working.
-    let fourth = spawn_app_on(db, options).await;
+    let fourth = TestApp::builder().with_db(db, options).spawn().await;
     fourth.sessions.reconcile_on_start().await.unwrap();
     assert!(pooled(&fourth).await.is_empty());
     assert_eq!(
@@ -202,9 +218,17 @@ async fn with_keep_warm_pool_a_restart_keeps_the_pool_trims_it_to_the_new_size_a
 
 #[tokio::test]
 async fn the_last_process_to_stop_removes_the_pool_and_one_stopping_beside_another_leaves_it() {
-    let a = spawn_app_pooled(1).await;
+    let a = TestApp::builder()
+        .with_pool(1)
+        .with_pool_worker()
+        .spawn()
+        .await;
     let waiting = pool_settles_at(&a, 1).await;
-    let b = spawn_app_on_pooled(a.db.clone(), a.db_options.clone(), 1).await;
+    let b = TestApp::builder()
+        .with_db(a.db.clone(), a.db_options.clone())
+        .with_pool(1)
+        .spawn()
+        .await;
     b.sessions.worker_key().await.unwrap();
     b.sessions.start_pool();
 
@@ -244,7 +268,11 @@ async fn the_last_process_to_stop_removes_the_pool_and_one_stopping_beside_anoth
 
 #[tokio::test]
 async fn a_pooled_sandbox_nobody_owns_is_removed_and_a_dead_one_is_replaced() {
-    let app = spawn_app_pooled(1).await;
+    let app = TestApp::builder()
+        .with_pool(1)
+        .with_pool_worker()
+        .spawn()
+        .await;
     let waiting = pool_settles_at(&app, 1).await;
     // A crash between creating a pooled sandbox and recording it: the row is gone.
     sqlx::query("delete from sandbox_pool")
@@ -272,7 +300,11 @@ async fn a_pooled_sandbox_nobody_owns_is_removed_and_a_dead_one_is_replaced() {
 
 #[tokio::test]
 async fn sessions_that_publish_ports_or_use_another_image_bypass_the_pool() {
-    let app = spawn_app_pooled(1).await;
+    let app = TestApp::builder()
+        .with_pool(1)
+        .with_pool_worker()
+        .spawn()
+        .await;
     app.create_agent("ported", json!({"exposed_ports": [8080]}))
         .await;
     let waiting = pool_settles_at(&app, 1).await;
@@ -284,7 +316,7 @@ async fn sessions_that_publish_ports_or_use_another_image_bypass_the_pool() {
 
 #[tokio::test]
 async fn without_a_pool_a_session_gets_its_own_labelled_sandbox_and_its_environment() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("plain", greeting_agent()).await;
     let id = app.boot_session(json!({"agent_id": "plain"})).await;
     assert!(pooled(&app).await.is_empty());
@@ -306,7 +338,10 @@ async fn the_runs_shell_tool_sees_the_manifest_environment() {
             .last_user_contains("greet")
             .reply_tool_call("shell", json!({"command": "echo \"$GREETING\""})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("greeter", greeting_agent()).await;
     let id = app.boot_session(json!({"agent_id": "greeter"})).await;
     let r = app
@@ -333,12 +368,11 @@ async fn the_runs_shell_tool_sees_the_manifest_environment() {
 
 #[tokio::test]
 async fn the_pool_grows_to_a_burst_it_has_seen_within_its_maximum_and_shrinks_when_it_is_past() {
-    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
-        warm_pool: 1,
-        warm_pool_max: 3,
-        ..Default::default()
-    })
-    .await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_pool(1)
+        .with_config(|c| c.warm_pool_max = 3)
+        .spawn()
+        .await;
     app.sessions.start_pool();
     app.create_agent("bursty", json!({})).await;
     pool_settles_at(&app, 1).await;

@@ -1,6 +1,6 @@
 //! Port previews: `GET …/ports/{port}` and the `/preview/{token}/` proxy, on real sandboxes.
 
-use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,7 +106,7 @@ fn token_parts(url: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("previewer", json!({"exposed_ports": [8080, 8081, 8082]}))
         .await;
     let (a, b) = (

@@ -3,7 +3,7 @@
 
 use crate::auth::{call, signed_in_person};
 use reqwest::Method;
-use sandbox_agents_testkit::{eventually, spawn_app_with_options, AppOptions, TestApp, BOOT};
+use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -164,11 +164,10 @@ fn assert_nothing_of_ours(seen: &Value, cookies: &[String], secrets: &[&str]) {
 
 #[tokio::test]
 async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
-    let app = spawn_app_with_options(AppOptions {
-        auth: sandbox_agents_api::auth::Auth::new(Some(TOKEN)),
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_auth(sandbox_agents_api::auth::Auth::new(Some(TOKEN)))
+        .spawn()
+        .await;
     let (cookie, key) = our_credentials(&app).await;
     let id = running_echo(&app).await;
     let url = preview_url(&app, &id).await;
@@ -265,12 +264,11 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
 
 #[tokio::test]
 async fn a_preview_domain_gives_each_session_and_port_an_origin_of_its_own() {
-    let app = spawn_app_with_options(AppOptions {
-        auth: sandbox_agents_api::auth::Auth::new(Some(TOKEN)),
-        preview_domain: Some("http://preview.localhost".into()),
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_auth(sandbox_agents_api::auth::Auth::new(Some(TOKEN)))
+        .with_config(|c| c.preview_domain = Some("http://preview.localhost".into()))
+        .spawn()
+        .await;
     let id = running_echo(&app).await;
     let url = preview_url(&app, &id).await;
     let simple = uuid::Uuid::parse_str(&id).unwrap().simple().to_string();

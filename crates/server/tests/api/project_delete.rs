@@ -1,7 +1,7 @@
 //! Deleting a project removes what its rows pointed at outside the database (workspace
 //! archives, snapshot archives and images), through the garbage queue, which survives a crash.
 
-use sandbox_agents_testkit::{eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ async fn wait_garbage_empty(app: &TestApp) {
 
 #[tokio::test]
 async fn a_deleted_project_leaves_no_archives_or_images() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app
         .http
         .post(app.url("/api/projects"))
@@ -145,7 +145,7 @@ async fn a_deleted_project_leaves_no_archives_or_images() {
 
 #[tokio::test]
 async fn queued_garbage_outlives_the_process_that_queued_it() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let blob = app.blobs_dir.join("sessions/x/workspace-left.tar");
     std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
     std::fs::write(&blob, b"left behind").unwrap();
@@ -163,7 +163,7 @@ async fn queued_garbage_outlives_the_process_that_queued_it() {
 
 #[tokio::test]
 async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     // A blob key the store refuses (it would leave the root), failing forever, and one that
     // is fine behind it.
     sqlx::query("insert into garbage (kind, ref, attempts) values ('blob', '../outside', 100), ('blob', 'sessions/z/fine.tar', 0)")
@@ -188,7 +188,7 @@ async fn garbage_that_cannot_be_removed_backs_off_without_holding_up_the_rest() 
 
 #[tokio::test]
 async fn a_replaced_workspace_archive_and_a_refused_snapshot_leave_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("a", json!({})).await;
     let s = app.create_session(json!({"agent_id": "a"})).await;
     let id = s["id"].as_str().unwrap().to_owned();

@@ -2,7 +2,7 @@
 //! (`store::project_ids`): a change to the projects table reaches the next lookups of the
 //! process that made it at once, and of every other process once its notification arrives.
 
-use sandbox_agents_testkit::{eventually, spawn_app, spawn_app_on, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::json;
 use std::time::Duration;
 
@@ -32,8 +32,11 @@ async fn wait_for(app: &TestApp, project: Option<&str>, status: u16, what: &str)
 
 #[tokio::test]
 async fn a_project_created_or_deleted_in_one_process_is_seen_by_the_other() {
-    let a = spawn_app().await;
-    let b = spawn_app_on(a.db.clone(), a.db_options.clone()).await;
+    let a = TestApp::builder().spawn().await;
+    let b = TestApp::builder()
+        .with_db(a.db.clone(), a.db_options.clone())
+        .spawn()
+        .await;
     // One project: a request that names none acts in it (and both processes remember that).
     assert_eq!(agents(&a, None).await, 200);
     assert_eq!(agents(&b, None).await, 200);

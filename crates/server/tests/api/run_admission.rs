@@ -6,7 +6,7 @@
 use crate::admission::{call, create, events, project, stop, wait_running};
 use crate::metrics::{sample, scrape};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{eventually, spawn_app_on_with_options, AppOptions, TestApp, BOOT};
+use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::{json, Value};
 
 /// `slow` holds its turn for a minute (until interrupted), `park` parks on a deferrable
@@ -24,13 +24,15 @@ fn model() -> FakeModel {
     ]))
 }
 
-fn limits(fake: &FakeModel, deployment: Option<u32>, project: Option<u32>) -> AppOptions {
-    AppOptions {
-        max_runs: deployment,
-        max_runs_per_project: project,
-        ..Default::default()
-    }
-    .with_model_proxy(&fake.root_url())
+fn limits(
+    fake: &FakeModel,
+    deployment: Option<u32>,
+    project: Option<u32>,
+) -> sandbox_agents_testkit::TestAppBuilder<'_> {
+    TestApp::builder()
+        .with_config(move |c| c.max_runs = deployment)
+        .with_config(move |c| c.max_runs_per_project = project)
+        .with_model_proxy(&fake.root_url())
 }
 
 /// Waits until the model got the `slow` turn's request: that turn holds its slot (started
@@ -111,7 +113,7 @@ fn types(evs: &[Value]) -> Vec<&str> {
 #[tokio::test]
 async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
     let fake = model();
-    let app = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, None, Some(1))).await;
+    let app = limits(&fake, None, Some(1)).spawn().await;
     let busy = project(&app, "Busy").await;
     let other = project(&app, "Other").await;
     let (s1, s2, s3) = (
@@ -192,13 +194,11 @@ async fn a_turn_over_its_projects_limit_waits_while_other_projects_go_on() {
 #[tokio::test]
 async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_wait() {
     let fake = model();
-    let one = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, Some(1), None)).await;
-    let two = spawn_app_on_with_options(
-        one.db.clone(),
-        one.db_options.clone(),
-        limits(&fake, Some(1), None),
-    )
-    .await;
+    let one = limits(&fake, Some(1), None).spawn().await;
+    let two = limits(&fake, Some(1), None)
+        .with_db(one.db.clone(), one.db_options.clone())
+        .spawn()
+        .await;
     let p = project(&one, "Shared").await;
     let (a, b, c) = (
         session(&one, &p).await,
@@ -256,11 +256,10 @@ async fn across_processes_a_parked_turn_frees_its_slot_and_an_interrupt_ends_a_w
 #[tokio::test]
 async fn a_turn_waiting_for_a_sandbox_holds_no_slot() {
     let fake = model();
-    let app = sandbox_agents_testkit::spawn_app_with_options(AppOptions {
-        max_sandboxes_per_project: Some(1),
-        ..limits(&fake, None, Some(1))
-    })
-    .await;
+    let app = limits(&fake, None, Some(1))
+        .with_config(|c| c.max_sandboxes_per_project = Some(1))
+        .spawn()
+        .await;
     let p = project(&app, "Both").await;
     let asleep = session(&app, &p).await;
     sqlx::query("update sessions set last_used_at = now() - interval '1 day' where id = $1::uuid")
@@ -289,13 +288,11 @@ async fn a_turn_waiting_for_a_sandbox_holds_no_slot() {
 #[tokio::test]
 async fn turns_of_a_process_without_limits_count_for_the_processes_with_them() {
     let fake = model();
-    let free = sandbox_agents_testkit::spawn_app_with_options(limits(&fake, None, None)).await;
-    let limited = spawn_app_on_with_options(
-        free.db.clone(),
-        free.db_options.clone(),
-        limits(&fake, Some(1), None),
-    )
-    .await;
+    let free = limits(&fake, None, None).spawn().await;
+    let limited = limits(&fake, Some(1), None)
+        .with_db(free.db.clone(), free.db_options.clone())
+        .spawn()
+        .await;
     let p = project(&free, "Mixed").await;
     let (a, b) = (session(&free, &p).await, session(&limited, &p).await);
 

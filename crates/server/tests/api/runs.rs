@@ -2,7 +2,7 @@
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{eventually, spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
 /// What the runs tests' agents are: instructions, nothing else.
@@ -75,7 +75,10 @@ async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_c
             .last_user_contains("write")
             .reply_tool_call("shell", json!({"command": "echo hi > out.txt"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("runner", test_agent()).await;
     let cursor = app.events(&id).await.last().unwrap()["seq"]
         .as_i64()
@@ -187,7 +190,10 @@ async fn a_busy_session_refuses_a_message_and_interrupt_writes_the_cancelled_end
     let fake = FakeModel::start(Script::new([Rule::always()
         .reply_text("too slow")
         .delay_ms(20_000)]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("slow", test_agent()).await;
     let run = start_run(&app, &id, "take your time", Value::Null).await;
     assert_eq!(app.session(&id).await["activity"], "busy");
@@ -239,7 +245,10 @@ async fn max_turns_and_model_errors_fail_the_run_with_its_id() {
     let fake = FakeModel::start(Script::new([
         Rule::always().reply_tool_call("shell", json!({"command": "true"}))
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("looper", test_agent()).await;
 
     let run = start_run(&app, &id, "loop", json!(2)).await;
@@ -276,7 +285,7 @@ async fn max_turns_and_model_errors_fail_the_run_with_its_id() {
 
 #[tokio::test]
 async fn a_run_whose_server_died_is_failed_and_one_a_live_server_drives_is_not() {
-    let app = sandbox_agents_testkit::spawn_app().await;
+    let app = sandbox_agents_testkit::TestApp::builder().spawn().await;
     let agent = app.seed_agent("orphan").await;
     // Another live server: it holds its liveness lock on a connection of its own.
     let mut other = app.db.acquire().await.unwrap().detach();
@@ -360,7 +369,10 @@ async fn a_run_its_live_process_no_longer_drives_is_failed_by_the_second_sweep()
         .last_user_contains("slow")
         .reply_text("late")
         .delay_ms(60_000)]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let driven = app.running_session("driven", test_agent()).await;
     let slow = start_run(&app, &driven, "slow", Value::Null).await;
     let worker: i32 = sqlx::query_scalar("select worker from runs where id = $1::uuid")
@@ -428,7 +440,10 @@ async fn a_session_created_with_a_prompt_runs_it_right_after_the_boot() {
     let fake = FakeModel::start(Script::new([Rule::when()
         .last_user_contains("hello")
         .reply_text("Hi there.")]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("greeter", json!({})).await;
     let s = app
         .create_session(json!({"agent_id": "greeter", "prompt": "hello"}))
@@ -471,7 +486,10 @@ async fn an_interrupt_kills_the_tool_process_the_run_started() {
             "shell",
             json!({"command": "setsid sleep 600 & sleep 600", "timeout": 600}),
         )]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let id = app.running_session("sleeper", test_agent()).await;
     let run = start_run(&app, &id, "wait a long time", Value::Null).await;
     // The tool is running once both sleeps are up.

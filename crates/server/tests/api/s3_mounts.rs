@@ -6,18 +6,21 @@
 //! bucket and prefix.
 
 use sandbox_agents_testkit::s3::{MotoServer, ACCESS_KEY_ID, SECRET_ACCESS_KEY};
-use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp, BOOT};
+use sandbox_agents_testkit::{TestApp, BOOT};
 use sandbox_agents_workspace::s3::AmbientCredentials;
 use serde_json::{json, Value};
 use std::path::Path;
 
 async fn app_for(moto: &MotoServer, max: Option<u64>) -> TestApp {
-    spawn_app_with_options(AppOptions {
-        s3: Some(moto.access()),
-        s3_stage_max_bytes: max,
-        ..Default::default()
-    })
-    .await
+    TestApp::builder()
+        .with_config(|c| moto.access().configure(c))
+        .with_config(|c| {
+            if let Some(v) = max {
+                c.s3_stage_max_bytes = v
+            }
+        })
+        .spawn()
+        .await
 }
 
 async fn sh(app: &TestApp, id: &str, command: &str) -> String {
@@ -314,7 +317,7 @@ async fn a_prefix_over_the_cap_a_missing_bucket_and_missing_credentials_fail_the
     }
     app.stop().await;
 
-    let keyless = spawn_app_with_options(AppOptions::default()).await;
+    let keyless = TestApp::builder().spawn().await;
     keyless.create_agent("big", mount("big", "p")).await;
     let s = keyless.create_session(json!({"agent_id": "big"})).await;
     let s = keyless
@@ -330,7 +333,7 @@ async fn a_prefix_over_the_cap_a_missing_bucket_and_missing_credentials_fail_the
 
 #[tokio::test]
 async fn a_writable_mount_without_the_acknowledgement_is_a_422_and_nothing_is_stored() {
-    let app = spawn_app_with_options(AppOptions::default()).await;
+    let app = TestApp::builder().spawn().await;
     let entry = json!({"kind": "s3_mount", "bucket": "b", "read_only": false});
     let r = app
         .http
@@ -559,14 +562,15 @@ async fn without_keys_the_instance_profile_is_used_when_asked_and_its_credential
     let moto = MotoServer::start().await;
     // What `--s3-instance-credentials` with AWS_EC2_METADATA_SERVICE_ENDPOINT resolves to
     // (the resolution itself is a unit test of the server's config).
-    let app = spawn_app_with_options(AppOptions {
-        s3: Some(moto.endpoint_only()),
-        s3_ambient: Some(AmbientCredentials::Instance {
-            metadata_endpoint: Some(roles.url.clone()),
-        }),
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_config(|c| moto.endpoint_only().configure(c))
+        .with_settings(|s| {
+            s.services.sessions.s3.ambient = Some(AmbientCredentials::Instance {
+                metadata_endpoint: Some(roles.url.clone()),
+            })
+        })
+        .spawn()
+        .await;
     mount_round_trip(&app, &moto, "first").await;
     mount_round_trip(&app, &moto, "second").await;
     assert_eq!(
@@ -577,11 +581,10 @@ async fn without_keys_the_instance_profile_is_used_when_asked_and_its_credential
     app.stop().await;
 
     // Not asked: the same server refuses the mount at once, naming every way to give it keys.
-    let keyless = spawn_app_with_options(AppOptions {
-        s3: Some(moto.endpoint_only()),
-        ..Default::default()
-    })
-    .await;
+    let keyless = TestApp::builder()
+        .with_config(|c| moto.endpoint_only().configure(c))
+        .spawn()
+        .await;
     keyless
         .create_agent(
             "m",
@@ -610,15 +613,16 @@ async fn without_keys_an_eks_pod_identity_from_the_environment_is_used() {
     let moto = MotoServer::start().await;
     // What AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, as
     // EKS sets them for a pod, resolve to.
-    let app = spawn_app_with_options(AppOptions {
-        s3: Some(moto.endpoint_only()),
-        s3_ambient: Some(AmbientCredentials::PodIdentity {
-            full_uri: format!("{}/pod/credentials", roles.url),
-            token_file: token_file.display().to_string(),
-        }),
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_config(|c| moto.endpoint_only().configure(c))
+        .with_settings(|s| {
+            s.services.sessions.s3.ambient = Some(AmbientCredentials::PodIdentity {
+                full_uri: format!("{}/pod/credentials", roles.url),
+                token_file: token_file.display().to_string(),
+            })
+        })
+        .spawn()
+        .await;
     mount_round_trip(&app, &moto, "pods").await;
     assert_eq!(roles.fetched(), 1);
     app.stop().await;

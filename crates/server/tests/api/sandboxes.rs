@@ -1,7 +1,7 @@
 //! Sessions on real Docker sandboxes.
 
 use sandbox_agents_sandbox::SandboxSpec;
-use sandbox_agents_testkit::{spawn_app, test_image, TestApp};
+use sandbox_agents_testkit::{test_image, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ const BOOT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_session_boots_with_its_manifest_and_runs_commands_as_the_sandbox_user() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app
         .running_session(
             "booter",
@@ -54,7 +54,7 @@ async fn a_session_boots_with_its_manifest_and_runs_commands_as_the_sandbox_user
 
 #[tokio::test]
 async fn an_exec_timeout_kills_the_command_not_the_sandbox() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("sleeper", json!({})).await;
     let r: Value = app
         .http
@@ -93,7 +93,7 @@ async fn an_exec_timeout_kills_the_command_not_the_sandbox() {
 
 #[tokio::test]
 async fn stop_archives_the_workspace_and_start_restores_it_byte_for_byte() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("sleepy", json!({})).await;
     let (_, sum, _) = app.exec(&id, "head -c 300000 /dev/urandom > data.bin && mkdir -p a/b && echo x > a/b/c && sha256sum data.bin a/b/c").await;
     let r = app
@@ -154,7 +154,7 @@ async fn stop_archives_the_workspace_and_start_restores_it_byte_for_byte() {
 
 #[tokio::test]
 async fn a_failed_boot_records_the_error_with_no_run_id() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("broken", json!({"image": "sandbox-agents-no-such-image:0"}))
         .await;
     let s = app.create_session(json!({"agent_id": "broken"})).await;
@@ -187,7 +187,7 @@ async fn a_failed_boot_records_the_error_with_no_run_id() {
 
 #[tokio::test]
 async fn deleting_a_session_removes_its_container_and_a_second_delete_is_a_404() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("doomed", json!({})).await;
     let container = app.session(&id).await["container_id"]
         .as_str()
@@ -226,7 +226,7 @@ async fn deleting_a_session_removes_its_container_and_a_second_delete_is_a_404()
 
 #[tokio::test]
 async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app
         .running_session("idler", json!({"idle_ttl_seconds": 60}))
         .await;
@@ -265,7 +265,7 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
 
 #[tokio::test]
 async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_running() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app
         .running_session("busy", json!({"idle_ttl_seconds": 60}))
         .await;
@@ -294,7 +294,7 @@ async fn an_idle_stop_of_a_session_used_since_the_reaper_chose_it_keeps_it_runni
 
 #[tokio::test]
 async fn an_agent_with_ttl_0_is_never_released() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app
         .running_session("forever", json!({"idle_ttl_seconds": 0}))
         .await;
@@ -315,7 +315,7 @@ async fn an_agent_with_ttl_0_is_never_released() {
 
 #[tokio::test]
 async fn restart_marks_lost_sandboxes_stopped_and_removes_orphans() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let lost = app.running_session("lost", json!({})).await;
     let kept = app.create_session(json!({"agent_id": "lost"})).await["id"]
         .as_str()
@@ -357,7 +357,7 @@ async fn restart_marks_lost_sandboxes_stopped_and_removes_orphans() {
 
 #[tokio::test]
 async fn bad_session_requests_change_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("shelved", json!({})).await;
     app.http
         .post(app.url("/api/agents/shelved/archive"))
@@ -446,7 +446,7 @@ impl BackendHelpers for TestApp {
 
 #[tokio::test]
 async fn snapshots_restore_in_place_and_fork_with_installed_files() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("snapper", json!({})).await;
     app.exec(
         &id,
@@ -550,7 +550,7 @@ async fn snapshots_restore_in_place_and_fork_with_installed_files() {
 
 #[tokio::test]
 async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("timer", json!({})).await;
     // A second of the sandbox's time passes: what the counter is tested to count.
     app.exec(&id, "sleep 1").await;
@@ -574,7 +574,7 @@ async fn sandbox_seconds_count_the_time_the_sandbox_was_up() {
 
 #[tokio::test]
 async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("exited", json!({})).await;
     app.exec(&id, "echo survived > state.txt").await;
     let container = app.session(&id).await["container_id"]
@@ -613,7 +613,7 @@ async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
 
 #[tokio::test]
 async fn a_container_someone_starts_from_our_image_is_not_taken_for_an_orphan() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("labelled", json!({})).await;
     let ours = app.session(&id).await["container_id"]
         .as_str()

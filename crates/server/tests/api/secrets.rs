@@ -1,6 +1,6 @@
 //! Secrets: write-only values that reach a sandbox's environment at boot and nothing else.
 
-use sandbox_agents_testkit::{spawn_app, spawn_app_on, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -92,7 +92,7 @@ fn docker_inspect(what: &str) -> String {
 
 #[tokio::test]
 async fn a_secret_reaches_the_sandbox_environment_and_no_interface_shows_it() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent_value = "agent-secret-Zq81";
     let session_value = "session-secret-Kx42";
     create_secret(&app, "AGENT_TOKEN", agent_value).await;
@@ -193,14 +193,17 @@ async fn a_secret_reaches_the_sandbox_environment_and_no_interface_shows_it() {
         .unwrap();
     let inspected = docker_inspect(&image);
     assert!(!inspected.contains(agent_value) && !inspected.contains(session_value));
-    let other = spawn_app_on(app.db.clone(), app.db_options.clone()).await;
+    let other = TestApp::builder()
+        .with_db(app.db.clone(), app.db_options.clone())
+        .spawn()
+        .await;
     let (_, out, _) = other.exec(&id, "printf %s \"$A_TOKEN\"").await;
     assert_eq!(out, agent_value);
 }
 
 #[tokio::test]
 async fn a_rotation_reaches_the_next_boot_and_not_the_running_sandbox() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let s = create_secret(&app, "ROTATING", "first-value").await;
     app.create_agent(
         "rot",
@@ -240,7 +243,7 @@ async fn a_rotation_reaches_the_next_boot_and_not_the_running_sandbox() {
 
 #[tokio::test]
 async fn a_bound_secret_cannot_be_deleted_and_a_missing_one_refuses_the_session() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let s = create_secret(&app, "BOUND", "v-bound").await;
     let sid = s["id"].as_str().unwrap().to_owned();
     app.create_agent("plain", json!({})).await;
@@ -331,7 +334,7 @@ async fn a_bound_secret_cannot_be_deleted_and_a_missing_one_refuses_the_session(
 
 #[tokio::test]
 async fn bad_secret_bodies_are_refused_without_echoing_the_value() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create_secret(&app, "TAKEN", "v1-taken").await;
     let cases = [
         (json!({"name": "TAKEN", "value": "other-value"}), 409),
@@ -421,7 +424,10 @@ async fn a_secret_a_command_prints_reaches_neither_the_model_nor_the_log() {
             json!({"command": "echo \"token=$TOKEN\"; echo \"$TOKEN\" > t.txt"}),
         ),
     ]));
-    let app = sandbox_agents_testkit::spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     create_secret(&app, "PRINTED", value).await;
     app.create_agent(
         "printer",

@@ -2,7 +2,7 @@
 //! a lifetime after which its sandbox stops for good, and resources its container really gets;
 //! values out of range and GPUs are refused and change nothing.
 
-use sandbox_agents_testkit::{docker_inspect, eventually, spawn_app, TestApp};
+use sandbox_agents_testkit::{docker_inspect, eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ async fn session_count(app: &TestApp) -> i64 {
 
 #[tokio::test]
 async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("limited", json!({})).await;
     let (status, s) = create(
         &app,
@@ -80,7 +80,7 @@ async fn a_sessions_own_limits_are_kept_shown_and_given_to_its_container() {
 
 #[tokio::test]
 async fn limits_out_of_range_and_gpus_are_refused_and_change_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("limited", json!({})).await;
     let before = session_count(&app).await;
     for (body, loc) in [
@@ -149,7 +149,7 @@ async fn limits_out_of_range_and_gpus_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("brief", json!({})).await;
     // Long enough for the boot and a command on a loaded machine, short enough for a test.
     let (status, s) = create(
@@ -201,7 +201,7 @@ async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
 
 #[tokio::test]
 async fn an_asleep_session_past_its_lifetime_no_longer_wakes() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("napper", json!({})).await;
     let id = app
         .boot_session(
@@ -230,7 +230,7 @@ async fn an_asleep_session_past_its_lifetime_no_longer_wakes() {
 
 #[tokio::test]
 async fn a_sessions_own_idle_ttl_wins_over_its_agents() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("keeper", json!({"idle_ttl_seconds": 0}))
         .await;
     let kept = app.boot_session(json!({"agent_id": "keeper"})).await;
@@ -258,11 +258,10 @@ async fn a_sessions_own_idle_ttl_wins_over_its_agents() {
 
 #[tokio::test]
 async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_left_alone() {
-    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
-        sandbox_disk_mb: Some(20),
-        ..Default::default()
-    })
-    .await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_config(|c| c.sandbox_disk_mb = 20)
+        .spawn()
+        .await;
     app.create_agent("writer", json!({})).await;
     let heavy = app.boot_session(json!({"agent_id": "writer"})).await;
     let light = app.boot_session(json!({"agent_id": "writer"})).await;
@@ -316,11 +315,10 @@ async fn a_sandbox_over_the_disk_limit_is_stopped_its_workspace_kept_and_others_
 /// toward the disk limit too, whatever permissions the sandbox puts on it.
 #[tokio::test]
 async fn what_a_sandbox_writes_to_its_workspace_counts_toward_the_disk_limit() {
-    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
-        sandbox_disk_mb: Some(20),
-        ..Default::default()
-    })
-    .await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_config(|c| c.sandbox_disk_mb = 20)
+        .spawn()
+        .await;
     app.create_agent("writer", json!({})).await;
     let id = app.boot_session(json!({"agent_id": "writer"})).await;
     // 15 MiB: under the limit.
@@ -349,12 +347,11 @@ async fn what_a_sandbox_writes_to_its_workspace_counts_toward_the_disk_limit() {
 /// A session's own disk limit holds with the server's turned off, and only for it.
 #[tokio::test]
 async fn a_sessions_own_disk_limit_holds_with_the_servers_off_and_for_it_alone() {
-    let app = sandbox_agents_testkit::spawn_app_with_options(sandbox_agents_testkit::AppOptions {
-        sandbox_disk_mb: Some(0),
-        warm_pool: 1,
-        ..Default::default()
-    })
-    .await;
+    let app = sandbox_agents_testkit::TestApp::builder()
+        .with_config(|c| c.sandbox_disk_mb = 0)
+        .with_pool(1)
+        .spawn()
+        .await;
     app.create_agent("own-disk", json!({})).await;
     // The limit is measured, not set on the container: such a session takes a pooled sandbox.
     assert_eq!(app.sessions.fill_pool().await.unwrap(), 1);

@@ -1,9 +1,9 @@
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 #[tokio::test]
 async fn sessions_are_listed_newest_first_with_a_total() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let a = app.seed_agent("lister").await;
     let b = app.seed_agent("other").await;
     let mut ids = Vec::new();
@@ -54,7 +54,7 @@ async fn sessions_are_listed_newest_first_with_a_total() {
 
 #[tokio::test]
 async fn session_detail_resolves_the_agent_and_never_sends_null_for_non_null_fields() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let a = app.seed_agent("detail").await;
     let s = app.seed_session(a.id).await;
     let d: Value = app
@@ -87,7 +87,7 @@ async fn session_detail_resolves_the_agent_and_never_sends_null_for_non_null_fie
 
 #[tokio::test]
 async fn metadata_is_merged_and_null_removes_a_key() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let a = app.seed_agent("meta").await;
     let s = app.seed_session(a.id).await;
     let url = app.url(&format!("/api/sessions/{s}"));

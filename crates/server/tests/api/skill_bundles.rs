@@ -4,7 +4,7 @@
 
 use futures::StreamExt;
 use reqwest::multipart::{Form, Part};
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -105,7 +105,7 @@ fn stored_archives(app: &TestApp) -> Vec<String> {
 
 #[tokio::test]
 async fn versions_are_numbered_from_a_high_water_mark_and_retiring_moves_latest_down() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let (s, b) = create(&app, json!({"slug": "tools", "description": "Our tools"})).await;
     assert_eq!(s, 201, "{b}");
     assert_eq!(b["slug"], "tools");
@@ -197,7 +197,7 @@ async fn versions_are_numbered_from_a_high_water_mark_and_retiring_moves_latest_
 
 #[tokio::test]
 async fn a_refused_archive_stores_nothing_and_uses_no_number() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create(&app, json!({"slug": "b"})).await;
     let (s, _) = push(&app, "b", gzip(&skills_tree("ok"))).await;
     assert_eq!(s, 201);
@@ -275,7 +275,7 @@ async fn a_refused_archive_stores_nothing_and_uses_no_number() {
 
 #[tokio::test]
 async fn an_archive_over_the_limit_is_a_413_naming_it_and_leaves_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     create(&app, json!({"slug": "big"})).await;
     // 201 MiB streamed without a length (chunked), so only the server's count can stop it.
     let chunk = bytes::Bytes::from(vec![0u8; 1024 * 1024]);
@@ -302,7 +302,7 @@ async fn an_archive_over_the_limit_is_a_413_naming_it_and_leaves_nothing() {
 
 #[tokio::test]
 async fn bad_bodies_are_refused_and_a_bundle_an_agent_names_cannot_be_deleted() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for (body, field) in [
         (json!({"slug": "Not A Slug"}), "slug"),
         (

@@ -6,9 +6,7 @@
 use crate::runs::{start_run, wait_for_run, BOOT};
 use crate::skill_bundles::{create, get, push, skills_tree, tar_of};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{
-    spawn_app, spawn_app_with_model_proxy, spawn_app_with_options, AppOptions, TestApp,
-};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 async fn bundle(app: &TestApp, slug: &str) {
@@ -33,7 +31,7 @@ async fn post(app: &TestApp, path: &str) -> u16 {
 
 #[tokio::test]
 async fn a_bundle_source_stages_every_skill_at_boot_and_each_boot_takes_the_latest_push() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     bundle(&app, "tools").await;
     assert_eq!(push(&app, "tools", skills_tree("v1")).await.0, 201);
     app.create_agent(
@@ -81,7 +79,7 @@ async fn a_bundle_source_stages_every_skill_at_boot_and_each_boot_takes_the_late
 
 #[tokio::test]
 async fn a_pinned_retired_version_and_an_empty_bundle_fail_the_boot_saying_so() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     bundle(&app, "empty").await;
     app.create_agent(
         "on-empty",
@@ -147,7 +145,10 @@ async fn lazy_skills_are_announced_to_the_model_and_staged_when_it_loads_one() {
             .last_user_contains("fill the form")
             .reply_tool_call("load_skill", json!({"skill_name": "pdf"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     bundle(&app, "tools").await;
     assert_eq!(push(&app, "tools", skills_tree("v1")).await.0, 201);
     app.create_agent(
@@ -226,7 +227,10 @@ async fn lazy_skills_are_announced_to_the_model_and_staged_when_it_loads_one() {
 #[tokio::test]
 async fn without_the_skills_capability_skills_are_staged_but_not_announced() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     bundle(&app, "tools").await;
     assert_eq!(push(&app, "tools", skills_tree("v1")).await.0, 201);
     app.create_agent(
@@ -249,7 +253,10 @@ async fn without_the_skills_capability_skills_are_staged_but_not_announced() {
 #[tokio::test]
 async fn a_workspace_source_stages_the_whole_tree_and_appends_its_docs_to_the_instructions() {
     let fake = FakeModel::start(Script::new([Rule::always().reply_text("ok")]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     bundle(&app, "stack").await;
     let tree = tar_of(&[
         ("CLAUDE.md", "Run make before committing."),
@@ -312,11 +319,10 @@ async fn a_local_dir_source_is_staged_from_an_allowed_root_and_refused_outside_i
         "---\nname: review\n---\n",
     )
     .unwrap();
-    let app = spawn_app_with_options(AppOptions {
-        local_dir_roots: vec![root.canonicalize().unwrap()],
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_config(|c| c.local_dir_roots = vec![root.canonicalize().unwrap()])
+        .spawn()
+        .await;
     let src = root.join("mine");
     app.create_agent(
         "local",
@@ -372,7 +378,7 @@ async fn a_local_dir_source_is_staged_from_an_allowed_root_and_refused_outside_i
 
 #[tokio::test]
 async fn a_workspace_source_without_a_skills_source_is_a_422_and_stores_no_session() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     app.create_agent("treeless", json!({"workspace_source": {}}))
         .await;
     let r = app

@@ -2,7 +2,7 @@ use sandbox_agents_domain::event::EventType;
 use sandbox_agents_store::events;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{spawn_app, TestApp};
+use sandbox_agents_testkit::TestApp;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -42,7 +42,7 @@ async fn seqs(reader: &mut SseReader, n: usize) -> Vec<i64> {
 
 #[tokio::test]
 async fn the_backlog_after_the_cursor_then_live_events_in_order_without_repeats() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("streamer").await;
     let s = app.seed_session(agent.id).await;
     let first = app.append_messages(s, 0, 5).await;
@@ -74,7 +74,7 @@ async fn the_backlog_after_the_cursor_then_live_events_in_order_without_repeats(
 
 #[tokio::test]
 async fn no_cursor_replays_from_the_start_and_last_event_id_resumes() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("resume").await;
     let s = app.seed_session(agent.id).await;
     let all = app.append_messages(s, 0, 4).await;
@@ -106,7 +106,7 @@ async fn no_cursor_replays_from_the_start_and_last_event_id_resumes() {
 
 #[tokio::test]
 async fn ephemeral_events_are_streamed_with_seq_0_and_no_id_and_never_stored() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("deltas").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = open(&app, &format!("/api/sessions/{s}/events/stream")).await;
@@ -143,7 +143,7 @@ async fn ephemeral_events_are_streamed_with_seq_0_and_no_id_and_never_stored() {
 
 #[tokio::test]
 async fn silence_is_broken_by_ping_comments() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("quiet").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = open(&app, &format!("/api/sessions/{s}/events/stream")).await;
@@ -159,7 +159,7 @@ async fn silence_is_broken_by_ping_comments() {
 
 #[tokio::test]
 async fn a_slow_reader_is_caught_up_from_the_database_not_dropped() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("slow").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = open(&app, &format!("/api/sessions/{s}/events/stream")).await;
@@ -174,7 +174,7 @@ async fn a_slow_reader_is_caught_up_from_the_database_not_dropped() {
 
 #[tokio::test]
 async fn deleting_the_session_ends_its_streams() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("gone").await;
     let s = app.seed_session(agent.id).await;
     let seq = app.append_messages(s, 0, 1).await;
@@ -197,7 +197,7 @@ async fn deleting_the_session_ends_its_streams() {
 
 #[tokio::test]
 async fn shutdown_ends_open_streams_instead_of_waiting_for_them() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.seed_agent("bye").await;
     let s = app.seed_session(agent.id).await;
     let mut reader = open(&app, &format!("/api/sessions/{s}/events/stream")).await;

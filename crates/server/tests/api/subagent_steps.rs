@@ -4,12 +4,12 @@
 
 use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_model_proxy};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 #[tokio::test]
 async fn the_subagent_step_limit_is_validated_defaulted_stored_and_patchable() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let created = app.create_agent("plain", json!({})).await;
     assert_eq!(created["subagent_max_steps"], 10, "the default, resolved");
 
@@ -88,7 +88,10 @@ async fn a_subagent_stops_at_its_callers_step_limit() {
             .system_contains("You are the lead.")
             .reply_tool_call("worker", json!({"input": "work forever"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     // The worker's own setting is not what bounds it: its caller's is.
     app.create_agent(
         "worker",

@@ -6,9 +6,7 @@
 
 use crate::runs::{is_terminal, start_run, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{
-    eventually, spawn_app_with_model_proxy, spawn_app_with_model_proxy_on, TestApp,
-};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
 fn agent(instructions: &str, subagents: Value) -> Value {
@@ -59,7 +57,10 @@ async fn a_tool_subagent_runs_in_the_same_sandbox_its_events_are_marked_and_its_
             .system_contains("You are the lead.")
             .reply_tool_call("helper", json!({"input": "find the number"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent(
         "helper",
         json!({"instructions": "You are the helper.", "description": "Finds numbers."}),
@@ -152,7 +153,10 @@ async fn interrupting_a_run_stops_the_subagent_in_flight() {
             .system_contains("You delegate.")
             .reply_tool_call("slow", json!({"input": "take your time"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("slow", json!({"instructions": "You are slow."}))
         .await;
     let id = app
@@ -199,7 +203,10 @@ async fn a_deferrable_call_inside_a_subagent_parks_the_run_and_its_answer_goes_b
             .system_contains("You coordinate.")
             .reply_tool_call("asker", json!({"input": "ask whether to ship"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent(
         "asker",
         json!({"instructions": "You ask people.", "client_tools": [{
@@ -233,9 +240,11 @@ async fn a_deferrable_call_inside_a_subagent_parks_the_run_and_its_answer_goes_b
 
     // Answered from another server process: the subagent continues, then the parent.
     app.shutdown.cancel();
-    let other =
-        spawn_app_with_model_proxy_on(app.db.clone(), app.db_options.clone(), &fake.root_url())
-            .await;
+    let other = TestApp::builder()
+        .with_db(app.db.clone(), app.db_options.clone())
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let r = other
         .http
         .post(other.url(&format!("/api/sessions/{id}/tool-results")))
@@ -309,7 +318,10 @@ async fn a_handoff_moves_the_conversation_which_survives_a_restart_and_can_be_ha
             .system_contains("You are triage.")
             .reply_text("triage here"),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent(
         "billing",
         json!({"instructions": "You are billing.", "description": "Refunds and invoices."}),
@@ -354,9 +366,11 @@ async fn a_handoff_moves_the_conversation_which_survives_a_restart_and_can_be_ha
 
     // The next prompt goes to billing, even from a restarted server.
     app.shutdown.cancel();
-    let other =
-        spawn_app_with_model_proxy_on(app.db.clone(), app.db_options.clone(), &fake.root_url())
-            .await;
+    let other = TestApp::builder()
+        .with_db(app.db.clone(), app.db_options.clone())
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let end = prompt(&other, &id, "and my invoice?").await;
     assert_eq!(end["payload"]["final_output"], "billing here", "{end}");
     assert_eq!(
@@ -407,7 +421,10 @@ async fn subagents_of_subagents_stop_at_the_depth_limit() {
         );
     }
     let fake = FakeModel::start(Script::new(rules));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     for (i, who) in chain.iter().enumerate().skip(1).rev() {
         let subs = chain
             .get(i + 1)
@@ -443,7 +460,10 @@ async fn subagents_of_subagents_stop_at_the_depth_limit() {
 #[tokio::test]
 async fn a_cycle_of_subagents_is_refused_and_changes_nothing() {
     let fake = FakeModel::start(Script::new([]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent("c", json!({})).await;
     app.create_agent("b", json!({"subagents": [{"agent": "c"}]}))
         .await;
@@ -513,7 +533,10 @@ async fn each_agent_reasons_with_its_own_effort_and_reasoning_becomes_thinking_e
             .system_contains("You think fast.")
             .reply_tool_call("deep", json!({"input": "think"})),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.create_agent(
         "deep",
         json!({"instructions": "You think deeply.", "reasoning_effort": "high"}),

@@ -4,7 +4,7 @@
 //! credential, sizes out of bounds).
 
 use futures::{SinkExt, StreamExt};
-use sandbox_agents_testkit::{eventually, spawn_app, spawn_app_with_token, TestApp};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -91,7 +91,7 @@ async fn ending(socket: &mut Socket) -> (Option<Value>, Option<(CloseCode, Strin
 
 #[tokio::test]
 async fn a_terminal_runs_a_shell_that_resizes_and_ends_with_its_exit() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app
         .running_session(
             "term",
@@ -146,7 +146,7 @@ async fn a_terminal_runs_a_shell_that_resizes_and_ends_with_its_exit() {
 
 #[tokio::test]
 async fn a_closed_socket_kills_its_shell_and_a_stop_closes_the_socket() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("term-stop", json!({})).await;
     let mut socket = connect(&app, &id, "").await;
     send(&mut socket, "sleep 3603 & echo started-$((1+1))\r").await;
@@ -179,7 +179,7 @@ async fn a_closed_socket_kills_its_shell_and_a_stop_closes_the_socket() {
 
 #[tokio::test]
 async fn a_terminal_refuses_other_origins_plain_requests_and_bad_sizes() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let id = app.running_session("term-refuse", json!({})).await;
 
     // A page of another site cannot open one with the user's cookie.
@@ -230,7 +230,7 @@ async fn a_terminal_refuses_other_origins_plain_requests_and_bad_sizes() {
 #[tokio::test]
 async fn a_terminal_needs_a_credential_like_every_route() {
     let token = "terminal-operator-token-0123456789";
-    let app = spawn_app_with_token(token).await;
+    let app = TestApp::builder().with_token(token).spawn().await;
     let session = "sess_nope";
     let (status, _) = refused(ws_url(&app, session, "")).await;
     assert_eq!(status, 401);

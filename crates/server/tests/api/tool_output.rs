@@ -5,7 +5,7 @@
 use crate::runs::{is_terminal, start_run, test_agent, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::sse::SseReader;
-use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 const SECRET: &str = "tok-streamed-0123456789";
@@ -37,7 +37,10 @@ async fn a_shell_tools_output_streams_while_it_runs_masked_and_only_to_who_asks(
             json!({"command": "echo \"step-1 $TOKEN\"; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo step-2 >&2"}),
         ),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let r = app
         .http
         .post(app.url("/api/secrets"))

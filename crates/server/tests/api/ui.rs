@@ -8,7 +8,7 @@ use reqwest::header::{
 };
 use reqwest::{Method, StatusCode};
 use sandbox_agents_api::ui::UiAssets;
-use sandbox_agents_testkit::{spawn_app_with_options, AppOptions, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -48,12 +48,11 @@ impl Drop for Dist {
 }
 
 async fn app_with(dist: &Dist, preview_domain: Option<&str>) -> TestApp {
-    spawn_app_with_options(AppOptions {
-        ui: UiAssets::Dir(dist.0.clone()),
-        preview_domain: preview_domain.map(str::to_owned),
-        ..Default::default()
-    })
-    .await
+    TestApp::builder()
+        .with_settings(|s| s.ui = UiAssets::Dir(dist.0.clone()))
+        .with_config(|c| c.preview_domain = preview_domain.map(str::to_owned))
+        .spawn()
+        .await
 }
 
 /// What a browser asks for when it navigates.

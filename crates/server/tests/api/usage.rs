@@ -3,7 +3,7 @@
 
 use super::runs::{start_run, test_agent, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::{spawn_app_with_model_proxy, TestApp, DEFAULT_MODEL};
+use sandbox_agents_testkit::{TestApp, DEFAULT_MODEL};
 use serde_json::{json, Value};
 
 async fn usage(app: &TestApp, query: &str) -> (u16, Value) {
@@ -39,7 +39,10 @@ async fn usage_is_summed_by_agent_model_and_day_within_the_window_and_the_projec
             .reply_text("b")
             .usage(20, 7),
     ]));
-    let app = spawn_app_with_model_proxy(&fake.root_url()).await;
+    let app = TestApp::builder()
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     let a = app.running_session("alpha", test_agent()).await;
     let b = app.running_session("beta", test_agent()).await;
     for (session, prompt) in [(&a, "alpha 1"), (&b, "beta 1"), (&b, "beta 2")] {
@@ -129,7 +132,7 @@ async fn usage_is_summed_by_agent_model_and_day_within_the_window_and_the_projec
 
 #[tokio::test]
 async fn bad_parameters_are_422s_that_name_each_one() {
-    let app = sandbox_agents_testkit::spawn_app().await;
+    let app = sandbox_agents_testkit::TestApp::builder().spawn().await;
     for (query, fields) in [
         ("?group_by=week", vec!["group_by"]),
         ("?from=yesterday&to=2026-13-01", vec!["from", "to"]),
@@ -169,7 +172,7 @@ async fn bad_parameters_are_422s_that_name_each_one() {
 #[tokio::test]
 async fn plain_dates_are_utc_days_and_to_includes_its_whole_day() {
     // What the UI's date pickers send: the 5th is in the window, so it ends on the 6th.
-    let app = sandbox_agents_testkit::spawn_app().await;
+    let app = sandbox_agents_testkit::TestApp::builder().spawn().await;
     let (s, r) = usage(&app, "?from=2026-12-01&to=2026-12-05&group_by=day").await;
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["from"], "2026-12-01T00:00:00Z");

@@ -4,7 +4,7 @@
 
 use crate::auth::{call, signed_in_person};
 use reqwest::{Method, StatusCode};
-use sandbox_agents_testkit::{spawn_app, spawn_app_with_token, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "web-security-token-0123456789abcdef";
@@ -25,7 +25,7 @@ const AGENT: &str = r#"{"slug": "planted", "name": "Planted by a web page"}"#;
 
 #[tokio::test]
 async fn a_rebound_host_name_reads_nothing_and_changes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for host in [
         "evil.example",
         "evil.example:8000",
@@ -82,7 +82,7 @@ async fn a_rebound_host_name_reads_nothing_and_changes_nothing() {
 
 #[tokio::test]
 async fn pages_of_other_origins_cannot_change_state_in_open_mode() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     // What `fetch(url, {method: "POST", mode: "no-cors", body})` sends from another site:
     // text/plain needs no preflight.
     let r = app
@@ -214,7 +214,7 @@ async fn pages_of_other_origins_cannot_change_state_in_open_mode() {
 
 #[tokio::test]
 async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
-    let app = spawn_app_with_token(TOKEN).await;
+    let app = TestApp::builder().with_token(TOKEN).spawn().await;
     let cookie = format!(
         "sa_session={}",
         signed_in_person(&app, TOKEN, "grace@example.com", false).await
@@ -274,7 +274,7 @@ async fn a_cookie_session_changes_state_only_with_the_csrf_header() {
 
 #[tokio::test]
 async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     for path in ["/login", "/logout", "/recovery", "/settings", "/docs"] {
         let r = app.http.get(app.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
@@ -339,12 +339,11 @@ async fn every_page_we_serve_carries_the_security_headers_and_no_inline_script()
 
 #[tokio::test]
 async fn allowed_hosts_add_names_the_server_answers_for() {
-    use sandbox_agents_testkit::{spawn_app_with_options, AppOptions};
-    let app = spawn_app_with_options(AppOptions {
-        allowed_hosts: vec!["agents.internal".into(), ".corp.example".into()],
-        ..Default::default()
-    })
-    .await;
+    use sandbox_agents_testkit::TestApp;
+    let app = TestApp::builder()
+        .with_config(|c| c.allowed_hosts = vec!["agents.internal".into(), ".corp.example".into()])
+        .spawn()
+        .await;
     let status = |host: &'static str| {
         app.http
             .get(app.url("/api/agents"))

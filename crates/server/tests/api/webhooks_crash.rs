@@ -4,7 +4,7 @@
 use crate::process::ServerProcess;
 use crate::webhooks::verify;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
-use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, spawn_app_on};
+use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, TestApp};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -39,7 +39,10 @@ async fn deliveries_pending_at_a_kill_9_all_arrive_after_the_restart() {
     let secret = hook["secret"].as_str().unwrap().to_owned();
 
     // The test process writes events, as a run worker would.
-    let writer = spawn_app_on(db.clone(), options).await;
+    let writer = TestApp::builder()
+        .with_db(db.clone(), options)
+        .spawn()
+        .await;
     let agent = writer.seed_agent("crash").await;
     let s = writer.seed_session(agent.id).await;
     // Stopped, so that neither server's start-up reconciler boots a sandbox for it.

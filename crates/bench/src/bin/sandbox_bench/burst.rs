@@ -14,7 +14,7 @@ use crate::{log, manifest, raw};
 use anyhow::Context;
 use bytes::Bytes;
 use sandbox_agents_bench::cluster::Cluster;
-use sandbox_agents_testkit::{AppOptions, TestApp};
+use sandbox_agents_testkit::TestApp;
 use serde_json::json;
 
 /// Sessions created at once.
@@ -46,16 +46,12 @@ pub async fn part(
         let measured = async {
             let db = sandbox_agents_store::connect(options.clone(), 40).await?;
             sandbox_agents_store::migrate(&db).await?;
-            let app = sandbox_agents_testkit::spawn_app_on_with_options(
-                db,
-                options,
-                AppOptions {
-                    warm_pool: FIXED,
-                    warm_pool_max: max,
-                    ..Default::default()
-                },
-            )
-            .await;
+            let app = sandbox_agents_testkit::TestApp::builder()
+                .with_pool(FIXED)
+                .with_config(|c| c.warm_pool_max = max)
+                .with_db(db, options)
+                .spawn()
+                .await;
             app.sessions.start_pool();
             let s = app.sessions.settings();
             sandbox = Some((s.default_image.clone(), s.limits.clone()));

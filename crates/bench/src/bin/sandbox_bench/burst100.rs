@@ -15,7 +15,7 @@ use crate::report::{Part, Row};
 use anyhow::Context;
 use bytes::Bytes;
 use sandbox_agents_bench::cluster::Cluster;
-use sandbox_agents_testkit::{AppOptions, TestApp};
+use sandbox_agents_testkit::TestApp;
 
 /// Sessions created at once.
 pub const BURST: usize = 100;
@@ -55,15 +55,7 @@ pub async fn part(
         let measured = async {
             let db = sandbox_agents_store::connect(options.clone(), pool).await?;
             sandbox_agents_store::migrate(&db).await?;
-            let app = sandbox_agents_testkit::spawn_app_on_with_options(
-                db.clone(),
-                options,
-                AppOptions {
-                    warm_pool: 2,
-                    warm_pool_max: 8,
-                    ..Default::default()
-                },
-            )
+            let app = sandbox_agents_testkit::TestApp::builder().with_pool(2).with_config(|c| c.warm_pool_max = 8).with_db(db.clone(), options).spawn()
             .await;
             app.sessions.start_pool();
             sandbox_agents_api::metrics::spawn_pool_probe(db, app.shutdown.clone());

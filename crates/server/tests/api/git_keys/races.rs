@@ -10,7 +10,7 @@ use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_domain::Slug;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agents, git_keys, Db};
-use sandbox_agents_testkit::{eventually, spawn_app};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ fn key_id(key: &Value) -> GitKeyId {
 
 #[tokio::test]
 async fn a_delete_that_waits_for_an_agent_write_sees_the_agent_and_is_a_409() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "raced").await;
     let id = key_id(&key);
     // An agent write in progress: the key held for share, the agent not yet inserted.
@@ -71,7 +71,7 @@ async fn a_delete_that_waits_for_an_agent_write_sees_the_agent_and_is_a_409() {
 
 #[tokio::test]
 async fn an_agent_write_that_waits_for_a_delete_finds_no_key_and_is_a_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "raced").await;
     let id = key_id(&key);
     // A delete in progress: the row locked and deleted, not yet committed.

@@ -6,7 +6,7 @@ use super::{create_key, delete_key};
 use sandbox_agents_domain::agent::AgentCreate;
 use sandbox_agents_store::agents;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
-use sandbox_agents_testkit::spawn_app;
+use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
 pub fn git_source(key: &str) -> Value {
@@ -16,7 +16,7 @@ pub fn git_source(key: &str) -> Value {
 
 #[tokio::test]
 async fn a_key_an_agent_uses_cannot_be_deleted_until_the_agent_lets_go() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "skills").await;
     let id = key["id"].as_str().unwrap();
     // Any spelling of the id is stored in its canonical form, the one deletes look for.
@@ -58,7 +58,7 @@ async fn a_key_an_agent_uses_cannot_be_deleted_until_the_agent_lets_go() {
 
 #[tokio::test]
 async fn agents_cannot_name_a_key_their_project_does_not_have() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app
         .http
         .post(app.url("/api/projects"))
@@ -147,7 +147,7 @@ async fn agents_cannot_name_a_key_their_project_does_not_have() {
 
 #[tokio::test]
 async fn an_edit_that_leaves_skills_source_alone_does_not_judge_an_old_reference() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     // Stored before keys existed (the store takes any string): no key has this id.
     let body: AgentCreate = serde_json::from_value(json!({"slug": "old", "name": "old",
         "skills_source": git_source("00000000-0000-7000-8000-00000000dead")}))

@@ -6,7 +6,7 @@
 use super::{create_key, list_keys, private_pem, test_key};
 use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
-use sandbox_agents_testkit::{eventually, spawn_app};
+use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -171,7 +171,7 @@ impl Drop for Repo {
 
 #[tokio::test]
 async fn a_generated_key_reads_a_repository_from_a_real_sshd_and_another_key_does_not() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "e2e").await;
     let stranger = create_key(&app, "not-registered").await;
     let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
@@ -201,7 +201,7 @@ async fn a_generated_key_reads_a_repository_from_a_real_sshd_and_another_key_doe
 
 #[tokio::test]
 async fn a_deploy_key_clones_a_branch_a_tag_and_a_commit_without_git_and_leaves_no_key_behind() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "cloner").await;
     let id = GitKeyId::parse(key["id"].as_str().unwrap()).unwrap();
     let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
@@ -280,7 +280,7 @@ async fn a_deploy_key_clones_a_branch_a_tag_and_a_commit_without_git_and_leaves_
 
 #[tokio::test]
 async fn a_skills_source_with_a_deploy_key_is_cloned_by_the_control_plane_and_the_key_stays_out() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let key = create_key(&app, "skills").await;
     let sshd = Sshd::start(key["public_key"].as_str().unwrap()).await;
     let repo = Repo::new();

@@ -5,16 +5,18 @@ use super::*;
 /// The chaos test: the receiver refuses connections, then times out, then comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_refusals_timeouts_and_recovery_every_event_arrives_at_least_once() {
-    let app = spawn_app_with_webhooks(sandbox_agents_webhooks::WebhookSettings {
-        timeout: Duration::from_millis(400),
-        retry: sandbox_agents_webhooks::RetryPolicy {
-            max_attempts: 50,
-            base: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-        },
-        ..test_webhook_settings()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_webhooks(sandbox_agents_webhooks::WebhookSettings {
+            timeout: Duration::from_millis(400),
+            retry: sandbox_agents_webhooks::RetryPolicy {
+                max_attempts: 50,
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(400),
+            },
+            ..test_webhook_settings()
+        })
+        .spawn()
+        .await;
     // A port with nothing listening: connections are refused.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -5,7 +5,7 @@ use super::*;
 
 #[tokio::test]
 async fn every_matching_stored_event_is_delivered_once_signed_with_the_stream_json() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Ok).await;
     let s = session(&app, "a").await;
     let other = session(&app, "b").await;
@@ -139,7 +139,7 @@ async fn every_matching_stored_event_is_delivered_once_signed_with_the_stream_js
 
 #[tokio::test]
 async fn failures_are_retried_with_backoff_then_failed_and_the_attempt_log_tells_it() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Status(500)).await;
     let s = session(&app, "a").await;
     let hook = subscribe(
@@ -208,7 +208,7 @@ async fn failures_are_retried_with_backoff_then_failed_and_the_attempt_log_tells
 
 #[tokio::test]
 async fn a_rotated_secret_signs_every_later_attempt_and_the_old_one_stops_verifying() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Status(503)).await;
     let s = session(&app, "a").await;
     let hook = subscribe(
@@ -251,11 +251,13 @@ async fn a_rotated_secret_signs_every_later_attempt_and_the_old_one_stops_verify
 
 #[tokio::test]
 async fn a_subscription_failing_continuously_is_deactivated_and_says_so() {
-    let app = spawn_app_with_webhooks(sandbox_agents_webhooks::WebhookSettings {
-        deactivate_after: 3,
-        ..test_webhook_settings()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_webhooks(sandbox_agents_webhooks::WebhookSettings {
+            deactivate_after: 3,
+            ..test_webhook_settings()
+        })
+        .spawn()
+        .await;
     let receiver = Receiver::start(Answer::Status(500)).await;
     let s = session(&app, "a").await;
     let hook = subscribe(
@@ -329,7 +331,7 @@ async fn a_subscription_failing_continuously_is_deactivated_and_says_so() {
 
 #[tokio::test]
 async fn two_dispatchers_share_the_outbox_without_sending_anything_twice() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let second =
         sandbox_agents_webhooks::Dispatcher::new(app.db.clone(), app.dispatcher.webhooks().clone());
     let receiver = Receiver::start(Answer::Ok).await;
@@ -367,7 +369,7 @@ async fn two_dispatchers_share_the_outbox_without_sending_anything_twice() {
 
 #[tokio::test]
 async fn ping_sends_a_signed_test_request_and_reports_the_answer() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Ok).await;
     let hook = subscribe(
         &app,
@@ -415,7 +417,7 @@ async fn ping_sends_a_signed_test_request_and_reports_the_answer() {
 #[tokio::test]
 async fn a_batch_of_successes_records_those_still_leased_and_resets_the_failure_count() {
     use sandbox_agents_store::deliveries::{self, Delivered};
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Ok).await;
     let s = session(&app, "a").await;
     let hook = subscribe(

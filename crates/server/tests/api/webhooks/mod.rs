@@ -12,9 +12,7 @@ use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_store::events;
 use sandbox_agents_testkit::receiver::{Answer, Received, Receiver};
-use sandbox_agents_testkit::{
-    eventually, spawn_app, spawn_app_with_webhooks, test_webhook_settings, TestApp,
-};
+use sandbox_agents_testkit::{eventually, test_webhook_settings, TestApp};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use std::collections::{HashMap, HashSet};

@@ -5,7 +5,7 @@ use super::*;
 
 #[tokio::test]
 async fn redirects_are_not_followed_and_huge_answers_are_not_read_whole() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let receiver = Receiver::start(Answer::Redirect).await;
     let s = session(&app, "a").await;
     let hook = subscribe(
@@ -47,11 +47,13 @@ async fn redirects_are_not_followed_and_huge_answers_are_not_read_whole() {
 
 #[tokio::test]
 async fn internal_addresses_are_refused_when_sending_unless_allowed() {
-    let app = spawn_app_with_webhooks(sandbox_agents_webhooks::WebhookSettings {
-        allow_private: false,
-        ..test_webhook_settings()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_webhooks(sandbox_agents_webhooks::WebhookSettings {
+            allow_private: false,
+            ..test_webhook_settings()
+        })
+        .spawn()
+        .await;
     let receiver = Receiver::start(Answer::Ok).await;
     let s = session(&app, "a").await;
     // Made while internal targets were allowed (or a name that now resolves inside): the
@@ -92,11 +94,13 @@ async fn internal_addresses_are_refused_when_sending_unless_allowed() {
 
 #[tokio::test]
 async fn a_hanging_receiver_holds_up_only_its_own_deliveries() {
-    let app = spawn_app_with_webhooks(sandbox_agents_webhooks::WebhookSettings {
-        timeout: Duration::from_secs(5),
-        ..test_webhook_settings()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_webhooks(sandbox_agents_webhooks::WebhookSettings {
+            timeout: Duration::from_secs(5),
+            ..test_webhook_settings()
+        })
+        .spawn()
+        .await;
     let slow = Receiver::start(Answer::Hang).await;
     let fast = Receiver::start(Answer::Ok).await;
     let s = session(&app, "a").await;

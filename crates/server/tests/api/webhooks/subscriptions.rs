@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let r = app
         .http
         .get(app.url("/api/webhooks/event-types"))
@@ -35,7 +35,7 @@ async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
 
 #[tokio::test]
 async fn a_subscription_shows_its_secret_once_and_keeps_it_sealed() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().spawn().await;
     let agent = app.create_agent("hooked", json!({})).await;
     let created = subscribe(
         &app,
@@ -134,11 +134,13 @@ async fn a_subscription_shows_its_secret_once_and_keeps_it_sealed() {
 
 #[tokio::test]
 async fn bad_subscriptions_are_refused_and_change_nothing() {
-    let app = spawn_app_with_webhooks(sandbox_agents_webhooks::WebhookSettings {
-        allow_private: false,
-        ..test_webhook_settings()
-    })
-    .await;
+    let app = TestApp::builder()
+        .with_webhooks(sandbox_agents_webhooks::WebhookSettings {
+            allow_private: false,
+            ..test_webhook_settings()
+        })
+        .spawn()
+        .await;
     for (body, loc) in [
         (
             json!({"name": "x", "url": "https://e.com", "event_types": ["nope"], "agent_id": null, "active": true}),
