@@ -17,10 +17,11 @@ pub(crate) enum Stop {
 }
 
 /// A failure inside the loop fails the run; what the run's `error` and its terminal event
-/// say is [`sandbox_agents_errors::ServiceError::user_message`]: never a database or backend message.
+/// say is the detail the API would answer with
+/// ([`sandbox_agents_errors::ServiceError::for_user`]): never a database or backend message.
 impl From<sandbox_agents_errors::ServiceError> for Stop {
     fn from(e: sandbox_agents_errors::ServiceError) -> Self {
-        Stop::Outcome(Outcome::Failed(e.user_message()))
+        Stop::Outcome(Outcome::Failed(e.for_user().detail.to_string()))
     }
 }
 

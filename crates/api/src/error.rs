@@ -1,11 +1,14 @@
 //! The one error type every handler returns, mapped to `{"detail": ...}` and the right status
 //! (a 422 carries a list of field errors). 5xx causes are logged with their chain under a
-//! reference, and only the reference is shown to clients.
+//! reference, and only the reference is shown to clients. A service's error takes the
+//! status and detail its own map gives ([`ServiceError::for_user`]), the one the event log
+//! uses too.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandbox_agents_domain::FieldError;
+use sandbox_agents_errors::{Detail, ServiceError, Status, UserError};
 use serde_json::json;
 use utoipa::ToSchema;
 
@@ -64,6 +67,10 @@ pub enum ApiError {
     Unavailable(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
+    /// A 500 whose cause is already in the log under the reference this text names
+    /// (`internal error (reference <id>)`): a service's error, through its map.
+    #[error("{0}")]
+    InternalReference(String),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -79,8 +86,7 @@ impl ApiError {
         match self {
             ApiError::Validation(errors) => json!({ "detail": errors }),
             ApiError::Internal(e) => {
-                let said = sandbox_agents_errors::internal_reference(e.as_ref());
-                json!({ "detail": format!("{said}: the server log has the cause") })
+                json!({ "detail": sandbox_agents_errors::internal_reference(e.as_ref()) })
             }
             other => json!({ "detail": other.to_string() }),
         }
@@ -100,7 +106,9 @@ impl ApiError {
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::InternalReference(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }
@@ -127,29 +135,9 @@ impl IntoResponse for ApiError {
 
 impl From<sandbox_agents_store::Error> for ApiError {
     /// Handlers name what was not found with [`NotFoundExt::or_not_found`]; this is the
-    /// fallback for everything else.
+    /// fallback for everything else, through the services' map.
     fn from(e: sandbox_agents_store::Error) -> Self {
-        use sandbox_agents_store::Error as E;
-        match e {
-            E::NotFound => ApiError::NotFound("Not Found".into()),
-            E::Conflict(msg) => ApiError::Conflict(msg),
-            E::Corrupt(msg) => ApiError::Internal(anyhow::anyhow!("corrupt stored data: {msg}")),
-            E::Database(db) => match db {
-                // Every connection was in use for the pool's whole wait: the database is
-                // there, this process is busy (counted in sandbox_agents_db_pool_timeouts_total).
-                sqlx::Error::PoolTimedOut => {
-                    tracing::warn!("no database connection was free in time: the server is busy");
-                    ApiError::Unavailable(
-                        "the server is busy (every database connection is in use); try again shortly".into(),
-                    )
-                }
-                sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
-                    tracing::warn!(error = %db, "the database is unreachable");
-                    ApiError::Unavailable("the database is unreachable; try again shortly".into())
-                }
-                other => ApiError::Internal(other.into()),
-            },
-        }
+        ServiceError::Store(e).into()
     }
 }
 
@@ -161,25 +149,28 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-impl From<sandbox_agents_errors::ServiceError> for ApiError {
-    fn from(e: sandbox_agents_errors::ServiceError) -> Self {
-        use sandbox_agents_errors::ServiceError as R;
-        use sandbox_agents_sandbox::SandboxError as S;
-        match e {
-            R::NotFound(m) => ApiError::NotFound(m),
-            R::Conflict(m) => ApiError::Conflict(m),
-            R::BadRequest(m) => ApiError::BadRequest(m),
-            R::Forbidden(m) => ApiError::Forbidden(m),
-            R::TooLarge(m) => ApiError::PayloadTooLarge(m),
-            R::Validation(v) => ApiError::Validation(v),
-            R::Store(e) => e.into(),
-            R::Sandbox(S::NoSuchPath(p)) => {
-                ApiError::NotFound(format!("no such file or directory: {p}"))
-            }
-            R::Sandbox(e) => {
-                ApiError::Internal(anyhow::Error::new(e).context("the sandbox backend failed"))
-            }
-            R::Internal(e) => ApiError::Internal(e),
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        let UserError { status, detail } = e.for_user();
+        let text = match detail {
+            Detail::Fields(errors) => return ApiError::Validation(errors),
+            Detail::Text(text) => text,
+        };
+        match status {
+            Status::BadRequest => ApiError::BadRequest(text),
+            Status::Forbidden => ApiError::Forbidden(text),
+            Status::NotFound => ApiError::NotFound(text),
+            Status::Conflict => ApiError::Conflict(text),
+            Status::PayloadTooLarge => ApiError::PayloadTooLarge(text),
+            // The map gives a 422 only with field errors; a sentence alone still is one.
+            Status::UnprocessableEntity => ApiError::Validation(vec![FieldError {
+                kind: "value_error".into(),
+                loc: vec!["body".into()],
+                msg: text,
+                input: serde_json::Value::Null,
+            }]),
+            Status::InternalServerError => ApiError::InternalReference(text),
+            Status::ServiceUnavailable => ApiError::Unavailable(text),
         }
     }
 }
@@ -189,12 +180,12 @@ pub trait NotFoundExt<T> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T>;
 }
 
-impl<T> NotFoundExt<T> for Result<T, sandbox_agents_errors::ServiceError> {
+impl<T> NotFoundExt<T> for Result<T, ServiceError> {
     fn or_not_found(self, what: impl FnOnce() -> String) -> ApiResult<T> {
         match self {
-            Err(sandbox_agents_errors::ServiceError::Store(
-                sandbox_agents_store::Error::NotFound,
-            )) => Err(ApiError::NotFound(what())),
+            Err(ServiceError::Store(sandbox_agents_store::Error::NotFound)) => {
+                Err(ApiError::NotFound(what()))
+            }
             other => other.map_err(Into::into),
         }
     }
@@ -208,3 +199,6 @@ impl<T> NotFoundExt<T> for Result<T, sandbox_agents_store::Error> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

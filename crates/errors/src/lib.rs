@@ -1,12 +1,16 @@
-//! What the services (`workspace`, `credentials`, `sessions`, `agent`) fail with; the API
-//! maps each variant to its status in one place (`api::error`).
+//! What the services (`workspace`, `credentials`, `sessions`, `agent`) fail with, and the one
+//! map from each failure to what a user is told of it ([`ServiceError::for_user`]: a status
+//! and a detail), which the API's answers and the event log's failure texts both use.
 //!
 //! Why a crate of its own: every service crate returns these errors and the API maps them,
 //! so the type sits below all of them. Putting it in one of the services would make the
 //! others depend on that one for nothing but its error type; putting it in `domain` would
 //! give `domain` IO dependencies (the store's and the sandbox backend's errors).
 
+mod user_error;
+
 use sandbox_agents_domain::FieldError;
+pub use user_error::{Detail, Status, UserError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -53,34 +57,6 @@ pub fn internal_reference(cause: &(dyn std::error::Error + 'static)) -> String {
     }
     tracing::error!(reference = %reference, error = %chain, "internal error");
     format!("internal error (reference {reference})")
-}
-
-impl ServiceError {
-    /// The words a user may read: this error's own for what the caller can act on, a
-    /// reference for causes that are ours ([`internal_reference`]).
-    pub fn user_message(&self) -> String {
-        match self {
-            ServiceError::NotFound(m)
-            | ServiceError::Conflict(m)
-            | ServiceError::BadRequest(m)
-            | ServiceError::Forbidden(m)
-            | ServiceError::TooLarge(m) => m.clone(),
-            ServiceError::Validation(errors) => errors
-                .iter()
-                .map(|e| e.msg.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-            // What the user can act on: an image to build, a sandbox that is gone.
-            ServiceError::Sandbox(
-                e @ (sandbox_agents_sandbox::SandboxError::ImageMissing(_)
-                | sandbox_agents_sandbox::SandboxError::NotFound(_)
-                | sandbox_agents_sandbox::SandboxError::NoSuchPath(_)),
-            ) => e.to_string(),
-            ServiceError::Store(_) | ServiceError::Sandbox(_) | ServiceError::Internal(_) => {
-                internal_reference(self)
-            }
-        }
-    }
 }
 
 impl ServiceError {

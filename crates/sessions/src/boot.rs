@@ -270,9 +270,9 @@ impl Sessions {
     /// first prompt dies with the boot.
     async fn record_boot_failed(&self, id: SessionId, e: &ServiceError) -> Result<()> {
         // The session's error and its event say what the user can act on, and a reference
-        // for causes of ours (the full error is logged under it).
-        let msg = format!("the sandbox failed to start: {}", e.user_message());
-        tracing::warn!(error = %e, said = %msg, "boot failed");
+        // for causes of ours (the map logs the full error under it, so it is not logged here).
+        let msg = format!("the sandbox failed to start: {}", e.for_user().detail);
+        tracing::warn!(said = %msg, "boot failed");
         let mut tx = self.inner.db.begin().await?;
         if sessions::mark_boot_failed(&mut tx, id, &msg)
             .await?

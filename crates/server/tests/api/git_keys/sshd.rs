@@ -246,7 +246,7 @@ async fn a_deploy_key_clones_a_branch_a_tag_and_a_commit_without_git_and_leaves_
         .clone_with_key(DEFAULT_PROJECT, id, &host, &bare, "no-such-branch")
         .await
         .unwrap_err();
-    let said = e.user_message();
+    let said = e.for_user().detail.to_string();
     assert!(
         said.contains(&bare) && said.contains("no-such-branch"),
         "{said}"
@@ -262,7 +262,10 @@ async fn a_deploy_key_clones_a_branch_a_tag_and_a_commit_without_git_and_leaves_
         .await
         .unwrap_err();
     assert!(
-        e.user_message().starts_with("ref is a branch or tag name"),
+        e.for_user()
+            .detail
+            .to_string()
+            .starts_with("ref is a branch or tag name"),
         "{e}"
     );
 
