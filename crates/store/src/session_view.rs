@@ -7,7 +7,7 @@ use crate::agents;
 use crate::environments::{self, SessionEnvironment};
 use crate::runs::{self, RunRecord};
 use crate::sessions::{self, Holder, SessionRecord};
-use crate::{events, Db, Result};
+use crate::{events, Db, Error, Result};
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
 use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::{ProjectId, SessionId};
@@ -30,15 +30,17 @@ pub struct SessionView {
     pub holder: Holder,
 }
 
-/// The session `id` of `project` and what its page shows, as of one snapshot.
-/// `Error::NotFound` when the project has no such session (or, as before the reads were
-/// one, when its agent is gone).
+/// The session `id` of `project` and what its page shows, as of one snapshot; `None` when
+/// the project has no such session. `Error::NotFound` when its agent is gone.
 #[tracing::instrument(skip_all, fields(session.id = %id))]
-pub async fn read(db: &Db, project: ProjectId, id: SessionId) -> Result<SessionView> {
+pub async fn read(db: &Db, project: ProjectId, id: SessionId) -> Result<Option<SessionView>> {
     let mut tx = db
         .begin_with("begin isolation level repeatable read, read only")
         .await?;
-    let session = sessions::get(&mut *tx, project, id).await?;
+    let session = match sessions::get(&mut *tx, project, id).await {
+        Err(Error::NotFound) => return Ok(None),
+        other => other?,
+    };
     let agent = agents::get(&mut *tx, project, &AgentRef::Id(session.agent_id)).await?;
     let mut environment = environments::of_sessions(&mut *tx, &[id.0]).await?;
     let boot_marks = events::boot_marks(&mut *tx, id).await?;
@@ -47,7 +49,7 @@ pub async fn read(db: &Db, project: ProjectId, id: SessionId) -> Result<SessionV
     let holder = sessions::holder(&mut *tx, id).await?;
     // Nothing was written: ending the transaction either way releases the snapshot.
     tx.commit().await?;
-    Ok(SessionView {
+    Ok(Some(SessionView {
         environment: environment.remove(&id.0),
         session,
         agent,
@@ -55,5 +57,5 @@ pub async fn read(db: &Db, project: ProjectId, id: SessionId) -> Result<SessionV
         runs,
         skills,
         holder,
-    })
+    }))
 }

@@ -105,15 +105,21 @@ pub(crate) async fn wire(
     let mut environments = sandbox_agents_store::environments::of_sessions(db, &ids).await?;
     Ok(rows
         .iter()
-        .map(|r| {
-            let mut s = r.to_wire();
-            if let Some(e) = environments.remove(&r.id.0) {
-                s.environment_id = Some(e.id.to_string());
-                s.environment_name = Some(e.name);
-            }
-            s
-        })
+        .map(|r| in_environment(r, environments.remove(&r.id.0)))
         .collect())
+}
+
+/// The wire form of `row`, created in `environment` (`None`: the server's default image).
+fn in_environment(
+    row: &sessions::SessionRecord,
+    environment: Option<sandbox_agents_store::environments::SessionEnvironment>,
+) -> Session {
+    let mut s = row.to_wire();
+    if let Some(e) = environment {
+        s.environment_id = Some(e.id.to_string());
+        s.environment_name = Some(e.name);
+    }
+    s
 }
 
 /// [`wire`] of one session.
@@ -146,24 +152,22 @@ pub async fn get(
     Project(project): Project,
     SessionPath { id, raw }: SessionPath,
 ) -> ApiResult<Json<SessionDetail>> {
-    let session = sessions::get(&st.db, project, id)
-        .await
-        .or_not_found(session_not_found(&raw))?;
-    let agent = agents::get(&st.db, project, &AgentRef::Id(session.agent_id)).await?;
-    let marks = sandbox_agents_store::events::boot_marks(&st.db, id).await?;
-    let runs = sandbox_agents_store::runs::list_for_session(&st.db, id).await?;
-    let skills = sessions::skills(&st.db, id).await?;
-    let holder = sessions::holder(&st.db, id).await?;
+    let view = sandbox_agents_store::session_view::read(&st.db, project, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(session_not_found(&raw)()))?;
     Ok(Json(SessionDetail {
-        conversation_agent: holder.agent.unwrap_or_else(|| agent.slug.to_string()),
-        session: wire_one(&st.db, &session).await?,
-        agent: Some(agent.to_wire(&st.settings.default_model)),
-        runs: runs.iter().map(|r| r.to_wire()).collect(),
+        conversation_agent: view
+            .holder
+            .agent
+            .unwrap_or_else(|| view.agent.slug.to_string()),
+        session: in_environment(&view.session, view.environment),
+        agent: Some(view.agent.to_wire(&st.settings.default_model)),
+        runs: view.runs.iter().map(|r| r.to_wire()).collect(),
         sandbox_seconds: sandbox_agents_domain::session::sandbox_seconds(
-            &marks,
+            &view.boot_marks,
             time::OffsetDateTime::now_utc(),
         ),
-        skills,
+        skills: view.skills,
     }))
 }
 
