@@ -16,6 +16,7 @@
 
 use crate::events::{self, Notice, CHANNEL};
 use crate::Db;
+use backon::{BackoffBuilder, ExponentialBuilder};
 use sandbox_agents_domain::event::SessionEvent;
 use sandbox_agents_domain::SessionId;
 use sqlx::postgres::PgListener;
@@ -33,6 +34,12 @@ pub const PROJECTS_CHANNEL: &str = "sa_projects";
 
 /// How often feeds check the database while the `LISTEN` connection is down.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// The waits between failed connections of the `LISTEN` connection: 0.1 s doubling to 5 s, for
+/// as long as it takes (feeds poll meanwhile); they start over once it connects.
+const RECONNECT: ExponentialBuilder = ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(100))
+    .with_max_delay(Duration::from_secs(5))
+    .without_max_times();
 /// How long a subscriber waits for a new feed to learn where the log ends.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Events a subscriber may fall behind before it has to catch up from the database.
@@ -294,10 +301,10 @@ impl EventHub {
         }
     }
 
-    /// Keeps one `LISTEN` connection up, reconnecting with backoff.
+    /// Keeps one `LISTEN` connection up, reconnecting after [`RECONNECT`]'s waits.
     async fn listen(self) {
         let shutdown = self.inner.shutdown.clone();
-        let mut backoff = Duration::from_millis(100);
+        let mut waits = RECONNECT.build();
         let mut connected_before = false;
         let own = crate::database::listener_pool(&self.inner.db);
         while !shutdown.is_cancelled() {
@@ -305,12 +312,12 @@ impl EventHub {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!(error = %e, "the event listener cannot connect; polling until it can");
-                    tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    let wait = waits.next().expect("the reconnect waits never run out");
+                    tokio::select! { _ = tokio::time::sleep(wait) => {}, _ = shutdown.cancelled() => return }
                     continue;
                 }
             };
-            backoff = Duration::from_millis(100);
+            waits = RECONNECT.build();
             if std::mem::replace(&mut connected_before, true) {
                 metrics::counter!("sandbox_agents_event_listener_reconnects_total").increment(1);
             }
@@ -440,5 +447,16 @@ async fn catch_up(db: &Db, core: &FeedCore, cursor: &mut i64) -> crate::Result<(
         if !full {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnects_wait_a_tenth_of_a_second_doubling_to_five_seconds_without_end() {
+        let waits: Vec<u128> = RECONNECT.build().take(9).map(|w| w.as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
     }
 }
