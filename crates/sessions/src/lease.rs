@@ -9,6 +9,7 @@
 //! advisory lock, because a lease whose process is gone is taken over at once.
 
 use crate::Sessions;
+use backon::{BackoffBuilder, ExponentialBuilder};
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::session_leases::{self, Taken};
@@ -17,9 +18,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// A wait for a lease held by another process looks again this often at most (a release in
-/// this process wakes its waiters at once).
-const POLL_MAX: Duration = Duration::from_millis(250);
+/// A wait for a lease held by another process looks again after 10 ms, then twice as long
+/// each time up to 250 ms, for as long as it takes (a release in this process wakes its
+/// waiters at once).
+const POLL: ExponentialBuilder = ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(10))
+    .with_max_delay(Duration::from_millis(250))
+    .without_max_times();
 
 /// The leases this process holds, and the wake-up of its waiters.
 #[derive(Default)]
@@ -63,7 +68,7 @@ impl Sessions {
 
     /// Waits for the session's lease. A session that is gone is a `NotFound`.
     pub(crate) async fn lease(&self, id: SessionId) -> Result<SessionLease> {
-        let mut wait = Duration::from_millis(10);
+        let mut waits = POLL.build();
         loop {
             let released = self.inner.leases.released.notified();
             tokio::pin!(released);
@@ -77,9 +82,8 @@ impl Sessions {
             }
             tokio::select! {
                 _ = released => {}
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(waits.next().expect("the lease's waits never run out")) => {}
             }
-            wait = (wait * 2).min(POLL_MAX);
         }
     }
 

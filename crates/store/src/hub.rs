@@ -40,6 +40,12 @@ const RECONNECT: ExponentialBuilder = ExponentialBuilder::new()
     .with_min_delay(Duration::from_millis(100))
     .with_max_delay(Duration::from_secs(5))
     .without_max_times();
+/// The waits of a feed that cannot read where the log ends: 0.05 s doubling to 2 s, until it
+/// can or is stopped.
+const FEED_START: ExponentialBuilder = ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(50))
+    .with_max_delay(Duration::from_secs(2))
+    .without_max_times();
 /// How long a subscriber waits for a new feed to learn where the log ends.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Events a subscriber may fall behind before it has to catch up from the database.
@@ -378,14 +384,14 @@ async fn run_feed(db: Db, core: Arc<FeedCore>, stop: CancellationToken, hub: Wea
     // waiting for them) open.
     let _closed = CloseOnDrop(core.clone());
     let session = core.session;
-    let mut retry = Duration::from_millis(50);
+    let mut waits = FEED_START.build();
     let mut cursor = loop {
         match events::last_seq(&db, session).await {
             Ok(seq) => break seq,
             Err(e) => {
                 tracing::warn!(session.id = %session, error = %e, "a feed cannot read where the log ends; retrying");
-                tokio::select! { _ = tokio::time::sleep(retry) => {}, _ = stop.cancelled() => return }
-                retry = (retry * 2).min(Duration::from_secs(2));
+                let wait = waits.next().expect("a feed's start waits never run out");
+                tokio::select! { _ = tokio::time::sleep(wait) => {}, _ = stop.cancelled() => return }
             }
         }
     };
@@ -458,5 +464,11 @@ mod tests {
     fn reconnects_wait_a_tenth_of_a_second_doubling_to_five_seconds_without_end() {
         let waits: Vec<u128> = RECONNECT.build().take(9).map(|w| w.as_millis()).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+    }
+
+    #[test]
+    fn a_feed_that_cannot_start_waits_from_50_ms_doubling_to_2_s_without_end() {
+        let waits: Vec<u128> = FEED_START.build().take(8).map(|w| w.as_millis()).collect();
+        assert_eq!(waits, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
     }
 }
