@@ -1,18 +1,16 @@
-//! The Docker backend against a real Engine and the real sandbox image
-//! (`SANDBOX_AGENTS_IMAGE`, default `sandbox-agents-sandbox:1`).
+//! What only the Docker backend does, against a real Engine and the real sandbox image
+//! (`SANDBOX_AGENTS_IMAGE`, default `sandbox-agents-sandbox:1`): ports published on loopback,
+//! the workspace as a volume of its own, snapshots as tagged images, the Engine's errors.
+//! What every backend does is the conformance suite (`backends.rs`).
 //!
 //! Every test uses its own deployment id, so `list` sees only its own sandboxes, and a
 //! [`Cleanup`] that removes them (and any snapshot images) even when the test fails.
 
-use bytes::Bytes;
-use futures::TryStreamExt;
 use sandbox_agents_sandbox::{
-    DockerBackend, ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec,
+    DockerBackend, ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend, SandboxSpec,
 };
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn image() -> String {
@@ -52,10 +50,6 @@ fn sh(script: &str) -> ExecRequest {
     req(&["sh", "-c", script])
 }
 
-fn text(b: &[u8]) -> &str {
-    std::str::from_utf8(b).unwrap()
-}
-
 /// A backend on a fresh deployment id; removes everything of that deployment when dropped.
 struct Cleanup {
     backend: DockerBackend,
@@ -75,11 +69,6 @@ impl Cleanup {
                 )
             });
         Self::with(|b| b.with_daemon(binary)).await
-    }
-
-    /// A backend that runs every command as a Docker exec (no daemon).
-    async fn docker_exec() -> Self {
-        Self::with(|b| b).await
     }
 
     async fn with(f: impl FnOnce(DockerBackend) -> DockerBackend) -> Self {
@@ -147,37 +136,6 @@ impl Drop for Cleanup {
 }
 
 #[tokio::test]
-async fn lifecycle_labels_stop_and_idempotent_remove() {
-    let t = Cleanup::new().await;
-    let s = session();
-    let sb = t.create(&spec(&s)).await;
-    assert_eq!(sb.workdir, "/workspace");
-    assert!(t.backend.inspect(&sb.id).await.unwrap().unwrap().running);
-
-    let listed = t.backend.list().await.unwrap();
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].id, sb.id);
-    assert_eq!(listed[0].session.as_deref(), Some(s.as_str()));
-    assert!(listed[0].running);
-
-    t.backend
-        .stop(&sb.id, Duration::from_secs(1))
-        .await
-        .unwrap();
-    assert!(!t.backend.inspect(&sb.id).await.unwrap().unwrap().running);
-    assert!(!t.backend.list().await.unwrap()[0].running);
-
-    t.backend.remove(&sb.id).await.unwrap();
-    t.backend.remove(&sb.id).await.unwrap();
-    assert_eq!(t.backend.inspect(&sb.id).await.unwrap(), None);
-    assert!(matches!(
-        t.backend.exec(&sb.id, &req(&["true"])).await,
-        Err(SandboxError::NotFound(_))
-    ));
-    t.finish().await;
-}
-
-#[tokio::test]
 async fn ports_are_published_on_loopback_and_reachable() {
     let t = Cleanup::new().await;
     let mut sp = spec(&session());
@@ -217,348 +175,6 @@ async fn ports_are_published_on_loopback_and_reachable() {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn exec_streams_exit_codes_stdin_env_and_workdir_through_the_daemon() {
-    let t = Cleanup::new().await;
-    exit_codes_stdin_env_and_workdir(t, true).await;
-}
-
-#[tokio::test]
-async fn exec_streams_exit_codes_stdin_env_and_workdir_through_docker_exec() {
-    exit_codes_stdin_env_and_workdir(Cleanup::docker_exec().await, false).await;
-}
-
-async fn exit_codes_stdin_env_and_workdir(t: Cleanup, daemon: bool) {
-    let sb = t.create(&spec(&session())).await;
-    assert_eq!(
-        t.backend.daemon(&sb.id).await.is_some(),
-        daemon,
-        "the path under test"
-    );
-
-    let out = t.exec(&sb, &sh("echo out; echo err >&2; exit 3")).await;
-    assert_eq!(
-        (out.exit_code, text(&out.stdout), text(&out.stderr)),
-        (3, "out\n", "err\n")
-    );
-    assert!(!out.timed_out && !out.stdout_truncated && !out.stderr_truncated);
-
-    let out = t.exec(&sb, &req(&["pwd"])).await;
-    assert_eq!((out.exit_code, text(&out.stdout)), (0, "/workspace\n"));
-
-    let mut r = sh("echo \"$GREETING\"; pwd");
-    r.env = vec![("GREETING".into(), "hi there".into())];
-    r.workdir = Some("/tmp".into());
-    assert_eq!(text(&t.exec(&sb, &r).await.stdout), "hi there\n/tmp\n");
-
-    let out = t.exec(&sb, &req(&["no-such-command"])).await;
-    assert_eq!(out.exit_code, 127);
-    let mut r = req(&["pwd"]);
-    r.workdir = Some("/nonexistent".into());
-    let bad = t.backend.exec(&sb.id, &r).await;
-    assert!(
-        matches!(bad, Err(SandboxError::NoSuchPath(ref p)) if p == "/nonexistent"),
-        "{bad:?}"
-    );
-
-    // stdin, small and larger than any pipe buffer, written while output is read.
-    let mut r = req(&["cat"]);
-    r.stdin = Some(Bytes::from_static(b"hello\nworld"));
-    assert_eq!(text(&t.exec(&sb, &r).await.stdout), "hello\nworld");
-    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-    let mut r = req(&["cat"]);
-    r.stdin = Some(Bytes::from(big.clone()));
-    r.max_output = 4 << 20;
-    let out = t.exec(&sb, &r).await;
-    assert!(
-        out.stdout == big,
-        "cat echoed {} of {} bytes",
-        out.stdout.len(),
-        big.len()
-    );
-
-    // Round trip of a trivial command.
-    let mut times = Vec::new();
-    for _ in 0..20 {
-        let started = Instant::now();
-        assert_eq!(t.exec(&sb, &req(&["true"])).await.exit_code, 0);
-        times.push(started.elapsed());
-    }
-    times.sort();
-    eprintln!(
-        "exec round trip (daemon: {daemon}): p50 {:?}, max {:?}",
-        times[times.len() / 2],
-        times[times.len() - 1]
-    );
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn a_timeout_kills_the_command_tree_not_the_sandbox_through_the_daemon() {
-    let t = Cleanup::new().await;
-    timeouts_kill_the_tree(t, true).await;
-}
-
-#[tokio::test]
-async fn a_timeout_kills_the_command_tree_not_the_sandbox_through_docker_exec() {
-    timeouts_kill_the_tree(Cleanup::docker_exec().await, false).await;
-}
-
-async fn timeouts_kill_the_tree(t: Cleanup, daemon: bool) {
-    let sb = t.create(&spec(&session())).await;
-    assert_eq!(
-        t.backend.daemon(&sb.id).await.is_some(),
-        daemon,
-        "the path under test"
-    );
-
-    let mut r = sh("echo started; sleep 101 & sleep 102");
-    r.timeout = Duration::from_secs(1);
-    let started = Instant::now();
-    let out = t.exec(&sb, &r).await;
-    let took = started.elapsed();
-    assert_eq!((out.exit_code, out.timed_out), (124, true));
-    assert_eq!(text(&out.stdout), "started\n");
-    assert!(took < Duration::from_secs(4), "took {took:?}");
-
-    // The background child went with it; the sandbox did not.
-    let out = t.exec(&sb, &req(&["pgrep", "-f", "sleep 10[12]"])).await;
-    assert_eq!(out.exit_code, 1, "still running: {}", text(&out.stdout));
-    assert!(t.backend.inspect(&sb.id).await.unwrap().unwrap().running);
-    assert_eq!(
-        text(&t.exec(&sb, &req(&["echo", "alive"])).await.stdout),
-        "alive\n"
-    );
-
-    // A command that ignores TERM is KILLed and still counts as timed out.
-    let mut r = sh("trap '' TERM; sleep 103");
-    r.timeout = Duration::from_millis(500);
-    let out = t.exec(&sb, &r).await;
-    assert_eq!((out.exit_code, out.timed_out), (124, true));
-
-    // A command exiting 124 by itself, in time, did not time out.
-    let out = t.exec(&sb, &sh("exit 124")).await;
-    assert_eq!((out.exit_code, out.timed_out), (124, false));
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn output_beyond_the_cap_is_drained_through_the_daemon() {
-    let t = Cleanup::new().await;
-    output_beyond_the_cap(t, true).await;
-}
-
-#[tokio::test]
-async fn output_beyond_the_cap_is_drained_through_docker_exec() {
-    output_beyond_the_cap(Cleanup::docker_exec().await, false).await;
-}
-
-async fn output_beyond_the_cap(t: Cleanup, daemon: bool) {
-    let sb = t.create(&spec(&session())).await;
-    assert_eq!(
-        t.backend.daemon(&sb.id).await.is_some(),
-        daemon,
-        "the path under test"
-    );
-    let mut r = sh("yes | head -c 1000000; echo done >&2");
-    r.max_output = 1000;
-    let out = t.exec(&sb, &r).await;
-    assert_eq!(out.exit_code, 0);
-    assert_eq!(out.stdout.len(), 1000);
-    assert!(out.stdout_truncated);
-    assert_eq!((text(&out.stderr), out.stderr_truncated), ("done\n", false));
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn archives_round_trip_as_the_sandbox_user_through_the_daemon() {
-    archives_round_trip(Cleanup::new().await, true).await;
-}
-
-#[tokio::test]
-async fn archives_round_trip_as_the_sandbox_user_through_the_engine() {
-    archives_round_trip(Cleanup::docker_exec().await, false).await;
-}
-
-/// Uploads go through the daemon when it answers and through the Engine otherwise, with the
-/// same result: the sandbox user's files, the same errors.
-async fn archives_round_trip(t: Cleanup, daemon: bool) {
-    let sb = t.create(&spec(&session())).await;
-    assert_eq!(
-        t.backend.daemon(&sb.id).await.is_some(),
-        daemon,
-        "the path under test"
-    );
-
-    let blob: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, data) in [
-        ("dir/hello.txt", &b"hello\n"[..]),
-        ("dir/sub/blob.bin", &blob[..]),
-    ] {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_uid(0);
-        b.append_data(&mut h, path, data).unwrap();
-    }
-    let tar = b.into_inner().unwrap();
-    t.backend
-        .put_archive(&sb.id, "/workspace", tar.into())
-        .await
-        .unwrap();
-
-    let out = t
-        .exec(
-            &sb,
-            &sh(
-                "cat dir/hello.txt; stat -c '%u:%g %n' dir dir/sub dir/sub/blob.bin; touch dir/new",
-            ),
-        )
-        .await;
-    assert_eq!(out.exit_code, 0, "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout),
-        "hello\n1000:1000 dir\n1000:1000 dir/sub\n1000:1000 dir/sub/blob.bin\n"
-    );
-
-    let chunks: Vec<Bytes> = t
-        .backend
-        .get_archive(&sb.id, "/workspace/dir")
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    let tar = chunks.concat();
-    let mut files = BTreeMap::new();
-    for entry in tar::Archive::new(&tar[..]).entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let path = entry.path().unwrap().display().to_string();
-        let mut data = Vec::new();
-        entry.read_to_end(&mut data).unwrap();
-        files.insert(path, data);
-    }
-    assert_eq!(files["dir/hello.txt"], b"hello\n");
-    assert!(files["dir/sub/blob.bin"] == blob);
-    assert!(files.contains_key("dir/new"));
-
-    // A directory of the image's that the sandbox user may not write (root's, 755): the
-    // daemon is refused, and the Engine, as root, writes it as before the daemon took uploads.
-    let mut b = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_gnu();
-    h.set_size(3);
-    h.set_mode(0o644);
-    b.append_data(&mut h, "sa-archive-test.txt", &b"etc"[..])
-        .unwrap();
-    t.backend
-        .put_archive(&sb.id, "/etc", b.into_inner().unwrap().into())
-        .await
-        .unwrap();
-    let out = t
-        .exec(
-            &sb,
-            &sh("cat /etc/sa-archive-test.txt; stat -c ' %u' /etc/sa-archive-test.txt"),
-        )
-        .await;
-    assert_eq!(
-        (out.exit_code, text(&out.stdout)),
-        (0, "etc 1000\n"),
-        "{}",
-        text(&out.stderr)
-    );
-
-    let missing = t.backend.get_archive(&sb.id, "/workspace/nope").await;
-    assert!(
-        matches!(missing, Err(SandboxError::NoSuchPath(ref p)) if p == "/workspace/nope"),
-        "{:?}",
-        missing.err()
-    );
-    let missing = t
-        .backend
-        .put_archive(&sb.id, "/workspace/nope", Bytes::new())
-        .await;
-    assert!(
-        matches!(missing, Err(SandboxError::NoSuchPath(_))),
-        "{missing:?}"
-    );
-    let gone = t
-        .backend
-        .get_archive("sa-no-such-container", "/workspace")
-        .await;
-    assert!(
-        matches!(gone, Err(SandboxError::NotFound(_))),
-        "{:?}",
-        gone.err()
-    );
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn the_sandbox_is_unprivileged() {
-    let t = Cleanup::new().await;
-    let sb = t.create(&spec(&session())).await;
-    let out = t
-        .exec(
-            &sb,
-            &sh("grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; id -u; id -g"),
-        )
-        .await;
-    let status: BTreeMap<&str, &str> = text(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k, v.trim()))
-        .collect();
-    assert_eq!(status["CapEff"], "0000000000000000");
-    assert_eq!(status["CapBnd"], "0000000000000000");
-    assert_eq!(status["NoNewPrivs"], "1");
-    assert!(
-        text(&out.stdout).ends_with("1000\n1000\n"),
-        "{}",
-        text(&out.stdout)
-    );
-    // The spec's limits (cgroup v2 or v1 file names).
-    let out = t
-        .exec(
-            &sb,
-            &sh("cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; \
-                 cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"),
-        )
-        .await;
-    assert_eq!(text(&out.stdout), format!("256\n{}\n", 512 << 20));
-    // No Docker socket inside.
-    assert_ne!(
-        t.exec(&sb, &req(&["test", "-e", "/var/run/docker.sock"]))
-            .await
-            .exit_code,
-        0
-    );
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn the_same_session_replaces_its_old_sandbox_and_missing_images_are_reported() {
-    let t = Cleanup::new().await;
-    let sp = spec(&session());
-    let first = t.create(&sp).await;
-    let second = t.create(&sp).await;
-    assert_ne!(first.id, second.id);
-    assert_eq!(t.backend.inspect(&first.id).await.unwrap(), None);
-    let listed = t.backend.list().await.unwrap();
-    assert_eq!(
-        listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
-        [second.id.as_str()]
-    );
-
-    let mut sp = spec(&session());
-    sp.image = "sandbox-agents-no-such-image:0".into();
-    assert!(matches!(
-        t.backend.create(&sp).await,
-        Err(SandboxError::ImageMissing(_))
-    ));
     t.finish().await;
 }
 
@@ -612,55 +228,22 @@ async fn workspace_volumes_go_with_their_sandbox_and_strays_are_swept() {
 }
 
 #[tokio::test]
-async fn a_snapshot_keeps_the_filesystem_but_not_the_workspace_or_the_session_env() {
-    let mut t = Cleanup::new().await;
-    let mut sp = spec(&session());
-    sp.env = BTreeMap::from([("SESSION_SECRET".into(), "hunter2".into())]);
-    let sb = t.create(&sp).await;
-    let out = t
-        .exec(
-            &sb,
-            &sh("echo kept > /home/sandbox/marker && echo work > /workspace/w"),
-        )
-        .await;
-    assert_eq!(out.exit_code, 0, "{}", text(&out.stderr));
-
-    let name = format!("test-{}", uuid::Uuid::new_v4());
-    let image = t.backend.snapshot_image(&sb.id, &name).await.unwrap();
-    t.images.push(image.clone());
-    assert_eq!(image, format!("sandbox-agents-snapshot:{name}"));
-
-    let mut sp2 = spec(&session());
-    sp2.image = image.clone();
-    let restored = t.create(&sp2).await;
-    let out = t
-        .exec(
-            &restored,
-            &sh("cat /home/sandbox/marker; test -e /workspace/w || echo no workspace; echo \"[$SESSION_SECRET]\"; id -u"),
-        )
-        .await;
-    // The workspace is a volume, which the commit leaves out (the caller archives it).
-    assert_eq!(text(&out.stdout), "kept\nno workspace\n[]\n1000\n");
-
-    for s in t.backend.list().await.unwrap() {
-        t.backend.remove(&s.id).await.unwrap();
-    }
-    t.backend.remove_image(&image).await.unwrap();
-    t.backend.remove_image(&image).await.unwrap();
-    let mut sp3 = spec(&session());
-    sp3.image = image;
-    assert!(matches!(
-        t.backend.create(&sp3).await,
-        Err(SandboxError::ImageMissing(_))
-    ));
-    t.finish().await;
-}
-
-#[tokio::test]
 async fn an_unreachable_engine_is_reported_clearly() {
     let err = DockerBackend::connect_to("unix:///nonexistent/docker.sock", "test")
         .await
         .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("cannot reach the Docker Engine at unix:///nonexistent/docker.sock: is dockerd running?"), "{msg}");
+}
+
+/// A snapshot is an image tagged with the name it was given, in the snapshots' repository.
+#[tokio::test]
+async fn a_snapshot_is_an_image_tagged_with_its_name() {
+    let mut t = Cleanup::new().await;
+    let sb = t.create(&spec(&session())).await;
+    let name = format!("test-{}", uuid::Uuid::new_v4());
+    let image = t.backend.snapshot_image(&sb.id, &name).await.unwrap();
+    t.images.push(image.clone());
+    assert_eq!(image, format!("sandbox-agents-snapshot:{name}"));
+    t.finish().await;
 }
