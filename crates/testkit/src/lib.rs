@@ -8,13 +8,22 @@
 //! `target/test-pg` that the first test process starts and later ones adopt.
 
 mod app;
+pub mod auth;
 mod builder;
 mod database;
+pub mod exec_stream;
+pub mod files;
 pub mod git_server;
+pub mod metrics;
+pub mod process;
+pub mod projects;
 pub mod receiver;
+pub mod runs;
 pub mod s3;
+pub mod skill_bundles;
 pub mod sse;
 pub mod tls;
+pub mod webhooks;
 
 pub use builder::{test_webhook_settings, TestAppBuilder};
 pub use database::{database_url, fresh_database, fresh_named_database};

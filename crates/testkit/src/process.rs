@@ -1,7 +1,29 @@
 //! A `sandbox-agents serve` process, for tests about several processes or a crash.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
+
+/// The `sandbox-agents` binary of this build: the one the test runner names
+/// (`NEXTEST_BIN_EXE_sandbox-agents`, `CARGO_BIN_EXE_sandbox-agents`), else the one in the
+/// directory above the test executable's (`target/<profile>/deps/..`), where cargo builds a
+/// package's binaries for its integration tests.
+pub fn server_binary() -> PathBuf {
+    for var in [
+        "NEXTEST_BIN_EXE_sandbox-agents",
+        "CARGO_BIN_EXE_sandbox-agents",
+    ] {
+        if let Some(p) = std::env::var_os(var) {
+            return PathBuf::from(p);
+        }
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test executable is under target/<profile>/deps");
+    profile_dir.join("sandbox-agents")
+}
 
 /// What the processes of a multi-process test leave outside themselves: the deployment's
 /// containers and a shared directory (a blob store), removed when dropped, so that a failing
@@ -15,9 +37,7 @@ impl Drop for Leftovers {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let deployment = self.deployment.clone();
-        sandbox_agents_testkit::on_own_runtime(async move {
-            sandbox_agents_testkit::remove_deployment_sandboxes(&deployment).await
-        });
+        crate::on_own_runtime(async move { crate::remove_deployment_sandboxes(&deployment).await });
     }
 }
 
@@ -53,7 +73,7 @@ fn shared_key(url: &str, what: &str) -> String {
 /// the end; returns its exit status and what it logged.
 pub async fn run_command(url: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let data_dir = std::env::temp_dir().join(format!("sa-cmd-{}", uuid::Uuid::new_v4().simple()));
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+    let out = tokio::process::Command::new(server_binary())
         .args(args)
         .env("DATABASE_URL", url)
         .env("RUST_LOG", "info")
@@ -102,7 +122,7 @@ impl ServerProcess {
 
     async fn wait_healthy(&self) {
         let base = &self.base;
-        sandbox_agents_testkit::eventually(
+        crate::eventually(
             "the server process to become healthy",
             Duration::from_secs(30),
             async || {
@@ -161,7 +181,7 @@ fn spawn(
     data_dir: &std::path::Path,
     env: &[(String, String)],
 ) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_sandbox-agents"))
+    tokio::process::Command::new(server_binary())
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("DATABASE_URL", url)
         // `TEST_LOG=<filter>` shows what the process logs, as it shows the test servers'.

@@ -12,10 +12,10 @@
 //! * a pool with no free connection is a 503 saying the server is busy, with `Retry-After`,
 //!   counted in `/metrics`.
 
-use crate::metrics::{sample, scrape};
 use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_sandbox::SandboxSpec;
+use sandbox_agents_testkit::metrics::{sample, scrape};
 use sandbox_agents_testkit::{fresh_database, test_image, TestApp, BOOT};
 use sqlx::Connection;
 use std::time::Duration;

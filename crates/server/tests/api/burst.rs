@@ -10,10 +10,10 @@
 //! booted by one process only. The same burst through the published client, on one process
 //! with the default pool and with `--db-max-connections 8`, is `tests/contract/test_burst.py`.
 
-use crate::process::{Leftovers, ServerProcess};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
+use sandbox_agents_testkit::process::{Leftovers, ServerProcess};
 use sandbox_agents_testkit::{
     database_url, eventually, fresh_named_database, test_image, test_sandboxd,
 };

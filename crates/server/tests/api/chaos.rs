@@ -29,14 +29,14 @@
 //! wait has its own deadline; on a loaded 2-core machine it takes 45 to 80 seconds (A's
 //! schedule is about 30 s of it; its restarts, boots and the settling after it the rest).
 
-use crate::process::{Leftovers, ServerProcess};
-use crate::webhooks::verify;
 use futures::StreamExt;
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
+use sandbox_agents_testkit::process::{Leftovers, ServerProcess};
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
 use sandbox_agents_testkit::sse::take_frame;
+use sandbox_agents_testkit::webhooks::verify;
 use sandbox_agents_testkit::{
     database_url, eventually, fresh_named_database, test_image, test_sandboxd, BOOT,
 };

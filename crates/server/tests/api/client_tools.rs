@@ -2,8 +2,8 @@
 //! calls that park the run in the database, answers from another server process, interrupts
 //! of parked runs, and the 404s for calls nothing waits on.
 
-use crate::runs::{send, start_run, test_agent, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{send, start_run, test_agent, types, wait_for_run, TURN};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
@@ -41,7 +41,8 @@ async fn session_of(app: &TestApp, slug: &str, agent: Value) -> String {
     app.create_agent(slug, agent).await;
     let s = app.create_session(json!({"agent_id": slug})).await;
     let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    app.wait_for_status(&id, "running", sandbox_agents_testkit::BOOT)
+        .await;
     id
 }
 
@@ -363,7 +364,7 @@ async fn wait_for_end(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
             .collect();
         if evs
             .last()
-            .is_some_and(|e| crate::runs::is_terminal(e) && !is_pause(e))
+            .is_some_and(|e| sandbox_agents_testkit::runs::is_terminal(e) && !is_pause(e))
         {
             Ok(evs)
         } else {

@@ -7,8 +7,8 @@
 //! tests put a step exactly below or above the threshold: the loop counts what the provider
 //! reported plus an estimate of what was added since.
 
-use crate::runs::{start_run, types, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, ModelEntry, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, types, wait_for_run, TURN};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 

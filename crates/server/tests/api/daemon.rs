@@ -272,7 +272,7 @@ async fn a_restarted_control_plane_finds_the_daemons_processes_and_its_lost_comm
         .unwrap();
     let pid = p["id"].as_str().unwrap().to_owned();
     // A command in flight when the server goes away.
-    let r = crate::exec_stream::streamed(
+    let r = sandbox_agents_testkit::exec_stream::streamed(
         &first,
         &id,
         json!({"command": "echo running; exec sleep 3606", "timeout": 600}),
@@ -318,7 +318,12 @@ async fn a_sandbox_without_the_daemon_is_served_by_docker_exec_and_says_what_it_
         first.exec(&id, "echo plain; exit 4").await,
         (4, "plain\n".into(), String::new())
     );
-    let r = crate::exec_stream::streamed(&first, &id, json!({"command": "echo streamed"})).await;
+    let r = sandbox_agents_testkit::exec_stream::streamed(
+        &first,
+        &id,
+        json!({"command": "echo streamed"}),
+    )
+    .await;
     let mut sse = sandbox_agents_testkit::sse::SseReader::new(r);
     let out = sse.next_event(Duration::from_secs(30)).await.unwrap();
     assert_eq!(

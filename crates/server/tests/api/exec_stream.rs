@@ -2,21 +2,11 @@
 //! arrives while the command still runs, the exit (or the timeout) comes last, refusals are
 //! plain JSON before any stream, and a caller that goes away takes the command with it.
 
+use sandbox_agents_testkit::exec_stream::streamed;
 use sandbox_agents_testkit::sse::{Frame, SseReader};
 use sandbox_agents_testkit::{eventually, TestApp};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
-
-/// `POST …/exec` asking for the stream.
-pub(crate) async fn streamed(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/exec")))
-        .header("accept", "text/event-stream")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
 
 /// Events until one named `until`, with the text of each output stream seen so far.
 async fn read_until(sse: &mut SseReader, until: &str, out: &mut String, err: &mut String) -> Frame {

@@ -2,9 +2,9 @@
 //! receiver behind a certificate of a CA the test makes (`testkit::tls`) are reached only by
 //! clients given that CA, and the server given it passes it on to both.
 
-use crate::webhooks::subscribe;
 use sandbox_agents_model::{ModelClient, ModelConfig, Transport};
 use sandbox_agents_testkit::tls::{HttpsStub, TestCa};
+use sandbox_agents_testkit::webhooks::subscribe;
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 

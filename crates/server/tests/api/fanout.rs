@@ -1,8 +1,8 @@
 //! Live fan-out across server processes: each process has its own `LISTEN` connection.
 
-use crate::process::ServerProcess;
 use sandbox_agents_domain::event::EventType;
 use sandbox_agents_store::events;
+use sandbox_agents_testkit::process::ServerProcess;
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::{database_url, fresh_named_database, TestApp};
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 use reqwest::multipart::{Form, Part};
 use reqwest::{Response, StatusCode};
+use sandbox_agents_testkit::files::{content, content_ok};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -49,23 +50,6 @@ async fn list_ok(app: &TestApp, id: &str, path: &str) -> Vec<Value> {
     let r = list(app, id, path).await;
     assert_eq!(r.status(), 200, "list {path}");
     r.json().await.unwrap()
-}
-
-async fn content(app: &TestApp, id: &str, path: &str) -> Response {
-    app.http
-        .get(app.url(&format!("/api/sessions/{id}/files/content")))
-        .header("Accept", "application/json")
-        .query(&[("path", path)])
-        .send()
-        .await
-        .unwrap()
-}
-
-pub(crate) async fn content_ok(app: &TestApp, id: &str, path: &str) -> Vec<u8> {
-    let r = content(app, id, path).await;
-    assert_eq!(r.status(), 200, "content {path}");
-    assert_eq!(r.headers()["content-type"], "application/octet-stream");
-    r.bytes().await.unwrap().to_vec()
 }
 
 async fn delete(app: &TestApp, id: &str, path: &str, recursive: Option<bool>) -> Response {

@@ -242,3 +242,9 @@ async fn a_host_that_refuses_the_connection_is_ok_false_with_ssh_s_words() {
     assert!(list_keys(&app).await[0]["last_used_at"].is_null());
     app.stop().await;
 }
+
+/// An agent's `skills_source` cloning `o/r` from GitHub with the deploy key `key`.
+pub fn git_source(key: &str) -> Value {
+    json!({"kind": "git_repo", "repo": "o/r", "ref": "main", "host": "github.com",
+           "subpath": null, "ssh_key_id": key})
+}

@@ -2,8 +2,8 @@
 //! the cause: the run's `error` and every event of the session (which webhooks deliver as
 //! they are) carry `internal error (reference <id>)`; the server log has the cause.
 
-use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 
@@ -28,7 +28,8 @@ async fn a_database_error_inside_a_run_reaches_the_user_as_a_reference_only() {
     .await;
     let s = app.create_session(json!({"agent_id": "desk"})).await;
     let id = s["id"].as_str().unwrap().to_owned();
-    app.wait_for_status(&id, "running", crate::runs::BOOT).await;
+    app.wait_for_status(&id, "running", sandbox_agents_testkit::BOOT)
+        .await;
     // Recording a client tool call now fails inside the database.
     for sql in [
         format!(

@@ -298,8 +298,10 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
         .multipart(
             reqwest::multipart::Form::new().part(
                 "file",
-                reqwest::multipart::Part::bytes(crate::skill_bundles::skills_tree("a"))
-                    .file_name("bundle.tar"),
+                reqwest::multipart::Part::bytes(
+                    sandbox_agents_testkit::skill_bundles::skills_tree("a"),
+                )
+                .file_name("bundle.tar"),
             ),
         )
         .send()

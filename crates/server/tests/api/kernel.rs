@@ -3,8 +3,8 @@
 //! interrupt with the kernel's state kept, a restart after a stop said plainly, the journal
 //! as an nbformat notebook, and the built-in `analysis` environment the sessions boot in.
 
-use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -119,7 +119,7 @@ async fn a_kernel_keeps_state_across_turns_saves_plots_and_reports_errors() {
         saved.starts_with("outputs/") && saved.ends_with(".png"),
         "{saved}"
     );
-    let png = crate::files::content_ok(&app, &id, &saved).await;
+    let png = sandbox_agents_testkit::files::content_ok(&app, &id, &saved).await;
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "the saved file is a PNG");
     let failed = turn(&app, &id, "fail now").await;
     assert!(

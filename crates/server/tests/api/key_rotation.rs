@@ -1,9 +1,9 @@
 //! Rotating the master key: a server started with a new key and the old one as previous
 //! reseals every stored value, after which the new key alone opens them all.
 
-use crate::process::ServerProcess;
-use crate::webhooks::verify;
+use sandbox_agents_testkit::process::ServerProcess;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
+use sandbox_agents_testkit::webhooks::verify;
 use sandbox_agents_testkit::{database_url, eventually, fresh_named_database};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -36,7 +36,6 @@ mod operators;
 mod pool;
 mod ports;
 mod preview_origin;
-mod process;
 mod project_delete;
 mod project_ids;
 mod rate_share;

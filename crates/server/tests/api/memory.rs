@@ -1,7 +1,6 @@
 //! Agent memory: the store's API, staging into a session's workspace and system prompt, and
 //! the consolidation after a stop, against the scripted fake model and real sandboxes.
 
-use crate::runs::{start_run, wait_for_run, BOOT};
 use sandbox_agents_agent::CONSOLIDATION_MARKER;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::SessionId;
@@ -9,6 +8,8 @@ use sandbox_agents_fake_model::{FakeModel, RecordedRequest, Rule, Script};
 use sandbox_agents_store::memory_consolidations::{self, NewConsolidation};
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_store::{agent_memories, agents};
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
+use sandbox_agents_testkit::BOOT;
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -2,13 +2,13 @@
 //! project's report, by agent and by model, and the session whose stop queued it), and a
 //! session whose sandbox was lost still consolidating what its finished runs wrote.
 
-use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_agent::CONSOLIDATION_MARKER;
 use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_store::agents;
 use sandbox_agents_store::memory_consolidations::{self, ConsolidationState};
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 

@@ -5,35 +5,15 @@
 //! route is for operators only. (nextest runs each test in a process of its own, so the
 //! process's counters are this test's.)
 
-use crate::auth::{call, make_key};
-use crate::runs::{start_run, test_agent, wait_for_run};
 use reqwest::{Method, StatusCode};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::auth::{call, make_key};
+use sandbox_agents_testkit::metrics::{sample, scrape};
+use sandbox_agents_testkit::runs::{start_run, test_agent, wait_for_run};
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::json;
 use std::time::Duration;
-
-pub(crate) async fn scrape(app: &TestApp) -> String {
-    let r = app.http.get(app.url("/metrics")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    assert!(r
-        .headers()
-        .get("content-type")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .starts_with("text/plain; version=0.0.4"));
-    r.text().await.unwrap()
-}
-
-/// The value of the sample `name{labels}` (labels as rendered, in order), if present.
-pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        let (s, v) = l.rsplit_once(' ')?;
-        (s == series).then(|| v.parse().ok()).flatten()
-    })
-}
 
 /// The sum of every sample of `name` whose labels contain all of `with`.
 fn total(text: &str, name: &str, with: &[&str]) -> f64 {

@@ -1,8 +1,8 @@
 //! Operator people: the first person made while the deployment is open is one, operators make
 //! others operators, and without a shared token the last one cannot be demoted or deleted.
 
-use super::auth::{as_person, call, login, session_from};
 use reqwest::{Method, StatusCode};
+use sandbox_agents_testkit::auth::{as_person, call, login, session_from};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 

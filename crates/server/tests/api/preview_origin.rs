@@ -1,8 +1,8 @@
 //! Previews on an origin of their own, and none of the control plane's credentials crossing
 //! into the sandbox: a server inside a real sandbox reports every header it receives.
 
-use crate::auth::{call, signed_in_person};
 use reqwest::Method;
+use sandbox_agents_testkit::auth::{call, signed_in_person};
 use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! The arithmetic is unit-tested beside `Auth`; this checks the count each process keeps,
 //! through its metrics, as processes come and die.
 
-use crate::process::ServerProcess;
+use sandbox_agents_testkit::process::ServerProcess;
 use sandbox_agents_testkit::{database_url, eventually, fresh_named_database};
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! projects' turns go on; a turn ending in this process or another, or parking on a client
 //! tool, lets the next one in; an interrupt ends the wait like any other.
 
-use crate::admission::{call, create, events, project, stop, wait_running};
-use crate::metrics::{sample, scrape};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::metrics::{sample, scrape};
+use sandbox_agents_testkit::projects::{call, create, events, project, stop, wait_running};
 use sandbox_agents_testkit::{eventually, TestApp, BOOT};
 use serde_json::{json, Value};
 
@@ -103,7 +103,7 @@ async fn ended(app: &TestApp, project: &str, id: &str, run: &str) -> Vec<Value> 
 }
 
 async fn interrupt(app: &TestApp, project: &str, id: &str) {
-    crate::admission::act(app, project, id, "interrupt").await;
+    sandbox_agents_testkit::projects::act(app, project, id, "interrupt").await;
 }
 
 fn types(evs: &[Value]) -> Vec<&str> {
@@ -271,7 +271,7 @@ async fn a_turn_waiting_for_a_sandbox_holds_no_slot() {
     let awake = session(&app, &p).await;
 
     let waking = turn(&app, &p, &asleep, "quick").await;
-    crate::admission::queued(&app, &p, &asleep).await;
+    sandbox_agents_testkit::projects::queued(&app, &p, &asleep).await;
     let now = turn(&app, &p, &awake, "quick").await;
     let evs = ended(&app, &p, &awake, &now).await;
     assert_eq!(evs.last().unwrap()["payload"]["final_output"], "done");

@@ -1,66 +1,16 @@
 //! Runs: turns of the agent loop on real Docker sandboxes, against the scripted fake model.
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{
+    is_terminal, send, start_run, test_agent, types, wait_for_run, TURN,
+};
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
-/// What the runs tests' agents are: instructions, nothing else.
-pub(crate) fn test_agent() -> Value {
-    json!({"instructions": "You are a test agent."})
-}
 use std::time::{Duration, Instant};
 
 pub(crate) const BOOT: Duration = Duration::from_secs(60);
-pub(crate) const TURN: Duration = Duration::from_secs(60);
-
-pub(crate) async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/messages")))
-        .json(&body)
-        .send()
-        .await
-        .expect("POST messages")
-}
-
-/// Posts a message, asserting the 202, and returns the run id.
-pub(crate) async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> String {
-    let r = send(app, id, json!({"prompt": prompt, "max_turns": max_turns})).await;
-    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
-    let run: Value = r.json().await.unwrap();
-    assert_eq!(run["status"], "running");
-    assert_eq!(run["prompt"], prompt);
-    run["id"].as_str().unwrap().to_owned()
-}
-
-pub(crate) fn is_terminal(e: &Value) -> bool {
-    matches!(
-        e["type"].as_str(),
-        Some("session.status_idle" | "session.status_error")
-    )
-}
-
-/// Polls the log until the run's terminal event; returns the run's events, in order.
-pub(crate) async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
-    eventually(&format!("run {run} to end"), TURN, async || {
-        let mine: Vec<Value> = app
-            .events(id)
-            .await
-            .into_iter()
-            .filter(|e| e["run_id"] == run)
-            .collect();
-        if mine.iter().any(is_terminal) {
-            Ok(mine)
-        } else {
-            Err(format!("{mine:?}"))
-        }
-    })
-    .await
-}
-
-pub(crate) fn types(evs: &[Value]) -> Vec<&str> {
-    evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
 
 #[tokio::test]
 async fn a_turn_runs_a_shell_tool_streams_deltas_and_a_follow_up_continues_the_conversation() {

@@ -435,8 +435,9 @@ async fn a_secret_a_command_prints_reaches_neither_the_model_nor_the_log() {
     )
     .await;
     let id = app.boot_session(session_body("printer", json!([]))).await;
-    let run = super::runs::start_run(&app, &id, "print the token", Value::Null).await;
-    let evs = super::runs::wait_for_run(&app, &id, &run).await;
+    let run =
+        sandbox_agents_testkit::runs::start_run(&app, &id, "print the token", Value::Null).await;
+    let evs = sandbox_agents_testkit::runs::wait_for_run(&app, &id, &run).await;
     let result = evs
         .iter()
         .find(|e| e["type"] == "agent.tool_result")

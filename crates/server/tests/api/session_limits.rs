@@ -193,7 +193,7 @@ async fn a_session_past_its_lifetime_is_stopped_and_cannot_start_again() {
     let detail = r["detail"].to_string();
     assert!(detail.contains("max_lifetime_seconds"), "{detail}");
     assert_eq!(
-        crate::files::content_ok(&app, &id, "note.txt").await,
+        sandbox_agents_testkit::files::content_ok(&app, &id, "note.txt").await,
         b"kept\n"
     );
     app.delete_session(&id).await;

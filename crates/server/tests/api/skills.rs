@@ -3,10 +3,11 @@
 //! bundle failing the boot with the reason, skills announced in the system prompt and loaded
 //! on demand with `load_skill`, and a `workspace_source` that stages the whole tree.
 
-use crate::runs::{start_run, wait_for_run, BOOT};
-use crate::skill_bundles::{create, get, push, skills_tree, tar_of};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
+use sandbox_agents_testkit::skill_bundles::{create, get, push, skills_tree, tar_of};
 use sandbox_agents_testkit::TestApp;
+use sandbox_agents_testkit::BOOT;
 use serde_json::{json, Value};
 
 async fn bundle(app: &TestApp, slug: &str) {

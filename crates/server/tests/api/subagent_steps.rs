@@ -2,8 +2,8 @@
 //! a `detail` outside), 10 when unset, stored, returned and PATCHable, and the limit a
 //! subagent it calls as a tool stops at.
 
-use crate::runs::{start_run, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, wait_for_run};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 

@@ -4,8 +4,8 @@
 //! going to the holder across a restart, handing back), the depth limit and the cycle
 //! refusal. The fake model tells agents apart by their instructions (`system_contains`).
 
-use crate::runs::{is_terminal, start_run, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{is_terminal, start_run, wait_for_run, TURN};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 

@@ -2,9 +2,9 @@
 //! pool gone, no container left; refused while a server is up; the next server starts from
 //! the archived workspaces.
 
-use crate::process::{run_command, ServerProcess};
 use sandbox_agents_sandbox::docker::DockerBackend;
 use sandbox_agents_sandbox::SandboxBackend;
+use sandbox_agents_testkit::process::{run_command, ServerProcess};
 use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, BOOT};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! to streams that ask for it, as the command writes, with the sandbox's secrets masked, never
 //! stored and never sent to streams that did not ask (the published client's).
 
-use crate::runs::{is_terminal, start_run, test_agent, wait_for_run, TURN};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{is_terminal, start_run, test_agent, wait_for_run, TURN};
 use sandbox_agents_testkit::sse::SseReader;
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};

@@ -1,8 +1,8 @@
 //! `GET /api/usage`: real turns against the scripted fake model, summed by agent, model and
 //! day in the database, within the window asked for and the project asked about.
 
-use super::runs::{start_run, test_agent, wait_for_run};
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
+use sandbox_agents_testkit::runs::{start_run, test_agent, wait_for_run};
 use sandbox_agents_testkit::{TestApp, DEFAULT_MODEL};
 use serde_json::{json, Value};
 

@@ -2,8 +2,8 @@
 //! cross-site state changes (simple requests that need no preflight), cookie sessions without
 //! the CSRF header, and the security headers on every page of ours.
 
-use crate::auth::{call, signed_in_person};
 use reqwest::{Method, StatusCode};
+use sandbox_agents_testkit::auth::{call, signed_in_person};
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
 

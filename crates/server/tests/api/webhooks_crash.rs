@@ -1,9 +1,9 @@
 //! The outbox survives a crash: deliveries pending when the server is killed with SIGKILL
 //! (some of them in flight, some queued while it is down) all arrive after a restart.
 
-use crate::process::ServerProcess;
-use crate::webhooks::verify;
+use sandbox_agents_testkit::process::ServerProcess;
 use sandbox_agents_testkit::receiver::{Answer, Receiver};
+use sandbox_agents_testkit::webhooks::verify;
 use sandbox_agents_testkit::{database_url, eventually, fresh_named_database, TestApp};
 use serde_json::{json, Value};
 use std::collections::HashSet;

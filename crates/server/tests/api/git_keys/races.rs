@@ -4,7 +4,7 @@
 //! lock, then commits, so the interleaving is the one named and not left to timing.
 
 use super::create_key;
-use super::references::git_source;
+use super::git_source;
 use sandbox_agents_domain::agent::AgentCreate;
 use sandbox_agents_domain::ids::GitKeyId;
 use sandbox_agents_domain::Slug;

@@ -2,17 +2,12 @@
 //! is stored in canonical form, and holds the key against deletion (409) until the agent lets
 //! go. (The races between the two are in `races.rs`.)
 
-use super::{create_key, delete_key};
+use super::{create_key, delete_key, git_source};
 use sandbox_agents_domain::agent::AgentCreate;
 use sandbox_agents_store::agents;
 use sandbox_agents_store::projects::DEFAULT_PROJECT;
 use sandbox_agents_testkit::TestApp;
 use serde_json::{json, Value};
-
-pub fn git_source(key: &str) -> Value {
-    json!({"kind": "git_repo", "repo": "o/r", "ref": "main", "host": "github.com",
-           "subpath": null, "ssh_key_id": key})
-}
 
 #[tokio::test]
 async fn a_key_an_agent_uses_cannot_be_deleted_until_the_agent_lets_go() {

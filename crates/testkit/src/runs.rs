@@ -1,0 +1,60 @@
+//! Runs: the agent the runs tests use, posting a message and waiting for the turn it starts.
+
+use crate::{eventually, TestApp};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// What the runs tests' agents are: instructions, nothing else.
+pub fn test_agent() -> Value {
+    json!({"instructions": "You are a test agent."})
+}
+
+pub const TURN: Duration = Duration::from_secs(60);
+
+pub async fn send(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/messages")))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST messages")
+}
+
+/// Posts a message, asserting the 202, and returns the run id.
+pub async fn start_run(app: &TestApp, id: &str, prompt: &str, max_turns: Value) -> String {
+    let r = send(app, id, json!({"prompt": prompt, "max_turns": max_turns})).await;
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+    let run: Value = r.json().await.unwrap();
+    assert_eq!(run["status"], "running");
+    assert_eq!(run["prompt"], prompt);
+    run["id"].as_str().unwrap().to_owned()
+}
+
+pub fn is_terminal(e: &Value) -> bool {
+    matches!(
+        e["type"].as_str(),
+        Some("session.status_idle" | "session.status_error")
+    )
+}
+
+/// Polls the log until the run's terminal event; returns the run's events, in order.
+pub async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
+    eventually(&format!("run {run} to end"), TURN, async || {
+        let mine: Vec<Value> = app
+            .events(id)
+            .await
+            .into_iter()
+            .filter(|e| e["run_id"] == run)
+            .collect();
+        if mine.iter().any(is_terminal) {
+            Ok(mine)
+        } else {
+            Err(format!("{mine:?}"))
+        }
+    })
+    .await
+}
+
+pub fn types(evs: &[Value]) -> Vec<&str> {
+    evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
