@@ -12,6 +12,7 @@
 
 use super::{error, SANDBOX_GID, SANDBOX_UID};
 use crate::{ExecOutput, ExecRequest, Result, SandboxError, WORKDIR};
+use backon::{BackoffBuilder, ExponentialBuilder};
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::Docker;
@@ -284,10 +285,16 @@ pub(crate) async fn exec(docker: &Docker, id: &str, req: &ExecRequest) -> Result
     Ok(out)
 }
 
+/// How often [`exit_code`] asks: 12 times, 2 ms apart at first and twice that each time up to
+/// 250 ms (about 1.5 s in all).
+const EXIT_POLL: ExponentialBuilder = ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(2))
+    .with_max_delay(Duration::from_millis(250))
+    .with_max_times(12);
+
 /// The exit code once the exec has ended (its output closes just before the Engine records it).
 async fn exit_code(docker: &Docker, exec_id: &str) -> Result<i64> {
-    let mut pause = Duration::from_millis(2);
-    for _ in 0..12 {
+    for pause in EXIT_POLL.build() {
         let inspected = docker.inspect_exec(exec_id).await.map_err(error::backend)?;
         if inspected.running != Some(true) {
             if let Some(code) = inspected.exit_code {
@@ -295,7 +302,6 @@ async fn exit_code(docker: &Docker, exec_id: &str) -> Result<i64> {
             }
         }
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
     }
     Err(SandboxError::Backend(format!(
         "exec {exec_id}: output ended but the command is still running"
@@ -334,5 +340,11 @@ mod tests {
         let mut c = Capped::default();
         c.push(b"abc", 3);
         assert!(!c.truncated);
+    }
+
+    #[test]
+    fn the_exit_code_is_asked_for_12_times_from_2_ms_doubling_to_250_ms() {
+        let waits: Vec<u128> = EXIT_POLL.build().map(|w| w.as_millis()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 64, 128, 250, 250, 250, 250, 250]);
     }
 }
