@@ -37,12 +37,11 @@ pub async fn teardown(config: Config) -> anyhow::Result<()> {
              connection(s)): stop every server process first, then run teardown again"
         );
         let hub = EventHub::start(db.clone(), shutdown.clone());
+        let mut settings = ServiceSettings::resolve(&config)?;
         // No pool: the sweep below then removes every pooled sandbox.
-        let mut config = config.clone();
-        config.warm_pool_size = 0;
+        settings.sessions.warm_pool = 0;
         // The run loop is registered with the lifecycle, so a stop cancels a run in flight.
-        let Services { sessions, runs, .. } =
-            services(ServiceSettings::resolve(&config)?, &db, shutdown.clone()).await?;
+        let Services { sessions, runs, .. } = services(settings, &db, shutdown.clone()).await?;
         runs.attach_hub(hub);
         let active = sessions::active(&db).await?;
         let (mut stopped, mut failed) = (0usize, 0usize);

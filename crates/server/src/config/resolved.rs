@@ -1,6 +1,9 @@
 //! What the flags resolve to: the settings each part of the server is built from (webhooks,
 //! the master key, the known-hosts file, public URLs, the preview listener), and a `Debug`
-//! that never shows a secret.
+//! that never shows a secret. Outside this module only `app::Settings::resolve` (and
+//! `ServiceSettings::resolve`, its part) calls these, so the configuration is resolved in one
+//! place; the binary and the test harness both build from what it returns. `preview_bind` is
+//! public because a process binds its listeners before it resolves the rest.
 
 use super::Config;
 use std::fmt;
@@ -61,7 +64,9 @@ impl fmt::Debug for Config {
 
 impl Config {
     /// The webhook settings from the `--webhook-*` flags (the extra CA certificates aside).
-    pub fn webhook_settings(&self) -> anyhow::Result<sandbox_agents_webhooks::WebhookSettings> {
+    pub(crate) fn webhook_settings(
+        &self,
+    ) -> anyhow::Result<sandbox_agents_webhooks::WebhookSettings> {
         let secs = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(std::time::Duration::from_secs_f64(v))
@@ -93,7 +98,7 @@ impl Config {
     }
 
     /// `--blob-url`, else the directory `<data-dir>/blobs`.
-    pub fn blob_location(&self) -> anyhow::Result<sandbox_agents_workspace::BlobLocation> {
+    pub(crate) fn blob_location(&self) -> anyhow::Result<sandbox_agents_workspace::BlobLocation> {
         match self.blob_url.as_deref().filter(|u| !u.trim().is_empty()) {
             Some(url) => {
                 sandbox_agents_workspace::BlobLocation::parse(url).map_err(anyhow::Error::msg)
@@ -107,7 +112,7 @@ impl Config {
     /// How `s3_mount` entries reach their buckets: the `--s3-*` flags, with the standard AWS
     /// variables for what they leave unset (`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_DEFAULT_REGION`).
-    pub fn s3_settings(&self) -> sandbox_agents_workspace::s3::S3Settings {
+    pub(crate) fn s3_settings(&self) -> sandbox_agents_workspace::s3::S3Settings {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         sandbox_agents_workspace::s3::S3Settings {
             endpoint: self
@@ -166,7 +171,7 @@ impl Config {
 
     /// `--master-key`, or the key file under the data directory (created on first start),
     /// with `--previous-master-keys`.
-    pub fn master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
+    pub(crate) fn master_key(&self) -> anyhow::Result<sandbox_agents_vault::MasterKey> {
         use anyhow::Context;
         let previous = self
             .previous_master_keys
@@ -205,7 +210,7 @@ impl Config {
     /// `--max-concurrent-boots`, else twice the machine's cores, at most a quarter of the
     /// database pool: a boot needs one connection at a time, and requests, runs and the other
     /// workers need the rest.
-    pub fn max_concurrent_boots(&self) -> usize {
+    pub(crate) fn max_concurrent_boots(&self) -> usize {
         if let Some(n) = self.max_concurrent_boots {
             return n as usize;
         }
@@ -215,7 +220,7 @@ impl Config {
 
     /// The daemon's binary: `--sandboxd-bin`, else `sandboxd` beside this executable if it is
     /// there; `off` means none.
-    pub fn sandboxd_bin(&self) -> Option<PathBuf> {
+    pub(crate) fn sandboxd_bin(&self) -> Option<PathBuf> {
         match &self.sandboxd_bin {
             Some(p) if p.as_os_str() == "off" => None,
             Some(p) => Some(p.clone()),
@@ -228,7 +233,7 @@ impl Config {
 
     /// The certificates of `--extra-ca-certs`, checked at start: a file that cannot be read or
     /// holds anything but certificates stops the server with the reason.
-    pub fn extra_ca_certs(
+    pub(crate) fn extra_ca_certs(
         &self,
     ) -> anyhow::Result<Option<sandbox_agents_domain::ca::ExtraCaCerts>> {
         let Some(path) = &self.extra_ca_certs else {
@@ -251,7 +256,7 @@ impl Config {
     /// (`GIT_SSL_CAINFO` replaces git's trust store rather than adding to it): the system's
     /// bundle followed by the extra certificates, written to `<data-dir>/git-ca-bundle.pem`
     /// at every start (through a rename, so a process reading it never sees half of it).
-    pub fn git_ca_bundle(
+    pub(crate) fn git_ca_bundle(
         &self,
         extra: Option<&sandbox_agents_domain::ca::ExtraCaCerts>,
     ) -> anyhow::Result<Option<PathBuf>> {
@@ -278,7 +283,7 @@ impl Config {
     }
 
     /// `--git-known-hosts` or `<data-dir>/known_hosts`, made absolute (git runs elsewhere).
-    pub fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
+    pub(crate) fn git_known_hosts(&self) -> anyhow::Result<PathBuf> {
         let path = self
             .git_known_hosts
             .clone()
@@ -297,13 +302,13 @@ impl Config {
     }
 
     /// `--public-url` without a trailing slash, or one derived from `--bind`.
-    pub fn public_url(&self) -> String {
+    pub(crate) fn public_url(&self) -> String {
         self.public_url_at(self.bind)
     }
 
     /// `--public-url`, or one derived from the address the API listener got (`bound`, whose
     /// port is the real one when `--bind` asked for port 0).
-    pub fn public_url_at(&self, bound: SocketAddr) -> String {
+    pub(crate) fn public_url_at(&self, bound: SocketAddr) -> String {
         match &self.public_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => url_of(bound),
@@ -325,7 +330,7 @@ impl Config {
     }
 
     /// `--preview-public-url`, or one derived from the address the preview listener got.
-    pub fn preview_public_url_at(&self, bound: SocketAddr) -> String {
+    pub(crate) fn preview_public_url_at(&self, bound: SocketAddr) -> String {
         match &self.preview_public_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => url_of(bound),
