@@ -55,8 +55,12 @@ pub async fn part(
         let measured = async {
             let db = sandbox_agents_store::connect(options.clone(), pool).await?;
             sandbox_agents_store::migrate(&db).await?;
-            let app = sandbox_agents_testkit::TestApp::builder().with_pool(2).with_config(|c| c.warm_pool_max = 8).with_db(db.clone(), options).spawn()
-            .await;
+            let app = TestApp::builder()
+                .with_pool(2)
+                .with_config(|c| c.warm_pool_max = 8)
+                .with_db(db.clone(), options)
+                .spawn()
+                .await;
             app.sessions.start_pool();
             sandbox_agents_api::metrics::spawn_pool_probe(db, app.shutdown.clone());
             let s = app.sessions.settings();
