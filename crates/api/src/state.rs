@@ -36,11 +36,55 @@ pub struct ApiSettings {
     pub ui: crate::ui::UiAssets,
 }
 
-/// `BackendInfo`.
+/// `BackendInfo`: a compute plane this deployment runs, as configured.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct BackendInfo {
     pub name: String,
     pub default: bool,
+    /// What it can do, as the backend declares it.
+    pub capabilities: BackendCapabilities,
+}
+
+/// What a backend can do, as it declares it.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+pub struct BackendCapabilities {
+    /// How a snapshot keeps what a sandbox changed outside its workspace: `image` (an image
+    /// of its filesystem, beside the workspace's archive) or `archive_only` (the workspace
+    /// alone).
+    #[schema(value_type = String, pattern = "^(image|archive_only)$")]
+    pub snapshots: sandbox_agents_sandbox::SnapshotKind,
+    /// Environments with packages can be built.
+    pub image_builds: bool,
+    /// Sandboxes run the sandbox daemon: background processes, terminals, command output
+    /// as it is written.
+    pub daemon: bool,
+    /// Sessions can start from a warm pool of sandboxes.
+    pub warm_pool: bool,
+    /// The disk limit can be enforced (what a sandbox writes is measured).
+    pub disk_measurement: bool,
+}
+
+impl From<sandbox_agents_sandbox::Capabilities> for BackendCapabilities {
+    fn from(c: sandbox_agents_sandbox::Capabilities) -> Self {
+        BackendCapabilities {
+            snapshots: c.snapshots,
+            image_builds: c.image_builds,
+            daemon: c.daemon,
+            warm_pool: c.warm_pool,
+            disk_measurement: c.disk_measurement,
+        }
+    }
+}
+
+impl BackendInfo {
+    /// The configured backend, as the one (and so default) entry of `GET /api/backends`.
+    pub fn configured(backend: &dyn sandbox_agents_sandbox::SandboxBackend) -> Self {
+        BackendInfo {
+            name: backend.name().to_owned(),
+            default: true,
+            capabilities: backend.capabilities().into(),
+        }
+    }
 }
 
 #[derive(Clone)]

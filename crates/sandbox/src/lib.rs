@@ -196,11 +196,54 @@ pub struct ImageBuild {
 /// Receives a build's output as it comes, line by line.
 pub type BuildLog<'a> = &'a (dyn Fn(&str) + Send + Sync);
 
+/// How a backend keeps what a sandbox changed outside its workspace in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    /// An image of the sandbox's filesystem ([`SandboxBackend::snapshot_image`]); the
+    /// workspace goes in the snapshot's archive beside it.
+    Image,
+    /// Only the workspace's archive: packages installed outside it are not kept.
+    ArchiveOnly,
+}
+
+/// What a backend can do, as it declares it: `GET /api/backends` shows it, and the
+/// conformance suite runs the cases that need each part only where it is declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Capabilities {
+    pub snapshots: SnapshotKind,
+    /// [`SandboxBackend::build_image`] (environments with packages).
+    pub image_builds: bool,
+    /// Each sandbox runs the sandbox daemon: background processes, terminals (a PTY),
+    /// command output as it is written, files by absolute path.
+    pub daemon: bool,
+    /// [`SandboxBackend::create_pooled`] and [`SandboxBackend::assign`] (a warm pool).
+    pub warm_pool: bool,
+    /// [`SandboxBackend::disk_usage`] measures what sandboxes wrote (the disk limit).
+    pub disk_measurement: bool,
+}
+
+impl Capabilities {
+    /// A backend that can do nothing beyond the trait's required methods.
+    pub const NONE: Capabilities = Capabilities {
+        snapshots: SnapshotKind::ArchiveOnly,
+        image_builds: false,
+        daemon: false,
+        warm_pool: false,
+        disk_measurement: false,
+    };
+}
+
 /// A compute plane that runs sandboxes.
 #[async_trait]
 pub trait SandboxBackend: Send + Sync + 'static {
     /// `docker`, `k8s`, ...: what `GET /api/backends` lists.
     fn name(&self) -> &'static str;
+
+    /// What this backend can do (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+    }
 
     /// Creates and starts a sandbox; returns once it runs. Any sandbox left over with the same
     /// session (a crashed earlier boot) is replaced.

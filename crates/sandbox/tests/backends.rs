@@ -7,7 +7,7 @@
 mod conformance;
 
 use async_trait::async_trait;
-use conformance::{Capabilities, Subject};
+use conformance::Subject;
 use sandbox_agents_sandbox::{DockerBackend, SandboxBackend};
 use std::sync::Arc;
 
@@ -41,15 +41,6 @@ impl Subject for Docker {
                 )
             });
         Arc::new(backend.with_daemon(binary))
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            daemon: self.daemon,
-            snapshots: true,
-            pool: true,
-            disk_usage: true,
-        }
     }
 
     fn image(&self) -> String {

@@ -296,6 +296,8 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
     let webhooks = Webhooks::new(webhooks, credentials.master_key().clone())
         .context("setting up webhook delivery")?;
     let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
+    // What is configured, as the backend itself declares it (not a constant).
+    let backends = vec![BackendInfo::configured(sessions.backend().as_ref())];
     let state = AppState {
         project_ids: sandbox_agents_store::ProjectIds::new(db.clone(), hub.clone()),
         db,
@@ -307,10 +309,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         environments,
         settings: Arc::new(ApiSettings {
             default_model,
-            backends: vec![BackendInfo {
-                name: "docker".into(),
-                default: true,
-            }],
+            backends,
             heartbeat,
             model_proxy,
             public_url: web.public_url,

@@ -363,6 +363,16 @@ impl SandboxBackend for DockerBackend {
         "docker"
     }
 
+    fn capabilities(&self) -> crate::Capabilities {
+        crate::Capabilities {
+            snapshots: crate::SnapshotKind::Image,
+            image_builds: true,
+            daemon: self.daemons.enabled(),
+            warm_pool: true,
+            disk_measurement: true,
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
         let workspace_ready = self.check_image(&spec.image).await?;
@@ -599,7 +609,14 @@ impl SandboxBackend for DockerBackend {
             repo: Some(SNAPSHOT_REPO.to_owned()),
             tag: Some(name.to_owned()),
             comment: Some(format!("snapshot of sandbox {id}")),
-            pause: true,
+            // Never paused: a command started in a frozen container (a turn's exec, the
+            // daemon's bridge reconnecting) joins the frozen cgroup and holds runc's lock,
+            // so the Engine's unpause waits for it forever with the container's lock held,
+            // and every image removal and container listing behind it waits too (seen in
+            // this project's tests on Docker 20.10: a wedged Engine until the cgroup was
+            // thawed by hand). A snapshot is taken between turns; a file written during
+            // it may be caught half-written, as a copy of a live filesystem would be.
+            pause: false,
             ..Default::default()
         };
         self.docker

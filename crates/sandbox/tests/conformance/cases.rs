@@ -4,7 +4,7 @@
 use super::{not_applicable, req, session, sh, text, Harness, Subject};
 use bytes::Bytes;
 use futures::TryStreamExt;
-use sandbox_agents_sandbox::SandboxError;
+use sandbox_agents_sandbox::{SandboxError, SnapshotKind};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
@@ -231,7 +231,7 @@ pub async fn a_snapshot_keeps_the_filesystem_but_not_the_workspace_or_the_sessio
     subject: impl Subject,
 ) {
     let mut t = Harness::new(subject).await;
-    if !t.caps().snapshots {
+    if t.caps().snapshots != SnapshotKind::Image {
         not_applicable("snapshots", "it takes no image snapshots");
         return t.finish().await;
     }
@@ -281,7 +281,7 @@ pub async fn a_snapshot_keeps_the_filesystem_but_not_the_workspace_or_the_sessio
 /// session's sandbox would be: a later `create` for that session replaces it.
 pub async fn a_pooled_sandbox_is_handed_to_a_session(subject: impl Subject) {
     let t = Harness::new(subject).await;
-    if !t.caps().pool {
+    if !t.caps().warm_pool {
         not_applicable("warm pool", "it has no warm pool");
         return t.finish().await;
     }
@@ -317,7 +317,7 @@ pub async fn a_pooled_sandbox_is_handed_to_a_session(subject: impl Subject) {
 /// What a sandbox writes, in its workspace or elsewhere, shows in `disk_usage`.
 pub async fn disk_usage_counts_what_a_sandbox_writes(subject: impl Subject) {
     let t = Harness::new(subject).await;
-    if !t.caps().disk_usage {
+    if !t.caps().disk_measurement {
         not_applicable("disk usage", "it does not measure disks");
         return t.finish().await;
     }
@@ -338,5 +338,52 @@ pub async fn disk_usage_counts_what_a_sandbox_writes(subject: impl Subject) {
         after >= before + 5_000_000,
         "5 MB written, the measure went from {before} to {after}"
     );
+    t.finish().await;
+}
+
+/// A snapshot taken while commands keep starting in the sandbox completes, and the sandbox
+/// goes on answering. (A snapshot that froze the sandbox deadlocked with a command started
+/// meanwhile, and the Engine behind it: every later removal hung.)
+pub async fn a_snapshot_while_commands_start_completes(subject: impl Subject) {
+    let mut t = Harness::new(subject).await;
+    if t.caps().snapshots != SnapshotKind::Image {
+        not_applicable("snapshots", "it takes no image snapshots");
+        return t.finish().await;
+    }
+    let sb = t.create(&t.spec(&session())).await;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let trivial = req(&["true"]);
+    let busy = async {
+        let mut ran = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let batch = (0..4).map(|_| t.backend.exec(&sb.id, &trivial));
+            for out in futures::future::join_all(batch).await {
+                assert_eq!(out.expect("exec during the snapshot").exit_code, 0);
+                ran += 1;
+            }
+        }
+        ran
+    };
+    let name = format!("test-{}", uuid::Uuid::new_v4());
+    let snapshot = async {
+        let image = tokio::time::timeout(
+            Duration::from_secs(60),
+            t.backend.snapshot_image(&sb.id, &name),
+        )
+        .await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        image
+    };
+    let (image, ran) = tokio::join!(snapshot, busy);
+    let image = image
+        .expect("the snapshot finished within 60 s while commands started")
+        .unwrap();
+    t.images.push(image.clone());
+    assert!(ran > 0, "commands ran while the snapshot was taken");
+    assert_eq!(
+        t.exec(&sb, &req(&["echo", "alive"])).await.stdout,
+        b"alive\n"
+    );
+    t.backend.remove_image(&image).await.unwrap();
     t.finish().await;
 }

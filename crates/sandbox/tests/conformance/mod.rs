@@ -2,9 +2,10 @@
 //! the trait and run against each implementation ([`conformance_suite!`] in `backends.rs`).
 //!
 //! A [`Subject`] makes backends of one implementation, each on a fresh deployment id (so
-//! `list` sees only its own sandboxes), and says what the implementation can do. A case that
-//! needs what an implementation lacks says so on stderr and passes: the lack is the
-//! implementation's declared behaviour, which its own tests cover. Every case cleans up
+//! `list` sees only its own sandboxes). What a backend can do is what it declares
+//! (`SandboxBackend::capabilities`, also what `GET /api/backends` shows): a case holds it to
+//! every part it declares, and one that needs what it does not declare says so on stderr and
+//! passes. Every case cleans up
 //! through a [`Harness`], even when it fails.
 
 pub mod cases;
@@ -12,31 +13,17 @@ pub mod exec_cases;
 
 use async_trait::async_trait;
 use sandbox_agents_sandbox::{
-    ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend, SandboxSpec,
+    Capabilities, ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend, SandboxSpec,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What an implementation can do, for the cases that need it.
-#[derive(Clone, Copy, Debug)]
-pub struct Capabilities {
-    /// Sandboxes get the sandbox daemon (`SandboxBackend::daemon` answers).
-    pub daemon: bool,
-    /// `snapshot_image` captures the filesystem outside the workspace as an image.
-    pub snapshots: bool,
-    /// `create_pooled` and `assign` (a warm pool).
-    pub pool: bool,
-    /// `disk_usage` measures what sandboxes wrote.
-    pub disk_usage: bool,
-}
 
 /// One implementation under test.
 #[async_trait]
 pub trait Subject: Clone + Send + Sync + 'static {
     /// A backend of this implementation on `deployment`.
     async fn backend(&self, deployment: &str) -> Arc<dyn SandboxBackend>;
-    fn capabilities(&self) -> Capabilities;
     /// The image sandboxes are created from.
     fn image(&self) -> String;
 }
@@ -108,8 +95,10 @@ impl<S: Subject> Harness<S> {
         }
     }
 
+    /// What the backend declares it can do (`SandboxBackend::capabilities`): the cases hold
+    /// it to each part it declares.
     pub fn caps(&self) -> Capabilities {
-        self.subject.capabilities()
+        self.backend.capabilities()
     }
 
     pub fn spec(&self, session: &str) -> SandboxSpec {
@@ -179,6 +168,7 @@ macro_rules! conformance_suite {
                 cases::archives_round_trip_as_the_sandbox_user,
                 cases::the_sandbox_is_unprivileged_and_limited,
                 cases::a_snapshot_keeps_the_filesystem_but_not_the_workspace_or_the_session_env,
+                cases::a_snapshot_while_commands_start_completes,
                 cases::a_pooled_sandbox_is_handed_to_a_session,
                 cases::disk_usage_counts_what_a_sandbox_writes,
                 exec_cases::exit_codes_stdin_env_and_workdir,

@@ -54,6 +54,18 @@ async fn backends_list_the_default_first() {
         .unwrap();
     assert_eq!(b[0]["name"], "docker");
     assert_eq!(b[0]["default"], true);
+    // What the configured backend declares, not a constant: this one's sandboxes get the
+    // daemon (the testkit's sandboxd).
+    assert_eq!(
+        b[0]["capabilities"],
+        serde_json::json!({
+            "snapshots": "image",
+            "image_builds": true,
+            "daemon": true,
+            "warm_pool": true,
+            "disk_measurement": true,
+        })
+    );
 }
 
 #[tokio::test]
