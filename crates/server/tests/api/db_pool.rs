@@ -6,7 +6,7 @@ use sandbox_agents_store::Db;
 use sandbox_agents_testkit::fresh_database;
 use std::time::Duration;
 
-/// `store::pool::PING_IDLE_FOR`, and a margin.
+/// `store::database::PING_IDLE_FOR`, and a margin.
 const IDLE: Duration = Duration::from_millis(5_500);
 
 async fn backend_pid(db: &Db) -> Result<i32, sqlx::Error> {
