@@ -4,140 +4,29 @@
 //! What every backend does is the conformance suite (`backends.rs`).
 //!
 //! Every test uses its own deployment id, so `list` sees only its own sandboxes, and a
-//! [`Cleanup`] that removes them (and any snapshot images) even when the test fails.
+//! `Harness` that removes them (and any snapshot images) even when the test fails.
 
-use sandbox_agents_sandbox::{
-    DockerBackend, ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend, SandboxSpec,
-};
-use std::collections::BTreeMap;
+use sandbox_agents_sandbox::{DockerBackend, SandboxSpec};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn image() -> String {
-    std::env::var("SANDBOX_AGENTS_IMAGE").unwrap_or_else(|_| "sandbox-agents-sandbox:1".to_owned())
-}
+mod support;
+
+use support::{image, session, sh, Docker, Harness};
 
 fn spec(session: &str) -> SandboxSpec {
-    SandboxSpec {
-        session: session.to_owned(),
-        image: image(),
-        env: BTreeMap::new(),
-        exposed_ports: vec![],
-        limits: Limits {
-            cpus: 1.0,
-            memory_bytes: 512 << 20,
-            pids: 256,
-        },
-    }
+    support::spec_of(image(), session)
 }
 
-fn session() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-fn req(argv: &[&str]) -> ExecRequest {
-    ExecRequest {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        workdir: None,
-        env: vec![],
-        timeout: Duration::from_secs(20),
-        max_output: 1 << 20,
-        stdin: None,
-    }
-}
-
-fn sh(script: &str) -> ExecRequest {
-    req(&["sh", "-c", script])
-}
-
-/// A backend on a fresh deployment id; removes everything of that deployment when dropped.
-struct Cleanup {
-    backend: DockerBackend,
-    images: Vec<String>,
-    done: bool,
-}
-
-impl Cleanup {
-    /// A backend whose sandboxes get their daemon (`testkit::test_sandboxd`).
-    async fn new() -> Self {
-        let binary = sandbox_agents_testkit::test_sandboxd();
-        let binary = sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(&binary)
-            .unwrap_or_else(|e| {
-                panic!(
-                    "the sandbox daemon {} ({e}): build it with scripts/build-sandboxd",
-                    binary.display()
-                )
-            });
-        Self::with(|b| b.with_daemon(binary)).await
-    }
-
-    async fn with(f: impl FnOnce(DockerBackend) -> DockerBackend) -> Self {
-        let deployment = format!("test-{}", uuid::Uuid::new_v4());
-        let backend = DockerBackend::connect(&deployment)
-            .await
-            .expect("the Docker Engine answers");
-        let backend = f(backend);
-        Cleanup {
-            backend,
-            images: Vec::new(),
-            done: false,
-        }
-    }
-
-    async fn create(&self, spec: &SandboxSpec) -> Sandbox {
-        self.backend.create(spec).await.expect("create")
-    }
-
-    async fn exec(&self, sb: &Sandbox, req: &ExecRequest) -> ExecOutput {
-        self.backend.exec(&sb.id, req).await.expect("exec")
-    }
-
-    /// Removes what the test made and checks nothing is left.
-    async fn finish(mut self) {
-        remove_all(&self.backend, &self.images).await;
-        assert!(
-            self.backend.list().await.unwrap().is_empty(),
-            "containers left behind"
-        );
-        self.done = true;
-    }
-}
-
-async fn remove_all(backend: &DockerBackend, images: &[String]) {
-    for s in backend.list().await.unwrap_or_default() {
-        let _ = backend.remove(&s.id).await;
-    }
-    for image in images {
-        let _ = backend.remove_image(image).await;
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        // A failed test: clean up on a runtime of our own (this one may be unwinding).
-        let deployment = self.backend.deployment().to_owned();
-        let images = std::mem::take(&mut self.images);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(backend) = DockerBackend::connect(&deployment).await {
-                    remove_all(&backend, &images).await;
-                }
-            })
-        })
-        .join();
-    }
+/// A Docker backend (with the daemon) on a fresh deployment id, cleaned up even when a
+/// test fails.
+async fn harness() -> Harness<Docker> {
+    Harness::new(Docker { daemon: true }).await
 }
 
 #[tokio::test]
 async fn ports_are_published_on_loopback_and_reachable() {
-    let t = Cleanup::new().await;
+    let t = harness().await;
     let mut sp = spec(&session());
     sp.exposed_ports = vec![8080];
     let sb = t.create(&sp).await;
@@ -182,7 +71,7 @@ async fn ports_are_published_on_loopback_and_reachable() {
 /// without `-v` is removed by the sweep's `remove_stray_volumes`, and one in use never is.
 #[tokio::test]
 async fn workspace_volumes_go_with_their_sandbox_and_strays_are_swept() {
-    let t = Cleanup::new().await;
+    let t = harness().await;
     let kept = t.create(&spec(&session())).await;
     let dropped = t.create(&spec(&session())).await;
     let volume_of = |id: &str| {
@@ -239,7 +128,7 @@ async fn an_unreachable_engine_is_reported_clearly() {
 /// A snapshot is an image tagged with the name it was given, in the snapshots' repository.
 #[tokio::test]
 async fn a_snapshot_is_an_image_tagged_with_its_name() {
-    let mut t = Cleanup::new().await;
+    let mut t = harness().await;
     let sb = t.create(&spec(&session())).await;
     let name = format!("test-{}", uuid::Uuid::new_v4());
     let image = t.backend.snapshot_image(&sb.id, &name).await.unwrap();
