@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use reqwest::header::CONTENT_TYPE;
 
 use crate::config::ModelConfig;
-use crate::error::{provider_message, ModelError};
+use crate::error::{describe, provider_message, ModelError};
 use crate::types::{ChatRequest, Completion, StreamEvent};
 use crate::{retry, sse, wire};
 
@@ -267,25 +267,6 @@ pub(crate) fn send_error(url: &str, e: &reqwest::Error) -> ModelError {
             "the connection to the model provider at {url} broke before it answered: {}",
             describe(e)
         ))
-    }
-}
-
-/// A reqwest error by its causes ("tcp connect error: Connection refused (os error 111)"),
-/// without reqwest's own "error sending request for url (...)", which names the URL again.
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    if parts.is_empty() {
-        e.to_string()
-    } else {
-        parts.join(": ")
     }
 }
 

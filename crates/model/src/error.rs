@@ -88,3 +88,22 @@ mod tests {
         assert_eq!(provider_message(&"x".repeat(600)).chars().count(), 501);
     }
 }
+
+/// A reqwest error by its causes ("tcp connect error: Connection refused (os error 111)"),
+/// without reqwest's own "error sending request for url (...)", which names the URL again.
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}

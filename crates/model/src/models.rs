@@ -101,7 +101,7 @@ impl ModelClient {
             } else {
                 ModelError::Protocol(format!(
                     "the model provider answered {url} with something that is not JSON: {}",
-                    crate::client::describe(&e)
+                    crate::error::describe(&e)
                 ))
             };
             Failure::from(error)

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 
-use crate::client::describe;
+use crate::error::describe;
 use crate::error::ModelError;
 
 /// The `data` of each event of `body`, in order. The errors are a broken connection
