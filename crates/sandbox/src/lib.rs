@@ -1,5 +1,5 @@
 //! Where sessions' containers run. [`SandboxBackend`] is what the control plane needs from a
-//! compute plane; `docker` implements it on the Docker Engine API (bollard), and a Kubernetes
+//! compute plane; `docker` implements it on the Docker Engine API, and a Kubernetes
 //! backend can implement it later. Every sandbox a backend creates carries labels naming the
 //! deployment and the session, so a reconciler can find what nobody owns.
 
