@@ -3,8 +3,10 @@
 //! backend can implement it later. Every sandbox a backend creates carries labels naming the
 //! deployment and the session, so a reconciler can find what nobody owns.
 
+pub mod daemon_link;
 pub mod docker;
 pub mod path;
+pub mod settings;
 pub mod unavailable;
 
 pub use docker::DockerBackend;
@@ -12,6 +14,7 @@ pub use docker::DockerBackend;
 pub use sandboxd;
 /// Which stream a chunk of a command's output came on.
 pub use sandboxd::client::Stream as OutputStream;
+pub use settings::{BackendSettings, DockerSettings};
 /// What takes a command's output as it comes (see [`SandboxBackend::exec_streaming`]).
 pub type OnOutput<'a> = dyn for<'b> FnMut(OutputStream, &'b [u8]) + Send + 'a;
 

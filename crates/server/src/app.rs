@@ -15,9 +15,7 @@ use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_environments::{EnvironmentSettings, Environments};
 use sandbox_agents_model::Catalogue;
-use sandbox_agents_sandbox::docker::DockerBackend;
-use sandbox_agents_sandbox::unavailable::Unavailable;
-use sandbox_agents_sandbox::{Limits, SandboxBackend};
+use sandbox_agents_sandbox::{BackendSettings, Limits};
 use sandbox_agents_sessions::{SessionSettings, Sessions};
 use sandbox_agents_skills::Bundles;
 use sandbox_agents_store::{Db, EventHub};
@@ -51,10 +49,8 @@ pub struct ServiceSettings {
     pub run_limits: sandbox_agents_store::admission::Limits,
     /// Environment image builds.
     pub environments: EnvironmentSettings,
-    /// The in-sandbox daemon's binary, if sandboxes get one.
-    pub sandboxd: Option<PathBuf>,
-    /// The Docker network sandboxes share with this server's container (`--docker-network`).
-    pub docker_network: Option<String>,
+    /// The backend sandboxes run on, and its settings (`--backend` and its flags).
+    pub backend: BackendSettings,
 }
 
 impl ServiceSettings {
@@ -112,8 +108,7 @@ impl ServiceSettings {
                 max_concurrent_builds: config.max_concurrent_builds,
                 sweep_interval: SWEEP_INTERVAL,
             },
-            sandboxd: config.sandboxd_bin(),
-            docker_network: config.docker_network.clone(),
+            backend: config.backend_settings(),
         })
     }
 }
@@ -171,27 +166,6 @@ pub struct Services {
     pub environments: Environments,
 }
 
-/// The backend with the daemon at `path`, when there is one to load; without it (every
-/// command a Docker exec) otherwise, which is said once.
-fn with_daemon(backend: DockerBackend, path: Option<&std::path::Path>) -> DockerBackend {
-    let Some(path) = path else {
-        tracing::info!(
-            "no sandbox daemon (--sandboxd-bin): every command in a sandbox is a Docker exec"
-        );
-        return backend;
-    };
-    match sandbox_agents_sandbox::docker::daemon::DaemonBinary::load(path) {
-        Ok(binary) => {
-            tracing::info!(path = %path.display(), digest = %&binary.digest[..16], "sandboxes get their daemon");
-            backend.with_daemon(binary)
-        }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot read the sandbox daemon: every command in a sandbox is a Docker exec");
-            backend
-        }
-    }
-}
-
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
 /// store, its settings), the run loop registered with it, and the credentials both use. A
 /// backend that cannot be reached is logged and replaced by one that refuses every operation
@@ -206,25 +180,11 @@ pub async fn services(
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .context("reading the deployment id")?;
-    let backend: Arc<dyn SandboxBackend> = match DockerBackend::connect(&deployment).await {
-        Ok(b) => {
-            let b = with_daemon(b, settings.sandboxd.as_deref());
-            // A network that is named but missing is a configuration error, not an outage:
-            // the server refuses to start rather than boot sandboxes it could not reach.
-            let b = match &settings.docker_network {
-                Some(net) => b.with_network(net).await?,
-                None => b,
-            };
-            Arc::new(b)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
-            Arc::new(Unavailable {
-                name: "docker",
-                reason: e.to_string(),
-            })
-        }
-    };
+    let backend = settings
+        .backend
+        .connect(&deployment)
+        .await
+        .context("starting the sandbox backend")?;
     let blobs: Arc<dyn BlobStore> =
         sandbox_agents_workspace::blobs::open(&settings.blobs, &settings.sessions.s3)
             .await

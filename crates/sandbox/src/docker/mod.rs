@@ -13,6 +13,7 @@ pub mod daemon;
 mod error;
 mod exec;
 mod images;
+pub(crate) mod start;
 mod workspace;
 
 pub use archive::owned_by_sandbox_user;
@@ -153,9 +154,9 @@ impl DockerBackend {
     /// Wraps a client the caller has set up (and checked) itself.
     pub fn with_client(docker: Docker, deployment: &str) -> Self {
         Self {
+            daemons: std::sync::Arc::new(daemon::Daemons::new(&docker, None)),
             docker,
             deployment: deployment.to_owned(),
-            daemons: std::sync::Arc::new(daemon::Daemons::new(None)),
             network: None,
             removals: std::sync::Arc::new(tokio::sync::Semaphore::new(REMOVALS_AT_ONCE)),
         }
@@ -191,7 +192,7 @@ impl DockerBackend {
     /// every sandbox created from now on, and commands, files and terminals go through it
     /// wherever it answers.
     pub fn with_daemon(mut self, binary: daemon::DaemonBinary) -> Self {
-        self.daemons = std::sync::Arc::new(daemon::Daemons::new(Some(binary)));
+        self.daemons = std::sync::Arc::new(daemon::Daemons::new(&self.docker, Some(binary)));
         self
     }
 
@@ -316,7 +317,7 @@ impl DockerBackend {
         .await;
         match started {
             Ok(status) if status.running => {
-                self.daemons.warm(&self.docker, &id);
+                self.daemons.warm(&id);
                 Ok(Sandbox {
                     id,
                     workdir: WORKDIR.to_owned(),
@@ -448,12 +449,12 @@ impl SandboxBackend for DockerBackend {
     }
 
     async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
-        self.daemons.client(&self.docker, id).await
+        self.daemons.client(id).await
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id))]
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput> {
-        match self.daemons.client(&self.docker, id).await {
+        match self.daemons.client(id).await {
             Some(client) => daemon::exec(&client, req, |_, _| {}).await,
             None => exec::exec(&self.docker, id, req).await,
         }
@@ -466,7 +467,7 @@ impl SandboxBackend for DockerBackend {
         req: &ExecRequest,
         on_output: &mut crate::OnOutput<'_>,
     ) -> Result<ExecOutput> {
-        match self.daemons.client(&self.docker, id).await {
+        match self.daemons.client(id).await {
             Some(client) => daemon::exec(&client, req, on_output).await,
             // Docker exec's output comes whole, at the end.
             None => {
@@ -479,7 +480,7 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(container.id = %id, dir = %dir, bytes = tar.len()))]
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
-        let daemon = self.daemons.client(&self.docker, id).await;
+        let daemon = self.daemons.client(id).await;
         archive::put_archive(&self.docker, daemon, id, dir, tar).await
     }
 

@@ -218,9 +218,20 @@ impl Config {
         (2 * cores).min(self.db_max_connections as usize / 4).max(1)
     }
 
+    /// The backend sandboxes run on (`--backend`) with its flags; Docker's Engine address is
+    /// `DOCKER_HOST`, as for every Docker client.
+    pub(crate) fn backend_settings(&self) -> sandbox_agents_sandbox::BackendSettings {
+        // `--backend` accepts only `docker` so far (clap refuses anything else).
+        sandbox_agents_sandbox::BackendSettings::Docker(sandbox_agents_sandbox::DockerSettings {
+            host: std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()),
+            network: self.docker_network.clone(),
+            sandboxd: self.sandboxd_bin(),
+        })
+    }
+
     /// The daemon's binary: `--sandboxd-bin`, else `sandboxd` beside this executable if it is
     /// there; `off` means none.
-    pub(crate) fn sandboxd_bin(&self) -> Option<PathBuf> {
+    fn sandboxd_bin(&self) -> Option<PathBuf> {
         match &self.sandboxd_bin {
             Some(p) if p.as_os_str() == "off" => None,
             Some(p) => Some(p.clone()),

@@ -1,11 +1,9 @@
 //! The Docker backend's way to a sandbox's daemon (`sandboxd`): the binary on a volume
-//! (`volume`), one bridge per sandbox and control-plane process (`bridge`), an HTTP/2
-//! client on it, kept here by container id.
+//! (`volume`) mounted into every sandbox, and the bridge (`bridge`, a Docker exec) as the
+//! [`DaemonTransport`] the shared connection keeping (`crate::daemon_link`) opens streams with.
 //!
 //! A sandbox whose daemon cannot be reached (no binary configured, an image it cannot run
-//! in, a handshake that fails) is served by the Docker exec path instead, and asked again
-//! after [`RETRY_AFTER`]. A connection that drops (the daemon died, the sandbox stopped) is
-//! forgotten; the next call opens a new bridge, which starts the daemon again.
+//! in, a handshake that fails) is served by the Docker exec path instead.
 
 mod bridge;
 mod exec;
@@ -14,31 +12,30 @@ pub mod volume;
 pub(crate) use exec::exec;
 pub use volume::DaemonBinary;
 
+use crate::daemon_link::{DaemonIo, DaemonLinks, DaemonTransport, RETRY_AFTER};
+use async_trait::async_trait;
 use bollard::Docker;
 use sandboxd::client::Client;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-/// How long a sandbox whose daemon could not be reached is served by Docker exec before
-/// the daemon is tried again.
-pub const RETRY_AFTER: Duration = Duration::from_secs(60);
-/// How long opening a bridge and the handshake may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Docker's transport to a daemon: a bridge exec in the sandbox.
+struct Bridge(Docker);
 
-enum Slot {
-    Open(Client),
-    Unavailable(Instant),
+#[async_trait]
+impl DaemonTransport for Bridge {
+    async fn open(&self, sandbox_id: &str) -> crate::Result<Box<dyn DaemonIo>> {
+        Ok(Box::new(bridge::open(&self.0, sandbox_id).await?))
+    }
 }
 
-/// The daemons of this backend's sandboxes.
+/// The daemons of this backend's sandboxes: the binary they get and the connections to them.
 pub struct Daemons {
     binary: Option<DaemonBinary>,
     /// Whether the volume holds the binary: `None` until a fill was tried.
     filled: tokio::sync::Mutex<Option<(bool, Instant)>>,
-    slots: Mutex<HashMap<String, Slot>>,
-    /// One connect at a time per sandbox.
-    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// None without a binary: every command is a Docker exec.
+    links: Option<Arc<DaemonLinks>>,
 }
 
 impl std::fmt::Debug for Daemons {
@@ -50,12 +47,14 @@ impl std::fmt::Debug for Daemons {
 }
 
 impl Daemons {
-    pub fn new(binary: Option<DaemonBinary>) -> Self {
+    pub fn new(docker: &Docker, binary: Option<DaemonBinary>) -> Self {
+        let links = binary
+            .is_some()
+            .then(|| DaemonLinks::new(Arc::new(Bridge(docker.clone()))));
         Daemons {
             binary,
             filled: tokio::sync::Mutex::new(None),
-            slots: Mutex::new(HashMap::new()),
-            connecting: Mutex::new(HashMap::new()),
+            links,
         }
     }
 
@@ -90,100 +89,29 @@ impl Daemons {
         fresh.then(|| binary.mount())
     }
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn open_client(&self, id: &str) -> Option<Result<Client, ()>> {
-        match self.slots().get(id) {
-            Some(Slot::Open(c)) if c.is_open() => Some(Ok(c.clone())),
-            Some(Slot::Unavailable(at)) if at.elapsed() < RETRY_AFTER => Some(Err(())),
-            _ => None,
-        }
-    }
-
     /// Whether this process holds an open connection to the sandbox's daemon, which means the
     /// sandbox runs: the connection is an exec's stream, and it ends when the sandbox stops.
     pub(crate) fn connected(&self, id: &str) -> bool {
-        matches!(self.open_client(id), Some(Ok(_)))
+        self.links.as_ref().is_some_and(|l| l.connected(id))
     }
 
     /// The client of the sandbox's daemon, connecting if need be; `None` when the daemon
     /// cannot be reached (the caller uses Docker exec).
-    pub(crate) async fn client(self: &Arc<Self>, docker: &Docker, id: &str) -> Option<Client> {
-        self.binary.as_ref()?;
-        if let Some(found) = self.open_client(id) {
-            return found.ok();
-        }
-        let lock = self
-            .connecting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(id.to_owned())
-            .or_default()
-            .clone();
-        let _held = lock.lock().await;
-        if let Some(found) = self.open_client(id) {
-            return found.ok();
-        }
-        let started = Instant::now();
-        match tokio::time::timeout(CONNECT_TIMEOUT, self.connect(docker, id)).await {
-            Ok(Ok(client)) => {
-                tracing::debug!(container.id = %id, elapsed = ?started.elapsed(), "connected to the sandbox daemon");
-                self.slots()
-                    .insert(id.to_owned(), Slot::Open(client.clone()));
-                Some(client)
-            }
-            failed => {
-                let reason = match failed {
-                    Ok(Err(e)) => e,
-                    _ => format!("no answer within {CONNECT_TIMEOUT:?}"),
-                };
-                tracing::warn!(container.id = %id, %reason, "the sandbox daemon cannot be reached; using Docker exec");
-                self.slots()
-                    .insert(id.to_owned(), Slot::Unavailable(Instant::now()));
-                None
-            }
-        }
+    pub(crate) async fn client(&self, id: &str) -> Option<Client> {
+        self.links.as_ref()?.client(id).await
     }
 
-    async fn connect(self: &Arc<Self>, docker: &Docker, id: &str) -> Result<Client, String> {
-        let io = bridge::open(docker, id).await.map_err(|e| e.to_string())?;
-        let (client, driver) = Client::handshake(io).await.map_err(|e| e.to_string())?;
-        let daemons = Arc::downgrade(self);
-        let container = id.to_owned();
-        tokio::spawn(async move {
-            driver.await;
-            // The connection is gone: forget it, so the next call opens another.
-            if let Some(daemons) = daemons.upgrade() {
-                let mut slots = daemons.slots();
-                if matches!(slots.get(&container), Some(Slot::Open(c)) if !c.is_open()) {
-                    slots.remove(&container);
-                }
-            }
-        });
-        client.hello().await.map_err(|e| e.to_string())?;
-        Ok(client)
-    }
-
-    /// Connects in the background (a boot does not wait for it): the daemon starts with the
-    /// sandbox, and the first command finds its connection open.
-    pub(crate) fn warm(self: &Arc<Self>, docker: &Docker, id: &str) {
-        if !self.enabled() {
-            return;
+    /// Connects in the background (a boot does not wait for it).
+    pub(crate) fn warm(&self, id: &str) {
+        if let Some(links) = &self.links {
+            links.warm(id);
         }
-        let (daemons, docker, id) = (self.clone(), docker.clone(), id.to_owned());
-        tokio::spawn(async move {
-            daemons.client(&docker, &id).await;
-        });
     }
 
     /// Drops what is kept for a sandbox that is stopped or removed.
     pub(crate) fn forget(&self, id: &str) {
-        self.slots().remove(id);
-        self.connecting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        if let Some(links) = &self.links {
+            links.forget(id);
+        }
     }
 }

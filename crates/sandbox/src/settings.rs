@@ -1,0 +1,60 @@
+//! Which backend a deployment runs its sandboxes on, and with what: one value chosen when the
+//! server starts ([`BackendSettings`]), and the one place that turns it into a
+//! [`SandboxBackend`] ([`BackendSettings::connect`]). The server resolves its flags into this
+//! value; nothing outside this crate knows what a backend needs to start.
+
+use crate::unavailable::Unavailable;
+use crate::{Result, SandboxBackend};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The backend of a deployment and its settings.
+#[derive(Clone, Debug)]
+pub enum BackendSettings {
+    /// Sandboxes are containers of one Docker Engine.
+    Docker(DockerSettings),
+}
+
+/// What the Docker backend starts with.
+#[derive(Clone, Debug, Default)]
+pub struct DockerSettings {
+    /// The Engine's address (`DOCKER_HOST`); `None`: the local socket.
+    pub host: Option<String>,
+    /// The Docker network sandboxes join (`--docker-network`); `None`: the default bridge,
+    /// ports published on the host's loopback.
+    pub network: Option<String>,
+    /// The sandbox daemon's binary mounted into every sandbox (`--sandboxd-bin`); `None`:
+    /// every command is a Docker exec.
+    pub sandboxd: Option<PathBuf>,
+}
+
+impl BackendSettings {
+    /// `docker`, ...: the name `GET /api/backends` and sessions' `backend` show.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendSettings::Docker(_) => "docker",
+        }
+    }
+
+    /// The backend of `deployment`. A backend that cannot be reached now is logged and
+    /// replaced by one that refuses every operation with the reason ([`Unavailable`]), so the
+    /// API still serves what needs no sandbox; an error is a configuration that can never
+    /// work (a named Docker network that does not exist), which stops the server instead.
+    pub async fn connect(&self, deployment: &str) -> Result<Arc<dyn SandboxBackend>> {
+        match self {
+            BackendSettings::Docker(docker) => {
+                match crate::docker::start::connect(docker, deployment).await {
+                    Ok(backend) => Ok(backend),
+                    Err(crate::docker::start::StartError::Config(e)) => Err(e),
+                    Err(crate::docker::start::StartError::Unreachable(e)) => {
+                        tracing::error!(error = %e, "the docker backend is unavailable: sessions cannot boot until it is");
+                        Ok(Arc::new(Unavailable {
+                            name: self.name(),
+                            reason: e.to_string(),
+                        }))
+                    }
+                }
+            }
+        }
+    }
+}
