@@ -2,6 +2,7 @@
 // a person uses the UI. The API key comes last: the first key closes the open deployment.
 import { expect, test } from '@playwright/test';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { capabilityRows, type BackendInfo } from '../src/features/developers/backendCapabilities';
 import { setScript, tail } from './harness';
 import { shot } from './shots';
 import { sha256, tar, tgz } from './tar';
@@ -756,6 +757,37 @@ test('the main pages, for the README', async ({ page }) => {
   await page.getByRole('link', { name: 'Agents' }).click();
   await expect(page.getByRole('heading', { name: 'Agents' })).toBeVisible();
   await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+test('the Developers page shows the sandbox backend the server runs and what it declares it can do', async ({ page }) => {
+  const backends: BackendInfo[] = await apiGet('/api/backends');
+  // This server runs the Docker backend, as the default.
+  expect(backends.filter((b) => b.default).map((b) => b.name)).toEqual(['docker']);
+  await page.goto(`${UI()}/developers`);
+  const card = page.getByTestId('backend-card');
+  await expect(card.getByRole('heading', { name: 'Sandbox backend' })).toBeVisible();
+  await expect(card.getByTestId('backend')).toHaveCount(backends.length);
+  for (const b of backends) {
+    const shown = card.locator(`[data-backend="${b.name}"]`);
+    await expect(shown.getByTestId('backend-name')).toHaveText(b.name);
+    await expect(shown.getByText('default', { exact: true })).toHaveCount(b.default ? 1 : 0);
+    // Every field the server declares has its row, with its mark and words.
+    const rows = capabilityRows(b.capabilities);
+    expect(rows.map((r) => r.field).sort()).toEqual(Object.keys(b.capabilities).sort());
+    await expect(shown.getByRole('row')).toHaveCount(rows.length);
+    for (const row of rows) {
+      const tr = shown.getByTestId(`capability-${row.field}`);
+      await expect(tr).toHaveAttribute('data-mark', row.mark);
+      await expect(tr).toContainText(row.label);
+      if (row.mark !== 'value') await expect(tr.getByLabel(row.mark, { exact: true })).toBeVisible();
+    }
+  }
+  // What the Docker backend with the daemon declares, in the card's words.
+  const docker = card.locator('[data-backend="docker"]');
+  const declared = backends.find((b) => b.name === 'docker')!.capabilities;
+  await expect(docker.getByTestId('capability-snapshots')).toContainText(declared.snapshots === 'image' ? 'Snapshots keep installed packages' : 'Snapshots keep the workspace only');
+  await expect(docker.getByTestId('capability-daemon')).toHaveAttribute('data-mark', declared.daemon ? 'yes' : 'no');
+  await expect(docker.getByTestId('capability-daemon')).toContainText('Terminals and background processes');
 });
 
 test('create the first person (it closes the open deployment)', async ({ page }) => {

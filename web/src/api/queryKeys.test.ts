@@ -95,7 +95,7 @@ describe('what an invalidation refetches', () => {
   });
 
   it('a change of project keeps only what no project owns', () => {
-    const kept = [keys.me(), keys.projects.all(), keys.webhooks.eventTypes(), keys.models()];
+    const kept = [keys.me(), keys.projects.all(), keys.webhooks.eventTypes(), keys.models(), keys.backends()];
     expect(kept.filter(isProjectScoped)).toEqual([]);
     const scoped = [keys.agents.all(), keys.sessions.detail('s'), keys.secrets(), keys.projects.detail('p'), keys.usage({ from: 'a', to: 'b', groupBy: 'model' })];
     expect(scoped.every(isProjectScoped)).toBe(true);

@@ -19,6 +19,8 @@ export const keys = {
   profile: () => ['profile'] as const,
   /** The model catalogue. */
   models: () => ['models'] as const,
+  /** The sandbox backends the server runs (GET /api/backends): configured at its start, the same for every project. */
+  backends: () => ['backends'] as const,
   secrets: () => ['secrets'] as const,
   users: () => ['users'] as const,
   apiKeys: () => ['api-keys'] as const,
@@ -92,7 +94,7 @@ export const keys = {
  * The roots of the keys whose data does not depend on the project picked: kept when the project
  * changes, while every other query is reset (context.tsx).
  */
-const PROJECT_FREE: readonly string[] = [keys.me()[0], keys.projects.all()[0], keys.webhooks.eventTypes()[0], keys.models()[0]];
+const PROJECT_FREE: readonly string[] = [keys.me()[0], keys.projects.all()[0], keys.webhooks.eventTypes()[0], keys.models()[0], keys.backends()[0]];
 
 /** Whether a cached query's data belongs to the project it was fetched for. */
 export function isProjectScoped(queryKey: readonly unknown[]): boolean {

@@ -4,6 +4,7 @@ import { api, unwrap } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { CodeBlock, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
+import { BackendCard } from './BackendCard';
 
 /** The payload keys of each stored event type (the catalogue names the types, not the keys). */
 export const PAYLOAD_KEYS: Record<string, string[]> = {
@@ -65,6 +66,7 @@ def verify(secret: str, header: str, body: bytes, tolerance: int = 300) -> bool:
           Reference: <Anchor href="/docs">/docs</Anchor> (every endpoint, generated from the server) · <Anchor href="/openapi.json">/openapi.json</Anchor>
         </Text>
       </Card>
+      <BackendCard />
       <Card withBorder>
         <Title order={4} mb="xs">Event catalogue</Title>
         <Text size="sm" c="dimmed" mb="sm">
