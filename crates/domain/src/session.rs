@@ -34,8 +34,8 @@ pub struct Session {
     pub stopped_reason: Option<StoppedReason>,
     /// The compute plane it runs on, e.g. `docker`.
     pub backend: String,
-    /// The container's id on the backend while one exists; null otherwise.
-    pub container_id: Option<String>,
+    /// The sandbox's id on the backend while one exists; null otherwise.
+    pub container_id: Option<String>, // public name (openapi/openapi.json); `sandbox_id` inside
     /// Ports published for previews, from the agent.
     pub exposed_ports: Vec<i32>,
     /// The workspace root inside the container, e.g. `/workspace`.

@@ -223,7 +223,7 @@ impl Sessions {
                     &[NewEvent::new(
                         EventType::SessionStatusRunning,
                         None,
-                        json!({"backend": st.backend.name(), "container_id": sandbox.id}),
+                        json!({"backend": st.backend.name(), "container_id": sandbox.id}), // public key
                     )],
                 )
                 .await?;
@@ -254,7 +254,7 @@ impl Sessions {
             // sandbox before the boot ends.)
             Ok(Some(row))
                 if row.status == SessionStatus::Running
-                    && row.container_id.as_deref() == Some(sandbox) => {}
+                    && row.sandbox_id.as_deref() == Some(sandbox) => {}
             Ok(_) => {
                 if let Err(e) = st.backend.remove(sandbox).await {
                     tracing::warn!(container.id = %sandbox, error = %e, "could not remove the sandbox of a boot that could not record it; the orphan sweep will");

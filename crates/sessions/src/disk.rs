@@ -1,10 +1,10 @@
 //! The disk limit of a sandbox (`--sandbox-disk-mb`): what a sandbox writes to its own
 //! filesystem lands on the Docker host's disk, which every sandbox and the server share, and
 //! Docker's overlay storage on the usual filesystems (ext4, xfs without project quotas) has no
-//! per-container size. So the limit is enforced by measurement: on its own timer, the backend
+//! per-sandbox size. So the limit is enforced by measurement: on its own timer, the backend
 //! reports each running sandbox's written bytes and a sandbox over the limit is stopped, its
 //! reason `disk`. The stop archives `/workspace` as any stop does (what was written elsewhere,
-//! `/tmp` and the like, goes with the container); when the archive cannot be written the
+//! `/tmp` and the like, goes with the sandbox); when the archive cannot be written the
 //! sandbox is left running for the next check rather than removed. A start brings the
 //! workspace back. The check's interval bounds how far past the limit a sandbox gets.
 //!
@@ -41,14 +41,14 @@ impl Sessions {
         if usage.is_empty() {
             return Ok(0);
         }
-        let containers: Vec<String> = usage.keys().cloned().collect();
+        let sandboxes: Vec<String> = usage.keys().cloned().collect();
         let mut stopped = 0;
-        for running in sessions::running_in_containers(&st.db, &containers).await? {
+        for running in sessions::running_in_sandboxes(&st.db, &sandboxes).await? {
             let Some(limit) = limit_of(running.disk_mb, server) else {
                 continue;
             };
             let own = Some(limit) != server;
-            let bytes = usage.get(&running.container).copied().unwrap_or(0);
+            let bytes = usage.get(&running.sandbox).copied().unwrap_or(0);
             if bytes <= limit {
                 continue;
             }

@@ -10,9 +10,9 @@ use sandbox_agents_sandbox::{ExecRequest, OutputStream, SandboxError};
 use sandbox_agents_store::sessions::{self, SessionRecord};
 
 /// The plain environment of a session's sandbox: the manifest's `environment` as it was when
-/// the sandbox booted. It is passed with each exec rather than baked into the container, so a
+/// the sandbox booted. It is passed with each exec rather than baked into the sandbox, so a
 /// sandbox taken from the warm pool (created before the session existed) and one created for
-/// the session behave the same, and the variables never appear in the container's
+/// the session behave the same, and the variables never appear in the sandbox's
 /// configuration (or a snapshot's). The server's own file scripts run with this; commands run
 /// for the caller or the agent also get the secrets (see [`Sessions::command_env`]).
 pub(crate) fn sandbox_env(s: &SessionRecord) -> Vec<(String, String)> {
@@ -80,8 +80,8 @@ impl Sessions {
         let s = sessions::get(&self.inner.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        let container = crate::require_running(&s)?.to_owned();
-        Ok((s, container))
+        let sandbox = crate::require_running(&s)?.to_owned();
+        Ok((s, sandbox))
     }
 
     /// Runs `sh -c command` in the workspace. A timeout kills only that command's process
@@ -115,7 +115,7 @@ impl Sessions {
                 Value::from(secs),
             ));
         }
-        let (session, container) = self.running(project, id).await?;
+        let (session, sandbox) = self.running(project, id).await?;
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), command],
             workdir: None,
@@ -127,7 +127,7 @@ impl Sessions {
         Ok(PreparedExec {
             sessions: self.clone(),
             id,
-            container,
+            sandbox,
             req,
             secs,
         })
@@ -138,7 +138,7 @@ impl Sessions {
 pub struct PreparedExec {
     sessions: Sessions,
     id: SessionId,
-    container: String,
+    sandbox: String,
     req: ExecRequest,
     secs: f64,
 }
@@ -161,7 +161,7 @@ impl PreparedExec {
         let PreparedExec {
             sessions,
             id,
-            container,
+            sandbox,
             req,
             secs,
         } = self;
@@ -187,7 +187,7 @@ impl PreparedExec {
             sessions
                 .inner
                 .backend
-                .exec_streaming(&container, &req, &mut each)
+                .exec_streaming(&sandbox, &req, &mut each)
         );
         if let Err(e) = touched {
             tracing::warn!(error = %e, "could not record the use of the sandbox");

@@ -10,13 +10,13 @@
 //! the stop, so a stop that happened has its consolidation, and the model call runs later,
 //! in the run loop's worker (`sandbox-agents-agent`), never in the stop's path.
 //!
-//! A sandbox can be lost (its container removed or killed behind our back, the host
+//! A sandbox can be lost (removed or killed behind our back, the host
 //! rebooted), and then its `MEMORY.md` cannot be read at the stop. What a user expects is that
 //! what the agent wrote during the turns that finished is not lost with it, so the file is
 //! also read back at a safer point: at the end of every run (and when a run parks), before
 //! its terminal event, into `session_memories.last_read`. A stop that cannot read the file
 //! (or the reconciler, finding the sandbox gone) consolidates from that copy with the
-//! transcript, which the database holds anyway; an exited container that still exists is
+//! transcript, which the database holds anyway; an exited sandbox that still exists is
 //! read as a running one is. Only what was written after the last run ended (by an exec, say)
 //! and only in a sandbox that is gone is lost: nothing could recover it.
 
@@ -53,7 +53,7 @@ pub(crate) fn has_memory(agent: &AgentRecord) -> bool {
 }
 
 impl Sessions {
-    /// Stages the agent's memory store under `memories/` in the sandbox `container` and
+    /// Stages the agent's memory store under `memories/` in `sandbox` and
     /// records what was staged; forgets an earlier boot's record when the agent no longer has
     /// the capability. A failure is the boot's error (a session promised memory must have it).
     #[tracing::instrument(skip_all, fields(session.id = %s.id))]
@@ -61,7 +61,7 @@ impl Sessions {
         &self,
         s: &SessionRecord,
         agent: &AgentRecord,
-        container: &str,
+        sandbox: &str,
     ) -> Result<()> {
         let db = &self.inner.db;
         if !has_memory(agent) {
@@ -78,7 +78,7 @@ impl Sessions {
             .map_err(|e| anyhow::anyhow!("building the memory archive: {e}"))?;
         self.inner
             .backend
-            .put_archive(container, WORKDIR, Bytes::from(tar))
+            .put_archive(sandbox, WORKDIR, Bytes::from(tar))
             .await?;
         let start = runs::conversation(db, s.session_id()).await?.len();
         session_memories::record(
@@ -117,17 +117,16 @@ impl Sessions {
         let Some(s) = sessions::get_for_worker(db, id).await? else {
             return Ok(());
         };
-        let (SessionStatus::Running, Some(container)) = (s.status, s.container_id.as_deref())
-        else {
+        let (SessionStatus::Running, Some(sandbox)) = (s.status, s.sandbox_id.as_deref()) else {
             return Ok(());
         };
-        if let Some(text) = self.read_memory_file(container).await? {
+        if let Some(text) = self.read_memory_file(sandbox).await? {
             session_memories::record_read(db, id, &text).await?;
         }
         Ok(())
     }
 
-    /// What a stop of the sandbox `container` hands to consolidation (`None` for `container`:
+    /// What a stop of `sandbox` hands to consolidation (`None` for `sandbox`:
     /// the sandbox is gone); `None` when the session was given no memory, its agent no longer
     /// asks for it, or it learnt nothing (the file unchanged and nothing said since the boot).
     /// Never fails the stop: what cannot be read is logged, and the consolidation goes on
@@ -135,9 +134,9 @@ impl Sessions {
     pub(crate) async fn capture_memory(
         &self,
         s: &SessionRecord,
-        container: Option<&str>,
+        sandbox: Option<&str>,
     ) -> Option<NewConsolidation> {
-        match self.try_capture_memory(s, container).await {
+        match self.try_capture_memory(s, sandbox).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(session.id = %s.id, error = %e, "could not capture the session's memory; what it learnt is not consolidated");
@@ -149,7 +148,7 @@ impl Sessions {
     async fn try_capture_memory(
         &self,
         s: &SessionRecord,
-        container: Option<&str>,
+        sandbox: Option<&str>,
     ) -> Result<Option<NewConsolidation>> {
         let db = &self.inner.db;
         let Some(staged) = session_memories::get(db, s.session_id()).await? else {
@@ -159,7 +158,7 @@ impl Sessions {
         if !has_memory(&agent) {
             return Ok(None);
         }
-        let read = match container {
+        let read = match sandbox {
             Some(c) => self.read_memory_file(c).await,
             None => Err(anyhow::anyhow!("the session's sandbox is gone").into()),
         };
@@ -196,9 +195,9 @@ impl Sessions {
 
     /// `memories/MEMORY.md` of the running sandbox: `None` when it is missing or not a
     /// regular file (a link is never followed), or not UTF-8 (nothing a person could merge).
-    async fn read_memory_file(&self, container: &str) -> Result<Option<String>> {
+    async fn read_memory_file(&self, sandbox: &str) -> Result<Option<String>> {
         let path = format!("{WORKDIR}/{MEMORY_FILE}");
-        let mut stream = match self.inner.backend.get_archive(container, &path).await {
+        let mut stream = match self.inner.backend.get_archive(sandbox, &path).await {
             Ok(s) => s,
             Err(SandboxError::NoSuchPath(_)) => return Ok(None),
             Err(e) => return Err(e.into()),

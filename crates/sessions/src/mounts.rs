@@ -16,28 +16,28 @@ use sandbox_agents_workspace::ByteStream;
 use serde_json::json;
 
 impl Sessions {
-    /// Stages the manifest's mounts into `container` (after the rest of the workspace, so
+    /// Stages the manifest's mounts into `sandbox` (after the rest of the workspace, so
     /// they are laid over it) and records what each staged, replacing what an earlier boot
     /// recorded.
     pub(crate) async fn stage_mounts(
         &self,
         id: SessionId,
         manifest: &ManifestSpec,
-        container: &str,
+        sandbox: &str,
     ) -> Result<()> {
         let st = &self.inner;
         s3_mounts::clear(&st.db, id).await?;
         for m in s3::mounts(manifest) {
-            let staged = s3::stage(&st.s3, st.backend.as_ref(), container, &m).await?;
+            let staged = s3::stage(&st.s3, st.backend.as_ref(), sandbox, &m).await?;
             tracing::info!(mount = %m.path, objects = staged.len(), "s3 mount staged");
             s3_mounts::record(&st.db, id, &record(&m, &staged)?).await?;
         }
         Ok(())
     }
 
-    /// Writes the session's writable mounts back from `container`; a failure says which mount
+    /// Writes the session's writable mounts back from `sandbox`; a failure says which mount
     /// and leaves the sandbox as it is (the caller does not go on to remove it).
-    pub(crate) async fn write_back_mounts(&self, id: SessionId, container: &str) -> Result<()> {
+    pub(crate) async fn write_back_mounts(&self, id: SessionId, sandbox: &str) -> Result<()> {
         let st = &self.inner;
         for row in s3_mounts::list(&st.db, id).await? {
             if row.read_only {
@@ -47,7 +47,7 @@ impl Sessions {
             let done = s3::write_back(
                 &st.s3,
                 st.backend.as_ref(),
-                container,
+                sandbox,
                 &m,
                 &staged,
                 &id.to_string(),

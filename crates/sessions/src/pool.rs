@@ -8,7 +8,7 @@
 //!   (see `exec::sandbox_env`), so pooled and dedicated sandboxes behave the same.
 //! - Ownership lives in the database. A pool container is owned by its `sandbox_pool` row
 //!   (written before the container is created) until a claim deletes the row and records the
-//!   container as the session's `container_id` in one transaction; the orphan sweep removes
+//!   container as the session's `sandbox_id` in one transaction; the orphan sweep removes
 //!   pool containers owned by neither. Claims use `for update skip locked`, so concurrent
 //!   boots in any number of processes never get the same container.
 //! - Only boots that could have got this very container may take one: the default image,
@@ -200,7 +200,7 @@ impl Sessions {
         let ready: Vec<String> = sandbox_pool::list(&st.db)
             .await?
             .into_iter()
-            .filter(|r| r.container_id.is_some())
+            .filter(|r| r.sandbox_id.is_some())
             .map(|r| r.name)
             .collect();
         let mut removed = 0;
@@ -290,7 +290,7 @@ impl Sessions {
         let mut drop: Vec<String> = before
             .iter()
             .filter(|r| {
-                r.container_id
+                r.sandbox_id
                     .as_deref()
                     .is_some_and(|c| !running.contains(c))
             })
@@ -303,7 +303,7 @@ impl Sessions {
         let mut kept = 0;
         let stale = time::OffsetDateTime::now_utc() - STALE_RESERVATION;
         for r in &after {
-            let ready = r.container_id.is_some();
+            let ready = r.sandbox_id.is_some();
             // Another image's, surplus, or a reservation whose creator died.
             let unwanted =
                 r.image != wanted || (ready && kept >= target) || (!ready && r.created_at < stale);
@@ -340,7 +340,7 @@ impl Sessions {
             .filter(|c| c.pool.is_some() && !removed.contains(&c.id))
             .map(|c| c.id.clone())
             .collect();
-        let in_use: HashSet<String> = sessions::owning_containers(&st.db, &pooled)
+        let in_use: HashSet<String> = sessions::owning_sandboxes(&st.db, &pooled)
             .await?
             .into_iter()
             .collect();

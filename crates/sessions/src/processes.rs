@@ -93,8 +93,8 @@ impl Sessions {
         project: ProjectId,
         id: SessionId,
     ) -> Result<(sandbox_agents_store::sessions::SessionRecord, Client)> {
-        let (session, container) = self.running(project, id).await?;
-        let client = self.inner.backend.daemon(&container).await.ok_or_else(|| {
+        let (session, sandbox) = self.running(project, id).await?;
+        let client = self.inner.backend.daemon(&sandbox).await.ok_or_else(|| {
             ServiceError::Conflict(
                 "this session's sandbox has no daemon (its image cannot run it, or the server runs without one), so it has no background processes, terminals or absolute-path files".into(),
             )

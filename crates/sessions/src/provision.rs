@@ -67,8 +67,8 @@ impl Sessions {
                 .collect(),
             limits: limits_of(&st.settings.limits, s.resources.as_ref().map(|r| &r.0)),
         };
-        if let Some(stale) = &s.container_id {
-            // A provisioning row with a container: an earlier boot took one from the pool and
+        if let Some(stale) = &s.sandbox_id {
+            // A provisioning row with a sandbox: an earlier boot took one from the pool and
             // did not finish (the process died). Nobody else can be using it.
             tracing::info!(container.id = %stale, "removing the sandbox of an unfinished boot");
             st.backend.remove(stale).await?;

@@ -1,5 +1,5 @@
-//! The reconciler: on start, sessions are reconciled with the containers that exist, and
-//! containers nobody owns are removed (also on every periodic sweep).
+//! The reconciler: on start, sessions are reconciled with the sandboxes that exist, and
+//! sandboxes nobody owns are removed (also on every periodic sweep).
 
 use crate::Sessions;
 use sandbox_agents_domain::session::SessionStatus;
@@ -10,10 +10,10 @@ use sandbox_agents_store::{sandbox_pool, session_leases, sessions};
 use std::collections::HashMap;
 
 impl Sessions {
-    /// After a (re)start: sessions whose container survived are adopted; running sessions
-    /// whose container is gone become `stopped` with reason `restart`; sessions caught
+    /// After a (re)start: sessions whose sandbox survived are adopted; running sessions
+    /// whose sandbox is gone become `stopped` with reason `restart`; sessions caught
     /// mid-boot by a process that is gone are booted again (those another live process boots
-    /// are left to it), and queued ones that fit now. Then containers no session owns are
+    /// are left to it), and queued ones that fit now. Then sandboxes no session owns are
     /// removed. First of all, runs a previous process left `running` are failed (their
     /// workers died with it).
     #[tracing::instrument(skip_all)]
@@ -25,7 +25,7 @@ impl Sessions {
             if s.status == SessionStatus::Provisioning {
                 continue;
             }
-            let found = match &s.container_id {
+            let found = match &s.sandbox_id {
                 Some(c) => st.backend.inspect(c).await?,
                 None => None,
             };
@@ -42,9 +42,9 @@ impl Sessions {
     }
 
     /// A running session whose sandbox is gone or no longer running: stopped, reason
-    /// `restart`. A container that still exists (it exited, say after a host reboot) keeps
+    /// `restart`. A sandbox that still exists (it exited, say after a host reboot) keeps
     /// its filesystem, so its workspace is archived first and comes back at the next start.
-    /// Its memory consolidation is queued like a stop's: from the exited container's
+    /// Its memory consolidation is queued like a stop's: from the exited sandbox's
     /// `MEMORY.md` when it still exists, else from the copy read back at the end of its last
     /// run (`memory.rs`), with the transcript the database holds; a user expects what the
     /// agent wrote during the turns that finished to outlive the sandbox.
@@ -55,7 +55,7 @@ impl Sessions {
             return Ok(());
         };
         let mut exists = false;
-        if let Some(c) = &s.container_id {
+        if let Some(c) = &s.sandbox_id {
             exists = st.backend.inspect(c).await?.is_some();
             if exists {
                 if let Err(e) = self.write_back_mounts(id, c).await {
@@ -69,9 +69,9 @@ impl Sessions {
                 }
             }
         }
-        let container = s.container_id.as_deref().filter(|_| exists);
-        let memory = self.capture_memory(&s, container).await;
-        if let Some(c) = &s.container_id {
+        let sandbox = s.sandbox_id.as_deref().filter(|_| exists);
+        let memory = self.capture_memory(&s, sandbox).await;
+        if let Some(c) = &s.sandbox_id {
             let _ = st.backend.remove(c).await;
         }
         if self
@@ -89,9 +89,9 @@ impl Sessions {
         Ok(())
     }
 
-    /// Removes this deployment's containers that no session owns (a crash between creating a
-    /// container and recording it, or a session deleted while its removal failed), and the
-    /// workspace volumes no container uses (a sandbox removed behind the server's back), and
+    /// Removes this deployment's sandboxes that no session owns (a crash between creating a
+    /// sandbox and recording it, or a session deleted while its removal failed), and the
+    /// workspace volumes no sandbox uses (a sandbox removed behind the server's back), and
     /// reconciles the warm pool: pooled sandboxes are kept while their rows own them, and
     /// removed when dead, surplus, of another image, or when the pool is disabled.
     #[tracing::instrument(skip_all)]
@@ -117,7 +117,7 @@ impl Sessions {
                 .and_then(|s| uuid::Uuid::try_parse(s).ok());
             let owned = match session.and_then(|s| owners.get(&s).map(|o| (s, o))) {
                 // The session exists and names it.
-                Some((_, Some(container))) if container == &c.id => true,
+                Some((_, Some(sandbox))) if sandbox == &c.id => true,
                 // Or a boot in flight is making it (names none yet, or still the one an
                 // unfinished boot left).
                 Some((s, _)) => {
@@ -138,9 +138,9 @@ impl Sessions {
         Ok(())
     }
 
-    /// Whether the sandbox `container` of a session whose row named another one, or none,
-    /// when the sweep listed them is still owned. Read again: a boot (of this process or
-    /// another) may have recorded it since. A container the row names is owned, whatever its status by
+    /// Whether `sandbox`, of a session whose row named another one, or none, when the sweep
+    /// listed them, is still owned. Read again: a boot (of this process or
+    /// another) may have recorded it since. A sandbox the row names is owned, whatever its status by
     /// now: removing it would leave a running session without its sandbox (seen when a
     /// restart swept while another process committed a boot). One a `provisioning` session's
     /// boot is making is owned while a live process drives that boot; when none does (its
@@ -149,14 +149,14 @@ impl Sessions {
     async fn owned_while_booting(
         &self,
         id: SessionId,
-        container: &str,
+        sandbox: &str,
         alive: &mut crate::liveness::AliveProcesses<'_>,
     ) -> Result<bool> {
-        // One read: a row read twice may run on the container by the second read.
+        // One read: a row read twice may run on the sandbox by the second read.
         let Some(owner) = session_leases::sandbox_owner(&self.inner.db, id).await? else {
             return Ok(false);
         };
-        if owner.container_id.as_deref() == Some(container) {
+        if owner.sandbox_id.as_deref() == Some(sandbox) {
             return Ok(true);
         }
         if !owner.provisioning {

@@ -1,4 +1,4 @@
-//! The one answer for an operation that needs a sandbox up: which container it is, or the 409
+//! The one answer for an operation that needs a sandbox up: which sandbox it is, or the 409
 //! that says what the session is instead (`stopped, idle`, `provisioning`, ...).
 
 use sandbox_agents_domain::session::SessionStatus;
@@ -16,10 +16,10 @@ pub fn not_running(s: &SessionRecord) -> ServiceError {
     ))
 }
 
-/// The container of a session whose sandbox is up; [`not_running`] otherwise.
+/// The sandbox id of a session whose sandbox is up; [`not_running`] otherwise.
 pub fn require_running(s: &SessionRecord) -> Result<&str> {
-    match (s.status, &s.container_id) {
-        (SessionStatus::Running, Some(container)) => Ok(container),
+    match (s.status, &s.sandbox_id) {
+        (SessionStatus::Running, Some(sandbox)) => Ok(sandbox),
         _ => Err(not_running(s)),
     }
 }

@@ -81,7 +81,7 @@ fn subpath(raw: Option<&str>) -> Result<Option<String>> {
 }
 
 impl Sessions {
-    /// Stages the agent's skills source into the sandbox `container` (see the module's
+    /// Stages the agent's skills source into `sandbox` (see the module's
     /// comment); `None` when the agent has none. `fresh` says the workspace starts empty (no
     /// archive or snapshot restored). A refusal is the boot's error.
     #[tracing::instrument(skip_all, fields(session.id = %s.id))]
@@ -89,7 +89,7 @@ impl Sessions {
         &self,
         s: &SessionRecord,
         agent: &AgentRecord,
-        container: &str,
+        sandbox: &str,
         fresh: bool,
         env: &BTreeMap<String, String>,
     ) -> Result<Option<SessionSkills>> {
@@ -104,7 +104,7 @@ impl Sessions {
             .any(|c| *c == Capability::Skills);
         let ws = agent.spec.workspace_source.as_ref();
         let (tree, layout) = self
-            .upload_source(s.project_id, container, source, ws, announced, env)
+            .upload_source(s.project_id, sandbox, source, ws, announced, env)
             .await?;
         let skills = index(&tree, layout);
         let mut ops: Vec<String> = Vec::new();
@@ -143,7 +143,7 @@ impl Sessions {
             }
         }
         if !ops.is_empty() {
-            let out = self.run_stage(container, env_pairs(env), &ops).await?;
+            let out = self.run_stage(sandbox, env_pairs(env), &ops).await?;
             if out.exit_code != 0 {
                 return Err(ServiceError::BadRequest(format!(
                     "the skills could not be staged in the workspace: {}",
@@ -159,7 +159,7 @@ impl Sessions {
     async fn upload_source(
         &self,
         project: ProjectId,
-        container: &str,
+        sandbox: &str,
         source: &SkillsSource,
         ws: Option<&WorkspaceSource>,
         announced: bool,
@@ -183,7 +183,7 @@ impl Sessions {
                 let handle = tokio::runtime::Handle::current();
                 let o = opts.clone();
                 let tree = self
-                    .upload_tree(container, move |a| {
+                    .upload_tree(sandbox, move |a| {
                         read_tree(
                             blocking_reader(stream, handle),
                             &o,
@@ -206,7 +206,7 @@ impl Sessions {
                     .map_err(|r| ServiceError::BadRequest(format!("skills_source.src: {r}")))?;
                 let o = opts.clone();
                 let tree = self
-                    .upload_tree(container, move |a| {
+                    .upload_tree(sandbox, move |a| {
                         let tree = index_dir(&real, &o)?;
                         a.copy_tree(&real, &real, TREE_NAME_TREE, true)
                             .map_err(|e| e.to_string())?;
@@ -231,9 +231,9 @@ impl Sessions {
                 let src = GitSource::parse(host, repo, git_ref, None).map_err(|r| {
                     ServiceError::BadRequest(format!("skills_source.{}: {}", r.field, r.reason))
                 })?;
-                self.checkout_at(container, &src, TREE_DIR, "the skills tree", env)
+                self.checkout_at(sandbox, &src, TREE_DIR, "the skills tree", env)
                     .await?;
-                let stream = st.backend.get_archive(container, TREE_DIR).await?;
+                let stream = st.backend.get_archive(sandbox, TREE_DIR).await?;
                 let stream = stream
                     .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
                     .boxed();
@@ -272,7 +272,7 @@ impl Sessions {
                     .await?;
                 let o = opts.clone();
                 let tree = self
-                    .upload_tree(container, move |a| {
+                    .upload_tree(sandbox, move |a| {
                         let real = checkout.path();
                         let tree = index_dir(&real, &o)?;
                         a.copy_tree(&real, &real, TREE_NAME_TREE, true)
@@ -308,7 +308,7 @@ impl Sessions {
     /// Streams the archive `work` writes into the sandbox under [`TREE_PARENT`], replacing
     /// what an earlier boot of a reused sandbox left there; returns `work`'s index. `work`
     /// runs on a blocking thread (the tar reader and writer are synchronous).
-    async fn upload_tree<F>(&self, container: &str, work: F) -> Result<TreeIndex>
+    async fn upload_tree<F>(&self, sandbox: &str, work: F) -> Result<TreeIndex>
     where
         F: FnOnce(&mut Archive<PipeWriter>) -> std::result::Result<TreeIndex, String>
             + Send
@@ -326,7 +326,7 @@ impl Sessions {
         let put = self
             .inner
             .backend
-            .put_archive_stream(container, TREE_PARENT, stream);
+            .put_archive_stream(sandbox, TREE_PARENT, stream);
         let (put, tree) = tokio::join!(put, task);
         let tree = tree.map_err(|e| anyhow::anyhow!("staging the skills stopped: {e}"))?;
         match (put, tree) {
@@ -341,7 +341,7 @@ impl Sessions {
 
     async fn run_stage(
         &self,
-        container: &str,
+        sandbox: &str,
         env: Vec<(String, String)>,
         ops: &[String],
     ) -> Result<sandbox_agents_sandbox::ExecOutput> {
@@ -360,7 +360,7 @@ impl Sessions {
             max_output: 64 * 1024,
             stdin: None,
         };
-        Ok(self.inner.backend.exec(container, &req).await?)
+        Ok(self.inner.backend.exec(sandbox, &req).await?)
     }
 
     /// `load_skill`: stages the skill `name` means at its workspace path, unless this boot
@@ -372,7 +372,7 @@ impl Sessions {
         id: SessionId,
         name: &str,
     ) -> std::result::Result<serde_json::Value, String> {
-        let (s, container) = self
+        let (s, sandbox) = self
             .running(project, id)
             .await
             .map_err(|e| format!("error: {e}"))?;
@@ -407,7 +407,7 @@ impl Sessions {
             skill.path.clone(),
         ];
         let out = self
-            .run_stage(&container, crate::exec::sandbox_env(&s), &ops)
+            .run_stage(&sandbox, crate::exec::sandbox_env(&s), &ops)
             .await
             .map_err(|e| format!("error: {e}"))?;
         match out.exit_code {

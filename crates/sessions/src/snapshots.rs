@@ -72,12 +72,12 @@ impl Sessions {
     ) -> Result<SnapshotRecord> {
         let st = &self.inner;
         {
-            let (size, image) = match (s.status, &s.container_id, &s.workspace_archive) {
-                (SessionStatus::Running, Some(container), _) => {
-                    self.write_back_mounts(id, container).await?;
-                    let stream = st.backend.get_archive(container, sandbox_agents_sandbox::WORKDIR).await?;
+            let (size, image) = match (s.status, &s.sandbox_id, &s.workspace_archive) {
+                (SessionStatus::Running, Some(sandbox), _) => {
+                    self.write_back_mounts(id, sandbox).await?;
+                    let stream = st.backend.get_archive(sandbox, sandbox_agents_sandbox::WORKDIR).await?;
                     let size = self.put_stream(id, key, stream).await?;
-                    let image = st.backend.snapshot_image(container, &snap.simple().to_string()).await?;
+                    let image = st.backend.snapshot_image(sandbox, &snap.simple().to_string()).await?;
                     queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
                     (size, Some(image))
                 }
@@ -181,13 +181,13 @@ impl Sessions {
                     s.status
                 )));
             }
-            if let Some(container) = &s.container_id {
+            if let Some(sandbox) = &s.sandbox_id {
                 if s.status == SessionStatus::Running {
                     // The snapshot has no bucket in it: what the mounts hold now is kept by
                     // writing it back, and staged again by the boot below.
-                    self.write_back_mounts(id, container).await?;
+                    self.write_back_mounts(id, sandbox).await?;
                 }
-                st.backend.remove(container).await?;
+                st.backend.remove(sandbox).await?;
             }
             let mut tx = st.db.begin().await?;
             garbage::queue_replaced_archive(&mut *tx, id, None).await?;

@@ -22,7 +22,7 @@ impl Sessions {
         Ok(row)
     }
 
-    /// Destroys the container, the session, its log and its workspace archive (queued as
+    /// Destroys the sandbox, the session, its log and its workspace archive (queued as
     /// garbage in the deleting transaction). Snapshots stay (a fork may use them).
     #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub async fn delete(&self, project: ProjectId, id: SessionId) -> Result<()> {
@@ -32,8 +32,8 @@ impl Sessions {
             let s = sessions::get(&st.db, project, id)
                 .await
                 .map_err(|e| not_found(e, id))?;
-            if let Some(container) = &s.container_id {
-                st.backend.remove(container).await?;
+            if let Some(sandbox) = &s.sandbox_id {
+                st.backend.remove(sandbox).await?;
             }
             let mut tx = st.db.begin().await?;
             sessions::delete(&mut tx, project, id)

@@ -1,7 +1,7 @@
 //! Stopping a session: the run in flight is cancelled first (through the run loop's hooks),
 //! writable `s3_mount` entries are written back to their buckets (`mounts.rs`), what the
 //! session learnt is read back for its memory consolidation (`memory.rs`), the workspace
-//! is archived to the blob store without the mounted paths, the container removed, and `stopped` recorded
+//! is archived to the blob store without the mounted paths, the sandbox removed, and `stopped` recorded
 //! with its event in one transaction. Also what other paths share with a stop: archiving a
 //! live workspace and recording a stop (the reconciler's `restart`).
 
@@ -34,11 +34,11 @@ impl Sessions {
     pub(crate) async fn archive_workspace(
         &self,
         id: SessionId,
-        container: &str,
+        sandbox: &str,
     ) -> Result<(String, u64)> {
         let st = &self.inner;
         let key = archive_key(id);
-        let stream = st.backend.get_archive(container, WORKDIR).await?;
+        let stream = st.backend.get_archive(sandbox, WORKDIR).await?;
         let stream = stream
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())))
             .boxed();
@@ -51,7 +51,7 @@ impl Sessions {
         Ok((key, size))
     }
 
-    /// Stops a session: archives the workspace, removes the container, and records
+    /// Stops a session: archives the workspace, removes the sandbox, and records
     /// `stopped` with `reason`. Stopping a session that is not up returns it unchanged.
     /// A run in flight is cancelled first (see [`crate::RunHooks::before_stop`]).
     #[tracing::instrument(skip_all, fields(session.id = %id, reason = reason.as_str()))]
@@ -128,19 +128,19 @@ impl Sessions {
         }
         let mut archive = None;
         let mut memory = None;
-        if let Some(container) = &s.container_id {
+        if let Some(sandbox) = &s.sandbox_id {
             if s.status == SessionStatus::Running {
                 // Before anything is removed: a write-back that fails stops the stop, so the
                 // changes are still in the sandbox (an idle release is tried again later).
-                self.write_back_mounts(id, container).await?;
+                self.write_back_mounts(id, sandbox).await?;
                 // What the session learnt, read while its sandbox runs; consolidated later.
-                memory = self.capture_memory(&s, Some(container)).await;
+                memory = self.capture_memory(&s, Some(sandbox)).await;
             }
-            let archived = self.archive_workspace(id, container).await;
+            let archived = self.archive_workspace(id, sandbox).await;
             // Whether a failed archive leaves something to keep: a sandbox that is still up.
             let still_up = match &archived {
                 Err(_) => {
-                    matches!(st.backend.inspect(container).await, Ok(Some(ref c)) if c.running)
+                    matches!(st.backend.inspect(sandbox).await, Ok(Some(ref c)) if c.running)
                 }
                 Ok(_) => false,
             };
@@ -168,10 +168,10 @@ impl Sessions {
                     tracing::warn!(error = %e, "the workspace could not be archived; the previous archive is kept")
                 }
             }
-            if let Err(e) = st.backend.stop(container, Duration::from_secs(2)).await {
+            if let Err(e) = st.backend.stop(sandbox, Duration::from_secs(2)).await {
                 tracing::debug!(error = %e, "stopping the container");
             }
-            st.backend.remove(container).await?;
+            st.backend.remove(sandbox).await?;
         }
         let Some(row) = self
             .record_stopped(id, reason, archive.as_deref(), memory.as_ref())

@@ -30,8 +30,8 @@ pub async fn snapshot(db: &Db) -> Result<Snapshot> {
              (select count(*) from runs where status = 'running') as "runs!",
              (select count(*) from runs where status = 'running' and not admitted and not parked
                 and queued_at is not null) as "runs_queued!",
-             (select count(*) from sandbox_pool where container_id is not null) as "pool_ready!",
-             (select count(*) from sandbox_pool where container_id is null) as "pool_starting!",
+             (select count(*) from sandbox_pool where sandbox_id is not null) as "pool_ready!",
+             (select count(*) from sandbox_pool where sandbox_id is null) as "pool_starting!",
              (select count(*) from webhook_deliveries where status = 'pending') as "pending!",
              (select coalesce(extract(epoch from now() - min(created_at)), 0)::float8
                 from webhook_deliveries where status = 'pending') as "oldest!""#

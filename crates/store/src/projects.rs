@@ -166,7 +166,7 @@ pub async fn update(
 /// none starts booting (and reading an archive queued below) between the check and the delete.
 pub async fn delete(tx: &mut sqlx::PgConnection, id: ProjectId) -> Result<u64> {
     let sessions = sqlx::query!(
-        r#"select id, (status not in ('stopped', 'error') or container_id is not null) as "busy!"
+        r#"select id, (status not in ('stopped', 'error') or sandbox_id is not null) as "busy!"
            from sessions where project_id = $1 for update"#,
         id.0
     )

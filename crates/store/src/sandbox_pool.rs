@@ -1,7 +1,7 @@
-//! The `sandbox_pool` table: the warm pool's pre-started containers. A row exists from
-//! before its container is created until the transaction that hands the container to a
-//! session, which records it as the session's `container_id` in the same commit; so every
-//! pool container is owned by a row here or by a session, and the orphan sweep removes any
+//! The `sandbox_pool` table: the warm pool's pre-started sandboxes. A row exists from
+//! before its sandbox is created until the transaction that hands the sandbox to a
+//! session, which records it as the session's `sandbox_id` in the same commit; so every
+//! pool sandbox is owned by a row here or by a session, and the orphan sweep removes any
 //! owned by neither.
 
 use crate::error::Result;
@@ -12,17 +12,17 @@ use time::OffsetDateTime;
 /// Serialises [`reserve`] across server processes (a transaction-scoped advisory lock).
 const RESERVE_LOCK: i64 = 0x5341_504f_4f4c; // "SAPOOL"
 
-/// One pool container (or one being created, `container_id` still null).
+/// One pool sandbox (or one being created, `sandbox_id` still null).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct PoolRow {
     pub name: String,
     pub image: String,
-    pub container_id: Option<String>,
+    pub sandbox_id: Option<String>,
     pub created_at: OffsetDateTime,
 }
 
-/// Reserves names for the containers `image`'s pool lacks to hold `target`: the rows are
-/// written before any container exists, counted with the ones being created, under a lock,
+/// Reserves names for the sandboxes `image`'s pool lacks to hold `target`: the rows are
+/// written before any sandbox exists, counted with the ones being created, under a lock,
 /// so two processes refilling at once never overshoot. Returns the names to create.
 #[tracing::instrument(skip_all, fields(image = %image, target))]
 pub async fn reserve(
@@ -56,48 +56,48 @@ pub async fn reserve(
     Ok(names)
 }
 
-/// The container reserved as `name` runs: it can be claimed. `false` when the reservation is
+/// The sandbox reserved as `name` runs: it can be claimed. `false` when the reservation is
 /// gone (the sweep dropped it as stale, or the pool was shrunk): the caller removes the
-/// container.
-pub async fn mark_ready(db: impl PgExecutor<'_>, name: &str, container_id: &str) -> Result<bool> {
+/// sandbox.
+pub async fn mark_ready(db: impl PgExecutor<'_>, name: &str, sandbox_id: &str) -> Result<bool> {
     let done = sqlx::query!(
-        "update sandbox_pool set container_id = $2 where name = $1 and container_id is null",
+        "update sandbox_pool set sandbox_id = $2 where name = $1 and sandbox_id is null",
         name,
-        container_id,
+        sandbox_id,
     )
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-/// Drops rows; returns those it deleted (name, container id), whose containers the caller
+/// Drops rows; returns those it deleted (name, sandbox id), whose sandboxes the caller
 /// then removes. A row a claim took meanwhile is not among them: it belongs to a session.
 pub async fn forget(
     db: impl PgExecutor<'_>,
     names: &[String],
 ) -> Result<Vec<(String, Option<String>)>> {
     let rows = sqlx::query!(
-        "delete from sandbox_pool where name = any($1) returning name, container_id",
+        "delete from sandbox_pool where name = any($1) returning name, sandbox_id",
         names,
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.name, r.container_id)).collect())
+    Ok(rows.into_iter().map(|r| (r.name, r.sandbox_id)).collect())
 }
 
 /// Every row, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<PoolRow>> {
     Ok(sqlx::query_as!(
         PoolRow,
-        "select name, image, container_id, created_at from sandbox_pool order by created_at, name"
+        "select name, image, sandbox_id, created_at from sandbox_pool order by created_at, name"
     )
     .fetch_all(db)
     .await?)
 }
 
-/// Hands the oldest ready container of `image` to `session`, which must be provisioning:
-/// the row is deleted and the session's `container_id` set in the caller's transaction, so
-/// the container always has exactly one owner. `skip locked` lets concurrent claims (from
+/// Hands the oldest ready sandbox of `image` to `session`, which must be provisioning:
+/// the row is deleted and the session's `sandbox_id` set in the caller's transaction, so
+/// the sandbox always has exactly one owner. `skip locked` lets concurrent claims (from
 /// any process) each take a different row without waiting. `None` when the pool is empty or
 /// the session is no longer provisioning (the caller rolls back then).
 #[tracing::instrument(skip_all, fields(session.id = %session, image = %image))]
@@ -111,27 +111,27 @@ pub async fn claim(
         r#"with demand as (insert into pool_demand default values)
          delete from sandbox_pool
          where name = (select name from sandbox_pool
-                       where image = $1 and container_id is not null
+                       where image = $1 and sandbox_id is not null
                        order by created_at
                        for update skip locked
                        limit 1)
-         returning container_id as "container_id!""#,
+         returning sandbox_id as "sandbox_id!""#,
         image,
     )
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(container) = taken else {
+    let Some(sandbox) = taken else {
         return Ok(None);
     };
     let owned = sqlx::query!(
-        "update sessions set container_id = $2, updated_at = now()
+        "update sessions set sandbox_id = $2, updated_at = now()
          where id = $1 and status = 'provisioning'",
         session.0,
-        &container,
+        &sandbox,
     )
     .execute(&mut *tx)
     .await?;
-    Ok((owned.rows_affected() == 1).then_some(container))
+    Ok((owned.rows_affected() == 1).then_some(sandbox))
 }
 
 /// How far back demand is remembered: a burst raises the pool for this long after it.

@@ -171,7 +171,7 @@ pub async fn unbooted(db: impl PgExecutor<'_>) -> Result<Vec<Unbooted>> {
 #[derive(Clone, Debug)]
 pub struct SandboxOwner {
     pub provisioning: bool,
-    pub container_id: Option<String>,
+    pub sandbox_id: Option<String>,
     pub boot_worker: Option<i32>,
     pub lease_worker: Option<i32>,
 }
@@ -183,7 +183,7 @@ pub async fn sandbox_owner(
 ) -> Result<Option<SandboxOwner>> {
     Ok(sqlx::query_as!(
         SandboxOwner,
-        r#"select (s.status = 'provisioning') as "provisioning!", s.container_id,
+        r#"select (s.status = 'provisioning') as "provisioning!", s.sandbox_id,
                   s.boot_worker, l.worker as "lease_worker?"
              from sessions s left join session_leases l on l.session_id = s.id
             where s.id = $1"#,

@@ -28,7 +28,7 @@ pub struct SessionRecord {
     pub error: Option<String>,
     pub stopped_reason: Option<StoppedReason>,
     pub backend: String,
-    pub container_id: Option<String>,
+    pub sandbox_id: Option<String>,
     pub exposed_ports: Vec<i32>,
     pub workdir: String,
     pub model: Option<String>,
@@ -44,7 +44,7 @@ pub struct SessionRecord {
     pub workspace_archive: Option<String>,
     pub boot_snapshot_id: Option<Uuid>,
     pub last_used_at: OffsetDateTime,
-    /// Container port → where the control plane reaches it, while running.
+    /// Sandbox port → where the control plane reaches it, while running.
     pub port_map: Json<std::collections::BTreeMap<String, PortTarget>>,
     /// The environment every command in the sandbox runs with (the manifest's, at boot).
     pub sandbox_env: Json<std::collections::BTreeMap<String, String>>,
@@ -74,7 +74,7 @@ impl SessionRecord {
             error: self.error.clone(),
             stopped_reason: self.stopped_reason,
             backend: self.backend.clone(),
-            container_id: self.container_id.clone(),
+            container_id: self.sandbox_id.clone(), // public name (openapi/openapi.json)
             exposed_ports: self.exposed_ports.clone(),
             workdir: self.workdir.clone(),
             model: self.model.clone(),
@@ -118,7 +118,7 @@ macro_rules! session_query {
                     agent_id as "agent_id: AgentId", title, status as "status: SessionStatus",
                     activity as "activity: SessionActivity", error,
                     stopped_reason as "stopped_reason: StoppedReason", backend,
-                    container_id, exposed_ports, workdir, model, instructions,
+                    sandbox_id, exposed_ports, workdir, model, instructions,
                     manifest as "manifest: Json<ManifestSpec>",
                     usage as "usage: Json<Map<String, Value>>",
                     metadata as "metadata: Json<Map<String, Value>>",
@@ -136,7 +136,7 @@ macro_rules! session_query {
 }
 
 /// What a new session row starts from. Status is always `provisioning`: the row exists before
-/// any container does.
+/// any sandbox does.
 #[derive(Clone, Debug)]
 pub struct NewSession {
     pub id: SessionId,
@@ -360,7 +360,7 @@ pub async fn active(db: impl PgExecutor<'_>) -> Result<Vec<SessionRecord>> {
 pub async fn mark_running(
     tx: &mut sqlx::PgConnection,
     id: SessionId,
-    container_id: &str,
+    sandbox_id: &str,
     workdir: &str,
     port_map: &std::collections::BTreeMap<String, PortTarget>,
     env: &std::collections::BTreeMap<String, String>,
@@ -368,14 +368,14 @@ pub async fn mark_running(
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
         "update sessions
-         set status = 'running', container_id = $2, workdir = $3, port_map = $4, error = null,
+         set status = 'running', sandbox_id = $2, workdir = $3, port_map = $4, error = null,
              stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now(),
              sandbox_env = $5, sandbox_secrets = $6
          where id = $1 and status = 'provisioning'
          returning ",
         "",
         id.0,
-        container_id,
+        sandbox_id,
         workdir,
         Json(port_map) as _,
         Json(env) as _,
@@ -392,7 +392,7 @@ pub async fn mark_boot_failed(
     error: &str,
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
-        "update sessions set status = 'error', error = $2, container_id = null, port_map = '{}', sandbox_secrets = null, updated_at = now()
+        "update sessions set status = 'error', error = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null, updated_at = now()
          where id = $1 and status = 'provisioning'
          returning ",
         "",
@@ -413,7 +413,7 @@ pub async fn mark_stopped(
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
         "update sessions
-         set status = 'stopped', stopped_reason = $2, container_id = null, port_map = '{}', sandbox_secrets = null,
+         set status = 'stopped', stopped_reason = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null,
              workspace_archive = coalesce($3, workspace_archive), activity = 'idle', updated_at = now()
          where id = $1 and status in ('running', 'provisioning')
          returning ",
@@ -463,24 +463,24 @@ pub async fn touch(db: impl PgExecutor<'_>, id: SessionId) -> Result<()> {
     Ok(())
 }
 
-/// The running sessions whose sandbox is one of `containers`, with it.
-pub async fn running_in_containers(
+/// The running sessions whose sandbox is one of `sandboxes` (ids), with it.
+pub async fn running_in_sandboxes(
     db: impl PgExecutor<'_>,
-    containers: &[String],
-) -> Result<Vec<RunningContainer>> {
+    sandboxes: &[String],
+) -> Result<Vec<RunningSandbox>> {
     let rows = sqlx::query!(
-        r#"select id, container_id as "container_id!", (resources->>'disk_mb')::bigint as disk_mb
+        r#"select id, sandbox_id as "sandbox_id!", (resources->>'disk_mb')::bigint as disk_mb
          from sessions
-         where status = 'running' and container_id = any($1)"#,
-        containers,
+         where status = 'running' and sandbox_id = any($1)"#,
+        sandboxes,
     )
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| RunningContainer {
+        .map(|r| RunningSandbox {
             session: SessionId(r.id),
-            container: r.container_id,
+            sandbox: r.sandbox_id,
             disk_mb: r.disk_mb,
         })
         .collect())
@@ -488,9 +488,9 @@ pub async fn running_in_containers(
 
 /// A running session's sandbox, for the disk limit.
 #[derive(Clone, Debug)]
-pub struct RunningContainer {
+pub struct RunningSandbox {
     pub session: SessionId,
-    pub container: String,
+    pub sandbox: String,
     /// The session's own disk limit (`resources.disk_mb`), if it set one.
     pub disk_mb: Option<i64>,
 }
@@ -572,32 +572,32 @@ pub async fn retire_asleep_past_lifetime(db: impl PgExecutor<'_>) -> Result<u64>
     .rows_affected())
 }
 
-/// Which of `containers` (ids) a session records as its container: the orphan sweep's
-/// "does anybody own this pool container".
-pub async fn owning_containers(
+/// Which of `sandboxes` (ids) a session records as its sandbox: the orphan sweep's
+/// "does anybody own this pool sandbox".
+pub async fn owning_sandboxes(
     db: impl PgExecutor<'_>,
-    containers: &[String],
+    sandboxes: &[String],
 ) -> Result<Vec<String>> {
     Ok(sqlx::query_scalar!(
-        r#"select container_id as "container_id!" from sessions where container_id = any($1)"#,
-        containers,
+        r#"select sandbox_id as "sandbox_id!" from sessions where sandbox_id = any($1)"#,
+        sandboxes,
     )
     .fetch_all(db)
     .await?)
 }
 
-/// Every session id, for the reconciler's "does anybody own this container".
+/// Every session id, for the reconciler's "does anybody own this sandbox".
 pub async fn existing(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
 ) -> Result<Vec<(Uuid, Option<String>)>> {
     let rows = sqlx::query!(
-        "select id, container_id from sessions where id = any($1)",
+        "select id, sandbox_id from sessions where id = any($1)",
         ids
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.container_id)).collect())
+    Ok(rows.into_iter().map(|r| (r.id, r.sandbox_id)).collect())
 }
 
 /// Restore: the next boot starts from the snapshot (its archive, and its image when it has
@@ -610,7 +610,7 @@ pub async fn prepare_restore(
 ) -> Result<()> {
     sqlx::query!(
         "update sessions
-         set status = 'provisioning', container_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
+         set status = 'provisioning', sandbox_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
              -- A running session keeps its room under the sandbox limits through a restore.
              admitted = (status = 'running' or (status = 'provisioning' and admitted)), queued_at = null,
              boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()

@@ -242,8 +242,8 @@ async fn exec_round_trip(
     let sid = SessionId::parse(&id).context("a session id")?;
     let container = sandbox_agents_store::sessions::get(&app.db, DEFAULT_PROJECT, sid)
         .await?
-        .container_id
-        .context("the running session has no container")?;
+        .sandbox_id
+        .context("the running session has no sandbox")?;
     let settings = app.sessions.settings();
     let raw_id = raw::create_start_upload(docker, &settings.default_image, &settings.limits, tar)
         .await

@@ -452,7 +452,7 @@ async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
         .execute(&app.db)
         .await
         .unwrap();
-    sqlx::query("update sessions set project_id = $1::uuid, status = 'running', container_id = 'c1' where id = $2")
+    sqlx::query("update sessions set project_id = $1::uuid, status = 'running', sandbox_id = 'c1' where id = $2")
         .bind(p["id"].as_str().unwrap())
         .bind(sid.0)
         .execute(&app.db)
@@ -481,7 +481,7 @@ async fn a_project_whose_session_has_a_sandbox_cannot_be_deleted() {
         .0,
         200
     );
-    sqlx::query("update sessions set status = 'stopped', container_id = null where id = $1")
+    sqlx::query("update sessions set status = 'stopped', sandbox_id = null where id = $1")
         .bind(sid.0)
         .execute(&app.db)
         .await

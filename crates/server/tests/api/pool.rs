@@ -15,7 +15,7 @@ const FILL: Duration = Duration::from_secs(90);
 /// The pool's ready containers, oldest first.
 async fn pooled(app: &TestApp) -> Vec<String> {
     sqlx::query_scalar(
-        "select container_id from sandbox_pool where container_id is not null order by created_at",
+        "select sandbox_id from sandbox_pool where sandbox_id is not null order by created_at",
     )
     .fetch_all(&app.db)
     .await

@@ -201,7 +201,7 @@ async fn previews_have_their_own_origin_and_get_none_of_our_credentials() {
     // address that is another host (and site) to a browser than the API's, so the session
     // cookie a browser holds for the API is never sent to it.
     let (container,): (String,) =
-        sqlx::query_as("select container_id from sessions where id = $1::uuid")
+        sqlx::query_as("select sandbox_id from sessions where id = $1::uuid")
             .bind(&id)
             .fetch_one(&app.db)
             .await

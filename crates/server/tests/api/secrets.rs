@@ -162,7 +162,7 @@ async fn a_secret_reaches_the_sandbox_environment_and_no_interface_shows_it() {
         Some(c) => c,
         None => {
             let (c,): (String,) =
-                sqlx::query_as("select container_id from sessions where id = $1::uuid")
+                sqlx::query_as("select sandbox_id from sessions where id = $1::uuid")
                     .bind(&id)
                     .fetch_one(&app.db)
                     .await

@@ -56,7 +56,7 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Where a session's workspace can be read.
 enum Workspace {
-    /// A running sandbox: its container id, and the environment its commands run with.
+    /// A running sandbox: its id, and the environment its commands run with.
     Live(String, Vec<(String, String)>),
     /// A stopped session: the blob key of its workspace archive (entries `workspace/...`).
     Archived(String),
@@ -70,7 +70,7 @@ impl Sessions {
         let s = sessions::get(&st.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        match (s.status, &s.container_id) {
+        match (s.status, &s.sandbox_id) {
             (SessionStatus::Running, Some(c)) => Ok(Workspace::Live(c.clone(), sandbox_env(&s))),
             (SessionStatus::Stopped, _) => {
                 if let Some(key) = &s.workspace_archive {
@@ -115,11 +115,11 @@ impl Sessions {
     ) -> Result<Vec<WorkspaceEntry>> {
         let p = parse(path)?;
         match self.workspace(project, id).await? {
-            Workspace::Live(container, env) => {
+            Workspace::Live(sandbox, env) => {
                 let abs = p.absolute();
                 let out = run_script(
                     self.inner.backend.as_ref(),
-                    &container,
+                    &sandbox,
                     &env,
                     LIST_SCRIPT,
                     &[&abs],
@@ -162,11 +162,11 @@ impl Sessions {
         }
         let handle = tokio::runtime::Handle::current();
         match self.workspace(project, id).await? {
-            Workspace::Live(container, env) => {
+            Workspace::Live(sandbox, env) => {
                 let abs = p.absolute();
                 let out = run_script(
                     self.inner.backend.as_ref(),
-                    &container,
+                    &sandbox,
                     &env,
                     READ_SCRIPT,
                     &[&abs],
@@ -185,13 +185,13 @@ impl Sessions {
                 })?;
                 // Through the daemon, the bytes come as they are (no tar, no Docker archive
                 // call); without one, out of a tar of the file.
-                if let Some(client) = self.inner.backend.daemon(&container).await {
+                if let Some(client) = self.inner.backend.daemon(&sandbox).await {
                     return daemon_read(&client, &resolved, &p).await;
                 }
                 let stream = self
                     .inner
                     .backend
-                    .get_archive(&container, &resolved)
+                    .get_archive(&sandbox, &resolved)
                     .await
                     .map_err(|e| match e {
                         SandboxError::NoSuchPath(_) => missing(&p),
@@ -285,12 +285,12 @@ impl Sessions {
                 "the workspace root is a directory; name a file to upload to".into(),
             ));
         };
-        let (session, container) = self.running(project, id).await?;
+        let (session, sandbox) = self.running(project, id).await?;
         let env = sandbox_env(&session);
         let parent = p.parent().absolute();
         let out = run_script(
             self.inner.backend.as_ref(),
-            &container,
+            &sandbox,
             &env,
             UPLOAD_SCRIPT,
             &[&parent, &name],
@@ -316,12 +316,9 @@ impl Sessions {
             .ok_or_else(|| anyhow::anyhow!("the upload check printed {text:?}"))?;
         let entry = child(below, &name);
 
-        let size = match self.inner.backend.daemon(&container).await {
+        let size = match self.inner.backend.daemon(&sandbox).await {
             Some(client) => upload::daemon_write(&client, existing, resolved, &name, data).await?,
-            None => {
-                self.stream_upload(&container, existing, &entry, data)
-                    .await?
-            }
+            None => self.stream_upload(&sandbox, existing, &entry, data).await?,
         };
         sessions::touch(&self.inner.db, id).await?;
         let filename = filename.unwrap_or(&name);
@@ -360,13 +357,13 @@ impl Sessions {
                 "the workspace root cannot be deleted".into(),
             ));
         };
-        let (session, container) = self.running(project, id).await?;
+        let (session, sandbox) = self.running(project, id).await?;
         let env = sandbox_env(&session);
         let parent = p.parent().absolute();
         let flag = if recursive { "1" } else { "0" };
         let out = run_script(
             self.inner.backend.as_ref(),
-            &container,
+            &sandbox,
             &env,
             DELETE_SCRIPT,
             &[&parent, &name, flag],

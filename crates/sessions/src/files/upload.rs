@@ -19,7 +19,7 @@ impl Sessions {
     /// crash mid-way leaves nothing behind for longer; it is removed at once otherwise.
     pub(super) async fn stream_upload<S>(
         &self,
-        container: &str,
+        sandbox: &str,
         existing: &str,
         entry: &str,
         data: S,
@@ -69,7 +69,7 @@ impl Sessions {
                 }))
                 .boxed();
             st.backend
-                .put_archive_stream(container, existing, body)
+                .put_archive_stream(sandbox, existing, body)
                 .await
                 .map_err(gone)?;
             Ok(size)

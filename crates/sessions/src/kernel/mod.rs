@@ -105,7 +105,7 @@ impl Sessions {
                 MAX_CELL_TIMEOUT.as_secs()
             )));
         }
-        let (session, container) = self.running(project, id).await?;
+        let (session, sandbox) = self.running(project, id).await?;
         let env = self.command_env(&session)?;
         // The journal is read by people and the UI, like the event log: the sandbox's secret
         // values are masked in it as they are in tool results.
@@ -123,14 +123,7 @@ impl Sessions {
         });
         let mut answer = Answer::default();
         let done = match self
-            .answer_cell(
-                &container,
-                &env,
-                &request,
-                timeout,
-                &mut answer,
-                &mut on_text,
-            )
+            .answer_cell(&sandbox, &env, &request, timeout, &mut answer, &mut on_text)
             .await
         {
             Ok(done) => done,
@@ -191,7 +184,7 @@ impl Sessions {
     /// The cell's answer from the controller, started first when none runs.
     async fn answer_cell(
         &self,
-        container: &str,
+        sandbox: &str,
         env: &[(String, String)],
         request: &Value,
         timeout: Duration,
@@ -201,12 +194,12 @@ impl Sessions {
         let mut started = false;
         loop {
             match self
-                .call_controller(container, env, request, timeout, answer, on_text)
+                .call_controller(sandbox, env, request, timeout, answer, on_text)
                 .await?
             {
                 Called::Answered(done) => return Ok(done),
                 Called::NoController if !started => {
-                    self.start_controller(container, env).await?;
+                    self.start_controller(sandbox, env).await?;
                     started = true;
                 }
                 Called::NoController => {
@@ -222,7 +215,7 @@ impl Sessions {
     /// `on_text`) as they come; the last one is the answer.
     async fn call_controller(
         &self,
-        container: &str,
+        sandbox: &str,
         env: &[(String, String)],
         request: &Value,
         timeout: Duration,
@@ -250,7 +243,7 @@ impl Sessions {
         let out = self
             .inner
             .backend
-            .exec_streaming(container, &req, &mut each)
+            .exec_streaming(sandbox, &req, &mut each)
             .await
             .map_err(|e| match e {
                 e @ sandbox_agents_sandbox::SandboxError::DaemonLost => {
@@ -283,8 +276,8 @@ impl Sessions {
     /// until its kernel answers. A python3 without ipykernel or jupyter_client is a 409 that
     /// names what is missing. Two starts at once are harmless: a controller that finds
     /// another serving exits.
-    async fn start_controller(&self, container: &str, env: &[(String, String)]) -> Result<()> {
-        let client = self.inner.backend.daemon(container).await.ok_or_else(|| {
+    async fn start_controller(&self, sandbox: &str, env: &[(String, String)]) -> Result<()> {
+        let client = self.inner.backend.daemon(sandbox).await.ok_or_else(|| {
             ServiceError::Conflict(
                 "the python tool needs the sandbox's daemon, which this sandbox does not have (its image cannot run it, or the server runs without one)".into(),
             )
@@ -314,7 +307,7 @@ impl Sessions {
             let mut answer = Answer::default();
             let called = self
                 .call_controller(
-                    container,
+                    sandbox,
                     env,
                     &ping,
                     Duration::from_secs(10),

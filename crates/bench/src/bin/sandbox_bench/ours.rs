@@ -126,7 +126,7 @@ pub async fn pool_full(app: &TestApp, size: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + BOOT_DEADLINE;
     loop {
         let (ready, all): (i64, i64) =
-            sqlx::query_as("select count(container_id), count(*) from sandbox_pool")
+            sqlx::query_as("select count(sandbox_id), count(*) from sandbox_pool")
                 .fetch_one(&app.db)
                 .await?;
         if ready as usize == size && all as usize == size {
