@@ -5,11 +5,13 @@
 
 pub mod daemon_link;
 pub mod docker;
+pub mod memory;
 pub mod path;
 pub mod settings;
 pub mod unavailable;
 
 pub use docker::DockerBackend;
+pub use memory::MemoryBackend;
 /// The daemon's protocol and client, for the services that talk to it.
 pub use sandboxd;
 /// Which stream a chunk of a command's output came on.
@@ -224,6 +226,11 @@ pub struct Capabilities {
     pub warm_pool: bool,
     /// [`SandboxBackend::disk_usage`] measures what sandboxes wrote (the disk limit).
     pub disk_measurement: bool,
+    /// What runs in a sandbox is isolated and limited by the kernel: no capabilities, no new
+    /// privileges, the spec's limits in its cgroup. A backend that runs commands in no real
+    /// process (the in-memory test double) has nothing to isolate and declares false; the
+    /// conformance suite checks the kernel's view only where this is declared.
+    pub isolation: bool,
 }
 
 impl Capabilities {
@@ -234,6 +241,7 @@ impl Capabilities {
         daemon: false,
         warm_pool: false,
         disk_measurement: false,
+        isolation: false,
     };
 }
 

@@ -1,6 +1,7 @@
 //! The backend conformance suite (`conformance/`) run against every implementation of
 //! `SandboxBackend` in this crate: Docker with the sandbox daemon (what a deployment runs),
-//! and Docker without it (every command a Docker exec: images that cannot run the daemon).
+//! Docker without it (every command a Docker exec: images that cannot run the daemon), and
+//! the in-memory test double (`memory/`), which runs the suite in seconds without Docker.
 //! Docker-only behaviour (published ports, workspace volumes, the Engine's errors) is in
 //! `docker.rs`.
 
@@ -9,3 +10,4 @@ mod support;
 
 conformance_suite!(docker_with_daemon, crate::support::Docker { daemon: true });
 conformance_suite!(docker_exec_only, crate::support::Docker { daemon: false });
+conformance_suite!(in_memory, crate::support::Memory);

@@ -371,6 +371,7 @@ impl SandboxBackend for DockerBackend {
             daemon: self.daemons.enabled(),
             warm_pool: true,
             disk_measurement: true,
+            isolation: true,
         }
     }
 

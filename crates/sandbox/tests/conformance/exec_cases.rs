@@ -110,7 +110,7 @@ pub async fn a_timeout_kills_the_command_tree_not_the_sandbox(subject: impl Subj
 pub async fn output_beyond_the_cap_is_drained(subject: impl Subject) {
     let t = Harness::new(subject).await;
     let sb = t.create(&t.spec(&session())).await;
-    let mut r = sh("yes | head -c 1000000; echo done >&2");
+    let mut r = sh("head -c 1000000 /dev/zero; echo done >&2");
     r.max_output = 1000;
     let out = t.exec(&sb, &r).await;
     assert_eq!(out.exit_code, 0);

@@ -1,12 +1,12 @@
-//! What the sandbox crate's test binaries share: the image, specs, commands and the Docker
-//! backend as the tests connect it.
+//! What the sandbox crate's test binaries share: the image, specs, commands, the Docker
+//! backend as the tests connect it, and the subjects of the conformance suite.
 
 #![allow(dead_code)] // each test binary uses its own part
 
 use async_trait::async_trait;
 use sandbox_agents_sandbox::{
-    Capabilities, DockerBackend, ExecOutput, ExecRequest, Limits, Sandbox, SandboxBackend,
-    SandboxSpec,
+    Capabilities, DockerBackend, ExecOutput, ExecRequest, Limits, MemoryBackend, Sandbox,
+    SandboxBackend, SandboxSpec,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,6 +100,23 @@ impl Subject for Docker {
 
     fn image(&self) -> String {
         image()
+    }
+}
+
+/// The in-memory backend as a [`Subject`]: each backend a world of its own, so the
+/// harness's clean-up after a failed case (a backend made anew) finds nothing, and nothing
+/// is left anywhere once the case's backend is dropped.
+#[derive(Clone, Copy)]
+pub struct Memory;
+
+#[async_trait]
+impl Subject for Memory {
+    async fn backend(&self, deployment: &str) -> Arc<dyn SandboxBackend> {
+        Arc::new(MemoryBackend::new(deployment))
+    }
+
+    fn image(&self) -> String {
+        sandbox_agents_sandbox::memory::BASE_IMAGE.to_owned()
     }
 }
 
