@@ -12,13 +12,12 @@ use sandbox_agents_store::runs;
 use sandbox_agents_store::sessions::SessionRecord;
 use std::sync::{Arc, Weak};
 
-impl Runs {
-    /// What the lifecycle is to call for runs: register it with `Sessions::register_runs`.
-    /// It holds these runs weakly, so that the lifecycle does not keep the loop alive (the
-    /// loop holds the lifecycle); once they are gone, no session has a run.
-    pub fn hooks(&self) -> Arc<dyn RunHooks> {
-        Arc::new(Hooks(Arc::downgrade(&self.inner)))
-    }
+/// What the lifecycle is to call for runs, given to it by [`Runs::new`]. It holds the runs
+/// weakly, so that the lifecycle does not keep the loop alive (the loop holds the lifecycle):
+/// it upgrades from the moment `Runs::new` returns until the runs are dropped at teardown;
+/// after that, no session has a run.
+pub(crate) fn for_lifecycle(runs: Weak<Inner>) -> Arc<dyn RunHooks> {
+    Arc::new(Hooks(runs))
 }
 
 struct Hooks(Weak<Inner>);

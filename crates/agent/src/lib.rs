@@ -31,10 +31,9 @@
 //!
 //! Why the boundary is here: this crate depends on the lifecycle (`sandbox-agents-sessions`)
 //! and never the other way round. What the lifecycle needs from runs goes through its
-//! `RunHooks` trait, which [`Runs::hooks`] gives to register at wiring time (`hooks.rs`). What grows the loop goes
-//! here: memory and compaction (the turn's context),
-//! more tools; a Python kernel or an in-sandbox daemon is reached through the lifecycle like
-//! `exec`.
+//! `RunHooks` trait, which [`Runs::new`] gives the lifecycle as it builds it (`hooks.rs`).
+//! What grows the loop goes here: memory and compaction (the turn's context), more tools; a
+//! Python kernel or an in-sandbox daemon is reached through the lifecycle like `exec`.
 //!
 //! Entry point: [`Runs`].
 

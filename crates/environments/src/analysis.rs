@@ -40,14 +40,6 @@ pub fn analysis_packages() -> Packages {
 }
 
 impl Environments {
-    /// What the lifecycle is to call for environments: register it with
-    /// `Sessions::register_environments`. It holds these environments weakly, so that the
-    /// lifecycle does not keep them alive (they hold the lifecycle): a strong reference each
-    /// way kept both, and the database pool with them, for as long as the process lived.
-    pub fn hooks(&self) -> Arc<dyn EnvironmentHooks> {
-        Arc::new(Hooks(Arc::downgrade(&self.inner)))
-    }
-
     async fn analysis_environment(&self, project: ProjectId) -> Result<EnvironmentRecord> {
         let by_name = EnvironmentRef::parse(ANALYSIS);
         let db = &self.inner.db;
@@ -75,6 +67,15 @@ impl Environments {
         }
         Ok(environments::get(db, project, &by_name).await?)
     }
+}
+
+/// What the lifecycle is to call for environments, given to it by [`Environments::new`]. It
+/// holds the environments weakly, so that the lifecycle does not keep them alive (they hold
+/// the lifecycle): a strong reference each way kept both, and the database pool with them, for
+/// as long as the process lived. It upgrades from the moment `Environments::new` returns until
+/// the environments are dropped at teardown.
+pub(crate) fn for_lifecycle(environments: Weak<Inner>) -> Arc<dyn EnvironmentHooks> {
+    Arc::new(Hooks(environments))
 }
 
 struct Hooks(Weak<Inner>);

@@ -167,9 +167,9 @@ pub struct Services {
 }
 
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
-/// store, its settings), the run loop registered with it, and the credentials both use. A
-/// backend that cannot be reached is logged and replaced by one that refuses every operation
-/// with the reason, so the API still answers.
+/// store, its settings), the run loop and environments built around it, and the credentials
+/// both use. A backend that cannot be reached is logged and replaced by one that refuses every
+/// operation with the reason, so the API still answers.
 pub async fn services(
     settings: ServiceSettings,
     db: &Db,
@@ -192,25 +192,34 @@ pub async fn services(
     let bundles = Bundles::new(db.clone(), blobs.clone());
     let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts)
         .with_git_ca_bundle(settings.git_ca_bundle);
-    let sessions = Sessions::new(
-        db.clone(),
-        backend,
-        blobs.clone(),
-        settings.sessions,
-        credentials.clone(),
-        shutdown.clone(),
+    // The lifecycle, the run loop and environments call each other, so they are made together:
+    // each of the two services gives the lifecycle its hooks as it is built around it.
+    let lifecycle_blobs = blobs.clone();
+    let (runs, environments) = Runs::new(
+        |runs| {
+            let environments = Environments::new(
+                |environments| {
+                    let hooks = sandbox_agents_sessions::SessionHooks { runs, environments };
+                    Sessions::new(
+                        db.clone(),
+                        backend,
+                        lifecycle_blobs,
+                        settings.sessions,
+                        credentials.clone(),
+                        shutdown,
+                        hooks,
+                    )
+                },
+                blobs,
+                deployment,
+                settings.environments,
+            );
+            (environments.sessions().clone(), environments)
+        },
+        settings.models,
+        settings.run_limits,
     );
-    let runs = Runs::new(sessions.clone(), settings.models, settings.run_limits);
-    sessions.register_runs(runs.hooks());
-    let environments = Environments::new(
-        db.clone(),
-        sessions.clone(),
-        blobs,
-        deployment,
-        settings.environments,
-        shutdown,
-    );
-    sessions.register_environments(environments.hooks());
+    let sessions = runs.sessions().clone();
     Ok(Services {
         sessions,
         runs,

@@ -147,10 +147,11 @@ impl Sessions {
                 .capabilities
                 .as_ref()
                 .is_some_and(|c| c.contains(&Capability::Python));
-            return match (python, self.inner.environments.get()) {
-                (true, Some(hooks)) => Ok(Some(hooks.analysis_environment(project).await?)),
-                _ => Ok(None),
-            };
+            if !python {
+                return Ok(None);
+            }
+            let analysis = self.environments().analysis_environment(project).await?;
+            return Ok(Some(analysis));
         };
         let env = environments::get(&self.inner.db, project, &EnvironmentRef::parse(raw))
             .await

@@ -1,7 +1,7 @@
 //! The narrow interface between the lifecycle and the run loop. The lifecycle never imports
 //! the loop: what it needs from runs goes through [`RunHooks`], which the run loop
-//! (`sandbox-agents-agent`) implements and registers at wiring time
-//! ([`crate::Sessions::register_runs`]).
+//! (`sandbox-agents-agent`) implements; [`crate::Sessions::new`] requires it
+//! ([`crate::SessionHooks`]).
 //!
 //! What the lifecycle needs, and why each is here:
 //! * a stop must not cut a run short silently: the run in flight is cancelled first and its
@@ -43,33 +43,9 @@ pub trait RunHooks: Send + Sync + 'static {
     async fn recover(&self) -> Result<()>;
 }
 
-/// The lifecycle without a run loop: no session has a run.
-pub(crate) struct NoRuns;
-
-#[async_trait]
-impl RunHooks for NoRuns {
-    async fn before_stop(&self, _: SessionId, _: StoppedReason) -> Result<bool> {
-        Ok(true)
-    }
-
-    async fn start_first_prompt(
-        &self,
-        _: &mut sqlx::PgConnection,
-        _: &SessionRecord,
-    ) -> Result<Option<RunId>> {
-        Ok(None)
-    }
-
-    fn drive(&self, _: ProjectId, _: SessionId, _: RunId) {}
-
-    async fn recover(&self) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// What the lifecycle asks of environments (`sandbox-agents-environments` implements it and
-/// registers it at wiring time, [`crate::Sessions::register_environments`]): the lifecycle
-/// reads environment rows itself, but creating one starts an image build, which is theirs.
+/// What the lifecycle asks of environments (`sandbox-agents-environments` implements it;
+/// [`crate::Sessions::new`] requires it): the lifecycle reads environment rows itself, but
+/// creating one starts an image build, which is theirs.
 #[async_trait]
 pub trait EnvironmentHooks: Send + Sync + 'static {
     /// The project's environment for agents with the `python` capability and no environment

@@ -28,14 +28,14 @@
 //! session rows have in common, and it must work with no run loop at all. **The lifecycle
 //! never imports the loop**: what it needs from runs (cancel the run in flight before a
 //! stop, start the first prompt in the boot's transaction, recover runs whose process died)
-//! goes through [`RunHooks`], which `sandbox-agents-agent` implements and registers at wiring
-//! time. A second sandbox backend is a `sandbox` crate matter; what a sandbox starts from
-//! (skills, git checkouts, bucket mounts) is staged by `sandbox-agents-workspace` and chosen
-//! in `provision.rs`; an in-sandbox daemon or kernel is started by the boot and reached like
-//! `exec`. Environments are `sandbox-agents-environments`' (it imports this crate, never the
-//! other way round): a session reads its environment's rows from the store at create and
-//! boot, waits while its image builds, and is booted by the build's end
-//! ([`Sessions::boot_waiting`]).
+//! goes through [`RunHooks`], which `sandbox-agents-agent` implements and [`Sessions::new`]
+//! requires ([`SessionHooks`]). A second sandbox backend is a `sandbox` crate matter; what a
+//! sandbox starts from (skills, git checkouts, bucket mounts) is staged by
+//! `sandbox-agents-workspace` and chosen in `provision.rs`; an in-sandbox daemon or kernel is
+//! started by the boot and reached like `exec`. Environments are
+//! `sandbox-agents-environments`' (it imports this crate, never the other way round): a
+//! session reads its environment's rows from the store at create and boot, waits while its
+//! image builds, and is booted by the build's end ([`Sessions::boot_waiting`]).
 //!
 //! Entry point: [`Sessions`].
 
@@ -80,7 +80,7 @@ pub use processes::MAX_ENV as MAX_PROCESS_ENV;
 pub use running::{not_running, require_running};
 pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;
-pub use service::{SessionSettings, Sessions};
+pub use service::{SessionHooks, SessionSettings, Sessions};
 pub use terminal::{
     terminal_size, Terminal, TerminalTarget, MAX_TERMINALS_PER_SESSION, MAX_TERMINAL_SIDE,
 };

@@ -2,14 +2,14 @@
 //! backend, the blob store, the credentials, the background tasks) and the settings it runs
 //! with.
 
-use crate::hooks::{EnvironmentHooks, NoRuns, RunHooks};
+use crate::hooks::{EnvironmentHooks, RunHooks};
 use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_sandbox::{Limits, SandboxBackend};
 use sandbox_agents_store::Db;
 use sandbox_agents_workspace::s3::{S3Client, S3Settings};
 use sandbox_agents_workspace::{BlobStore, ManifestPolicy};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -82,10 +82,8 @@ pub(crate) struct Inner {
     /// them here too), so one drain waits for all of them.
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
-    /// What the lifecycle asks of the run loop (see [`RunHooks`]); registered at wiring time.
-    pub runs: OnceLock<Arc<dyn RunHooks>>,
-    /// What the lifecycle asks of environments (see [`EnvironmentHooks`]).
-    pub environments: OnceLock<Arc<dyn EnvironmentHooks>>,
+    /// What the lifecycle asks of the run loop and of environments, given at construction.
+    pub hooks: SessionHooks,
     /// Wakes the warm pool's refill worker (see `pool.rs`).
     pub pool_wanted: tokio::sync::Notify,
     /// Set once the refill worker runs.
@@ -104,6 +102,18 @@ pub(crate) struct Inner {
     pub boots: crate::boot_queue::BootQueue,
 }
 
+/// What the lifecycle asks of the services built around it, required to build it: a wiring
+/// that forgets one does not compile. Both are weak handles on services that hold the
+/// lifecycle (`Runs::new` and `Environments::new` make them with `Arc::new_cyclic`), so the
+/// lifecycle never keeps them alive; once they are gone (a teardown), no session has a run
+/// and no analysis environment is made.
+pub struct SessionHooks {
+    /// What the lifecycle asks of the run loop (see [`RunHooks`]).
+    pub runs: Arc<dyn RunHooks>,
+    /// What the lifecycle asks of environments (see [`EnvironmentHooks`]).
+    pub environments: Arc<dyn EnvironmentHooks>,
+}
+
 impl Sessions {
     pub fn new(
         db: Db,
@@ -112,6 +122,7 @@ impl Sessions {
         settings: SessionSettings,
         credentials: Credentials,
         shutdown: CancellationToken,
+        hooks: SessionHooks,
     ) -> Self {
         Sessions {
             inner: Arc::new(Inner {
@@ -122,8 +133,7 @@ impl Sessions {
                 credentials,
                 tasks: TaskTracker::new(),
                 shutdown,
-                runs: OnceLock::new(),
-                environments: OnceLock::new(),
+                hooks,
                 pool_wanted: tokio::sync::Notify::new(),
                 pool_started: Default::default(),
                 booting: tokio::sync::watch::Sender::new(0),
@@ -137,24 +147,14 @@ impl Sessions {
         }
     }
 
-    /// Registers the run loop (once; later calls are ignored). Until then the lifecycle
-    /// behaves as if no session ever had a run.
-    pub fn register_runs(&self, runs: Arc<dyn RunHooks>) {
-        let _ = self.inner.runs.set(runs);
-    }
-
-    /// Registers environments' side of the lifecycle (the built-in `analysis` environment);
-    /// without it, `python` agents with no environment boot in the server's default image.
-    pub fn register_environments(&self, environments: Arc<dyn EnvironmentHooks>) {
-        let _ = self.inner.environments.set(environments);
-    }
-
-    /// The registered run loop, or one that has no runs.
+    /// What the lifecycle asks of the run loop.
     pub(crate) fn runs(&self) -> &dyn RunHooks {
-        match self.inner.runs.get() {
-            Some(r) => r.as_ref(),
-            None => &NoRuns,
-        }
+        self.inner.hooks.runs.as_ref()
+    }
+
+    /// What the lifecycle asks of environments.
+    pub(crate) fn environments(&self) -> &dyn EnvironmentHooks {
+        self.inner.hooks.environments.as_ref()
     }
 
     pub fn backend_name(&self) -> &'static str {
