@@ -5,112 +5,62 @@
 //! lock; [`Environments::resume_builds`] (at start and with every sweep) takes it over, so
 //! none stays `building`. When one finishes, the sessions that waited for it boot.
 
-use crate::dockerfile::{self, MISSING_MARKER};
 use crate::Environments;
 use bytes::Bytes;
 use sandbox_agents_domain::state::BuildStatus;
 use sandbox_agents_domain::text::strip_ansi;
 use sandbox_agents_errors::{internal_reference, Result};
-use sandbox_agents_sandbox::{ImageBuild, LABEL_ENVIRONMENT_DIGEST};
+use sandbox_agents_sandbox::{BuildCause, BuildFailure, ImageRecipe, LABEL_ENVIRONMENT_DIGEST};
 use sandbox_agents_store::environments::{self, BuildRecord};
 use sqlx::Connection;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// Most bytes of a build's log that are kept.
 const MAX_LOG: usize = 4 * 1024 * 1024;
-/// Lines of output an error quotes.
-const TAIL_LINES: usize = 12;
 /// Longest error message.
 const MAX_ERROR: usize = 2_000;
-/// Attempts of a build whose images vanished under it (see [`vanished_image`]), or whose
-/// request the Engine failed.
+/// Attempts of a build whose images vanished under it ([`BuildCause::ImageVanished`]), or
+/// whose request the backend failed.
 const BUILD_ATTEMPTS: usize = 3;
 
-/// The Engine's words when an image it was using (a cached layer) was removed mid-build, e.g.
-/// `failed to get digest sha256:…: open /var/lib/docker/image/…: no such file or directory`.
-fn vanished_image(engine: &str) -> bool {
-    engine.contains("failed to get digest") || engine.contains("No such image")
-}
-
-/// What a build's output has shown so far.
+/// A build's log as it is kept: without terminal colours, cut at [`MAX_LOG`].
 #[derive(Default)]
-pub(crate) struct Progress {
+pub(crate) struct Log {
     text: String,
     truncated: bool,
-    /// The manager whose step runs (from the `Step n/m : RUN : manager=...` lines).
-    manager: Option<String>,
-    /// A step's own explanation (a missing tool).
-    missing: Option<String>,
-    tail: VecDeque<String>,
 }
 
-/// The Engine's words for a failed step, shortened: the command it quotes is in the log.
-fn engine_summary(engine: &str) -> String {
-    match engine.rsplit_once("returned a non-zero code: ") {
-        Some((_, code)) => format!("exit code {}", code.trim()),
-        None => engine.to_owned(),
-    }
-}
-
-impl Progress {
+impl Log {
     fn line(&mut self, line: &str) {
         let line = strip_ansi(line);
-        let line = line.as_str();
         if self.text.len() + line.len() < MAX_LOG {
-            self.text.push_str(line);
+            self.text.push_str(&line);
             self.text.push('\n');
         } else if !self.truncated {
             self.truncated = true;
             self.text
                 .push_str("[the rest of the log was cut: it is longer than 4 MiB]\n");
         }
-        if line.starts_with("Step ") {
-            self.manager = dockerfile::step_manager(line).map(str::to_owned);
-            self.tail.clear();
-            return;
-        }
-        // A step's own words start its output line (the Engine's echo of the failed
-        // command quotes them too, mid-line).
-        if let Some(why) = line.trim_start().strip_prefix(MISSING_MARKER) {
-            self.missing = Some(why.trim().to_owned());
-        }
-        let trimmed = line.trim();
-        let noise = trimmed.is_empty()
-            || trimmed.starts_with("---> ")
-            || trimmed.starts_with("Removing intermediate container")
-            || trimmed.starts_with("The command '");
-        if !noise {
-            if self.tail.len() == TAIL_LINES {
-                self.tail.pop_front();
-            }
-            self.tail.push_back(trimmed.to_owned());
-        }
     }
+}
 
-    /// The failure in words: which manager failed, and why.
-    fn error(&self, base: &str, engine: &str) -> String {
-        let msg = match (&self.manager, &self.missing) {
-            (Some(m), Some(why)) => format!("{m}: {why}"),
-            (Some(m), None) => {
-                let tail: Vec<&str> = self.tail.iter().map(String::as_str).collect();
-                format!(
-                    "{m} failed ({}): {}",
-                    engine_summary(engine),
-                    tail.join(" | ")
-                )
-            }
-            (None, _) => format!("the base image {base} could not be used: {engine}"),
-        };
-        if msg.len() > MAX_ERROR {
-            let mut cut = MAX_ERROR;
-            while !msg.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            format!("{}…", &msg[..cut])
-        } else {
-            msg
+/// The failure in words for the build's row and the sessions that waited: which manager
+/// failed, and why.
+fn failure_message(failure: &BuildFailure, base: &str) -> String {
+    let msg = match (&failure.step, &failure.cause) {
+        (Some(m), BuildCause::Explained(why)) => format!("{m}: {why}"),
+        (Some(m), cause) => format!("{m} failed ({}): {}", cause.words(), failure.log_tail),
+        (None, cause) => format!("the base image {base} could not be used: {}", cause.words()),
+    };
+    if msg.len() > MAX_ERROR {
+        let mut cut = MAX_ERROR;
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
         }
+        format!("{}…", &msg[..cut])
+    } else {
+        msg
     }
 }
 
@@ -261,52 +211,59 @@ impl Environments {
     async fn run(&self, row: &BuildRecord) -> Result<()> {
         let st = &self.inner;
         let backend = st.sessions.backend().clone();
-        let ca = st.sessions.settings().extra_ca.clone();
-        let file = dockerfile::dockerfile(&row.base_image, &row.packages.0, ca.as_ref());
-        let context = dockerfile::context(&file, ca.as_ref())
-            .map_err(|e| anyhow::anyhow!("building the context: {e}"))?;
-        let build = ImageBuild {
+        let recipe = ImageRecipe {
             tag: row.image.clone(),
-            context: Bytes::from(context),
+            base_image: row.base_image.clone(),
+            packages: row.packages.0.clone(),
+            extra_ca: st.sessions.settings().extra_ca.clone(),
             labels: BTreeMap::from([(LABEL_ENVIRONMENT_DIGEST.to_owned(), row.digest.clone())]),
         };
         tracing::info!(image = %row.image, base = %row.base_image, "building an environment image");
         let started = std::time::Instant::now();
-        let progress = Mutex::new(Progress::default());
+        let kept = Mutex::new(Log::default());
         {
-            let mut p = progress.lock().expect("the log");
-            p.text.push_str("# Dockerfile\n");
-            p.text.push_str(&file);
-            p.text.push_str("# build\n");
+            // What the backend makes of the recipe (on Docker, the Dockerfile) heads the log.
+            let mut k = kept.lock().expect("the log");
+            if let Some(description) = backend.describe_build(&recipe) {
+                k.text.push_str(&description);
+                if !description.ends_with('\n') {
+                    k.text.push('\n');
+                }
+            }
+            k.text.push_str("# build\n");
         }
-        let log = |line: &str| progress.lock().expect("the log").line(line);
-        let mut outcome = backend.build_image(&build, &log).await;
-        // The Engine's build cache may pick a layer image that a collection elsewhere (another
-        // process, another deployment on the same Engine) removes under it; a later attempt
+        let log = |line: &str| kept.lock().expect("the log").line(line);
+        let mut outcome = backend.build_image(&recipe, &log).await;
+        // A builder's cache may pick a layer image that a collection elsewhere (another
+        // process, another deployment on the same host) removes under it; a later attempt
         // builds without that layer.
-        // A build request the Engine refused or dropped (not a step that failed) is attempted
-        // again too: the same removal can surface as the request's answer, and concurrent
-        // builds on one Engine have failed that way in CI with nothing wrong in the build.
+        // A build request the backend refused or dropped (not a step that failed) is
+        // attempted again too: the same removal can surface as the request's answer, and
+        // concurrent builds on one Docker Engine have failed that way in CI with nothing
+        // wrong in the build.
         for _ in 1..BUILD_ATTEMPTS {
             let why = match &outcome {
-                Ok(Err(engine)) if vanished_image(engine) => {
-                    format!("an image the build used was removed meanwhile ({engine})")
+                Ok(Err(BuildFailure {
+                    cause: BuildCause::ImageVanished(words),
+                    ..
+                })) => {
+                    format!("an image the build used was removed meanwhile ({words})")
                 }
-                Err(e) => format!("the Engine did not run the build ({e})"),
+                Err(e) => format!("the sandbox backend did not run the build ({e})"),
                 _ => break,
             };
             tracing::warn!(%why, "building again");
             log(&format!("# {why}; building again"));
-            outcome = backend.build_image(&build, &log).await;
+            outcome = backend.build_image(&recipe, &log).await;
         }
         if let Err(e) = &outcome {
             // The log is where a person looks first; the error itself stays ours.
-            log(&format!("# the Engine refused the build: {e}"));
+            log(&format!("# the sandbox backend refused the build: {e}"));
         }
-        let p = progress.into_inner().expect("the log");
+        let p = kept.into_inner().expect("the log");
         let error = match outcome {
             Ok(Ok(())) => None,
-            Ok(Err(engine)) => Some(p.error(&row.base_image, &engine)),
+            Ok(Err(failure)) => Some(failure_message(&failure, &row.base_image)),
             Err(e) => Some(format!(
                 "the image build could not run: {}",
                 internal_reference(&e)
@@ -341,34 +298,66 @@ impl Environments {
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_image_removed_mid_build_is_told_from_a_failed_step() {
-        assert!(vanished_image("failed to get digest sha256:21967b31a64e: open /var/lib/docker/image/overlay2/imagedb/content/sha256/21967b31a64e: no such file or directory"));
-        assert!(vanished_image("No such image: sha256:21967b31a64e"));
-        assert!(!vanished_image(
-            "The command '/bin/sh -c pip install nope' returned a non-zero code: 1"
-        ));
+    fn failure(step: Option<&str>, tail: &str, cause: BuildCause) -> BuildFailure {
+        BuildFailure {
+            step: step.map(str::to_owned),
+            log_tail: tail.into(),
+            cause,
+        }
     }
 
     #[test]
     fn a_failure_names_the_step_s_manager_and_its_own_words() {
-        let mut p = Progress::default();
-        p.line("Step 3/4 : RUN : manager=npm; set -e; command -v npm || { echo \"sandbox-agents: no npm\"; }");
-        p.line("\u{1b}[91msandbox-agents: the image has no npm\n\u{1b}[0m");
-        p.line("Removing intermediate container 2d01bd3c2fe7");
         assert_eq!(
-            p.error("b", "x returned a non-zero code: 127"),
+            failure_message(
+                &failure(
+                    Some("npm"),
+                    "",
+                    BuildCause::Explained("the image has no npm".into())
+                ),
+                "b"
+            ),
             "npm: the image has no npm"
         );
-        let mut p = Progress::default();
-        p.line("Step 4/4 : RUN : manager=pip; set -e; pip install nope");
-        p.line("ERROR: No matching distribution found for nope");
         assert_eq!(
-            p.error("b", "The command '...' returned a non-zero code: 1"),
+            failure_message(
+                &failure(
+                    Some("pip"),
+                    "ERROR: No matching distribution found for nope",
+                    BuildCause::Failed("exit code 1".into())
+                ),
+                "b"
+            ),
             "pip failed (exit code 1): ERROR: No matching distribution found for nope"
         );
-        assert!(Progress::default()
-            .error("base:1", "pull access denied")
-            .starts_with("the base image base:1"));
+        assert!(failure_message(
+            &failure(None, "", BuildCause::Failed("pull access denied".into())),
+            "base:1"
+        )
+        .starts_with("the base image base:1 could not be used: pull access denied"));
+        let long = failure_message(
+            &failure(
+                Some("pip"),
+                &"é".repeat(MAX_ERROR),
+                BuildCause::Failed("x".into()),
+            ),
+            "b",
+        );
+        assert!(long.ends_with('…') && long.len() <= MAX_ERROR + '…'.len_utf8());
+    }
+
+    #[test]
+    fn a_log_longer_than_its_limit_says_it_was_cut() {
+        let mut log = Log::default();
+        log.line("\u{1b}[91mred\u{1b}[0m");
+        assert_eq!(log.text, "red\n");
+        let big = "x".repeat(MAX_LOG / 2);
+        log.line(&big);
+        log.line(&big);
+        log.line(&big);
+        assert!(log.text.len() < MAX_LOG + 100);
+        assert!(log
+            .text
+            .ends_with("[the rest of the log was cut: it is longer than 4 MiB]\n"));
     }
 }

@@ -1,7 +1,8 @@
 //! Environments: named sandbox configurations of a project that sessions start in
-//! ([`Environments`]: create, update, archive, delete), and on Docker the image builds that
-//! bake their packages in (`builds`): started when a configuration with packages is saved,
-//! bounded in number, recovered after a restart, and collected when nothing needs them.
+//! ([`Environments`]: create, update, archive, delete), and, on a backend that builds images,
+//! the image builds that bake their packages in (`builds`: the backend is handed a recipe in
+//! sandbox terms): started when a configuration with packages is saved, bounded in number,
+//! recovered after a restart, and collected when nothing needs them.
 //!
 //! Why a crate of its own: environments need the sandbox backend (builds) and the lifecycle
 //! (a finished build boots the sessions that waited for it), and the lifecycle must not
@@ -10,7 +11,7 @@
 
 pub mod analysis;
 mod builds;
-pub mod dockerfile;
+pub mod image;
 mod service;
 
 pub use service::{EnvironmentSettings, Environments};

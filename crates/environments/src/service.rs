@@ -1,7 +1,7 @@
 //! The environment service: the rules of saving, archiving and deleting environments. Every
 //! refusal is decided before anything is written.
 
-use crate::dockerfile::{build_digest, image_for};
+use crate::image::{build_digest, image_for};
 use futures::StreamExt;
 use sandbox_agents_domain::environment::{
     Environment, EnvironmentConfig, EnvironmentCreate, EnvironmentPatch,

@@ -187,19 +187,8 @@ pub struct ExecOutput {
 /// (`environment_builds.digest`), so a sweep can tell which images are whose.
 pub const LABEL_ENVIRONMENT_DIGEST: &str = "io.sandbox-agents.environment-digest";
 
-/// An image to build (an environment's packages on top of its base image).
-#[derive(Clone, Debug)]
-pub struct ImageBuild {
-    /// The reference the image is tagged with.
-    pub tag: String,
-    /// The build context: an uncompressed tar holding a `Dockerfile` and what it copies.
-    pub context: Bytes,
-    /// Labels of the image besides the deployment's (which every backend adds).
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Receives a build's output as it comes, line by line.
-pub type BuildLog<'a> = &'a (dyn Fn(&str) + Send + Sync);
+mod image;
+pub use image::{BuildCause, BuildFailure, BuildLog, ImageRecipe};
 
 /// How a backend keeps what a sandbox changed outside its workspace in a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -399,19 +388,27 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// [`SandboxBackend::build_image`]; a missing one is fine.
     async fn remove_image(&self, image: &str) -> Result<()>;
 
-    /// Builds and tags an image from a context, streaming its output to `log`. The outer
-    /// error is the backend's (unreachable, refused); the inner one is the build's own
-    /// failure (a step that exited non-zero), in the builder's words.
+    /// Builds `recipe` and tags the image, streaming the builder's output to `log`. The
+    /// outer error is the backend's (unreachable, refused); the inner one is the build's own
+    /// failure (a step that failed, a base image that cannot be used), typed.
     async fn build_image(
         &self,
-        build: &ImageBuild,
+        recipe: &ImageRecipe,
         log: BuildLog<'_>,
-    ) -> Result<std::result::Result<(), String>> {
-        let _ = (build, log);
+    ) -> Result<std::result::Result<(), BuildFailure>> {
+        let _ = (recipe, log);
         Err(SandboxError::Backend(format!(
             "the {} backend cannot build images",
             self.name()
         )))
+    }
+
+    /// What [`SandboxBackend::build_image`] makes of `recipe`, for a person reading the
+    /// build's log (on Docker, the Dockerfile under a `# Dockerfile` heading); `None` when
+    /// there is nothing more to show than the recipe itself.
+    fn describe_build(&self, recipe: &ImageRecipe) -> Option<String> {
+        let _ = recipe;
+        None
     }
 
     /// Whether the image is present on the backend.

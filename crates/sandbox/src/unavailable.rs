@@ -3,8 +3,8 @@
 //! says plainly why sessions cannot boot.
 
 use crate::{
-    BuildLog, ExecOutput, ExecRequest, ImageBuild, ListedSandbox, Result, Sandbox, SandboxBackend,
-    SandboxError, SandboxSpec, SandboxStatus,
+    BuildFailure, BuildLog, ExecOutput, ExecRequest, ImageRecipe, ListedSandbox, Result, Sandbox,
+    SandboxBackend, SandboxError, SandboxSpec, SandboxStatus,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -59,9 +59,9 @@ impl SandboxBackend for Unavailable {
     }
     async fn build_image(
         &self,
-        _: &ImageBuild,
+        _: &ImageRecipe,
         _: BuildLog<'_>,
-    ) -> Result<std::result::Result<(), String>> {
+    ) -> Result<std::result::Result<(), BuildFailure>> {
         self.err()
     }
     async fn image_exists(&self, _: &str) -> Result<bool> {

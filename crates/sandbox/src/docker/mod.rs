@@ -10,6 +10,7 @@ pub mod archive;
 mod build;
 mod create;
 pub mod daemon;
+mod dockerfile;
 mod error;
 mod exec;
 mod images;
@@ -21,8 +22,9 @@ pub use create::{container_name, CONTAINER_PREFIX};
 pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
 
 use crate::{
-    BuildLog, ExecOutput, ExecRequest, ImageBuild, ListedSandbox, Result, Sandbox, SandboxBackend,
-    SandboxError, SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL, LABEL_SESSION, WORKDIR,
+    BuildFailure, BuildLog, ExecOutput, ExecRequest, ImageRecipe, ListedSandbox, Result, Sandbox,
+    SandboxBackend, SandboxError, SandboxSpec, SandboxStatus, LABEL_DEPLOYMENT, LABEL_POOL,
+    LABEL_SESSION, WORKDIR,
 };
 use async_trait::async_trait;
 use bollard::models::{ContainerConfig, ContainerStateStatusEnum, ContainerSummaryStateEnum};
@@ -642,13 +644,17 @@ impl SandboxBackend for DockerBackend {
         }
     }
 
-    #[tracing::instrument(skip_all, fields(image = %build.tag))]
+    #[tracing::instrument(skip_all, fields(image = %recipe.tag))]
     async fn build_image(
         &self,
-        build: &ImageBuild,
+        recipe: &ImageRecipe,
         log: BuildLog<'_>,
-    ) -> Result<std::result::Result<(), String>> {
-        self.build(build, log).await
+    ) -> Result<std::result::Result<(), BuildFailure>> {
+        self.build(recipe, log).await
+    }
+
+    fn describe_build(&self, recipe: &ImageRecipe) -> Option<String> {
+        Some(format!("# Dockerfile\n{}", Self::dockerfile(recipe)))
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool> {

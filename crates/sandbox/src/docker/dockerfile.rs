@@ -1,6 +1,6 @@
-//! What a build is made of, as pure functions: the digest that keys it, the image it tags,
-//! the Dockerfile that installs the packages (apt, cargo, gem, go, npm, pip, in that order)
-//! and the context it is sent with.
+//! An [`ImageRecipe`](crate::ImageRecipe) as the Engine builds it, as pure functions: the
+//! Dockerfile that installs the packages (apt, cargo, gem, go, npm, pip, in that order), the
+//! context it is sent with, and how to read which step a line of the Engine's output starts.
 //!
 //! Managers other than apt and pip need their tool in the base image: the step checks for
 //! it and fails saying the image lacks it (installing toolchains behind the caller's back
@@ -11,36 +11,16 @@
 
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_domain::environment::Packages;
-use sha2::{Digest, Sha256};
 
-/// The repository of built environment images.
-pub const IMAGE_REPO: &str = "sandbox-agents-env";
 /// Where the extra CA goes in the context and in the image.
 const CA_FILE: &str = "sandbox-agents-extra-ca.pem";
 const CA_PATH: &str = "/usr/local/share/sandbox-agents/extra-ca.pem";
 /// The system bundle every tool of a Debian image reads.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// What each install step starts with, so the log (and the error) says whose step failed.
-pub const STEP_MARKER: &str = ": manager=";
+const STEP_MARKER: &str = ": manager=";
 /// What a step prints when its manager's tool is missing.
-pub const MISSING_MARKER: &str = "sandbox-agents: ";
-
-/// The digest of what a build is made from: the deployment (images are the deployment's
-/// own), the base image and the packages. Same inputs, same digest, same image.
-pub fn build_digest(deployment: &str, base_image: &str, packages: &Packages) -> String {
-    let input = serde_json::json!({
-        "v": 1,
-        "deployment": deployment,
-        "base_image": base_image,
-        "packages": packages,
-    });
-    hex::encode(Sha256::digest(input.to_string().as_bytes()))
-}
-
-/// The image a build of `digest` tags.
-pub fn image_for(digest: &str) -> String {
-    format!("{IMAGE_REPO}:{}", &digest[..32])
-}
+pub(super) const MISSING_MARKER: &str = "sandbox-agents: ";
 
 fn quoted(entries: &[String]) -> String {
     // Entries are checked single words without quotes (`domain::environment`).
@@ -59,7 +39,7 @@ fn require(tool: &str, manager: &str, base: &str) -> String {
 
 /// The Dockerfile: the extra CA first (so apt and pip trust the inspecting proxy), then one
 /// `RUN` per manager with packages, then back to the sandbox user.
-pub fn dockerfile(base: &str, packages: &Packages, ca: Option<&ExtraCaCerts>) -> String {
+pub(super) fn dockerfile(base: &str, packages: &Packages, ca: Option<&ExtraCaCerts>) -> String {
     let mut f = format!("FROM {base}\nUSER root\n");
     let tls_env = if ca.is_some() {
         f.push_str(&format!("COPY {CA_FILE} {CA_PATH}\n"));
@@ -150,7 +130,7 @@ pub fn dockerfile(base: &str, packages: &Packages, ca: Option<&ExtraCaCerts>) ->
 }
 
 /// The build context: an uncompressed tar of the Dockerfile and the extra CA.
-pub fn context(dockerfile: &str, ca: Option<&ExtraCaCerts>) -> std::io::Result<Vec<u8>> {
+pub(super) fn context(dockerfile: &str, ca: Option<&ExtraCaCerts>) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut add = |name: &str, data: &[u8]| {
         let mut h = tar::Header::new_gnu();
@@ -168,7 +148,7 @@ pub fn context(dockerfile: &str, ca: Option<&ExtraCaCerts>) -> std::io::Result<V
 }
 
 /// Which manager's step a log line starts (`Step 3/5 : RUN : manager=pip; ...`).
-pub fn step_manager(line: &str) -> Option<&str> {
+pub(super) fn step_manager(line: &str) -> Option<&str> {
     let rest = line.split(STEP_MARKER).nth(1)?;
     rest.split(';').next().map(str::trim)
 }
@@ -222,16 +202,6 @@ mod tests {
             .map(|e| e.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(names, ["Dockerfile", CA_FILE]);
-    }
-
-    #[test]
-    fn the_digest_keys_on_the_base_and_the_packages() {
-        let a = build_digest("d", "base:1", &packages());
-        assert_eq!(a, build_digest("d", "base:1", &packages()));
-        assert_ne!(a, build_digest("d", "base:2", &packages()));
-        assert_ne!(a, build_digest("d", "base:1", &Packages::default()));
-        assert_eq!(a.len(), 64);
-        assert!(image_for(&a).starts_with("sandbox-agents-env:"));
     }
 
     #[test]
