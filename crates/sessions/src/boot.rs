@@ -19,22 +19,6 @@ use sandbox_agents_store::{environments, events, sessions};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// One boot in progress, counted while it lives (the pool's refill waits for none).
-struct Booting<'a>(&'a tokio::sync::watch::Sender<usize>);
-
-impl<'a> Booting<'a> {
-    fn new(count: &'a tokio::sync::watch::Sender<usize>) -> Self {
-        count.send_modify(|n| *n += 1);
-        Booting(count)
-    }
-}
-
-impl Drop for Booting<'_> {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
 /// What a boot left its session waiting for, if anything.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Waiting {
@@ -75,13 +59,13 @@ impl Sessions {
                 return Ok(());
             };
             let result = {
-                let _booting = Booting::new(&self.inner.booting);
+                let _booting = self.inner.pool.booting();
                 self.boot_locked(id).await
             };
             lease.release().await;
             // Replace a pooled sandbox this boot may have taken, now that it no longer
             // competes with the boot (a no-op without a pool).
-            self.inner.pool_wanted.notify_one();
+            self.inner.pool.want();
             match result {
                 // A build that finished while this boot looked may have found the session's
                 // lease taken and left it: look again now that the lease is free.

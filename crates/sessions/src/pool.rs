@@ -25,14 +25,90 @@ use sandbox_agents_errors::Result;
 use sandbox_agents_sandbox::{ListedSandbox, Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::{liveness, sandbox_pool, sessions};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// A reservation whose container never became ready in this long was made by a process that
 /// died (creating and starting a container takes well under a minute even on a busy host).
 const STALE_RESERVATION: Duration = Duration::from_secs(300);
 /// The longest a refill waits for this process's boots in progress to end.
 const REFILL_DEFER: Duration = Duration::from_secs(10);
+
+/// The pool's part of this process: the refill worker, what wakes it, and the boots in
+/// progress it gives way to. The pool's sandboxes themselves are rows (`sandbox_pool`).
+pub(crate) struct WarmPool {
+    /// Wakes the refill worker; a wake-up asked while it works is kept for its next look.
+    wanted: Notify,
+    /// Set once the refill worker runs: it is started once per process.
+    started: AtomicBool,
+    /// Boots in progress in this process.
+    booting: watch::Sender<usize>,
+    /// The refill worker, for a shutdown that waits for it.
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl WarmPool {
+    pub(crate) fn new() -> Self {
+        WarmPool {
+            wanted: Notify::new(),
+            started: AtomicBool::new(false),
+            booting: watch::Sender::new(0),
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// Asks the refill worker to top the pool up (a no-op until it runs).
+    pub(crate) fn want(&self) {
+        self.wanted.notify_one();
+    }
+
+    /// Counts a boot in progress for as long as the guard lives.
+    pub(crate) fn booting(&self) -> Booting<'_> {
+        self.booting.send_modify(|n| *n += 1);
+        Booting(&self.booting)
+    }
+
+    /// Starts the refill worker `spawn` makes, unless one was started already.
+    fn start(&self, spawn: impl FnOnce() -> JoinHandle<()>) {
+        if !self.started.swap(true, Ordering::SeqCst) {
+            *self.worker.lock().expect("not poisoned") = Some(spawn());
+        }
+    }
+
+    /// The refill worker, once: for the shutdown that waits for it.
+    fn take_worker(&self) -> Option<JoinHandle<()>> {
+        self.worker.lock().expect("not poisoned").take()
+    }
+
+    /// Waits until a refill is wanted and then for this process's boots in progress to end:
+    /// starting sandboxes competes with boots for the host, so during a burst the boots
+    /// finish first (at most [`REFILL_DEFER`], so a steady stream of boots still gets a
+    /// pool). `false` once `shutdown` is cancelled.
+    async fn next_refill(&self, shutdown: &CancellationToken) -> bool {
+        tokio::select! {
+            _ = self.wanted.notified() => {}
+            _ = shutdown.cancelled() => return false,
+        }
+        let mut booting = self.booting.subscribe();
+        tokio::select! {
+            _ = tokio::time::timeout(REFILL_DEFER, booting.wait_for(|n| *n == 0)) => true,
+            _ = shutdown.cancelled() => false,
+        }
+    }
+}
+
+/// One boot in progress, counted while it lives (the pool's refill waits for none).
+pub(crate) struct Booting<'a>(&'a watch::Sender<usize>);
+
+impl Drop for Booting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
 
 impl Sessions {
     /// What a pooled sandbox is: the default image and limits, nothing session-specific.
@@ -135,31 +211,18 @@ impl Sessions {
         if st.settings.warm_pool == 0 {
             return;
         }
-        if !st.pool_started.swap(true, Ordering::SeqCst) {
+        st.pool.start(|| {
             let rt = self.clone();
-            let worker = tokio::spawn(async move {
+            tokio::spawn(async move {
                 let shutdown = rt.inner.shutdown.clone();
-                loop {
-                    tokio::select! {
-                        _ = rt.inner.pool_wanted.notified() => {}
-                        _ = shutdown.cancelled() => return,
-                    }
-                    // Starting sandboxes competes with boots for the host: during a burst,
-                    // let this process's boots finish first (at most REFILL_DEFER, so a
-                    // steady stream of boots still gets a pool).
-                    let mut booting = rt.inner.booting.subscribe();
-                    tokio::select! {
-                        _ = tokio::time::timeout(REFILL_DEFER, booting.wait_for(|n| *n == 0)) => {}
-                        _ = shutdown.cancelled() => return,
-                    }
+                while rt.inner.pool.next_refill(&shutdown).await {
                     if let Err(e) = rt.fill_pool().await {
                         tracing::warn!(error = %e, "could not refill the warm pool");
                     }
                 }
-            });
-            *st.pool_worker.lock().expect("not poisoned") = Some(worker);
-        }
-        st.pool_wanted.notify_one();
+            })
+        });
+        st.pool.want();
     }
 
     /// Waits for the refill worker to finish once shutdown is signalled: a sandbox it is
@@ -169,8 +232,9 @@ impl Sessions {
     /// servers are all gone (a test's, a developer's on a fresh data directory) would leave
     /// them running for good. Another live process keeps them: they are its pool too.
     pub async fn stop_pool(&self) {
-        let worker = self.inner.pool_worker.lock().expect("not poisoned").take();
-        let Some(worker) = worker else { return };
+        let Some(worker) = self.inner.pool.take_worker() else {
+            return;
+        };
         let _ = worker.await;
         if self.inner.settings.keep_warm_pool {
             return;

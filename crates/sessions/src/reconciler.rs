@@ -134,7 +134,7 @@ impl Sessions {
         self.sweep_pool(&pool_rows, &listed).await?;
         st.backend.remove_stray_volumes().await?;
         // Replace what the sweep removed (a no-op without a pool or before `start_pool`).
-        st.pool_wanted.notify_one();
+        st.pool.want();
         Ok(())
     }
 

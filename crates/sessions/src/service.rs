@@ -84,14 +84,8 @@ pub(crate) struct Inner {
     pub shutdown: CancellationToken,
     /// What the lifecycle asks of the run loop and of environments, given at construction.
     pub hooks: SessionHooks,
-    /// Wakes the warm pool's refill worker (see `pool.rs`).
-    pub pool_wanted: tokio::sync::Notify,
-    /// Set once the refill worker runs.
-    pub pool_started: std::sync::atomic::AtomicBool,
-    /// Boots in progress in this process: the refill waits for them to end (see `pool.rs`).
-    pub booting: tokio::sync::watch::Sender<usize>,
-    /// The refill worker, for a shutdown that waits for it.
-    pub pool_worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The warm pool's refill worker and the boots it gives way to (`pool.rs`).
+    pub pool: crate::pool::WarmPool,
     /// Open terminals per session (`terminal.rs`).
     pub terminals: crate::terminal::TerminalCounts,
     /// This process's liveness key (`liveness.rs`).
@@ -134,10 +128,7 @@ impl Sessions {
                 tasks: TaskTracker::new(),
                 shutdown,
                 hooks,
-                pool_wanted: tokio::sync::Notify::new(),
-                pool_started: Default::default(),
-                booting: tokio::sync::watch::Sender::new(0),
-                pool_worker: Default::default(),
+                pool: crate::pool::WarmPool::new(),
                 terminals: Default::default(),
                 liveness: Default::default(),
                 leases: Default::default(),
