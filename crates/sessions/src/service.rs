@@ -69,6 +69,10 @@ pub struct Sessions {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// What every operation shares (the database, the backend, the blob store, the settings, the
+/// credentials, the task tracker and shutdown, the hooks), then this process's state in owned
+/// parts: each a type of the module that owns it (named beside it), reached from elsewhere
+/// only through its methods.
 pub(crate) struct Inner {
     pub db: Db,
     pub backend: Arc<dyn SandboxBackend>,
