@@ -20,7 +20,9 @@ use std::sync::Mutex;
 
 /// The boots this process took on.
 pub(crate) struct BootQueue {
-    /// Boots running at once.
+    /// The most boots running at once (`--max-concurrent-boots`, at least 1).
+    max: usize,
+    /// One for each boot running.
     permits: tokio::sync::Semaphore,
     /// Sessions a task of this process is booting or waiting to boot.
     taken: Mutex<HashSet<SessionId>>,
@@ -28,14 +30,40 @@ pub(crate) struct BootQueue {
 
 impl BootQueue {
     pub(crate) fn new(max_concurrent: usize) -> Self {
+        let max = max_concurrent.max(1);
         BootQueue {
-            permits: tokio::sync::Semaphore::new(max_concurrent.max(1)),
+            max,
+            permits: tokio::sync::Semaphore::new(max),
             taken: Mutex::default(),
         }
     }
 
     fn is_taken(&self, id: SessionId) -> bool {
         self.taken.lock().expect("the boot set").contains(&id)
+    }
+
+    /// Takes the session's boot on; `false` when a task of this process already has.
+    fn take(&self, id: SessionId) -> bool {
+        self.taken.lock().expect("the boot set").insert(id)
+    }
+
+    fn give_back(&self, id: SessionId) {
+        self.taken.lock().expect("the boot set").remove(&id);
+    }
+
+    /// Boots taken on that wait for their turn.
+    fn waiting(&self) -> usize {
+        let running = self.max - self.permits.available_permits();
+        let taken = self.taken.lock().expect("the boot set").len();
+        taken.saturating_sub(running)
+    }
+
+    /// A boot's turn, in the order they asked (the semaphore is fair).
+    async fn turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.permits
+            .acquire()
+            .await
+            .expect("the boot semaphore is never closed")
     }
 }
 
@@ -47,31 +75,19 @@ pub(crate) struct TakenOn {
 
 impl Drop for TakenOn {
     fn drop(&mut self) {
-        let queue = &self.sessions.inner.boots;
-        queue.taken.lock().expect("the boot set").remove(&self.id);
+        self.sessions.inner.boots.give_back(self.id);
     }
 }
 
 impl Sessions {
     /// Boots this process took on that wait for their turn (`sandbox_agents_session_boots_waiting`).
     pub fn boots_waiting(&self) -> usize {
-        let st = &self.inner;
-        let running =
-            st.settings.max_concurrent_boots.max(1) - st.boots.permits.available_permits();
-        let taken = st.boots.taken.lock().expect("the boot set").len();
-        taken.saturating_sub(running)
+        self.inner.boots.waiting()
     }
 
     /// Takes the session's boot on in this process; `None` when a task of it already has.
     pub(crate) fn take_on_boot(&self, id: SessionId) -> Option<TakenOn> {
-        let fresh = self
-            .inner
-            .boots
-            .taken
-            .lock()
-            .expect("the boot set")
-            .insert(id);
-        fresh.then(|| TakenOn {
+        self.inner.boots.take(id).then(|| TakenOn {
             sessions: self.clone(),
             id,
         })
@@ -120,7 +136,7 @@ impl Sessions {
         let st = &self.inner;
         session_leases::stamp_boot(&st.db, taken.id, self.worker_key().await?).await?;
         tokio::select! {
-            permit = st.boots.permits.acquire() => Ok(Some(permit.expect("the boot semaphore is never closed"))),
+            permit = st.boots.turn() => Ok(Some(permit)),
             _ = st.shutdown.cancelled() => Ok(None),
         }
     }
