@@ -13,6 +13,10 @@ use std::sync::Arc;
 pub enum BackendSettings {
     /// Sandboxes are containers of one Docker Engine.
     Docker(DockerSettings),
+    /// Sandboxes held in this process ([`crate::memory`]): a test double, for tests of what
+    /// sits on the trait. Every server given this value shares the one plane, as servers
+    /// share one Docker Engine; each sees its own deployment's sandboxes.
+    Memory(Arc<crate::memory::MemoryBackend>),
 }
 
 /// What the Docker backend starts with.
@@ -33,6 +37,7 @@ impl BackendSettings {
     pub fn name(&self) -> &'static str {
         match self {
             BackendSettings::Docker(_) => "docker",
+            BackendSettings::Memory(_) => "memory",
         }
     }
 
@@ -42,6 +47,8 @@ impl BackendSettings {
     /// work (a named Docker network that does not exist), which stops the server instead.
     pub async fn connect(&self, deployment: &str) -> Result<Arc<dyn SandboxBackend>> {
         match self {
+            BackendSettings::Memory(plane) if plane.deployment() == deployment => Ok(plane.clone()),
+            BackendSettings::Memory(plane) => Ok(Arc::new(plane.for_deployment(deployment))),
             BackendSettings::Docker(docker) => {
                 match crate::docker::start::connect(docker, deployment).await {
                     Ok(backend) => Ok(backend),

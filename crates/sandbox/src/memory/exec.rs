@@ -51,14 +51,14 @@ pub(super) async fn exec(
     };
     let workdir = req.workdir.clone().unwrap_or_else(|| WORKDIR.to_owned());
     let cwd = normalize("/", &workdir);
-    if !fs.lock().unwrap_or_else(|e| e.into_inner()).is_dir(&cwd) {
+    if !super::lock(&fs).is_dir(&cwd) {
         return Err(SandboxError::NoSuchPath(workdir));
     }
     let mut all_env = base_env(&cwd);
     all_env.extend(env);
     all_env.extend(req.env.iter().cloned());
     let handlers = backend
-        .inner
+        .plane
         .handlers
         .read()
         .unwrap_or_else(|e| e.into_inner())

@@ -43,15 +43,17 @@ pub const BASE_IMAGE: &str = "sandbox-agents-sandbox:1";
 /// Repository of the images [`SandboxBackend::snapshot_image`] makes, as on Docker.
 pub const SNAPSHOT_REPO: &str = "sandbox-agents-snapshot";
 
-/// The in-memory backend. Cheap to clone: clones share the sandboxes, images and scripted
-/// commands.
+/// The in-memory backend of one deployment. Cheap to clone: clones, and the backends of
+/// other deployments made with [`MemoryBackend::for_deployment`], share one "compute plane"
+/// (the sandboxes, images and scripted commands), as the backends of several servers share
+/// one Docker Engine; each lists and measures only its own deployment's sandboxes.
 #[derive(Clone)]
 pub struct MemoryBackend {
-    inner: Arc<Inner>,
+    deployment: String,
+    plane: Arc<Plane>,
 }
 
-struct Inner {
-    deployment: String,
+struct Plane {
     state: Mutex<State>,
     /// Scripted commands, in the order they were installed.
     handlers: RwLock<Vec<(Vec<String>, CommandHandler)>>,
@@ -64,6 +66,7 @@ struct State {
 }
 
 struct MemorySandbox {
+    deployment: String,
     name: String,
     session: Option<String>,
     pool: Option<String>,
@@ -76,9 +79,15 @@ struct MemorySandbox {
 impl std::fmt::Debug for MemoryBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryBackend")
-            .field("deployment", &self.inner.deployment)
+            .field("deployment", &self.deployment)
             .finish_non_exhaustive()
     }
+}
+
+/// A sandbox's filesystem, locked. A command that panicked while holding it left it as it
+/// was at that moment, which is what a crashed process leaves on a disk: go on with it.
+fn lock(fs: &Mutex<Fs>) -> MutexGuard<'_, Fs> {
+    fs.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What `docker::container_name` names a session's sandbox, so both backends agree.
@@ -87,18 +96,29 @@ fn session_name(session: &str) -> String {
 }
 
 impl MemoryBackend {
-    /// A backend of `deployment` with no sandboxes and the image [`BASE_IMAGE`].
+    /// A backend of `deployment` on a plane of its own, with no sandboxes and the image
+    /// [`BASE_IMAGE`].
     pub fn new(deployment: &str) -> Self {
         let mut state = State::default();
         state
             .images
             .insert(BASE_IMAGE.to_owned(), Arc::new(Fs::base_image()));
         MemoryBackend {
-            inner: Arc::new(Inner {
-                deployment: deployment.to_owned(),
+            deployment: deployment.to_owned(),
+            plane: Arc::new(Plane {
                 state: Mutex::new(state),
                 handlers: RwLock::new(Vec::new()),
             }),
+        }
+    }
+
+    /// The backend of `deployment` on this backend's plane: the same images, scripted
+    /// commands and sandboxes (a sandbox of another deployment can be reached by its id, as
+    /// on one Docker Engine), but its own in `list` and `disk_usage`.
+    pub fn for_deployment(&self, deployment: &str) -> Self {
+        MemoryBackend {
+            deployment: deployment.to_owned(),
+            plane: self.plane.clone(),
         }
     }
 
@@ -111,7 +131,7 @@ impl MemoryBackend {
     }
 
     pub fn deployment(&self) -> &str {
-        &self.inner.deployment
+        &self.deployment
     }
 
     /// Runs `handler` instead of the interpreter for every command whose argv starts with
@@ -123,7 +143,7 @@ impl MemoryBackend {
         handler: impl Fn(&CommandCall) -> ExecOutput + Send + Sync + 'static,
     ) {
         let prefix = prefix.iter().map(|s| s.to_string()).collect();
-        self.inner
+        self.plane
             .handlers
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -131,7 +151,7 @@ impl MemoryBackend {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.plane.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The filesystem of sandbox `id`.
@@ -172,6 +192,7 @@ impl MemoryBackend {
         state.sandboxes.insert(
             id.clone(),
             MemorySandbox {
+                deployment: self.deployment.clone(),
                 name,
                 session,
                 pool,
@@ -250,15 +271,11 @@ impl SandboxBackend for MemoryBackend {
 
     async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
         let fs = self.fs_of(id)?;
-        let dir = archive::target_dir(
-            &fs.lock().unwrap_or_else(|e| e.into_inner()),
-            "put_archive",
-            dir,
-        )?;
+        let dir = archive::target_dir(&lock(&fs), "put_archive", dir)?;
         let tar = tokio::task::spawn_blocking(move || crate::docker::owned_by_sandbox_user(&tar))
             .await
             .map_err(|e| SandboxError::Backend(format!("put_archive: {e}")))??;
-        let mut fs = fs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fs = lock(&fs);
         archive::extract(&mut fs, &dir, &tar)
     }
 
@@ -269,22 +286,18 @@ impl SandboxBackend for MemoryBackend {
         tar: BoxStream<'static, std::io::Result<Bytes>>,
     ) -> Result<()> {
         let fs = self.fs_of(id)?;
-        let dir = archive::target_dir(
-            &fs.lock().unwrap_or_else(|e| e.into_inner()),
-            "put_archive_stream",
-            dir,
-        )?;
+        let dir = archive::target_dir(&lock(&fs), "put_archive_stream", dir)?;
         let chunks: Vec<Bytes> = tar
             .try_collect()
             .await
             .map_err(|e| SandboxError::Backend(format!("reading the archive: {e}")))?;
-        let mut fs = fs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fs = lock(&fs);
         archive::extract(&mut fs, &dir, &chunks.concat())
     }
 
     async fn put_system_file(&self, id: &str, path: &str, data: Bytes, mode: u32) -> Result<()> {
         let fs = self.fs_of(id)?;
-        let mut fs = fs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fs = lock(&fs);
         let target = normalize("/", path);
         if !path.starts_with('/') || target == "/" {
             return Err(SandboxError::Backend(format!(
@@ -299,7 +312,7 @@ impl SandboxBackend for MemoryBackend {
 
     async fn remove_system_path(&self, id: &str, path: &str) -> Result<()> {
         let fs = self.fs_of(id)?;
-        let mut fs = fs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fs = lock(&fs);
         match fs.remove(&normalize("/", path), true) {
             Ok(()) | Err(FsError::NotFound) => Ok(()),
             Err(e) => Err(SandboxError::Backend(format!(
@@ -315,7 +328,7 @@ impl SandboxBackend for MemoryBackend {
             )));
         }
         let fs = self.fs_of(id)?;
-        let fs = fs.lock().unwrap_or_else(|e| e.into_inner());
+        let fs = lock(&fs);
         let target = normalize("/", path);
         if fs.get(&target).is_none() {
             return Err(SandboxError::NoSuchPath(path.to_owned()));
@@ -344,6 +357,7 @@ impl SandboxBackend for MemoryBackend {
             .state()
             .sandboxes
             .iter()
+            .filter(|(_, s)| s.deployment == self.deployment)
             .map(|(id, s)| ListedSandbox {
                 id: id.clone(),
                 name: s.name.clone(),
@@ -359,9 +373,9 @@ impl SandboxBackend for MemoryBackend {
             .state()
             .sandboxes
             .iter()
-            .filter(|(_, s)| s.running)
+            .filter(|(_, s)| s.running && s.deployment == self.deployment)
             .map(|(id, s)| {
-                let fs = s.fs.lock().unwrap_or_else(|e| e.into_inner());
+                let fs = lock(&s.fs);
                 (id.clone(), fs.written_bytes())
             })
             .collect())

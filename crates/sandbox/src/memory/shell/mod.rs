@@ -58,7 +58,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub fn fs(&self) -> std::sync::MutexGuard<'_, Fs> {
-        self.fs.lock().unwrap_or_else(|e| e.into_inner())
+        super::lock(&self.fs)
     }
 }
 
