@@ -1,7 +1,31 @@
 //! Words and operators of a script (see `parse.rs` for the subset): quoting is resolved
 //! here, variables are kept as parts of words and expanded when their command runs.
 
-use super::parse::{unsupported, Part, Redir, Word};
+/// A piece of a word, expanded when the command runs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Part {
+    Lit { text: String, quoted: bool },
+    Var { name: String, quoted: bool },
+}
+
+pub(crate) type Word = Vec<Part>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Redir {
+    /// `fd>word` or `fd>>word`.
+    Out { fd: u32, target: Word, append: bool },
+    /// `<word`.
+    In { target: Word },
+    /// `from>&to`.
+    Dup { from: u32, to: u32 },
+    /// `&>word`: stdout and stderr to one file.
+    Both { target: Word },
+}
+
+/// The error for what a script uses that this shell lacks: it names the construct.
+pub(super) fn unsupported(what: &str) -> String {
+    format!("{what} is not supported by the in-memory backend's shell")
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Token {

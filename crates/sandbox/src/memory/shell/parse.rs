@@ -5,28 +5,8 @@
 //! syntax error that names what is missing, so a test meets it at once instead of a wrong
 //! result.
 
-use super::lex::{self, Token};
-
-/// A piece of a word, expanded when the command runs.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Part {
-    Lit { text: String, quoted: bool },
-    Var { name: String, quoted: bool },
-}
-
-pub(crate) type Word = Vec<Part>;
-
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Redir {
-    /// `fd>word` or `fd>>word`.
-    Out { fd: u32, target: Word, append: bool },
-    /// `<word`.
-    In { target: Word },
-    /// `from>&to`.
-    Dup { from: u32, to: u32 },
-    /// `&>word`: stdout and stderr to one file.
-    Both { target: Word },
-}
+use super::lex::{self, unsupported, Token};
+pub(crate) use super::lex::{Part, Redir, Word};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Simple {
@@ -59,10 +39,6 @@ const UNSUPPORTED_WORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
     "function", "{", "}",
 ];
-
-pub(super) fn unsupported(what: &str) -> String {
-    format!("{what} is not supported by the in-memory backend's shell")
-}
 
 /// Parses a script into its and-or lists, in order.
 pub(crate) fn parse(script: &str) -> Result<Vec<AndOr>, String> {
