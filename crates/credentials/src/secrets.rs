@@ -7,8 +7,9 @@
 //!   session (the session's id as associated data) for as long as that sandbox is up: every
 //!   command of the sandbox runs with them, a rotation reaches the next boot and never a
 //!   running sandbox, and no plaintext is stored, logged or put in an event;
-//! * the variables are passed with each exec, never put in the container's configuration, so
-//!   neither `docker inspect` nor a snapshot image shows them.
+//! * the variables are passed with each exec, never put in the sandbox's configuration, so
+//!   neither the backend's view of the sandbox (`docker inspect`, say) nor a snapshot image
+//!   shows them.
 
 use crate::Credentials;
 use sandbox_agents_domain::secret::{effective_bindings, SecretCreate, SecretUpdate};

@@ -1,6 +1,7 @@
 //! Environments: named sandbox configurations of a project (a backend, an image, packages)
-//! that sessions start in. On Docker the packages are baked into an image when the
-//! configuration is saved; a session boots that image once its build is ready.
+//! that sessions start in. On a backend that builds images (Docker's does) the packages are
+//! baked into an image when the configuration is saved; a session boots that image once its
+//! build is ready.
 
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};

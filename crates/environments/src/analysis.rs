@@ -19,7 +19,7 @@ use std::sync::{Arc, Weak};
 pub const ANALYSIS: &str = "analysis";
 
 /// What the kernel needs and what analysis usually does, pinned so every project's build is
-/// the same image (and Docker's layer cache serves the second). `python-is-python3` gives the
+/// the same image (and the backend's build cache, Docker's layers, serves the second). `python-is-python3` gives the
 /// `python` that tools such as sqlsaber-sandbox look for; `packaging` is what they check
 /// versions with.
 pub fn analysis_packages() -> Packages {

@@ -112,7 +112,7 @@ pub struct SandboxSpec {
 /// A created, running sandbox.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
-    /// The backend's id (the Docker container id).
+    /// The backend's id for it (on Docker, the container id).
     pub id: String,
     pub workdir: String,
     /// Container port → where it is reachable from the control plane (`PUBLISH_IP`:<random>,
@@ -131,7 +131,7 @@ pub struct SandboxStatus {
 #[derive(Clone, Debug)]
 pub struct ListedSandbox {
     pub id: String,
-    /// The backend's name for it (the Docker container name, without the leading `/`).
+    /// The backend's name for it (on Docker, the container name without the leading `/`).
     pub name: String,
     /// The session label, if any.
     pub session: Option<String>,
@@ -260,6 +260,14 @@ pub trait SandboxBackend: Send + Sync + 'static {
             "the {} backend has no warm pool",
             self.name()
         )))
+    }
+
+    /// The name of a new warm-pool sandbox, unique by `key` (a fresh id): what the pool
+    /// reserves, passes to [`SandboxBackend::create_pooled`] and finds again in
+    /// [`SandboxBackend::list`], in the backend's own naming (on Docker, a name of the
+    /// deployment's containers, `sa-pool-<key>`).
+    fn pooled_name(&self, key: &str) -> String {
+        format!("pool-{key}")
     }
 
     /// Names a pooled sandbox after the session a claim gave it to (`sa-<session>` on

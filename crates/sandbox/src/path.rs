@@ -81,6 +81,19 @@ impl WorkspacePath {
     }
 }
 
+/// The directories above a relative `path`, outermost first (`a`, `a/b` for `a/b/c`): the
+/// entries an archive needs before `path` so that the backend creates none of them itself
+/// (as root, on Docker).
+pub fn parent_dirs(path: &std::path::Path) -> Vec<&std::path::Path> {
+    let mut parents: Vec<&std::path::Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    parents.reverse();
+    parents
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! The disk limit of a sandbox (`--sandbox-disk-mb`): what a sandbox writes to its own
-//! filesystem lands on the Docker host's disk, which every sandbox and the server share, and
-//! Docker's overlay storage on the usual filesystems (ext4, xfs without project quotas) has no
-//! per-sandbox size. So the limit is enforced by measurement: on its own timer, the backend
+//! filesystem lands on the disk of the host that runs it, which sandboxes (and, on one Docker
+//! host, the server) share, and a backend's storage need not bound each sandbox (Docker's
+//! overlay storage on the usual filesystems, ext4 or xfs without project quotas, has no
+//! per-sandbox size). So the limit is enforced by measurement: on its own timer, the backend
 //! reports each running sandbox's written bytes and a sandbox over the limit is stopped, its
 //! reason `disk`. The stop archives `/workspace` as any stop does (what was written elsewhere,
 //! `/tmp` and the like, goes with the sandbox); when the archive cannot be written the
@@ -10,8 +11,8 @@
 //!
 //! A session may set a lower limit of its own (`resources.disk_mb`), which holds even when the
 //! server's is off. Without a server-wide limit the check asks the database first and lists
-//! the sandboxes' sizes, which makes the Docker engine walk every container's layer, only
-//! when a running session has a limit of its own.
+//! the sandboxes' sizes, which is costly for the backend (Docker walks every container's
+//! layer), only when a running session has a limit of its own.
 
 use crate::Sessions;
 use sandbox_agents_domain::session::{StoppedReason, MIN_DISK_MB};

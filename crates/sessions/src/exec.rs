@@ -177,7 +177,7 @@ impl PreparedExec {
             }
         };
         // The idle clock is moved while the command runs, not before it: the UPDATE (a
-        // commit) overlaps the Docker round trips instead of adding to them. It has committed
+        // commit) overlaps the backend's round trips instead of adding to them. It has committed
         // by the time the caller gets the answer, so a use that was answered is always on
         // record; a reaper that decided just before it re-checks under the session lock
         // (see `stop_locked`).

@@ -288,11 +288,8 @@ impl Sessions {
         let spec = self.pool_spec();
         let target = self.pool_target().await?;
         let names = sandbox_pool::reserve(&st.db, &spec.image, target, || {
-            format!(
-                "{}pool-{}",
-                sandbox_agents_sandbox::docker::CONTAINER_PREFIX,
-                uuid::Uuid::new_v4().simple()
-            )
+            st.backend
+                .pooled_name(&uuid::Uuid::new_v4().simple().to_string())
         })
         .await?;
         let mut started = 0;

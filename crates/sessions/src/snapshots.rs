@@ -1,6 +1,7 @@
-//! Snapshots: the workspace archived to the blob store and, on Docker, the container's
-//! filesystem outside it captured as an image so installed packages survive (the workspace is
-//! a volume, which a commit leaves out). Mounted buckets are left out of both (writable ones
+//! Snapshots: the workspace archived to the blob store and, on a backend that keeps snapshots
+//! as images (`Capabilities::snapshots`; Docker commits the container), the sandbox's
+//! filesystem outside it captured as an image so installed packages survive (the image never
+//! holds the workspace). Mounted buckets are left out of both (writable ones
 //! are written back first); a fork or restore stages them again. Restoring replaces a
 //! session's sandbox with one booted from the snapshot; creating a session with
 //! `from_snapshot_id` forks it.

@@ -4,7 +4,7 @@
 //! snapshot, restore): one row per session, naming the process by its liveness key (see
 //! [`crate::liveness`]) and the holding by a token. It is taken and given back in short
 //! statements and held by no connection in between, so a lifecycle operation never keeps a
-//! pooled connection across the Docker calls it protects. A lease lasts while its process
+//! pooled connection across the backend calls it protects. A lease lasts while its process
 //! holds its liveness lock: a lease of a dead process is taken over ([`take_over`]), never
 //! waited out.
 //!

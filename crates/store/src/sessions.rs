@@ -496,7 +496,8 @@ pub struct RunningSandbox {
 }
 
 /// Whether any running session set a disk limit of its own: without a server-wide limit, the
-/// disk check lists the sandboxes' sizes (costly for the Docker engine) only then.
+/// disk check lists the sandboxes' sizes (costly for the backend: Docker walks every layer)
+/// only then.
 pub async fn any_running_with_disk_limit(db: impl PgExecutor<'_>) -> Result<bool> {
     let any = sqlx::query_scalar!(
         r#"select exists (select 1 from sessions

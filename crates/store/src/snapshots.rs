@@ -1,5 +1,6 @@
-//! The `snapshots` table: workspace archives (and, on Docker, the container's filesystem as an
-//! image) that a session can be restored to or forked from.
+//! The `snapshots` table: workspace archives (and, where the backend keeps them, the sandbox's
+//! filesystem as an image, a commit on Docker) that a session can be restored to or forked
+//! from.
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::{ProjectId, SessionId};

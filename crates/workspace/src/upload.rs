@@ -1,10 +1,10 @@
 //! The tar framing around one uploaded file streamed into the sandbox, and the file names
 //! allowed. The file's bytes are never held in memory: the framing is a header block (with
-//! a directory entry for each parent, so none is created by the Engine as root), the bytes as
-//! they stream, then padding and the end-of-archive blocks.
+//! a directory entry for each parent, so none is created by the backend as root), the bytes
+//! as they stream, then padding and the end-of-archive blocks.
 
-use sandbox_agents_sandbox::docker::archive::parent_dirs;
-use sandbox_agents_sandbox::docker::{SANDBOX_GID, SANDBOX_UID};
+use crate::manifest::SANDBOX_UID;
+use sandbox_agents_sandbox::path::parent_dirs;
 use std::path::{Component, Path};
 use tar::EntryType;
 
@@ -16,8 +16,9 @@ fn header(kind: EntryType, mode: u32, size: u64, mtime: u64) -> tar::Header {
     h.set_mode(mode);
     h.set_size(size);
     h.set_mtime(mtime);
+    // The sandbox user's group has its number (as in every archive of ours, `manifest`).
     h.set_uid(SANDBOX_UID);
-    h.set_gid(SANDBOX_GID);
+    h.set_gid(SANDBOX_UID);
     h
 }
 
@@ -94,7 +95,7 @@ mod tests {
             e.read_to_end(&mut got).unwrap();
             assert_eq!(got, data);
             assert_eq!(e.header().mode().unwrap(), 0o644);
-            assert_eq!(e.header().gid().unwrap(), SANDBOX_GID);
+            assert_eq!(e.header().gid().unwrap(), SANDBOX_UID);
             drop(e);
             assert!(entries.next().is_none());
         }

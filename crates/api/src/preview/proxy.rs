@@ -267,8 +267,9 @@ async fn forward(
     parts.headers = upstream_headers;
     parts.version = Version::HTTP_11;
     parts.extensions = Default::default();
-    // Docker's loopback proxy accepts the connection and then closes it when nothing listens
-    // in the container, so a refused connect and a close before any answer look alike.
+    // A backend's port forwarding may accept the connection and then close it when nothing
+    // listens in the sandbox (Docker's loopback proxy does), so a refused connect and a close
+    // before any answer look alike.
     let mut resp = proxy
         .client
         .request(Request::from_parts(parts, body))

@@ -1,6 +1,6 @@
 //! `/api/environments`: named sandbox configurations of the project that sessions start in.
-//! On Docker a configuration with packages is built into an image when it is saved; see
-//! `sandbox_agents_environments::Environments`.
+//! On a backend that builds images (Docker's does) a configuration with packages is built into
+//! an image when it is saved; see `sandbox_agents_environments::Environments`.
 
 use crate::error::ApiResult;
 use crate::extract::{lenient_bool, ApiJson, ApiQuery};

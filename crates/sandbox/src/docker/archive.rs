@@ -11,6 +11,7 @@
 //! serialises them, which made the uploads of a burst of boots wait for one another.
 
 use super::{error, SANDBOX_GID, SANDBOX_UID};
+use crate::path::parent_dirs;
 use crate::{Result, SandboxError};
 use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use bollard::{body_full, body_try_stream, Docker};
@@ -173,18 +174,6 @@ pub(crate) async fn get_archive(
     };
     let rest = body.map(move |item| item.map_err(|e| error::archive(&id, &path, e)));
     Ok(stream::once(async move { Ok(first) }).chain(rest).boxed())
-}
-
-/// The directories above a relative `path`, outermost first (`a`, `a/b` for `a/b/c`): the
-/// entries an archive needs before `path` so that the Engine creates none of them as root.
-pub fn parent_dirs(path: &Path) -> Vec<&Path> {
-    let mut parents: Vec<&Path> = path
-        .ancestors()
-        .skip(1)
-        .filter(|p| !p.as_os_str().is_empty())
-        .collect();
-    parents.reverse();
-    parents
 }
 
 /// The archive rewritten as described in the module docs.

@@ -426,6 +426,10 @@ impl SandboxBackend for DockerBackend {
     }
 
     #[tracing::instrument(skip_all, fields(container.id = %id, session = %session))]
+    fn pooled_name(&self, key: &str) -> String {
+        format!("{CONTAINER_PREFIX}pool-{key}")
+    }
+
     async fn assign(&self, id: &str, session: &str) -> Result<()> {
         let name = container_name(session);
         let rename = || {

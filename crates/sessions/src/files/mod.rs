@@ -183,8 +183,8 @@ impl Sessions {
                         shown(&p)
                     ))
                 })?;
-                // Through the daemon, the bytes come as they are (no tar, no Docker archive
-                // call); without one, out of a tar of the file.
+                // Through the daemon, the bytes come as they are (no tar, no archive call to
+                // the backend); without one, out of a tar of the file.
                 if let Some(client) = self.inner.backend.daemon(&sandbox).await {
                     return daemon_read(&client, &resolved, &p).await;
                 }
