@@ -157,8 +157,8 @@ impl Sessions {
                 .increment(1);
             return Ok(None);
         };
-        // It was running when pooled; make sure it still is (the Engine may have restarted).
-        // An open connection to its daemon says so without asking the Engine; a pooled
+        // It was running when pooled; make sure it still is (the backend may have restarted).
+        // An open connection to its daemon says so without asking the backend; a pooled
         // sandbox publishes no ports, so there is nothing else to learn.
         let ports = if st.backend.known_running(&container) {
             BTreeMap::new()
@@ -176,8 +176,8 @@ impl Sessions {
         };
         // Named after the session like any session's sandbox (the label cannot change; the
         // row is what says who owns it), beside the boot rather than before it: the name is
-        // for people reading `docker ps`, and a rename is Engine work that a burst of boots
-        // would queue behind. One that fails costs the name, not the boot.
+        // for people looking for it (`docker ps`, say), and a rename is backend work that a
+        // burst of boots would queue behind. One that fails costs the name, not the boot.
         let (backend, named, name) = (st.backend.clone(), container.clone(), session.to_string());
         st.tasks.spawn(async move {
             if let Err(e) = backend.assign(&named, &name).await {

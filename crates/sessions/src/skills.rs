@@ -331,7 +331,7 @@ impl Sessions {
         let tree = tree.map_err(|e| anyhow::anyhow!("staging the skills stopped: {e}"))?;
         match (put, tree) {
             (Ok(()), Ok(tree)) => Ok(tree),
-            // An upload the Engine gave up on breaks the writer's pipe: its error is the cause.
+            // An upload the backend gave up on breaks the writer's pipe: its error is the cause.
             (Err(e), Err(r)) if r.contains(PIPE_GONE) => Err(e.into()),
             // The tree's own refusal (a link, a limit) says more than the cut upload it causes.
             (_, Err(refusal)) => Err(ServiceError::BadRequest(refusal)),

@@ -21,8 +21,8 @@ pub struct TreeOptions {
     pub subpath: Option<String>,
     /// A file at the tree's root to return (a `workspace_source`'s `docs_file`).
     pub docs_file: Option<String>,
-    /// Leading name components to drop from every member (1 for an archive the Engine made of
-    /// a directory, whose members start with the directory's name).
+    /// Leading name components to drop from every member (1 for an archive a backend made of a
+    /// directory, whose members start with the directory's name).
     pub strip: usize,
     /// Skip links and special members instead of refusing the tree.
     pub skip_special: bool,
