@@ -62,6 +62,10 @@ pub struct BackendCapabilities {
     pub warm_pool: bool,
     /// The disk limit can be enforced (what a sandbox writes is measured).
     pub disk_measurement: bool,
+    /// Each sandbox is isolated by the kernel (its own namespaces, no capabilities,
+    /// no-new-privileges) and held to its CPU, memory and process limits. Only a test
+    /// double lacks it.
+    pub isolation: bool,
 }
 
 impl From<sandbox_agents_sandbox::Capabilities> for BackendCapabilities {
@@ -72,6 +76,7 @@ impl From<sandbox_agents_sandbox::Capabilities> for BackendCapabilities {
             daemon: c.daemon,
             warm_pool: c.warm_pool,
             disk_measurement: c.disk_measurement,
+            isolation: c.isolation,
         }
     }
 }

@@ -3,9 +3,9 @@
 //! [`SandboxBackend`] ([`BackendSettings::connect`]). The server resolves its flags into this
 //! value; nothing outside this crate knows what a backend needs to start.
 
+pub use crate::docker::DockerSettings;
 use crate::unavailable::Unavailable;
 use crate::{Result, SandboxBackend};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The backend of a deployment and its settings.
@@ -17,19 +17,6 @@ pub enum BackendSettings {
     /// sits on the trait. Every server given this value shares the one plane, as servers
     /// share one Docker Engine; each sees its own deployment's sandboxes.
     Memory(Arc<crate::memory::MemoryBackend>),
-}
-
-/// What the Docker backend starts with.
-#[derive(Clone, Debug, Default)]
-pub struct DockerSettings {
-    /// The Engine's address (`DOCKER_HOST`); `None`: the local socket.
-    pub host: Option<String>,
-    /// The Docker network sandboxes join (`--docker-network`); `None`: the default bridge,
-    /// ports published on the host's loopback.
-    pub network: Option<String>,
-    /// The sandbox daemon's binary mounted into every sandbox (`--sandboxd-bin`); `None`:
-    /// every command is a Docker exec.
-    pub sandboxd: Option<PathBuf>,
 }
 
 impl BackendSettings {

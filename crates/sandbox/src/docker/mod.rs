@@ -20,6 +20,7 @@ mod workspace;
 pub use archive::owned_by_sandbox_user;
 pub use create::{container_name, CONTAINER_PREFIX};
 pub use exec::{HOST_GRACE, TIMEOUT_EXIT};
+pub use start::DockerSettings;
 
 use crate::{
     BuildFailure, BuildLog, ExecOutput, ExecRequest, ImageRecipe, ListedSandbox, Result, Sandbox,
@@ -121,7 +122,10 @@ impl DockerBackend {
                     .and_then(|n| n.first())
                     .map(|n| n.trim_start_matches('/').to_owned())
                     .unwrap_or_default();
-                name.starts_with(create::CONTAINER_PREFIX)
+                // The workspace measurer's short-lived containers carry the deployment's
+                // label and our prefix, but are no sandbox: listed, the orphan sweep would
+                // remove one mid-measurement and a test counting sandboxes would count it.
+                (name.starts_with(create::CONTAINER_PREFIX) && !workspace::is_measurer(&name))
                     .then_some((name, c))
             })
             .collect())
@@ -425,11 +429,11 @@ impl SandboxBackend for DockerBackend {
         self.create_and_start(name, body, workspace_ready).await
     }
 
-    #[tracing::instrument(skip_all, fields(container.id = %id, session = %session))]
     fn pooled_name(&self, key: &str) -> String {
         format!("{CONTAINER_PREFIX}pool-{key}")
     }
 
+    #[tracing::instrument(skip_all, fields(container.id = %id, session = %session))]
     async fn assign(&self, id: &str, session: &str) -> Result<()> {
         let name = container_name(session);
         let rename = || {
@@ -572,7 +576,6 @@ impl SandboxBackend for DockerBackend {
             .containers(false, true)
             .await?
             .into_iter()
-            .filter(|(name, _)| !name.starts_with(&format!("{}measure-", create::CONTAINER_PREFIX)))
             .filter_map(|(_, c)| {
                 let volume = c.mounts.iter().flatten().find_map(|m| {
                     (m.destination.as_deref() == Some(WORKDIR)).then(|| m.name.clone())?

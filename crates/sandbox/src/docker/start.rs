@@ -1,11 +1,24 @@
-//! The Docker backend as [`crate::settings::DockerSettings`] describe it: the Engine
-//! connected, the daemon's binary loaded, the network checked.
+//! The Docker backend as [`DockerSettings`] describe it: the Engine connected, the daemon's
+//! binary loaded, the network checked.
 
 use super::daemon::DaemonBinary;
 use super::{DockerBackend, DEFAULT_HOST};
-use crate::settings::DockerSettings;
 use crate::{SandboxBackend, SandboxError};
+use std::path::PathBuf;
 use std::sync::Arc;
+
+/// What the Docker backend starts with.
+#[derive(Clone, Debug, Default)]
+pub struct DockerSettings {
+    /// The Engine's address (`DOCKER_HOST`); `None`: the local socket.
+    pub host: Option<String>,
+    /// The Docker network sandboxes join (`--docker-network`); `None`: the default bridge,
+    /// ports published on the host's loopback.
+    pub network: Option<String>,
+    /// The sandbox daemon's binary mounted into every sandbox (`--sandboxd-bin`); `None`:
+    /// every command is a Docker exec.
+    pub sandboxd: Option<PathBuf>,
+}
 
 /// Why the backend did not start.
 pub(crate) enum StartError {

@@ -21,6 +21,16 @@ use bollard::Docker;
 use futures::StreamExt;
 use std::collections::HashMap;
 
+/// What follows our prefix in the names of the short-lived containers that measure
+/// workspace volumes.
+const MEASURER: &str = "measure-";
+
+/// Whether a container of ours is a workspace measurer, not a sandbox.
+pub(crate) fn is_measurer(name: &str) -> bool {
+    name.strip_prefix(CONTAINER_PREFIX)
+        .is_some_and(|rest| rest.starts_with(MEASURER))
+}
+
 /// Volumes measured by one container (mounts per container stay well under the Engine's
 /// limits, and one slow volume delays only its batch).
 const BATCH: usize = 64;
@@ -86,7 +96,7 @@ async fn measure(
         ..Default::default()
     };
     let name = format!(
-        "{CONTAINER_PREFIX}measure-{}",
+        "{CONTAINER_PREFIX}{MEASURER}{}",
         uuid::Uuid::new_v4().simple()
     );
     let created = docker

@@ -27,7 +27,7 @@ function rows(backend: HTMLElement) {
 
 describe('the sandbox backend card', () => {
   it('names the default backend and says each capability in words, with its mark', async () => {
-    serve([{ name: 'docker', default: true, capabilities: { snapshots: 'image', image_builds: true, daemon: true, warm_pool: false, disk_measurement: true } }]);
+    serve([{ name: 'docker', default: true, capabilities: { snapshots: 'image', image_builds: true, daemon: true, warm_pool: false, disk_measurement: true, isolation: true } }]);
     renderInApp(<BackendCard />);
     const backend = await screen.findByTestId('backend');
     expect(within(backend).getByTestId('backend-name')).toHaveTextContent('docker');
@@ -38,11 +38,13 @@ describe('the sandbox backend card', () => {
       ['capability-daemon', 'yes'],
       ['capability-warm_pool', 'no'],
       ['capability-disk_measurement', 'yes'],
+      ['capability-isolation', 'yes'],
     ]);
     expect(screen.getByTestId('capability-snapshots')).toHaveTextContent('Snapshots keep installed packages');
     expect(screen.getByTestId('capability-image_builds')).toHaveTextContent('Environment image builds');
     expect(screen.getByTestId('capability-daemon')).toHaveTextContent('Terminals and background processes');
     expect(screen.getByTestId('capability-disk_measurement')).toHaveTextContent('Disk limit enforced');
+    expect(screen.getByTestId('capability-isolation')).toHaveTextContent('Isolated by the kernel');
     const warm = screen.getByTestId('capability-warm_pool');
     expect(warm).toHaveTextContent('Warm pool');
     expect(within(warm).getByLabelText('no')).toBeInTheDocument();
@@ -50,25 +52,25 @@ describe('the sandbox backend card', () => {
 
   it('says when snapshots keep the workspace only, and shows a capability it does not know by its name', async () => {
     serve([
-      { name: 'docker', default: true, capabilities: { snapshots: 'image', image_builds: true, daemon: true, warm_pool: true, disk_measurement: true } },
-      { name: 'k8s', default: false, capabilities: { snapshots: 'archive_only', image_builds: false, daemon: true, warm_pool: false, disk_measurement: false, gpus: true, isolation: false, region: 'eu-west' } },
+      { name: 'docker', default: true, capabilities: { snapshots: 'image', image_builds: true, daemon: true, warm_pool: true, disk_measurement: true, isolation: true } },
+      { name: 'memory', default: false, capabilities: { snapshots: 'archive_only', image_builds: false, daemon: false, warm_pool: true, disk_measurement: false, isolation: false, gpus: true, region: 'eu-west' } },
     ]);
     renderInApp(<BackendCard />);
-    const [docker, k8s] = await screen.findAllByTestId('backend');
+    const [docker, memory] = await screen.findAllByTestId('backend');
     expect(within(docker).getByText('default')).toBeInTheDocument();
-    expect(within(k8s).getByTestId('backend-name')).toHaveTextContent('k8s');
-    expect(within(k8s).queryByText('default')).toBeNull();
-    expect(rows(k8s)).toEqual([
+    expect(within(memory).getByTestId('backend-name')).toHaveTextContent('memory');
+    expect(within(memory).queryByText('default')).toBeNull();
+    expect(rows(memory)).toEqual([
       ['capability-snapshots', 'partly', expect.stringContaining('Snapshots keep the workspace only')],
       ['capability-image_builds', 'no', expect.stringContaining('Environment image builds')],
-      ['capability-daemon', 'yes', expect.stringContaining('Terminals and background processes')],
-      ['capability-warm_pool', 'no', expect.stringContaining('Warm pool')],
+      ['capability-daemon', 'no', expect.stringContaining('Terminals and background processes')],
+      ['capability-warm_pool', 'yes', expect.stringContaining('Warm pool')],
       ['capability-disk_measurement', 'no', expect.stringContaining('Disk limit enforced')],
+      ['capability-isolation', 'no', expect.stringContaining('Isolated by the kernel')],
       ['capability-gpus', 'yes', 'gpus'],
-      ['capability-isolation', 'no', 'isolation'],
       ['capability-region', 'value', 'eu-westregion'],
     ]);
-    expect(within(within(k8s).getByTestId('capability-gpus')).getByLabelText('yes')).toBeInTheDocument();
+    expect(within(within(memory).getByTestId('capability-gpus')).getByLabelText('yes')).toBeInTheDocument();
   });
 
   it('shows the API’s reason when the backends cannot be read', async () => {

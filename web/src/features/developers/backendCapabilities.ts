@@ -41,6 +41,10 @@ const BOOLEANS: Record<string, Known> = {
     label: 'Disk limit enforced',
     hint: 'What a sandbox writes is measured, so a session past its disk limit is stopped.',
   },
+  isolation: {
+    label: 'Isolated by the kernel',
+    hint: 'Each sandbox runs in namespaces of its own, without privileges, held to its CPU, memory and process limits. Only a test backend lacks it.',
+  },
 };
 
 function snapshotRow(value: unknown): CapabilityRow {
