@@ -45,15 +45,21 @@ impl TestApp {
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     }
 
-    /// A restart: this server shuts down (its connections, its daemon bridges and all it
-    /// held in memory go with it) and leaves its sandboxes running; a new server starts on the
-    /// same database with the default options, as a redeploy would.
-    pub async fn restart(mut self) -> TestApp {
-        let (db, options) = (self.db.clone(), self.db_options.clone());
+    /// Shuts this server down and leaves its sandboxes as they are, as a crash or a redeploy
+    /// would: a test then starts another server on the same database (`with_db`).
+    pub async fn stop_keeping_sandboxes(mut self) {
         self.keep_sandboxes = true;
         let data_dir = self.data_dir.clone();
         self.stop().await;
         let _ = std::fs::remove_dir_all(data_dir);
+    }
+
+    /// A restart: this server shuts down (its connections, its daemon bridges and all it
+    /// held in memory go with it) and leaves its sandboxes running; a new server starts on the
+    /// same database with the default options, as a redeploy would.
+    pub async fn restart(self) -> TestApp {
+        let (db, options) = (self.db.clone(), self.db_options.clone());
+        self.stop_keeping_sandboxes().await;
         TestApp::builder().with_db(db, options).spawn().await
     }
 

@@ -118,6 +118,22 @@ impl<'a> TestAppBuilder<'a> {
         self
     }
 
+    /// Sandboxes on `plane`, the in-memory backend (`BackendSettings::Memory`), instead of
+    /// Docker: no container, no image, a command interpreter for what the tests run. Every
+    /// server of a test given the same plane shares it, as processes share a Docker Engine.
+    /// The server's default image is one of the plane's.
+    pub fn with_memory_backend(
+        self,
+        plane: &sandbox_agents_sandbox::memory::MemoryBackend,
+    ) -> Self {
+        let plane = plane.clone();
+        self.with_settings(move |s| {
+            let plane = plane.with_image(&s.services.sessions.default_image);
+            s.services.backend =
+                sandbox_agents_sandbox::BackendSettings::Memory(std::sync::Arc::new(plane));
+        })
+    }
+
     /// The deployment's shared token is `token` (not open mode).
     pub fn with_token(self, token: &str) -> Self {
         self.with_auth(Auth::new(Some(token)))

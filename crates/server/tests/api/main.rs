@@ -20,6 +20,7 @@ mod fanout;
 mod files;
 mod git_checkouts;
 mod git_keys;
+mod in_memory;
 mod input_edges;
 mod internal_errors;
 mod isolation;
