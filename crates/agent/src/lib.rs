@@ -64,6 +64,7 @@ mod tool_round;
 mod tools;
 mod turn;
 mod usage;
+mod wiring;
 
 pub use memory::CONSOLIDATION_MARKER;
 pub use models::ModelClients;

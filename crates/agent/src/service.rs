@@ -3,7 +3,7 @@
 
 use crate::local::LocalRuns;
 use crate::models::ModelClients;
-use sandbox_agents_sessions::{RunHooks, Sessions};
+use sandbox_agents_sessions::Sessions;
 use sandbox_agents_store::admission::Limits;
 use sandbox_agents_store::{Db, EventHub};
 use std::sync::Arc;
@@ -38,38 +38,6 @@ pub(crate) struct Inner {
 }
 
 impl Runs {
-    /// The run loop and the lifecycle it drives, made together: `lifecycle` gets the hooks
-    /// the lifecycle calls for runs (they hold these runs weakly, `hooks.rs`) and builds the
-    /// [`Sessions`] these runs use, with whatever else is built around it, given back beside
-    /// the runs. The lifecycle reaches runs only through the hooks, and requires them
-    /// (`Sessions::new`), so a wiring cannot leave them out. `run_limits` bound turns in
-    /// flight.
-    pub fn new<T>(
-        lifecycle: impl FnOnce(Arc<dyn RunHooks>) -> (Sessions, T),
-        models: ModelClients,
-        run_limits: Limits,
-    ) -> (Self, T) {
-        let mut around = None;
-        let inner = Arc::new_cyclic(|weak| {
-            let (sessions, other) = lifecycle(crate::hooks::for_lifecycle(weak.clone()));
-            around = Some(other);
-            Inner {
-                db: sessions.db().clone(),
-                shutdown: sessions.shutdown().clone(),
-                sessions,
-                models,
-                runs: Default::default(),
-                hub: Default::default(),
-                windows: Default::default(),
-                run_limits,
-                run_room: Default::default(),
-                admission_asks: tokio::sync::Semaphore::new(crate::admission::ASKS_AT_ONCE),
-            }
-        });
-        let around = around.expect("Arc::new_cyclic calls its closure once");
-        (Runs { inner }, around)
-    }
-
     /// Gives runs the process's event hub (once; later calls are ignored).
     pub fn attach_hub(&self, hub: EventHub) {
         let _ = self.inner.hub.set(hub);

@@ -13,5 +13,6 @@ pub mod analysis;
 mod builds;
 pub mod image;
 mod service;
+mod wiring;
 
 pub use service::{EnvironmentSettings, Environments};

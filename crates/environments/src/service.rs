@@ -9,7 +9,7 @@ use sandbox_agents_domain::environment::{
 use sandbox_agents_domain::validation::Violations;
 use sandbox_agents_domain::ProjectId;
 use sandbox_agents_errors::{Result, ServiceError};
-use sandbox_agents_sessions::{EnvironmentHooks, Sessions};
+use sandbox_agents_sessions::Sessions;
 use sandbox_agents_store::environments::{
     self, EnvironmentRef, EnvironmentUpdate, NewBuild, NewEnvironment,
 };
@@ -66,34 +66,6 @@ pub(crate) fn no_environment(raw: &str) -> impl Fn(StoreError) -> ServiceError +
 }
 
 impl Environments {
-    /// Environments and the lifecycle they hold, made together: `lifecycle` gets the hooks the
-    /// lifecycle calls for environments (they hold these environments weakly, `analysis.rs`)
-    /// and builds the [`Sessions`] they use. The database and the shutdown signal are the
-    /// lifecycle's.
-    pub fn new(
-        lifecycle: impl FnOnce(Arc<dyn EnvironmentHooks>) -> Sessions,
-        blobs: Arc<dyn BlobStore>,
-        deployment: String,
-        settings: EnvironmentSettings,
-    ) -> Self {
-        let inner = Arc::new_cyclic(|weak| {
-            let sessions = lifecycle(crate::analysis::for_lifecycle(weak.clone()));
-            Inner {
-                db: sessions.db().clone(),
-                shutdown: sessions.shutdown().clone(),
-                backends: vec![sessions.backend_name().to_owned()],
-                sessions,
-                blobs,
-                deployment,
-                permits: Arc::new(Semaphore::new(settings.max_concurrent_builds.max(1))),
-                settings,
-                inflight: Default::default(),
-                tasks: TaskTracker::new(),
-            }
-        });
-        Environments { inner }
-    }
-
     /// The lifecycle these environments use.
     pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
