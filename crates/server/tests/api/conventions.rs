@@ -64,6 +64,7 @@ async fn backends_list_the_default_first() {
             "daemon": true,
             "warm_pool": true,
             "disk_measurement": true,
+            "isolation": true,
         })
     );
 }
