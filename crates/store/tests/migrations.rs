@@ -4,9 +4,6 @@
 
 use sandbox_agents_store::database::MIGRATOR;
 use sandbox_agents_store::{sandbox_pool, sessions, Db};
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection};
-use std::str::FromStr;
 use uuid::Uuid;
 
 /// The migration that renamed `container_id` to `sandbox_id`.
@@ -16,22 +13,7 @@ const SANDBOX_ID: i64 = 20261206150000;
 /// a pool on it. Each migration's SQL runs as sqlx runs it (one transaction per file), but
 /// without sqlx's bookkeeping: the test applies the rest itself with [`apply_from`].
 async fn database_before(version: i64) -> Db {
-    let admin = PgConnectOptions::from_str(&sandbox_agents_testkit::database_url("postgres").await)
-        .expect("the test cluster's URL");
-    let name = format!("test_{}", Uuid::new_v4().simple());
-    let mut conn = admin
-        .connect()
-        .await
-        .expect("connecting to the test cluster");
-    // Identifiers cannot be bound as parameters; the name is generated above.
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.ok();
-    let db = sandbox_agents_store::connect(admin.database(&name), 2)
-        .await
-        .expect("connecting to the test database");
+    let (db, _, _) = sandbox_agents_testkit::empty_database(2).await;
     for m in MIGRATOR.iter().filter(|m| m.version < version) {
         apply(&db, m).await;
     }

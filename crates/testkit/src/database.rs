@@ -94,6 +94,16 @@ pub async fn fresh_database() -> (Db, PgConnectOptions) {
 
 /// The same, with the database's name (for [`database_url`]).
 pub async fn fresh_named_database() -> (Db, PgConnectOptions, String) {
+    let (db, options, name) = empty_database(20).await;
+    sandbox_agents_store::migrate(&db)
+        .await
+        .expect("migrating the test database");
+    (db, options, name)
+}
+
+/// A new database of its own in the shared test cluster, with no migration applied (for a
+/// test of the migrations themselves), and a pool of `connections` on it.
+pub async fn empty_database(connections: u32) -> (Db, PgConnectOptions, String) {
     let admin = &cluster().await.admin;
     let name = format!("test_{}", uuid::Uuid::new_v4().simple());
     let mut conn = admin
@@ -107,11 +117,8 @@ pub async fn fresh_named_database() -> (Db, PgConnectOptions, String) {
         .expect("creating a test database");
     conn.close().await.ok();
     let options = admin.clone().database(&name);
-    let db = sandbox_agents_store::connect(options.clone(), 20)
+    let db = sandbox_agents_store::connect(options.clone(), connections)
         .await
         .expect("connecting to the test database");
-    sandbox_agents_store::migrate(&db)
-        .await
-        .expect("migrating the test database");
     (db, options, name)
 }

@@ -26,7 +26,7 @@ pub mod tls;
 pub mod webhooks;
 
 pub use builder::{test_webhook_settings, TestAppBuilder};
-pub use database::{database_url, fresh_database, fresh_named_database};
+pub use database::{database_url, empty_database, fresh_database, fresh_named_database};
 
 use sandbox_agents_agent::Runs;
 use sandbox_agents_sandbox::docker::DockerBackend;
