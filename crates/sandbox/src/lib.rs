@@ -1,7 +1,11 @@
-//! Where sessions' containers run. [`SandboxBackend`] is what the control plane needs from a
-//! compute plane; `docker` implements it on the Docker Engine API, and a Kubernetes
-//! backend can implement it later. Every sandbox a backend creates carries labels naming the
-//! deployment and the session, so a reconciler can find what nobody owns.
+//! Where sessions' sandboxes run. [`SandboxBackend`] is what the control plane needs from a
+//! compute plane, in sandbox terms; `docker` implements it on the Docker Engine API (and is
+//! the only module that knows Docker), `memory` is a test double held in the process, and a
+//! Kubernetes backend is the next. [`BackendSettings`] picks one at start and is the only
+//! place a backend is made; [`daemon_link`] is how any of them reaches a sandbox's daemon.
+//! Every implementation runs the conformance suite (`tests/conformance/`). Every sandbox a
+//! backend creates carries labels naming the deployment and the session, so a reconciler can
+//! find what nobody owns.
 
 pub mod daemon_link;
 pub mod docker;
