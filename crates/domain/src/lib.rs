@@ -13,6 +13,7 @@ pub mod identity;
 pub mod ids;
 pub mod manifest;
 pub mod memory;
+pub mod network;
 pub mod notebook;
 pub mod openapi;
 pub mod patch;
