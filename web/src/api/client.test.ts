@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { api, ApiError, detailOf, setApiProject, unwrap } from './client';
+import { api, ApiError, detailOf, fieldErrors, setApiProject, unwrap } from './client';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -33,5 +33,12 @@ describe('the API client', () => {
     expect(detailOf({ detail: [{ loc: ['body', 'slug'], msg: 'bad slug' }, { loc: ['body'], msg: 'x' }] }, 422)).toBe('slug: bad slug; x');
     expect(detailOf('<html>Bad gateway</html>', 502)).toBe('<html>Bad gateway</html>');
     expect(detailOf(undefined, 500, 'Internal Server Error')).toBe('500 Internal Server Error');
+  });
+
+  it('keys a 422’s messages by the field they name', () => {
+    const body = { detail: [{ loc: ['body', 'network', 'allow', '1'], msg: 'not an entry' }, { loc: ['body', 'network', 'allow', 1], msg: 'again' }, { loc: ['body'], msg: 'whole body' }] };
+    expect(fieldErrors(new ApiError(422, 'x', body))).toEqual({ 'network.allow.1': 'not an entry again' });
+    expect(fieldErrors(new ApiError(400, 'x', body))).toEqual({});
+    expect(fieldErrors(new Error('x'))).toEqual({});
   });
 });

@@ -93,6 +93,29 @@ export function detailOf(body: unknown, status: number, statusText = ''): string
   return `${status} ${statusText}`.trim() || 'The request failed.';
 }
 
+/**
+ * A 422's field list, each message with the field it names as a dotted key without `body`
+ * (`["body","network","allow","1"]` is `network.allow.1`), in the server's order. Messages
+ * that name no field, and errors of another status, are left out: the error's alert says them.
+ */
+export function fieldErrorList(error: unknown): { key: string; msg: string }[] {
+  if (!(error instanceof ApiError) || error.status !== 422) return [];
+  const detail = (error.body as { detail?: unknown } | null)?.detail;
+  if (!Array.isArray(detail)) return [];
+  return (detail as FieldError[]).flatMap((d) => {
+    const key = (d.loc ?? []).filter((p) => p !== 'body').map(String).join('.');
+    return key ? [{ key, msg: d.msg ?? 'invalid' }] : [];
+  });
+}
+
+/** A 422's field list keyed by field, for a form to show each message beside its field
+ * (two messages on one field are joined). */
+export function fieldErrors(error: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { key, msg } of fieldErrorList(error)) out[key] = out[key] ? `${out[key]} ${msg}` : msg;
+  return out;
+}
+
 /** Unwraps an openapi-fetch result: the data, or an ApiError with the API's `detail`. */
 export async function unwrap<T>(
   promise: Promise<{ data?: T; error?: unknown; response: Response }>,

@@ -3,7 +3,7 @@
 // ClientTool), their conversion to the API's bodies, and a 422's field list mapped back onto
 // the fields, so the dialog says what is wrong where it is wrong. The limits (idle TTL,
 // lifetime, resources) are in limits.ts.
-import { ApiError, type ClientTool, type Schemas } from '../../api/client';
+import { ApiError, fieldErrorList, type ClientTool, type Schemas } from '../../api/client';
 import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
 import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
 
@@ -132,8 +132,6 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
   };
 }
 
-type FieldError = { loc?: unknown[]; msg?: string };
-
 /** The binding row a sentence about a missing secret names ("…named 'X' … (bound to ENV …"). */
 function bindingRow(msg: string, values?: StartSessionValues): number {
   const m = /secret(?: named)? '([^']*)'.*\(bound to ([A-Za-z0-9_]+)/.exec(msg);
@@ -152,13 +150,10 @@ export function fieldErrorsOf(error: unknown, values?: StartSessionValues): Erro
     const i = bindingRow(detail, values);
     return i >= 0 ? { [`secret_bindings.${i}.secret`]: detail } : {};
   }
-  if (!Array.isArray(detail)) return {};
   const out: Errors = {};
-  for (const d of detail as FieldError[]) {
-    const loc = (d.loc ?? []).filter((p) => p !== 'body').map(String);
-    if (loc.length === 0) continue;
-    const msg = d.msg ?? 'invalid';
-    let key = loc.join('.');
+  for (const field of fieldErrorList(error)) {
+    const msg = field.msg;
+    let key = field.key;
     if (key === 'secret_bindings') {
       const i = bindingRow(msg, values);
       if (i >= 0) key = `secret_bindings.${i}.secret`;
