@@ -79,5 +79,9 @@ describe('networkErrorsOf', () => {
   it('maps an index of the sent list back onto the row it came from, blank rows skipped', () => {
     const sent = { egress: 'allowlist' as const, allow: ['a.org', '', 'bad name'], presets: [] };
     expect(networkErrorsOf({ 'network.allow.1': 'bad' }, 'network', sent)).toEqual({ 'allow.2': 'bad' });
+    expect(networkErrorsOf({ 'network.allow.1': 'bad' }, 'network', sent, sent)).toEqual({ 'allow.2': 'bad' });
+    // Edited since (or moved by a row removed above it): the message no longer applies.
+    expect(networkErrorsOf({ 'network.allow.1': 'bad' }, 'network', sent, { ...sent, allow: ['a.org', '', 'fixed.org'] })).toEqual({});
+    expect(networkErrorsOf({ 'network.allow.1': 'bad' }, 'network', sent, { ...sent, allow: ['', 'bad name'] })).toEqual({});
   });
 });

@@ -187,16 +187,20 @@ export type NetworkErrors = Record<string, string>;
  * The field errors under `prefix` (`network`, `config.network`), keyed below it: a 422's
  * `network.allow.1` is the editor's `allow.1`. Indexes are those of the policy as sent, so
  * `sent` (the editor's policy when it was saved, blank rows included) maps them back onto
- * the rows the person sees.
+ * the rows the person sees; with `current`, an entry's error goes once its row is edited.
  */
-export function networkErrorsOf(fields: Record<string, string>, prefix: string, sent?: NetworkPolicy): NetworkErrors {
+export function networkErrorsOf(fields: Record<string, string>, prefix: string, sent?: NetworkPolicy, current?: NetworkPolicy): NetworkErrors {
   const rows = sent ? sent.allow.flatMap((e, i) => (e.trim() ? [i] : [])) : null;
   const out: NetworkErrors = {};
   for (const [key, msg] of Object.entries(fields)) {
     if (key !== prefix && !key.startsWith(`${prefix}.`)) continue;
     let rest = key === prefix ? '' : key.slice(prefix.length + 1);
     const m = /^allow\.(\d+)$/.exec(rest);
-    if (m && rows) rest = `allow.${rows[Number(m[1])] ?? m[1]}`;
+    if (m) {
+      const row = rows ? (rows[Number(m[1])] ?? Number(m[1])) : Number(m[1]);
+      if (sent && current && current.allow[row] !== sent.allow[row]) continue;
+      rest = `allow.${row}`;
+    }
     out[rest || 'egress'] = msg;
   }
   return out;

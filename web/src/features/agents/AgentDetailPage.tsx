@@ -9,6 +9,7 @@ import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../components/PageFallback';
+import { policySummary } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { AgentMemoryTab } from './AgentMemoryTab';
 import { agentBody, agentSnippets, formFromAgent } from './model';
@@ -130,6 +131,9 @@ export default function AgentDetailPage() {
                 <Field label="Subagent step limit">{a.subagents.length ? `${a.subagent_max_steps} model calls per subagent task` : `${a.subagent_max_steps} (no subagents)`}</Field>
                 <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
                 <Field label="Environment">{a.environment_id ?? 'server default'}</Field>
+                <Field label="Network">
+                  <span data-testid="agent-network">{policySummary(formFromAgent(a).network)}</span>
+                </Field>
               </SimpleGrid>
               {a.description && (
                 <Text mt="md" size="sm">

@@ -25,11 +25,13 @@ import { IconCheck, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
-import { api, ApiError, unwrap, type Agent } from '../../api/client';
+import { api, ApiError, fieldErrors, unwrap, type Agent } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
+import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
 import { PageFallback } from '../../components/PageFallback';
+import { LAYERS_HELP, networkErrorsOf } from '../../lib/network';
 import { ManifestEntriesEditor, SkillsSourceEditor } from './StructuredEditors';
 import { bundleOfSkillsSource } from './structured';
 import {
@@ -118,6 +120,8 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   };
 
   const err = (k: string) => errors[k];
+  // The server's word on the policy (a 422 names the entry), on the rows as they were sent.
+  const networkErrors = networkErrorsOf(fieldErrors(save.error), 'network', save.variables?.v.network, values.network);
   const sectionHasErrors = (prefixes: string[]) => Object.keys(errors).some((k) => prefixes.some((p) => k === p || k.startsWith(p + '.')));
 
   return (
@@ -211,6 +215,9 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           <Tabs.Tab value="instructions">Instructions</Tabs.Tab>
           <Tabs.Tab value="sandbox" color={sectionHasErrors(['image', 'exposed_ports', 'idle_ttl_seconds', 'environment_id', 'env', 'entries']) ? 'red' : undefined}>
             Sandbox
+          </Tabs.Tab>
+          <Tabs.Tab value="network" color={Object.keys(networkErrors).length > 0 ? 'red' : undefined}>
+            Network
           </Tabs.Tab>
           <Tabs.Tab value="tools" color={sectionHasErrors(['client_tools']) ? 'red' : undefined}>
             Client tools
@@ -309,6 +316,18 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
               </Stack>
             </Input.Wrapper>
             <ManifestEntriesEditor rows={values.entries} json={values.entriesJson} onChange={(patch) => setValues((s) => ({ ...s, ...patch }))} errors={errors} />
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="network">
+          <Stack maw={820}>
+            <NetworkPolicyEditor
+              label="Egress"
+              description={`What this agent’s sandboxes may connect to. ${LAYERS_HELP}`}
+              value={values.network}
+              onChange={(p) => set('network', p)}
+              errors={networkErrors}
+            />
           </Stack>
         </Tabs.Panel>
 

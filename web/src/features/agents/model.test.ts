@@ -32,6 +32,19 @@ describe('validateAgentForm', () => {
     expect(agentBody(valid()).subagent_max_steps).toBeNull();
     expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} }, subagent_max_steps: 7 } as Agent).subagent_max_steps).toBe('7');
   });
+  it('sends the network policy as the server takes it, and reads it back', () => {
+    expect((agentBody(valid()) as { network?: unknown }).network).toEqual({ egress: 'open', allow: [], presets: [] });
+    const network = { egress: 'allowlist' as const, allow: ['pypi.org', ' ', 'github.com:443'], presets: ['npm'] };
+    expect((agentBody({ ...valid(), network }) as { network?: unknown }).network).toEqual({ egress: 'allowlist', allow: ['pypi.org', 'github.com:443'], presets: ['npm'] });
+    // Entries kept while another egress is chosen are not sent: the server refuses them there.
+    expect((agentBody({ ...valid(), network: { ...network, egress: 'none' } }) as { network?: unknown }).network).toEqual({ egress: 'none', allow: [], presets: [] });
+    const stored = { ...({} as Agent), manifest: { entries: {}, environment: {} }, network: { egress: 'allowlist', allow: ['pypi.org'], presets: ['github'] } } as Agent;
+    expect(formFromAgent(stored).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['github'] });
+    expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} } } as Agent).network).toEqual({ egress: 'open', allow: [], presets: [] });
+    // The snippets name a policy only when it is not the default.
+    expect(agentSnippets(agentBody(valid()), 'http://x', null).curl).not.toContain('network');
+    expect(agentSnippets(agentBody({ ...valid(), network }), 'http://x', null).curl).toContain('"network":{"egress":"allowlist"');
+  });
   it('checks client tools: names, sandbox clashes, duplicates, timeouts and schemas', () => {
     const tool = (name: string, extra = {}) => ({ name, description: '', deferrable: false, timeout_seconds: '', parameters: '{}', ...extra });
     const e = validateAgentForm({ ...valid(), client_tools: [tool('shell'), tool('ask'), tool('ask'), tool('bad name'), tool('t', { deferrable: true, timeout_seconds: '5' }), tool('p', { parameters: '[]' })] });

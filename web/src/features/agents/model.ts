@@ -2,6 +2,7 @@
 // the rules of openapi.json's AgentCreate (patterns, lengths, ranges), so the form says what
 // is wrong before the server does. The server's 422 is still shown as it says it.
 import type { Agent, AgentCreate, ClientTool } from '../../api/client';
+import { defaultPolicy, policyBody, policyOf, samePolicy, type NetworkPolicy } from '../../lib/network';
 import { ENV_RE, SANDBOX_TOOLS, SLUG_RE, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
 import { ENTRY_FIELDS, SKILLS_FIELDS, entriesObject, entryRowErrors, entryRowsOf, isObject, parseEntries, specProblems, type EntryRow } from './structured';
 
@@ -56,6 +57,8 @@ export type AgentFormValues = {
   subagents: SubagentRow[];
   skills_source: string; // JSON object or ''
   workspace_source: string; // JSON object or ''
+  /** The egress policy; its entries are checked by the server (the editor shows its rules as hints). */
+  network: NetworkPolicy;
 };
 
 export function emptyAgentForm(): AgentFormValues {
@@ -82,6 +85,7 @@ export function emptyAgentForm(): AgentFormValues {
     subagents: [],
     skills_source: '',
     workspace_source: '',
+    network: defaultPolicy(),
   };
 }
 
@@ -122,6 +126,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
     })),
     skills_source: a.skills_source ? pretty(a.skills_source) : '',
     workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
+    network: policyOf((a as Agent & { network?: NetworkPolicy }).network),
   };
 }
 
@@ -280,12 +285,13 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     idle_ttl_seconds: v.idle_ttl_seconds.trim() === '' ? null : Number(v.idle_ttl_seconds),
     subagent_max_steps: v.subagent_max_steps.trim() === '' ? null : Number(v.subagent_max_steps),
     environment_id: orNull(v.environment_id),
+    network: policyBody(v.network),
   } as AgentCreate;
 }
 
 /** Fields whose values differ between two agents (what changed under a stale edit). */
 export function changedFields(a: Agent, b: Agent): string[] {
-  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps'] as const;
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
 }
 
@@ -321,6 +327,7 @@ export function agentSnippets(body: AgentCreate, baseUrl: string, project: strin
   const compact: Record<string, unknown> = {};
   for (const [k, val] of Object.entries(body)) {
     if (val === null || val === '' || (Array.isArray(val) && val.length === 0)) continue;
+    if (k === 'network' && samePolicy(val as NetworkPolicy, defaultPolicy())) continue;
     if (k === 'manifest' && isObject(val) && Object.keys((val as { entries: object }).entries).length === 0 && Object.keys((val as { environment: object }).environment).length === 0) continue;
     compact[k] = val;
   }
