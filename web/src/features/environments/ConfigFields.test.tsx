@@ -20,4 +20,14 @@ describe('ConfigFields', () => {
     renderInApp(<ConfigFields values={values} errors={validateConfig(values)} onChange={() => {}} />);
     expect(screen.getByText(/options are not accepted/)).toBeInTheDocument();
   });
+
+  it('edits the network policy of the environment, with the server’s message beside an entry', () => {
+    const onChange = vi.fn();
+    const values = { ...emptyValues(), network: { egress: 'allowlist' as const, allow: ['a.org', 'b.org'], presets: [] } };
+    renderInApp(<ConfigFields values={values} errors={{}} networkErrors={{ 'allow.1': 'refused here' }} onChange={onChange} />);
+    expect(screen.getByLabelText('Allowed entry 2')).toHaveAttribute('aria-invalid', 'true');
+    expect(screen.getByText('refused here')).toBeInTheDocument();
+    fireEvent.click(screen.getByRole('radio', { name: 'none' }));
+    expect(onChange).toHaveBeenCalledWith({ ...values, network: { ...values.network, egress: 'none' } });
+  });
 });

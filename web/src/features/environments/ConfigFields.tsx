@@ -1,8 +1,11 @@
 import { Code, SimpleGrid, Stack, Text, TextInput, Textarea } from '@mantine/core';
+import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
+import { LAYERS_HELP, type NetworkErrors } from '../../lib/network';
 import { EXAMPLES, MANAGERS, type ConfigValues, type EnvironmentErrors } from './environments';
 
-/** The image and the packages of each manager (one per line, in its own syntax). */
-export function ConfigFields({ values, errors, onChange }: { values: ConfigValues; errors: EnvironmentErrors; onChange: (v: ConfigValues) => void }) {
+/** The image, the packages of each manager (one per line, in its own syntax) and the network
+ * policy of the environment's sessions (`networkErrors`: the server's, keyed below `config.network`). */
+export function ConfigFields({ values, errors, networkErrors, onChange }: { values: ConfigValues; errors: EnvironmentErrors; networkErrors?: NetworkErrors; onChange: (v: ConfigValues) => void }) {
   return (
     <Stack gap="sm">
       <TextInput
@@ -35,6 +38,13 @@ export function ConfigFields({ values, errors, onChange }: { values: ConfigValue
           />
         ))}
       </SimpleGrid>
+      <NetworkPolicyEditor
+        label="Egress"
+        description={`What sessions in this environment may connect to. ${LAYERS_HELP}`}
+        value={values.network}
+        errors={networkErrors}
+        onChange={(network) => onChange({ ...values, network })}
+      />
     </Stack>
   );
 }

@@ -3,10 +3,11 @@ import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
-import { api, ApiError, unwrap } from '../../api/client';
+import { api, ApiError, fieldErrors, unwrap } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../components/PageFallback';
+import { networkErrorsOf } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { ConfigFields } from './ConfigFields';
 import { BuildBadge } from './BuildBadge';
@@ -107,7 +108,7 @@ export default function EnvironmentDetailPage() {
             noValidate
           >
             <fieldset disabled={archived} style={{ border: 0, padding: 0, margin: 0 }}>
-              <ConfigFields values={values} errors={errors} onChange={setValues} />
+              <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(save.error), 'config.network', save.variables?.network, values.network)} onChange={setValues} />
               <Group mt="sm">
                 <Button type="submit" loading={save.isPending} disabled={archived}>Save configuration</Button>
                 <Text size="xs" c="dimmed">{archived ? 'Archived environments are read-only.' : 'Saving replaces the whole configuration; a changed one builds again (sessions created before keep their image).'}</Text>

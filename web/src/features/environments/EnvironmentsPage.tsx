@@ -2,13 +2,14 @@ import { Anchor, Badge, Button, Card, Group, Switch, Table, Text, TextInput, Tex
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate } from 'react-router-dom';
-import { api, unwrap } from '../../api/client';
+import { api, fieldErrors, unwrap } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
+import { networkErrorsOf } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { BuildBadge } from './BuildBadge';
 import { ConfigFields } from './ConfigFields';
-import { emptyValues, packageCount, toConfig, validateEnvironment } from './environments';
+import { emptyValues, packageCount, toConfig, validateEnvironment, type EnvironmentValues } from './environments';
 
 export default function EnvironmentsPage() {
   const qc = useQueryClient();
@@ -24,7 +25,7 @@ export default function EnvironmentsPage() {
   });
   const errors = validateEnvironment(values);
   const create = useMutation({
-    mutationFn: () => unwrap(api.POST('/api/environments', { body: { name: values.name.trim(), description: values.description, config: toConfig(values) } })),
+    mutationFn: (v: EnvironmentValues) => unwrap(api.POST('/api/environments', { body: { name: v.name.trim(), description: v.description, config: toConfig(v) } })),
     onSuccess: (e) => {
       qc.invalidateQueries({ queryKey: keys.environments.all() });
       qc.setQueryData(keys.environments.detail(e.id), e);
@@ -42,7 +43,7 @@ export default function EnvironmentsPage() {
           onSubmit={(e) => {
             e.preventDefault();
             setTouched(true);
-            if (Object.keys(errors).length === 0) create.mutate();
+            if (Object.keys(errors).length === 0) create.mutate(values);
           }}
           noValidate
         >
@@ -50,7 +51,7 @@ export default function EnvironmentsPage() {
             <TextInput label="Name" required value={values.name} error={(touched || values.name) && errors.name} onChange={(e) => setValues({ ...values, name: e.currentTarget.value })} placeholder="data-tools" w={240} />
             <Textarea label="Description" value={values.description} error={errors.description} onChange={(e) => setValues({ ...values, description: e.currentTarget.value })} autosize minRows={1} maxRows={4} w={360} />
           </Group>
-          <ConfigFields values={values} errors={errors} onChange={(c) => setValues({ ...values, ...c })} />
+          <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(create.error), 'config.network', create.variables?.network, values.network)} onChange={(c) => setValues({ ...values, ...c })} />
           <Group mt="sm">
             <Button type="submit" loading={create.isPending}>Create environment</Button>
           </Group>

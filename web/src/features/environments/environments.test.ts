@@ -12,6 +12,16 @@ describe('environment form', () => {
     expect(entries('  ')).toEqual([]);
   });
 
+  it('carries the network policy beside networking, as sent and read back', () => {
+    const network = { egress: 'allowlist' as const, allow: ['pypi.org', ''], presets: ['package_managers'] };
+    const c = toConfig({ ...emptyValues(), network });
+    expect((c as { network?: unknown }).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['package_managers'] });
+    expect(c.networking).toEqual({ type: 'unrestricted' });
+    expect(configValues(c).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['package_managers'] });
+    // A configuration stored before policies existed reads as open.
+    expect(configValues({ image: null, packages: {} } as unknown as Parameters<typeof configValues>[0]).network).toEqual({ egress: 'open', allow: [], presets: [] });
+  });
+
   it('refuses what the server refuses before anything is sent', () => {
     expect(packageProblem('express@4.18.0')).toBeUndefined();
     expect(packageProblem('-e')).toMatch(/options/);

@@ -3,6 +3,7 @@
 // rules), the body they become, and how a build's state is shown. Kept apart from the pages
 // so it is tested alone.
 import { api, unwrap, type Schemas } from '../../api/client';
+import { defaultPolicy, policyBody, policyOf, type NetworkPolicy } from '../../lib/network';
 
 export type Environment = Schemas['Environment'];
 export type EnvironmentConfig = Schemas['EnvironmentConfig'];
@@ -24,19 +25,20 @@ export const EXAMPLES: Record<Manager, string> = {
 export const NAME_MAX = 128;
 export const DESCRIPTION_MAX = 4000;
 
-export type ConfigValues = { image: string; packages: Record<Manager, string> };
+export type ConfigValues = { image: string; packages: Record<Manager, string>; network: NetworkPolicy };
 export type EnvironmentValues = { name: string; description: string } & ConfigValues;
 export type EnvironmentErrors = Partial<Record<'name' | 'description' | 'image' | Manager, string>>;
 
 export function emptyValues(): EnvironmentValues {
-  return { name: '', description: '', image: '', packages: { apt: '', cargo: '', gem: '', go: '', npm: '', pip: '' } };
+  return { name: '', description: '', image: '', packages: { apt: '', cargo: '', gem: '', go: '', npm: '', pip: '' }, network: defaultPolicy() };
 }
 
 /** A stored configuration as form values. */
 export function configValues(c: EnvironmentConfig): ConfigValues {
   const p = c.packages ?? {};
   const lines = (m: Manager) => ((p as Record<Manager, string[] | undefined>)[m] ?? []).join('\n');
-  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') } };
+  const network = policyOf((c as EnvironmentConfig & { network?: NetworkPolicy }).network);
+  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') }, network };
 }
 
 /** One entry per line (or separated by spaces); blank lines dropped. */
@@ -83,7 +85,8 @@ export function toConfig(v: ConfigValues, keep?: EnvironmentConfig): Environment
     image: v.image.trim() || null,
     packages,
     networking: keep?.networking ?? { type: 'unrestricted' },
-  };
+    network: policyBody(v.network),
+  } as EnvironmentConfig;
 }
 
 export function packageCount(c: EnvironmentConfig): number {
