@@ -1,0 +1,22 @@
+//! The egress proxy: a sandbox's only way out. Sandboxes have no route of their own; what
+//! they send through `HTTP_PROXY`/`HTTPS_PROXY` reaches [`Proxy`] on a listener that tells
+//! which sandbox is speaking (on Docker, a Unix socket per sandbox: [`gateway`]), and each
+//! connection is decided against the session's network policy ([`decide`]) and the
+//! addresses no policy opens ([`guard`]) before anything is connected.
+//!
+//! Names are resolved here ([`resolve`]), never in the sandbox, and the address connected
+//! to is the address checked.
+
+pub mod count;
+pub mod decide;
+pub mod guard;
+pub mod proxy;
+pub mod resolve;
+
+pub use decide::{Decision, Denial, Host, Policy};
+pub use guard::{Guard, GuardSettings};
+pub use proxy::{Observer, PolicySource, Proxy, Unobserved, DENIED_HEADER};
+pub use resolve::{Resolve, StaticResolver, SystemResolver};
+
+#[cfg(test)]
+mod proxy_tests;

@@ -1,0 +1,382 @@
+//! The proxy: one HTTP/1.1 connection from one sandbox at a time, `CONNECT` tunnels and
+//! plain HTTP requests in absolute form, each decided ([`decide`]) before anything is
+//! connected. A refusal is a 403 naming the rule that refused it; a connection that fails
+//! is a 502 saying why: never a silent hang, never a tunnel that looks open.
+
+use crate::count::Counted;
+use crate::decide::{decide, Decision, Denial, Host, Policy};
+use crate::guard::Guard;
+use crate::resolve::Resolve;
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+/// How long a sandbox's policy is kept before it is read again. A change made through
+/// this process (`PATCH /api/sessions/{id}`) is forgotten at once ([`Proxy::forget_session`]);
+/// this bounds how long another replica's change takes.
+const POLICY_TTL: Duration = Duration::from_secs(2);
+/// How long one connection attempt to an allowed address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The header a refusal names its reason in.
+pub const DENIED_HEADER: &str = "x-sandbox-agents-egress-denied";
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Where the proxy reads a sandbox's policy.
+#[async_trait]
+pub trait PolicySource: Send + Sync {
+    /// The policy of the sandbox the backend calls `sandbox_id`; [`Policy::closed`] for one
+    /// that serves no session.
+    async fn policy(&self, sandbox_id: &str) -> Result<Policy, String>;
+}
+
+/// Who hears of decisions and traffic (the event log, the per-session summary). Called on
+/// the proxy's path: implementations hand the work off and return.
+pub trait Observer: Send + Sync {
+    fn denied(&self, sandbox_id: &str, policy: &Policy, host: &Host, port: u16, denial: &Denial);
+    /// An allowed connection ended, after `sent` bytes up and `received` down.
+    fn closed(&self, policy: &Policy, host: &Host, port: u16, sent: u64, received: u64);
+}
+
+/// An observer that hears nothing.
+pub struct Unobserved;
+
+impl Observer for Unobserved {
+    fn denied(&self, _: &str, _: &Policy, _: &Host, _: u16, _: &Denial) {}
+    fn closed(&self, _: &Policy, _: &Host, _: u16, _: u64, _: u64) {}
+}
+
+pub struct Proxy {
+    guard: Guard,
+    resolver: Arc<dyn Resolve>,
+    source: Arc<dyn PolicySource>,
+    observer: Arc<dyn Observer>,
+    cache: Mutex<HashMap<String, (Arc<Policy>, Instant)>>,
+}
+
+impl Proxy {
+    pub fn new(
+        guard: Guard,
+        resolver: Arc<dyn Resolve>,
+        source: Arc<dyn PolicySource>,
+        observer: Arc<dyn Observer>,
+    ) -> Arc<Self> {
+        Arc::new(Proxy {
+            guard,
+            resolver,
+            source,
+            observer,
+            cache: Mutex::default(),
+        })
+    }
+
+    /// Drops the cached policy of `session`'s sandbox: its next connection reads it anew.
+    pub fn forget_session(&self, session: &str) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|_, (p, _)| p.session.as_deref() != Some(session));
+    }
+
+    /// Drops the cached policy of a sandbox (claimed by a session, or removed).
+    pub fn forget_sandbox(&self, sandbox_id: &str) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.remove(sandbox_id);
+    }
+
+    async fn policy(&self, sandbox_id: &str) -> Result<Arc<Policy>, String> {
+        {
+            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((p, at)) = cache.get(sandbox_id) {
+                if at.elapsed() < POLICY_TTL {
+                    return Ok(p.clone());
+                }
+            }
+        }
+        let p = Arc::new(self.source.policy(sandbox_id).await?);
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() > 65_536 {
+            cache.retain(|_, (_, at)| at.elapsed() < POLICY_TTL);
+        }
+        cache.insert(sandbox_id.to_owned(), (p.clone(), Instant::now()));
+        Ok(p)
+    }
+
+    /// Serves one connection from the sandbox `sandbox_id` until it closes.
+    pub async fn serve<IO>(self: Arc<Self>, io: IO, sandbox_id: Arc<str>)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = service_fn(move |req| {
+            let proxy = self.clone();
+            let sandbox = sandbox_id.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(&sandbox, req).await) }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades()
+            .await;
+        if let Err(e) = served {
+            tracing::debug!(error = %e, "an egress connection ended with an error");
+        }
+    }
+
+    async fn handle(self: &Arc<Self>, sandbox_id: &str, req: Request<Incoming>) -> Response<Body> {
+        let (host, port) = match target(&req) {
+            Ok(t) => t,
+            Err(answer) => return answer,
+        };
+        let policy = match self.policy(sandbox_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(sandbox_id, error = %e, "an egress policy could not be read");
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the egress policy could not be read: {e}\n"),
+                );
+            }
+        };
+        let addrs = match decide(&policy, &host, port, &*self.resolver, &self.guard).await {
+            Decision::Deny(denial) => {
+                metrics::counter!("sandbox_agents_egress_decisions_total", "verdict" => "denied", "reason" => denial.label).increment(1);
+                tracing::info!(sandbox_id, session = policy.session.as_deref(), %host, port, reason = %denial.reason, "egress denied");
+                self.observer
+                    .denied(sandbox_id, &policy, &host, port, &denial);
+                return refused(&host, port, &denial);
+            }
+            Decision::Allow { addrs, rule } => {
+                metrics::counter!("sandbox_agents_egress_decisions_total", "verdict" => "allowed", "reason" => "policy").increment(1);
+                tracing::debug!(sandbox_id, %host, port, rule, "egress allowed");
+                addrs
+            }
+        };
+        let stream = match connect(&addrs).await {
+            Ok(s) => s,
+            Err(e) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("{host}:{port} could not be reached: {e}\n"),
+                );
+            }
+        };
+        let sent = Arc::new(AtomicU64::new(0));
+        let received = Arc::new(AtomicU64::new(0));
+        let done = Done {
+            proxy: self.clone(),
+            policy,
+            host,
+            port,
+            sent: sent.clone(),
+            received: received.clone(),
+        };
+        let stream = Counted::new(stream, received, sent);
+        if req.method() == Method::CONNECT {
+            tokio::spawn(tunnel(req, stream, done));
+            Response::new(Empty::new().map_err(|n| match n {}).boxed())
+        } else {
+            forward(req, stream, done).await
+        }
+    }
+}
+
+/// Reports an allowed connection's traffic when it is dropped (the tunnel ended, or the
+/// forwarded response's body was consumed or abandoned).
+struct Done {
+    proxy: Arc<Proxy>,
+    policy: Arc<Policy>,
+    host: Host,
+    port: u16,
+    sent: Arc<AtomicU64>,
+    received: Arc<AtomicU64>,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let (sent, received) = (
+            self.sent.load(Ordering::Relaxed),
+            self.received.load(Ordering::Relaxed),
+        );
+        self.proxy
+            .observer
+            .closed(&self.policy, &self.host, self.port, sent, received);
+    }
+}
+
+async fn tunnel(req: Request<Incoming>, mut upstream: Counted<TcpStream>, done: Done) {
+    match hyper::upgrade::on(req).await {
+        Ok(upgraded) => {
+            let mut client = TokioIo::new(upgraded);
+            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+                tracing::debug!(host = %done.host, error = %e, "an egress tunnel ended with an error");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "an egress tunnel was not upgraded"),
+    }
+    drop(done);
+}
+
+/// A plain HTTP request, forwarded in origin form on a connection of its own.
+async fn forward(
+    req: Request<Incoming>,
+    upstream: Counted<TcpStream>,
+    done: Done,
+) -> Response<Body> {
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+            Ok(pair) => pair,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{}: {e}\n", done.host)),
+        };
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "a forwarded egress request's connection failed");
+        }
+    });
+    let (mut parts, body) = req.into_parts();
+    let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
+    parts.uri = parts.uri.path_and_query().map_or_else(
+        || Uri::from_static("/"),
+        |pq| Uri::try_from(pq.as_str()).unwrap_or_else(|_| Uri::from_static("/")),
+    );
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(a) = authority {
+        if let Ok(v) = HeaderValue::from_str(&a) {
+            parts.headers.insert(header::HOST, v);
+        }
+    }
+    match sender.send_request(Request::from_parts(parts, body)).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            // The body owns `done`: the traffic is reported once it is read or dropped.
+            let body = body.map_frame(move |frame| {
+                let _ = &done;
+                frame
+            });
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(e) => text(StatusCode::BAD_GATEWAY, format!("{}: {e}\n", done.host)),
+    }
+}
+
+/// The headers that belong to one hop (RFC 9110 §7.6.1), and the proxy's own.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
+        header::TE,
+        header::TRAILER,
+        header::UPGRADE,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// Where a request goes: `CONNECT host:port`, or `http://host[:port]/…`.
+#[allow(clippy::result_large_err)]
+fn target(req: &Request<Incoming>) -> Result<(Host, u16), Response<Body>> {
+    let uri = req.uri();
+    let Some(authority) = uri.authority() else {
+        return Err(text(
+            StatusCode::BAD_REQUEST,
+            "this is the sandbox's egress proxy: send requests through it (HTTP_PROXY, HTTPS_PROXY), not to it\n".into(),
+        ));
+    };
+    let port = if req.method() == Method::CONNECT {
+        match authority.port_u16() {
+            Some(p) => p,
+            None => {
+                return Err(text(
+                    StatusCode::BAD_REQUEST,
+                    "CONNECT needs host:port\n".into(),
+                ))
+            }
+        }
+    } else {
+        match uri.scheme_str() {
+            Some("http") => authority.port_u16().unwrap_or(80),
+            _ => {
+                return Err(text(
+                    StatusCode::BAD_REQUEST,
+                    "only http:// requests are forwarded; HTTPS goes through CONNECT\n".into(),
+                ))
+            }
+        }
+    };
+    match Host::parse(authority.host()) {
+        Some(h) => Ok((h, port)),
+        None => Err(text(
+            StatusCode::BAD_REQUEST,
+            format!("'{}' is not a host\n", authority.host()),
+        )),
+    }
+}
+
+async fn connect(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for addr in addrs {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = Some(e),
+            Err(_) => {
+                last = Some(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{addr} did not answer in {CONNECT_TIMEOUT:?}"),
+                ))
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
+}
+
+fn refused(host: &Host, port: u16, denial: &Denial) -> Response<Body> {
+    let mut r = text(
+        StatusCode::FORBIDDEN,
+        format!(
+            "sandbox-agents egress proxy refused {host}:{port}: {}\n",
+            denial.reason
+        ),
+    );
+    if let Ok(v) = HeaderValue::from_str(&denial.reason) {
+        r.headers_mut()
+            .insert(HeaderName::from_static(DENIED_HEADER), v);
+    }
+    r
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
