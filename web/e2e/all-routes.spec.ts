@@ -15,7 +15,7 @@ import { tgz } from './tar';
 test.describe.configure({ mode: 'serial' });
 
 // The session page's tabs (`sessions/:id/:tab?`; TABS in SessionDetailPage.tsx).
-const SESSION_TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'snapshots', 'skills', 'events', 'usage'];
+const SESSION_TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'network', 'snapshots', 'skills', 'events', 'usage'];
 const ADA = { email: 'ada@example.com', name: 'Ada', password: 'correct horse battery' };
 
 type Seeded = Record<string, string>;

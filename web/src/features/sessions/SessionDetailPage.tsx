@@ -28,12 +28,13 @@ const TerminalTab = lazy(() => import('./TerminalTab'));
 const ProcessesTab = lazy(() => import('./ProcessesTab'));
 const RawEventsTab = lazy(() => import('./RawEventsTab'));
 const PortsTab = lazy(() => import('./PortsTab'));
+const NetworkTab = lazy(() => import('./NetworkTab'));
 const SnapshotsTab = lazy(() => import('./SnapshotsTab'));
 const SkillsTab = lazy(() => import('./SkillsTab'));
 const UsageTab = lazy(() => import('./UsageTab'));
 const NotebookTab = lazy(() => import('./notebook/NotebookTab'));
 
-const TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'snapshots', 'skills', 'events', 'usage'] as const;
+const TABS = ['transcript', 'notebook', 'files', 'terminal', 'processes', 'ports', 'network', 'snapshots', 'skills', 'events', 'usage'] as const;
 
 function StreamBadge({ status, onReconnect }: { status: StreamStatus; onReconnect: () => void }) {
   const color = { live: 'teal', connecting: 'yellow', reconnecting: 'orange', closed: 'gray', error: 'red' }[status];
@@ -245,6 +246,7 @@ export default function SessionDetailPage() {
           <Tabs.Tab value="terminal">Terminal</Tabs.Tab>
           <Tabs.Tab value="processes">Processes</Tabs.Tab>
           <Tabs.Tab value="ports">Ports</Tabs.Tab>
+          <Tabs.Tab value="network">Network</Tabs.Tab>
           <Tabs.Tab value="snapshots">Snapshots</Tabs.Tab>
           <Tabs.Tab value="skills">Skills</Tabs.Tab>
           <Tabs.Tab value="events">
@@ -278,6 +280,9 @@ export default function SessionDetailPage() {
           </Tabs.Panel>
           <Tabs.Panel value="ports" pt="sm">
             <PortsTab session={s} />
+          </Tabs.Panel>
+          <Tabs.Panel value="network" pt="sm">
+            <NetworkTab session={s} />
           </Tabs.Panel>
           <Tabs.Panel value="snapshots" pt="sm">
             <SnapshotsTab session={s} />
