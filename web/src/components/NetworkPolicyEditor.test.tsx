@@ -80,6 +80,6 @@ describe('NetworkPolicyEditor', () => {
 
   it('says a preset is already in a chosen group', () => {
     renderInApp(<Harness initial={{ egress: 'allowlist', allow: [], presets: ['package_managers'] }} />);
-    expect(screen.getByTestId('network-presets')).toHaveTextContent('In package_managers, which is chosen.');
+    expect(screen.getByTestId('network-presets')).toHaveTextContent('registry.npmjs.org, registry.yarnpkg.com (in package_managers, which is chosen).');
   });
 });

@@ -8,6 +8,14 @@ function pastedEntries(text: string): string[] {
   return text.split(/[\s,]+/).filter(Boolean);
 }
 
+/** What a preset holds, for its checkbox: what it is for and its hosts (or its presets). */
+function presetDescription(name: string, inChosenGroup: boolean): string {
+  const p = PRESETS.find((x) => x.name === name)!;
+  const what = p.label.toLowerCase() === p.name ? '' : `${p.label}: `;
+  const holds = p.includes ? `the presets ${p.includes.join(', ')}` : presetHosts(p.name).join(', ');
+  return `${what}${holds}${inChosenGroup ? ' (in package_managers, which is chosen)' : ''}.`;
+}
+
 /**
  * A network policy's editor: the egress, and with `allowlist` the entries and the presets.
  * Each entry shows the server's error for it (`errors["allow.<i>"]`, from a 422) or, before
@@ -126,16 +134,11 @@ export function NetworkPolicyEditor({
                     value={p.name}
                     disabled={disabled}
                     label={
-                      <>
-                        <Text span ff="monospace" size="sm">
-                          {p.name}
-                        </Text>{' '}
-                        <Text span size="sm">
-                          {p.label}
-                        </Text>
-                      </>
+                      <Text span ff="monospace" size="sm">
+                        {p.name}
+                      </Text>
                     }
-                    description={grouped.has(p.name) ? 'In package_managers, which is chosen.' : p.includes ? `The presets ${p.includes.join(', ')}.` : presetHosts(p.name).join(', ')}
+                    description={presetDescription(p.name, grouped.has(p.name))}
                   />
                 ))}
               </SimpleGrid>

@@ -36,7 +36,7 @@ export const LAYERS_HELP =
  * first: the group of the registries). network.test.ts holds this list to the Rust one.
  */
 export const PRESETS: readonly { name: string; label: string; hosts: readonly string[]; includes?: readonly string[] }[] = [
-  { name: 'package_managers', label: 'Package managers: PyPI, npm, crates.io, Go modules, Debian and Ubuntu mirrors', hosts: [], includes: ['pypi', 'npm', 'crates', 'go', 'debian', 'ubuntu'] },
+  { name: 'package_managers', label: 'PyPI, npm, crates.io, Go modules, Debian and Ubuntu mirrors', hosts: [], includes: ['pypi', 'npm', 'crates', 'go', 'debian', 'ubuntu'] },
   { name: 'pypi', label: 'PyPI', hosts: ['pypi.org', 'files.pythonhosted.org', '*.pythonhosted.org'] },
   { name: 'npm', label: 'npm', hosts: ['registry.npmjs.org', 'registry.yarnpkg.com'] },
   { name: 'crates', label: 'crates.io and Rust toolchains', hosts: ['crates.io', 'index.crates.io', 'static.crates.io', 'static.rust-lang.org'] },

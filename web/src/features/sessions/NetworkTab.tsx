@@ -38,7 +38,7 @@ function Layers({ layers }: { layers: NetworkLayer[] }) {
                 {l.from}
               </Text>
             </Table.Td>
-            <Table.Td w={100}>
+            <Table.Td w={130}>
               <Badge size="sm" variant="light" color={EGRESS_COLOR[l.policy.egress]}>
                 {l.policy.egress}
               </Badge>
