@@ -13,7 +13,9 @@
 //! Integers a validator does not bound are documented with the range of the type they are
 //! parsed into: a wider value is refused by the parser, so that range is the rule.
 
-use sandbox_agents_domain::{agent, environment, git_key, git_source, identity, memory, secret};
+use sandbox_agents_domain::{
+    agent, environment, git_key, git_source, identity, memory, network, secret,
+};
 use utoipa::openapi::path::HttpMethod;
 use utoipa::openapi::path::{Operation, Parameter, ParameterIn};
 use utoipa::openapi::schema::ObjectBuilder;
@@ -237,6 +239,20 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
             environment::NETWORKING_UNRESTRICTED,
             environment::NETWORKING_LIMITED,
         ]),
+    ),
+    ("NetworkPolicy", "allow", Itself, Items(network::MAX_ALLOW)),
+    ("NetworkPolicy", "allow", Each, Bytes(network::MAX_ENTRY)),
+    (
+        "NetworkPolicy",
+        "presets",
+        Itself,
+        Items(network::MAX_PRESETS),
+    ),
+    (
+        "NetworkPolicy",
+        "presets",
+        Each,
+        OneOf(network::PRESET_NAMES),
     ),
     ("LoginBody", "email", Itself, Bytes(identity::MAX_EMAIL_LEN)),
     (

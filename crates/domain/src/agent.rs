@@ -4,6 +4,7 @@
 
 use crate::ids::AgentId;
 use crate::manifest::ManifestSpec;
+use crate::network::NetworkPolicy;
 use crate::patch::{non_null, Patch};
 use crate::slug::Slug;
 use crate::tools::{
@@ -97,6 +98,9 @@ pub struct AgentSpec {
     /// Stored only when set (older definitions have none: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent_max_steps: Option<i64>,
+    /// Older definitions have none: open.
+    #[serde(default)]
+    pub network: NetworkPolicy,
 }
 
 /// Steps a subagent called as a tool takes when its caller sets no `subagent_max_steps`.
@@ -107,9 +111,9 @@ pub const SUBAGENT_MAX_STEPS_RANGE: std::ops::RangeInclusive<i64> = 1..=100;
 
 /// The body of `POST /api/agents`: a new agent definition. Only `slug` and `name` are
 /// required; every other field has a default. Optional fields the client sends as explicit
-/// null mean "not set"; `manifest`, `exposed_ports`, `client_tools`, `secret_bindings` and
-/// `subagents` may be left out but not sent as null (422). Every field error is reported at
-/// once, in one 422.
+/// null mean "not set"; `manifest`, `exposed_ports`, `client_tools`, `secret_bindings`,
+/// `subagents` and `network` may be left out but not sent as null (422). Every field error is
+/// reported at once, in one 422.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AgentCreate {
     /// The stable, URL-safe name callers use in paths (`/api/agents/{ref}`) and subagent
@@ -216,6 +220,11 @@ pub struct AgentCreate {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 100)]
     pub subagent_max_steps: Option<i64>,
+    /// What its sessions' sandboxes may connect to. A session copies it when it is created
+    /// (an edit applies to sessions created afterwards); the session's environment's and
+    /// its own policy can only narrow it. Default `{"egress": "open"}`; not null.
+    #[serde(default, deserialize_with = "non_null")]
+    pub network: NetworkPolicy,
 }
 
 impl AgentCreate {
@@ -253,6 +262,7 @@ impl AgentCreate {
             idle_ttl_seconds: self.idle_ttl_seconds,
             environment_id: self.environment_id,
             subagent_max_steps: self.subagent_max_steps,
+            network: self.network,
         }
         .normalized();
         spec.validate(&mut v);
@@ -264,7 +274,7 @@ impl AgentCreate {
 /// The body of `PATCH /api/agents/{ref}`: `version` plus any field of the definition. A field
 /// left out is unchanged; a field sent as null is cleared where that means something (back to
 /// the server default, or `[]` for lists) and is a 422 where it does not (`slug`, `name`,
-/// `description`, `instructions`, `transport`, `manifest`, `exposed_ports`). A list or a
+/// `description`, `instructions`, `transport`, `manifest`, `exposed_ports`, `network`). A list or a
 /// manifest sent replaces the whole stored one. The result is checked as a whole, with the
 /// same rules as a create.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -354,6 +364,11 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 100)]
     pub subagent_max_steps: Patch<i64>,
+    /// A new network policy, replacing the whole stored one; sessions created afterwards
+    /// copy it, existing ones keep theirs. Not null.
+    #[serde(default)]
+    #[schema(value_type = NetworkPolicy)]
+    pub network: Patch<NetworkPolicy>,
 }
 
 /// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
@@ -426,6 +441,7 @@ impl AgentPatch {
         clearable(self.idle_ttl_seconds, &mut spec.idle_ttl_seconds);
         clearable(self.environment_id, &mut spec.environment_id);
         clearable(self.subagent_max_steps, &mut spec.subagent_max_steps);
+        required("network", self.network, &mut spec.network, &mut v);
         *spec = spec.clone().normalized();
         spec.validate(&mut v);
         v.into_result()
@@ -545,6 +561,7 @@ impl AgentSpec {
         if let Some(s) = &self.skills_source {
             s.validate("skills_source", v);
         }
+        self.network.validate(v, &["network"]);
         for (i, s) in self.subagents.iter().enumerate() {
             if Slug::parse(&s.agent).is_err() {
                 v.push(
@@ -595,6 +612,7 @@ impl AgentRecord {
             idle_ttl_seconds: s.idle_ttl_seconds,
             environment_id: s.environment_id.clone(),
             subagent_max_steps: s.subagent_max_steps.unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
+            network: s.network.clone(),
             version: self.version,
             archived_at: self.archived_at,
             created_at: self.created_at,
@@ -651,6 +669,9 @@ pub struct Agent {
     /// Steps each subagent it calls as a tool may take (10 unless set; resolved, never null).
     #[schema(minimum = 1, maximum = 100)]
     pub subagent_max_steps: i64,
+    /// What its sessions' sandboxes may connect to (`{"egress": "open", ...}` unless set).
+    /// Sessions copy it when they are created.
+    pub network: NetworkPolicy,
     /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
     /// unarchive leave it). Send it back on PATCH.
     pub version: i64,

@@ -3,6 +3,7 @@
 //! baked into an image when the configuration is saved; a session boots that image once its
 //! build is ready.
 
+use crate::network::NetworkPolicy;
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,7 +29,8 @@ pub const MAX_METADATA_VALUE_BYTES: usize = 4096;
 pub const MAX_IMAGE_LEN: usize = 255;
 /// The only networking a server runs today.
 pub const NETWORKING_UNRESTRICTED: &str = "unrestricted";
-/// Networking the contract names and this server refuses (400) for now.
+/// Networking the contract names and this server refuses (400): `network` says what a
+/// sandbox may reach instead.
 pub const NETWORKING_LIMITED: &str = "limited";
 
 /// What is installed before the agent starts, per manager, each entry in that manager's own
@@ -123,11 +125,12 @@ fn check_package(entry: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// How the sandbox reaches the network. Only `unrestricted` runs today; `limited` is
-/// refused with a 400.
+/// The contract's networking switch. Only `unrestricted` runs; `limited` is refused with a
+/// 400: to limit what a sandbox reaches, set the configuration's `network` (`egress:
+/// "allowlist"` with its `allow` entries and `presets`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 pub struct Networking {
-    /// `unrestricted` (`limited` is refused by this server for now).
+    /// `unrestricted` (`limited` is refused by this server; use `config.network`).
     #[serde(rename = "type", default = "unrestricted")]
     #[schema(example = "unrestricted")]
     pub kind: String,
@@ -160,10 +163,17 @@ pub struct EnvironmentConfig {
     /// Default `{"type": "unrestricted"}`.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
     pub networking: Networking,
+    /// What its sessions' sandboxes may connect to, besides what their agent's policy
+    /// permits: both must (layers narrow). A session copies it when it is created; an edit
+    /// applies to sessions created afterwards and builds nothing. Default
+    /// `{"egress": "open"}`; not null.
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    pub network: NetworkPolicy,
 }
 
 impl EnvironmentConfig {
-    /// The 422s: a blank image, bad package entries, an unknown networking type. A backend
+    /// The 422s: a blank image, bad package entries, an unknown networking type, a bad
+    /// network policy. A backend
     /// the server cannot run and `limited` networking are 400s ([`EnvironmentConfig::refusal`]).
     pub fn validate(&self, v: &mut Violations) {
         if let Some(image) = &self.image {
@@ -198,6 +208,7 @@ impl EnvironmentConfig {
             );
         }
         self.packages.validate(v);
+        self.network.validate(v, &["config", "network"]);
     }
 
     /// Why the server refuses to run this configuration (a 400), given the backends it runs.
@@ -212,7 +223,7 @@ impl EnvironmentConfig {
         }
         if self.networking.kind == NETWORKING_LIMITED {
             return Some(
-                "networking type 'limited' is not supported by this server yet; use 'unrestricted'"
+                "networking type 'limited' is not supported by this server; keep 'unrestricted' and limit the network with config.network, e.g. {\"egress\": \"allowlist\", \"allow\": [\"pypi.org\"], \"presets\": [\"github\"]}"
                     .into(),
             );
         }
@@ -462,7 +473,10 @@ mod tests {
         let mut v = Violations::new();
         c.validate(&mut v);
         assert!(v.is_empty());
-        assert!(c.refusal(&["docker".into()]).unwrap().contains("limited"));
+        let refusal = c.refusal(&["docker".into()]).unwrap();
+        assert!(refusal.contains("limited"), "{refusal}");
+        assert!(refusal.contains("config.network"), "{refusal}");
+        assert!(refusal.contains("\"allowlist\""), "{refusal}");
         c.networking.kind = "unrestricted".into();
         c.backend = Some("e2b".into());
         assert!(c.refusal(&["docker".into()]).unwrap().contains("e2b"));

@@ -18,8 +18,8 @@ use utoipa::ToSchema;
 pub const MAX_ALLOW: usize = 256;
 /// At most this many presets named in one policy.
 pub const MAX_PRESETS: usize = 16;
-/// The longest `allow` entry.
-const MAX_ENTRY: usize = 300;
+/// The longest `allow` entry, in bytes.
+pub const MAX_ENTRY: usize = 300;
 
 /// What a sandbox may reach: `open` (the internet, never private, host or metadata
 /// addresses), `allowlist` (only what `allow` and `presets` name) or `none` (no network at
@@ -43,12 +43,18 @@ impl Egress {
     }
 }
 
-/// A network policy as it is sent and stored.
+/// What a sandbox may connect to, through the egress proxy. On an agent, an environment's
+/// configuration or a session; layers narrow: a session's connection must be permitted by
+/// every policy that applies to it (its agent's, its environment's, its own), so no layer can
+/// widen another. Whatever a policy says, the control plane, the host, other sandboxes,
+/// link-local and metadata addresses and private ranges the operator did not name stay
+/// unreachable. `{}` is `{"egress": "open"}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkPolicy {
     /// Default `open`.
     #[serde(default)]
+    #[schema(default = "open")]
     pub egress: Egress,
     /// With `allowlist`: host names (`pypi.org`), wildcards (`*.pythonhosted.org`: any name
     /// under it, not the name itself), addresses and CIDRs (`203.0.113.0/24`,
@@ -57,12 +63,70 @@ pub struct NetworkPolicy {
     #[serde(default)]
     #[schema(example = json!(["pypi.org", "*.pythonhosted.org", "github.com:443", "203.0.113.0/24"]))]
     pub allow: Vec<String>,
-    /// With `allowlist`: named lists of hosts (see [`PRESETS`]): `package_managers` (PyPI,
-    /// npm, crates.io, Go modules, Debian and Ubuntu mirrors), `pypi`, `npm`, `crates`, `go`,
-    /// `debian`, `ubuntu`, `github`.
+    /// With `allowlist`: named lists of hosts, each a documented set of names its registry
+    /// serves from: `package_managers` (all of `pypi`, `npm`, `crates`, `go`, `debian` and
+    /// `ubuntu`), `pypi` (pypi.org, files.pythonhosted.org, *.pythonhosted.org), `npm`
+    /// (registry.npmjs.org, registry.yarnpkg.com), `crates` (crates.io, index.crates.io,
+    /// static.crates.io, static.rust-lang.org), `go` (proxy.golang.org, sum.golang.org,
+    /// storage.googleapis.com), `debian` (deb.debian.org, security.debian.org,
+    /// ftp.debian.org), `ubuntu` (archive.ubuntu.com, *.archive.ubuntu.com,
+    /// security.ubuntu.com, ports.ubuntu.com), `github` (github.com, *.github.com,
+    /// *.githubusercontent.com). At most 16.
     #[serde(default)]
     #[schema(example = json!(["package_managers"]))]
     pub presets: Vec<String>,
+}
+
+/// Where a layer of a session's network policy comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerSource {
+    Agent,
+    Environment,
+    Session,
+}
+
+/// One policy that applies to a session, and where it comes from. A connection is allowed
+/// only when every layer permits it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub struct NetworkLayer {
+    /// `agent`, `environment` or `session` (the session's own, `Session.network`).
+    pub from: LayerSource,
+    pub policy: NetworkPolicy,
+}
+
+/// A session's network policies as its row keeps them (`sessions.network`): the agent's and
+/// the environment's copied when it was created (later edits of either apply to sessions
+/// created afterwards, like the rest of a session's configuration), and its own, which PATCH
+/// changes. A row without one (a session from before policies) has neither: open.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionNetwork {
+    /// The agent's layer, then the environment's when the session has one.
+    #[serde(default)]
+    pub inherited: Vec<NetworkLayer>,
+    /// The session's own policy; `None`: it narrows nothing.
+    #[serde(default)]
+    pub own: Option<NetworkPolicy>,
+}
+
+impl SessionNetwork {
+    /// Every layer that applies, in order: agent, environment, session.
+    pub fn layers(&self) -> Vec<NetworkLayer> {
+        let own = self.own.iter().map(|p| NetworkLayer {
+            from: LayerSource::Session,
+            policy: p.clone(),
+        });
+        self.inherited.iter().cloned().chain(own).collect()
+    }
+
+    /// The policies of [`SessionNetwork::layers`], for the proxy (which needs no sources).
+    pub fn policies(&self) -> Vec<NetworkPolicy> {
+        self.inherited
+            .iter()
+            .map(|l| l.policy.clone())
+            .chain(self.own.iter().cloned())
+            .collect()
+    }
 }
 
 /// The named host lists a policy can include. Documented in OpenAPI and `docs/security.md`;
@@ -115,7 +179,20 @@ const PRESET_GROUPS: &[(&str, &[&str])] = &[(
     &["pypi", "npm", "crates", "go", "debian", "ubuntu"],
 )];
 
-/// Every preset name, groups included.
+/// Every preset name, groups first: what `presets` takes (the OpenAPI document's enum).
+pub const PRESET_NAMES: &[&str] = &[
+    "package_managers",
+    "pypi",
+    "npm",
+    "crates",
+    "go",
+    "debian",
+    "ubuntu",
+    "github",
+];
+
+/// Every preset name, groups included, from the tables themselves ([`PRESET_NAMES`] is
+/// the same list, as a constant).
 pub fn preset_names() -> Vec<&'static str> {
     PRESET_GROUPS
         .iter()
@@ -456,6 +533,44 @@ mod tests {
         let mut v = Violations::new();
         NetworkPolicy::default().validate(&mut v, &["network"]);
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn a_sessions_layers_are_the_inherited_ones_then_its_own() {
+        let allow = |h: &str| NetworkPolicy {
+            egress: Egress::Allowlist,
+            allow: vec![h.into()],
+            presets: vec![],
+        };
+        let mut n = SessionNetwork {
+            inherited: vec![NetworkLayer {
+                from: LayerSource::Agent,
+                policy: NetworkPolicy::default(),
+            }],
+            own: Some(allow("a.org")),
+        };
+        let from: Vec<_> = n.layers().iter().map(|l| l.from).collect();
+        assert_eq!(from, [LayerSource::Agent, LayerSource::Session]);
+        assert_eq!(n.policies(), [NetworkPolicy::default(), allow("a.org")]);
+        n.own = None;
+        assert_eq!(n.layers().len(), 1);
+        let old: SessionNetwork = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert!(old.layers().is_empty(), "a row without policies is open");
+    }
+
+    #[test]
+    fn the_documented_schema_names_every_preset_and_its_hosts() {
+        let schema =
+            serde_json::to_string(&<NetworkPolicy as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(PRESET_NAMES, preset_names());
+        for name in preset_names() {
+            assert!(schema.contains(&format!("`{name}`")), "{name}");
+        }
+        for (_, hosts) in PRESETS {
+            for host in *hosts {
+                assert!(schema.contains(host), "{host}");
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Sessions, runs, snapshots and the workspace as the API shows them.
 
 use crate::agent::Agent;
+use crate::network::{NetworkLayer, NetworkPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -75,6 +76,15 @@ pub struct Session {
     pub environment_id: Option<String>,
     /// That environment's name; null with it. An addition.
     pub environment_name: Option<String>,
+    /// The session's own network policy (set at create or by PATCH); null: none of its own.
+    /// An addition.
+    pub network: Option<NetworkPolicy>,
+    /// Every network policy that applies to the sandbox, in order: the agent's and the
+    /// environment's (copied when the session was created) and the session's own. A
+    /// connection is allowed only when every layer permits it, so a session can narrow what
+    /// its agent and environment allow, never widen it. `[]` for a session from before
+    /// policies (open). An addition.
+    pub network_layers: Vec<NetworkLayer>,
 }
 
 /// One turn of the tool-calling loop, started by a message. Every event of the turn carries
@@ -134,7 +144,7 @@ pub struct SessionDetail {
 }
 
 /// The body of `PATCH /api/sessions/{session_id}`: works in any sandbox state. A field left
-/// out is unchanged; neither may be null (422).
+/// out is unchanged; `title` and `metadata` may not be null (422).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionPatch {
     /// A new title.
@@ -146,6 +156,13 @@ pub struct SessionPatch {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: crate::Patch<Map<String, Value>>,
+    /// A new policy of the session's own, replacing the one it has; null removes it (the
+    /// agent's and the environment's still apply). It can only narrow them. A running
+    /// sandbox keeps its connections; the next one is decided by the new policy, without a
+    /// restart. An addition to the contract.
+    #[serde(default)]
+    #[schema(value_type = Option<NetworkPolicy>)]
+    pub network: crate::Patch<NetworkPolicy>,
 }
 
 /// The body of `POST /api/sessions`: a new session of an agent. Only `agent_id` is required;
@@ -213,6 +230,12 @@ pub struct SessionCreate {
     /// server's maxima. Null: the defaults. An addition to the contract.
     #[serde(default)]
     pub resources: Option<SandboxResources>,
+    /// A network policy of the session's own, on top of its agent's and its environment's
+    /// (which it copies now): a connection must be permitted by all of them, so this can only
+    /// narrow them. Null: none of its own. PATCH changes it later. An addition to the
+    /// contract.
+    #[serde(default)]
+    pub network: Option<NetworkPolicy>,
 }
 
 /// The most seconds `idle_ttl_seconds` and `max_lifetime_seconds` take (a year).

@@ -6,6 +6,7 @@ use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::network::{LayerSource, NetworkLayer, SessionNetwork};
 use sandbox_agents_domain::session::{SessionCreate, MIN_DISK_MB};
 use sandbox_agents_domain::tools::validate_secret_bindings;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
@@ -88,6 +89,7 @@ impl Sessions {
             idle_ttl_seconds: body.idle_ttl_seconds,
             max_lifetime_seconds: body.max_lifetime_seconds,
             resources: body.resources.clone().filter(|r| !r.is_default()),
+            network: network_of(&body, &agent, environment.as_ref()),
         };
         // Stamped with this process's key in the transaction that makes the row, so no sweep
         // ever sees it provisioning with nobody on its boot.
@@ -198,6 +200,9 @@ fn check_request(
         m.validate(&["manifest"], &mut v);
     }
     validate_secret_bindings(&body.secret_bindings, "secret_bindings", &mut v);
+    if let Some(n) = &body.network {
+        n.validate(&mut v, &["network"]);
+    }
     for (field, value) in [("model", &body.model), ("instructions", &body.instructions)] {
         if value
             .as_deref()
@@ -220,6 +225,30 @@ fn check_request(
         );
     }
     v.into_result().map_err(ServiceError::Validation)
+}
+
+/// The session's network layers: copies of its agent's and its environment's policies as
+/// they are now (a later edit of either applies to sessions created afterwards, as the rest
+/// of a session's configuration does), and its own.
+fn network_of(
+    body: &SessionCreate,
+    agent: &AgentRecord,
+    environment: Option<&EnvironmentRecord>,
+) -> SessionNetwork {
+    let agent_layer = NetworkLayer {
+        from: LayerSource::Agent,
+        policy: agent.spec.network.clone(),
+    };
+    let environment_layer = environment.map(|e| NetworkLayer {
+        from: LayerSource::Environment,
+        policy: e.config.0.network.clone(),
+    });
+    SessionNetwork {
+        inherited: std::iter::once(agent_layer)
+            .chain(environment_layer)
+            .collect(),
+        own: body.network.clone(),
+    }
 }
 
 /// The image an environment's sessions boot: its build's once there is one (a session waits

@@ -13,6 +13,9 @@
 //!   read back at a stop to queue its consolidation;
 //! * while it runs: [`exec`](Sessions::exec), the files API (`files/`), snapshots
 //!   (`snapshots.rs`);
+//! * in any state: [`update`](Sessions::update) its title, metadata and own network policy
+//!   (`update.rs`, with [`network_changed`](Sessions::network_changed), the egress proxy's
+//!   hook);
 //! * after a restart: the reconciler (`reconciler.rs`) adopts, stops or re-boots sessions and
 //!   removes containers nobody owns.
 //!
@@ -69,6 +72,7 @@ mod start;
 mod stop;
 mod terminal;
 pub mod trust;
+mod update;
 
 pub use checkout::CHECKOUT_TIMEOUT;
 pub use exec::{ExecOutcome, OutputPieces, PreparedExec, MAX_OUTPUT_BYTES};

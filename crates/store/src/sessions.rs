@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use sandbox_agents_domain::manifest::ManifestSpec;
+use sandbox_agents_domain::network::{NetworkPolicy, SessionNetwork};
 use sandbox_agents_domain::session::{
     PortTarget, SandboxResources, Session, SessionActivity, SessionStatus, StoppedReason,
 };
@@ -15,6 +16,9 @@ use sqlx::PgExecutor;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+mod network;
+pub use network::{network_layers, network_layers_by_sandbox};
 
 /// A session row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -57,6 +61,8 @@ pub struct SessionRecord {
     pub max_lifetime_seconds: Option<i64>,
     /// The sandbox's own resources; None: the server's defaults.
     pub resources: Option<Json<SandboxResources>>,
+    /// Its network policies (inherited and own); None on rows from before them: open.
+    pub network: Option<Json<SessionNetwork>>,
 }
 
 impl SessionRecord {
@@ -89,7 +95,17 @@ impl SessionRecord {
             resources: self.resources.as_ref().map(|r| r.0.clone()),
             environment_id: None,
             environment_name: None,
+            network: self.network().own,
+            network_layers: self.network().layers(),
         }
+    }
+
+    /// Its network policies; a row from before them has none (open).
+    pub fn network(&self) -> SessionNetwork {
+        self.network
+            .as_ref()
+            .map(|n| n.0.clone())
+            .unwrap_or_default()
     }
 
     /// When the lifetime limit stops the sandbox; None without one.
@@ -128,7 +144,8 @@ macro_rules! session_query {
                     port_map as "port_map: Json<BTreeMap<String, PortTarget>>",
                     sandbox_env as "sandbox_env: Json<BTreeMap<String, String>>",
                     sandbox_secrets, idle_ttl_seconds, max_lifetime_seconds,
-                    resources as "resources: Json<SandboxResources>""#
+                    resources as "resources: Json<SandboxResources>",
+                    network as "network: Json<SessionNetwork>""#
                 + $tail
             $(, $arg)*
         )
@@ -155,6 +172,8 @@ pub struct NewSession {
     pub idle_ttl_seconds: Option<i64>,
     pub max_lifetime_seconds: Option<i64>,
     pub resources: Option<SandboxResources>,
+    /// The agent's and the environment's policies, copied now, and the session's own.
+    pub network: SessionNetwork,
 }
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
@@ -162,8 +181,8 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
     Ok(session_query!(
         "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
                                metadata, image, secret_bindings, boot_snapshot_id, workdir,
-                               idle_ttl_seconds, max_lifetime_seconds, resources)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16)
+                               idle_ttl_seconds, max_lifetime_seconds, resources, network)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16, $17)
          returning ",
         "",
         s.id.0,
@@ -182,6 +201,7 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
         s.idle_ttl_seconds,
         s.max_lifetime_seconds,
         s.resources.as_ref().map(Json) as _,
+        Json(&s.network) as _,
     )
     .fetch_one(db)
     .await?)
@@ -257,17 +277,27 @@ pub async fn list(
     Ok((rows, total))
 }
 
-/// Changes the title and merges metadata: keys with a value are set, keys with null removed,
-/// others kept. Works in any sandbox state.
+/// What `PATCH /api/sessions/{id}` changes; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct SessionUpdate<'a> {
+    pub title: Option<&'a str>,
+    /// Merged: keys with a value are set, keys with null removed, others kept.
+    pub metadata: Option<&'a Map<String, Value>>,
+    /// The session's own network policy: `Some(None)` removes it. The inherited ones never
+    /// change.
+    pub network: Option<Option<&'a NetworkPolicy>>,
+}
+
+/// Changes the title, merges metadata and sets the session's own network policy, in one
+/// statement. Works in any sandbox state.
 #[tracing::instrument(skip_all, fields(session.id = %id))]
-pub async fn update_title_and_metadata(
+pub async fn update(
     db: impl PgExecutor<'_>,
     project: ProjectId,
     id: SessionId,
-    title: Option<&str>,
-    metadata: Option<&Map<String, Value>>,
+    u: &SessionUpdate<'_>,
 ) -> Result<SessionRecord> {
-    let (set, remove): (Map<String, Value>, Vec<String>) = match metadata {
+    let (set, remove): (Map<String, Value>, Vec<String>) = match u.metadata {
         None => (Map::new(), Vec::new()),
         Some(m) => (
             m.iter()
@@ -280,17 +310,24 @@ pub async fn update_title_and_metadata(
                 .collect(),
         ),
     };
+    // `own` is written into the stored value (a row from before policies gets one with no
+    // inherited layers, which is what it read as), so the inherited layers stay as created.
+    let own = u.network.map(|own| Json(own.cloned()));
     session_query!(
         "update sessions
-         set title = coalesce($3, title), metadata = (metadata || $4) - $5::text[], updated_at = now()
+         set title = coalesce($3, title), metadata = (metadata || $4) - $5::text[],
+             network = case when $6::jsonb is null then network
+                            else jsonb_set(coalesce(network, '{\"inherited\": []}'), '{own}', $6) end,
+             updated_at = now()
          where project_id = $1 and id = $2
          returning ",
         "",
         project.0,
         id.0,
-        title,
+        u.title,
         Json(set) as _,
         &remove,
+        own as _,
     )
     .fetch_optional(db)
     .await?

@@ -96,6 +96,7 @@ impl TestApp {
                 idle_ttl_seconds: None,
                 max_lifetime_seconds: None,
                 resources: None,
+                network: Default::default(),
             },
         )
         .await

@@ -173,8 +173,9 @@ pub async fn get(
 
 /// Update a session
 ///
-/// Renames a session and merges its metadata (a key sent as null is removed), in any
-/// sandbox state.
+/// Renames a session, merges its metadata (a key sent as null is removed) and sets or
+/// removes its own network policy, in any sandbox state. A new policy applies from the
+/// sandbox's next connection, without a restart.
 /// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", operation_id = "update_session", tag = "sessions", request_body = SessionPatch,
     params(("session_id" = String, Path, description = "The session's id")),
@@ -204,15 +205,20 @@ pub async fn update(
         }
         Patch::Value(m) => Some(m),
     };
+    let network = patch.network.into_option();
+    if let Some(Some(n)) = &network {
+        n.validate(&mut errors, &["network"]);
+    }
     errors.into_result().map_err(ApiError::Validation)?;
-    let session = sessions::update_title_and_metadata(
-        &st.db,
-        project,
-        id,
-        title.as_deref(),
-        metadata.as_ref(),
-    )
-    .await
-    .or_not_found(session_not_found(&raw))?;
+    let update = sessions::SessionUpdate {
+        title: title.as_deref(),
+        metadata: metadata.as_ref(),
+        network: network.as_ref().map(Option::as_ref),
+    };
+    let session = st
+        .sessions
+        .update(project, id, &update)
+        .await
+        .or_not_found(session_not_found(&raw))?;
     Ok(Json(wire_one(&st.db, &session).await?))
 }

@@ -30,6 +30,7 @@ mod memory;
 mod memory_kept;
 mod metrics;
 mod models;
+mod network;
 mod openapi;
 mod openapi_routes;
 mod openapi_stream_gap;
