@@ -1,7 +1,7 @@
 import { ActionIcon, Button, Checkbox, Code, Group, Input, SegmentedControl, SimpleGrid, Stack, Text, TextInput } from '@mantine/core';
 import { IconPlus, IconTrash } from '@tabler/icons-react';
 import type { ReactNode } from 'react';
-import { EGRESS, EGRESS_HELP, entryNote, entryProblem, LAYERS_HELP, policyNotes, PRESETS, presetHosts, type Egress, type NetworkErrors, type NetworkPolicy } from '../lib/network';
+import { EGRESS, EGRESS_HELP, entryNote, entryProblem, LAYERS_HELP, policyNotes, PRESETS, presetHosts, type Egress, type NetworkErrors, type NetworkPolicy, type Preset } from '../lib/network';
 
 /** Several entries pasted at once (one a line, or separated by commas or spaces). */
 function pastedEntries(text: string): string[] {
@@ -9,7 +9,7 @@ function pastedEntries(text: string): string[] {
 }
 
 /** What a preset holds, for its checkbox: what it is for and its hosts (or its presets). */
-function presetDescription(name: string, inChosenGroup: boolean): string {
+function presetDescription(name: Preset, inChosenGroup: boolean): string {
   const p = PRESETS.find((x) => x.name === name)!;
   const what = p.label.toLowerCase() === p.name ? '' : `${p.label}: `;
   const holds = p.includes ? `the presets ${p.includes.join(', ')}` : presetHosts(p.name).join(', ');
@@ -124,7 +124,7 @@ export function NetworkPolicyEditor({
               label="Presets"
               description="Named lists of hosts, kept by the server (a preset only grows by hosts its registry serves from)."
               value={value.presets}
-              onChange={(presets) => set({ presets: PRESETS.map((p) => p.name).filter((n) => presets.includes(n)).concat(presets.filter((n) => !PRESETS.some((p) => p.name === n))) })}
+              onChange={(chosen) => set({ presets: PRESETS.map((p) => p.name).filter((n) => chosen.includes(n)) })}
               error={errors.presets}
             >
               <SimpleGrid cols={{ base: 1, sm: 2 }} mt={6} spacing="xs" data-testid="network-presets">

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SRC } from '../test/sources';
-import { entryNote, entryProblem, networkErrorsOf, policyBody, policyNotes, policyOf, policySummary, PRESETS, presetHosts } from './network';
+import { entryNote, entryProblem, networkErrorsOf, policyBody, policyNotes, policyOf, policySummary, PRESETS, presetHosts, type NetworkPolicy, type Preset } from './network';
 
 const RUST = readFileSync(join(SRC, '../../crates/domain/src/network.rs'), 'utf8');
 
@@ -20,8 +20,8 @@ describe('presets', () => {
     const groups = rustTable('PRESET_GROUPS');
     expect(Object.keys(hosts).length).toBeGreaterThan(5);
     expect(PRESETS.map((p) => p.name)).toEqual([...Object.keys(groups), ...Object.keys(hosts)]);
-    for (const [name, list] of Object.entries(hosts)) expect(presetHosts(name), name).toEqual(list);
-    for (const [name, members] of Object.entries(groups)) expect(presetHosts(name), name).toEqual(members.flatMap((m) => hosts[m]));
+    for (const [name, list] of Object.entries(hosts)) expect(presetHosts(name as Preset), name).toEqual(list);
+    for (const [name, members] of Object.entries(groups)) expect(presetHosts(name as Preset), name).toEqual(members.flatMap((m) => hosts[m]));
   });
 });
 
@@ -58,7 +58,7 @@ describe('a policy as sent', () => {
   });
 
   it('notes repeats, hosts a chosen preset has and what a wildcard leaves out', () => {
-    const p = { egress: 'allowlist' as const, allow: ['x.org', 'pypi.org', 'x.org', '*.example.com', 'bad name'], presets: ['package_managers'] };
+    const p: NetworkPolicy = { egress: 'allowlist', allow: ['x.org', 'pypi.org', 'x.org', '*.example.com', 'bad name'], presets: ['package_managers'] };
     expect(p.allow.map((e, i) => entryNote(e, p, i))).toEqual([null, 'The package_managers preset has it already.', 'Listed above already.', 'Any name under example.com, not example.com itself: list that too if it is needed.', null]);
   });
 

@@ -3,16 +3,19 @@
 // (domain::network::parse_rule) as hints shown while an entry is typed, the body a policy is
 // sent as, and a 422's messages routed to the entry they name. The server decides: a hint
 // never stops a save, and its 422 is shown beside the entry it names.
+import type { Schemas } from '../api/client';
 
 /** What a sandbox may reach. */
-export type Egress = 'open' | 'allowlist' | 'none';
+export type Egress = Schemas['Egress'];
 export const EGRESS: readonly Egress[] = ['open', 'allowlist', 'none'];
 
-/** A policy as the editor holds it: every field present (the API's may omit empty ones). */
-export type NetworkPolicy = { egress: Egress; allow: string[]; presets: string[] };
+/** A policy as the editor holds it: every field present (the API's may leave empty ones out). */
+export type NetworkPolicy = { egress: Egress; allow: string[]; presets: Preset[] };
+/** A named list of hosts the server keeps (an enum of the API). */
+export type Preset = NonNullable<Schemas['NetworkPolicy']['presets']>[number];
 
 /** Which policy a layer of a session's network is. */
-export type LayerSource = 'agent' | 'environment' | 'session';
+export type LayerSource = Schemas['LayerSource'];
 export type NetworkLayer = { from: LayerSource; policy: NetworkPolicy };
 
 /** At most this many `allow` entries (domain::network::MAX_ALLOW). */
@@ -31,25 +34,29 @@ export const EGRESS_HELP: Record<Egress, string> = {
 export const LAYERS_HELP =
   'Policies narrow one another: a session’s connection must be allowed by its agent’s, its environment’s and its own policy. Whatever a policy says, the control plane, the host, other sandboxes, private and cloud-metadata addresses stay out of reach.';
 
+type PresetInfo = { label: string; hosts: readonly string[]; includes?: readonly Preset[] };
+
+/** What each preset is for and holds; a Record, so a preset the API adds fails the build here. */
+const PRESET_INFO: Record<Preset, PresetInfo> = {
+  package_managers: { label: 'PyPI, npm, crates.io, Go modules, Debian and Ubuntu mirrors', hosts: [], includes: ['pypi', 'npm', 'crates', 'go', 'debian', 'ubuntu'] },
+  pypi: { label: 'PyPI', hosts: ['pypi.org', 'files.pythonhosted.org', '*.pythonhosted.org'] },
+  npm: { label: 'npm', hosts: ['registry.npmjs.org', 'registry.yarnpkg.com'] },
+  crates: { label: 'crates.io and Rust toolchains', hosts: ['crates.io', 'index.crates.io', 'static.crates.io', 'static.rust-lang.org'] },
+  go: { label: 'Go modules', hosts: ['proxy.golang.org', 'sum.golang.org', 'storage.googleapis.com'] },
+  debian: { label: 'Debian mirrors', hosts: ['deb.debian.org', 'security.debian.org', 'ftp.debian.org'] },
+  ubuntu: { label: 'Ubuntu mirrors', hosts: ['archive.ubuntu.com', '*.archive.ubuntu.com', 'security.ubuntu.com', 'ports.ubuntu.com'] },
+  github: { label: 'GitHub', hosts: ['github.com', '*.github.com', '*.githubusercontent.com'] },
+};
+
 /**
  * The presets and the hosts each holds, in domain::network's order (`package_managers`
- * first: the group of the registries). network.test.ts holds this list to the Rust one.
+ * first: the group of the registries). network.test.ts holds the hosts to the Rust ones.
  */
-export const PRESETS: readonly { name: string; label: string; hosts: readonly string[]; includes?: readonly string[] }[] = [
-  { name: 'package_managers', label: 'PyPI, npm, crates.io, Go modules, Debian and Ubuntu mirrors', hosts: [], includes: ['pypi', 'npm', 'crates', 'go', 'debian', 'ubuntu'] },
-  { name: 'pypi', label: 'PyPI', hosts: ['pypi.org', 'files.pythonhosted.org', '*.pythonhosted.org'] },
-  { name: 'npm', label: 'npm', hosts: ['registry.npmjs.org', 'registry.yarnpkg.com'] },
-  { name: 'crates', label: 'crates.io and Rust toolchains', hosts: ['crates.io', 'index.crates.io', 'static.crates.io', 'static.rust-lang.org'] },
-  { name: 'go', label: 'Go modules', hosts: ['proxy.golang.org', 'sum.golang.org', 'storage.googleapis.com'] },
-  { name: 'debian', label: 'Debian mirrors', hosts: ['deb.debian.org', 'security.debian.org', 'ftp.debian.org'] },
-  { name: 'ubuntu', label: 'Ubuntu mirrors', hosts: ['archive.ubuntu.com', '*.archive.ubuntu.com', 'security.ubuntu.com', 'ports.ubuntu.com'] },
-  { name: 'github', label: 'GitHub', hosts: ['github.com', '*.github.com', '*.githubusercontent.com'] },
-];
+export const PRESETS: readonly ({ name: Preset } & PresetInfo)[] = (Object.keys(PRESET_INFO) as Preset[]).map((name) => ({ name, ...PRESET_INFO[name] }));
 
-/** The hosts of a preset, a group's flattened; [] for a name the UI does not know. */
-export function presetHosts(name: string): string[] {
-  const p = PRESETS.find((x) => x.name === name);
-  if (!p) return [];
+/** The hosts of a preset, a group's flattened. */
+export function presetHosts(name: Preset): string[] {
+  const p = PRESET_INFO[name];
   return [...p.hosts, ...(p.includes ?? []).flatMap(presetHosts)];
 }
 
@@ -58,9 +65,8 @@ export function defaultPolicy(): NetworkPolicy {
 }
 
 /** A policy from the API (fields may be missing; null or undefined is the default, open). */
-export function policyOf(p: { egress?: string | null; allow?: string[] | null; presets?: string[] | null } | null | undefined): NetworkPolicy {
-  const egress = EGRESS.includes(p?.egress as Egress) ? (p!.egress as Egress) : 'open';
-  return { egress, allow: [...(p?.allow ?? [])], presets: [...(p?.presets ?? [])] };
+export function policyOf(p: Partial<Schemas['NetworkPolicy']> | null | undefined): NetworkPolicy {
+  return { egress: p?.egress ?? 'open', allow: [...(p?.allow ?? [])], presets: [...(p?.presets ?? [])] };
 }
 
 /**

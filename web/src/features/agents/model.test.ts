@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../api/client';
+import type { NetworkPolicy } from '../../lib/network';
 import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, conflictRows, emptyAgentForm, shownValue, formFromAgent, rebaseForm, validateAgentForm } from './model';
 
 const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
@@ -33,11 +34,11 @@ describe('validateAgentForm', () => {
     expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} }, subagent_max_steps: 7 } as Agent).subagent_max_steps).toBe('7');
   });
   it('sends the network policy as the server takes it, and reads it back', () => {
-    expect((agentBody(valid()) as { network?: unknown }).network).toEqual({ egress: 'open', allow: [], presets: [] });
-    const network = { egress: 'allowlist' as const, allow: ['pypi.org', ' ', 'github.com:443'], presets: ['npm'] };
-    expect((agentBody({ ...valid(), network }) as { network?: unknown }).network).toEqual({ egress: 'allowlist', allow: ['pypi.org', 'github.com:443'], presets: ['npm'] });
+    expect(agentBody(valid()).network).toEqual({ egress: 'open', allow: [], presets: [] });
+    const network: NetworkPolicy = { egress: 'allowlist', allow: ['pypi.org', ' ', 'github.com:443'], presets: ['npm'] };
+    expect(agentBody({ ...valid(), network }).network).toEqual({ egress: 'allowlist', allow: ['pypi.org', 'github.com:443'], presets: ['npm'] });
     // Entries kept while another egress is chosen are not sent: the server refuses them there.
-    expect((agentBody({ ...valid(), network: { ...network, egress: 'none' } }) as { network?: unknown }).network).toEqual({ egress: 'none', allow: [], presets: [] });
+    expect(agentBody({ ...valid(), network: { ...network, egress: 'none' } }).network).toEqual({ egress: 'none', allow: [], presets: [] });
     const stored = { ...({} as Agent), manifest: { entries: {}, environment: {} }, network: { egress: 'allowlist', allow: ['pypi.org'], presets: ['github'] } } as Agent;
     expect(formFromAgent(stored).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['github'] });
     expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} } } as Agent).network).toEqual({ egress: 'open', allow: [], presets: [] });

@@ -126,7 +126,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
     })),
     skills_source: a.skills_source ? pretty(a.skills_source) : '',
     workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
-    network: policyOf((a as Agent & { network?: NetworkPolicy }).network),
+    network: policyOf(a.network),
   };
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { NetworkPolicy } from '../../lib/network';
 import { buildLabel, configValues, emptyValues, entries, packageProblem, toConfig, validateEnvironment } from './environments';
 
 describe('environment form', () => {
@@ -13,9 +14,9 @@ describe('environment form', () => {
   });
 
   it('carries the network policy beside networking, as sent and read back', () => {
-    const network = { egress: 'allowlist' as const, allow: ['pypi.org', ''], presets: ['package_managers'] };
+    const network: NetworkPolicy = { egress: 'allowlist', allow: ['pypi.org', ''], presets: ['package_managers'] };
     const c = toConfig({ ...emptyValues(), network });
-    expect((c as { network?: unknown }).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['package_managers'] });
+    expect(c.network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['package_managers'] });
     expect(c.networking).toEqual({ type: 'unrestricted' });
     expect(configValues(c).network).toEqual({ egress: 'allowlist', allow: ['pypi.org'], presets: ['package_managers'] });
     // A configuration stored before policies existed reads as open.

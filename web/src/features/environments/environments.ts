@@ -37,8 +37,7 @@ export function emptyValues(): EnvironmentValues {
 export function configValues(c: EnvironmentConfig): ConfigValues {
   const p = c.packages ?? {};
   const lines = (m: Manager) => ((p as Record<Manager, string[] | undefined>)[m] ?? []).join('\n');
-  const network = policyOf((c as EnvironmentConfig & { network?: NetworkPolicy }).network);
-  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') }, network };
+  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') }, network: policyOf(c.network) };
 }
 
 /** One entry per line (or separated by spaces); blank lines dropped. */
@@ -86,7 +85,7 @@ export function toConfig(v: ConfigValues, keep?: EnvironmentConfig): Environment
     packages,
     networking: keep?.networking ?? { type: 'unrestricted' },
     network: policyBody(v.network),
-  } as EnvironmentConfig;
+  };
 }
 
 export function packageCount(c: EnvironmentConfig): number {

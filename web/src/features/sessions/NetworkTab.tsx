@@ -2,7 +2,7 @@ import { Badge, Button, Card, Code, Group, Stack, Table, Text, Title } from '@ma
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, fieldErrors, unwrap, type Schemas, type SessionDetail } from '../../api/client';
+import { api, fieldErrors, unwrap, type SessionDetail } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
@@ -10,10 +10,9 @@ import { defaultPolicy, LAYERS_HELP, networkErrorsOf, policyBody, policyOf, same
 
 /** The session's network as the API has it: its own policy (null: none) and every layer that applies. */
 export function sessionNetwork(s: SessionDetail): { own: NetworkPolicy | null; layers: NetworkLayer[] } {
-  const wire = s as SessionDetail & { network?: Partial<NetworkPolicy> | null; network_layers?: { from: NetworkLayer['from']; policy: Partial<NetworkPolicy> }[] };
   return {
-    own: wire.network ? policyOf(wire.network) : null,
-    layers: (wire.network_layers ?? []).map((l) => ({ from: l.from, policy: policyOf(l.policy) })),
+    own: s.network ? policyOf(s.network) : null,
+    layers: (s.network_layers ?? []).map((l) => ({ from: l.from, policy: policyOf(l.policy) })),
   };
 }
 
@@ -78,7 +77,7 @@ function OwnPolicy({ session, own, layers }: { session: SessionDetail; own: Netw
   const [draft, setDraft] = useState<NetworkPolicy | null>(own);
   const save = useMutation({
     mutationFn: (network: NetworkPolicy | null) =>
-      unwrap(api.PATCH('/api/sessions/{session_id}', { params: { path: { session_id: session.id } }, body: { network: network && policyBody(network) } as Schemas['SessionPatch'] })),
+      unwrap(api.PATCH('/api/sessions/{session_id}', { params: { path: { session_id: session.id } }, body: { network: network && policyBody(network) } })),
     onSuccess: (_s, network) => {
       qc.invalidateQueries({ queryKey: keys.sessions.detail(session.id) });
       notifications.show({ color: 'teal', message: network ? 'Saved: the sandbox’s next connection follows it.' : 'Its own policy is removed: the agent’s and the environment’s still apply.' });
