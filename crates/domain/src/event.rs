@@ -21,6 +21,8 @@ pub enum EventType {
     SessionRunQueued,
     /// An addition: a write-back found files of an `s3_mount` changed in the bucket too.
     SessionS3Conflict,
+    /// An addition: the egress proxy refused a connection of the session's sandbox.
+    SandboxEgressDenied,
     UserMessage,
     UserFile,
     AgentMessage,
@@ -39,7 +41,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 21] = [
+    pub const ALL: [EventType; 22] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -48,6 +50,7 @@ impl EventType {
         Self::SessionQueued,
         Self::SessionRunQueued,
         Self::SessionS3Conflict,
+        Self::SandboxEgressDenied,
         Self::UserMessage,
         Self::UserFile,
         Self::AgentMessage,
@@ -73,6 +76,7 @@ impl EventType {
             Self::SessionQueued => "session.queued",
             Self::SessionRunQueued => "session.run_queued",
             Self::SessionS3Conflict => "session.s3_conflict",
+            Self::SandboxEgressDenied => "sandbox.egress_denied",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
             Self::AgentMessage => "agent.message",
@@ -141,6 +145,9 @@ impl EventType {
             }
             Self::SessionS3Conflict => {
                 "Writing an `s3_mount` back found files changed in the bucket since they were staged: the bucket's versions were kept, and the sandbox's uploaded beside them (`mount`, `bucket`, `prefix`, `conflicts`: `key`, `kind` (`changed`, `created`, `deleted`), `sandbox_copy`)."
+            }
+            Self::SandboxEgressDenied => {
+                "The egress proxy refused a connection of the sandbox (`host`, `port`, `reason`: what refused it, e.g. the allowlist of one policy layer or a private address)."
             }
             Self::UserMessage => "A prompt that started a turn.",
             Self::UserFile => "A file uploaded into the workspace.",
@@ -250,8 +257,9 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            18
+            19
         );
+        assert_eq!(EventType::SandboxEgressDenied.group(), "sandbox");
         assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");
         assert_eq!(EventType::SessionQueued.group(), "session");

@@ -9,11 +9,13 @@
 
 pub mod count;
 pub mod decide;
+pub mod gateway;
 pub mod guard;
 pub mod proxy;
 pub mod resolve;
 
 pub use decide::{Decision, Denial, Host, Policy};
+pub use gateway::UnixGateway;
 pub use guard::{Guard, GuardSettings};
 pub use proxy::{Observer, PolicySource, Proxy, Unobserved, DENIED_HEADER};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};

@@ -16,19 +16,14 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-/// How long a sandbox's policy is kept before it is read again. A change made through
-/// this process (`PATCH /api/sessions/{id}`) is forgotten at once ([`Proxy::forget_session`]);
-/// this bounds how long another replica's change takes.
-const POLICY_TTL: Duration = Duration::from_secs(2);
 /// How long one connection attempt to an allowed address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The header a refusal names its reason in.
@@ -65,7 +60,6 @@ pub struct Proxy {
     resolver: Arc<dyn Resolve>,
     source: Arc<dyn PolicySource>,
     observer: Arc<dyn Observer>,
-    cache: Mutex<HashMap<String, (Arc<Policy>, Instant)>>,
 }
 
 impl Proxy {
@@ -80,38 +74,14 @@ impl Proxy {
             resolver,
             source,
             observer,
-            cache: Mutex::default(),
         })
     }
 
-    /// Drops the cached policy of `session`'s sandbox: its next connection reads it anew.
-    pub fn forget_session(&self, session: &str) {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.retain(|_, (p, _)| p.session.as_deref() != Some(session));
-    }
-
-    /// Drops the cached policy of a sandbox (claimed by a session, or removed).
-    pub fn forget_sandbox(&self, sandbox_id: &str) {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.remove(sandbox_id);
-    }
-
-    async fn policy(&self, sandbox_id: &str) -> Result<Arc<Policy>, String> {
-        {
-            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((p, at)) = cache.get(sandbox_id) {
-                if at.elapsed() < POLICY_TTL {
-                    return Ok(p.clone());
-                }
-            }
-        }
-        let p = Arc::new(self.source.policy(sandbox_id).await?);
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() > 65_536 {
-            cache.retain(|_, (_, at)| at.elapsed() < POLICY_TTL);
-        }
-        cache.insert(sandbox_id.to_owned(), (p.clone(), Instant::now()));
-        Ok(p)
+    /// The policy of a sandbox, read afresh for every connection: a change (a `PATCH` of the
+    /// session's own policy, in any server process) applies from the sandbox's next
+    /// connection, and nothing needs telling. One indexed lookup per connection.
+    async fn policy(&self, sandbox_id: &str) -> Result<Policy, String> {
+        self.source.policy(sandbox_id).await
     }
 
     /// Serves one connection from the sandbox `sandbox_id` until it closes.
@@ -139,7 +109,7 @@ impl Proxy {
             Err(answer) => return answer,
         };
         let policy = match self.policy(sandbox_id).await {
-            Ok(p) => p,
+            Ok(p) => Arc::new(p),
             Err(e) => {
                 tracing::error!(sandbox_id, error = %e, "an egress policy could not be read");
                 return text(

@@ -9,12 +9,14 @@
 
 pub mod daemon_link;
 pub mod docker;
+pub mod egress;
 pub mod memory;
 pub mod path;
 pub mod settings;
 pub mod unavailable;
 
 pub use docker::DockerBackend;
+pub use egress::EgressGateway;
 pub use memory::MemoryBackend;
 /// The daemon's protocol and client, for the services that talk to it.
 pub use sandboxd;

@@ -11,7 +11,9 @@
 //! - [`bridge`]: `sandboxd connect`, which the control plane runs as a Docker exec: its
 //!   stdio is the control plane's connection to the daemon, and it starts the daemon when
 //!   none answers;
-//! - [`client`]: the control plane's HTTP/2 client over any byte stream.
+//! - [`client`]: the control plane's HTTP/2 client over any byte stream;
+//! - [`egress`]: the sandbox's end of the egress proxy (a loopback listener joined to the
+//!   socket the control plane mounts).
 //!
 //! The binary is built static (`scripts/build-sandboxd`), so it runs in any x86_64 Linux
 //! image whatever its libc, and reaches a sandbox on a read-only volume (the Docker
@@ -20,5 +22,6 @@
 pub mod bridge;
 pub mod client;
 pub mod daemon;
+pub mod egress;
 pub mod proto;
 pub mod socket;

@@ -51,6 +51,8 @@ pub struct ServiceSettings {
     pub environments: EnvironmentSettings,
     /// The backend sandboxes run on, and its settings (`--backend` and its flags).
     pub backend: BackendSettings,
+    /// The egress proxy (`--egress-proxy`); `None`: sandboxes have the backend's network.
+    pub egress: Option<crate::egress::EgressSettings>,
 }
 
 impl ServiceSettings {
@@ -109,6 +111,7 @@ impl ServiceSettings {
                 sweep_interval: SWEEP_INTERVAL,
             },
             backend: config.backend_settings(),
+            egress: config.egress_settings()?,
         })
     }
 }
@@ -180,8 +183,18 @@ pub async fn services(
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .context("reading the deployment id")?;
-    let backend = settings
-        .backend
+    let mut backend_settings = settings.backend;
+    if let Some(egress) = &settings.egress {
+        match &mut backend_settings {
+            BackendSettings::Docker(docker) => {
+                let (_proxy, gateway) = crate::egress::start(egress, db)?;
+                docker.egress = Some(gateway);
+            }
+            // Its sandboxes are records: they have no network to confine.
+            BackendSettings::Memory(_) => {}
+        }
+    }
+    let backend = backend_settings
         .connect(&deployment)
         .await
         .context("starting the sandbox backend")?;

@@ -127,6 +127,33 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_DOCKER_NETWORK", global = true)]
     pub docker_network: Option<String>,
 
+    /// Send every sandbox's traffic through this server's egress proxy, which applies the
+    /// sessions' network policies (`network` on agents, environments and sessions) and never
+    /// lets a sandbox reach this host, loopback, link-local or metadata addresses, or private
+    /// ranges outside --egress-allow-private. Sandboxes then have no network of their own
+    /// (Docker's `none`): only the proxy, through `HTTP_PROXY`/`HTTPS_PROXY`. Exposed ports
+    /// are not available with it yet. Off by default for now; see docs/security.md.
+    #[arg(long, env = "SANDBOX_AGENTS_EGRESS_PROXY", global = true)]
+    pub egress_proxy: bool,
+
+    /// Private ranges (CIDRs, comma-separated) sandboxes may reach through the egress proxy
+    /// when a policy allows them: an internal package mirror, say. Never opens loopback,
+    /// link-local or metadata addresses, or this host's own addresses.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_EGRESS_ALLOW_PRIVATE",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub egress_allow_private: Vec<ipnet::IpNet>,
+
+    /// Where the egress proxy's per-sandbox Unix sockets live (mounted into each sandbox).
+    /// Must be a path of the Docker host, short enough for socket addresses (at most 47
+    /// characters). Default: <data-dir>/egress when that is short enough, else a directory
+    /// under /tmp named for the deployment.
+    #[arg(long, env = "SANDBOX_AGENTS_EGRESS_SOCKET_DIR", global = true)]
+    pub egress_socket_dir: Option<PathBuf>,
+
     /// CPUs each sandbox may use.
     #[arg(
         long,

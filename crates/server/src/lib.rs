@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod config;
+pub mod egress;
 mod teardown;
 pub mod telemetry;
 

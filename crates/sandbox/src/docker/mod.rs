@@ -11,6 +11,7 @@ mod build;
 mod create;
 pub mod daemon;
 mod dockerfile;
+pub mod egress;
 mod error;
 mod exec;
 mod images;
@@ -62,6 +63,9 @@ pub struct DockerBackend {
     network: Option<String>,
     /// Container removals in flight at once ([`REMOVALS_AT_ONCE`]).
     removals: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The control plane's egress proxy (`with_egress`): sandboxes get no network of their
+    /// own, only its socket. None: the network above, unfiltered.
+    egress: Option<std::sync::Arc<dyn crate::egress::EgressGateway>>,
 }
 
 /// Container removals this backend has in flight at once; the rest wait here, in order.
@@ -165,6 +169,7 @@ impl DockerBackend {
             deployment: deployment.to_owned(),
             network: None,
             removals: std::sync::Arc::new(tokio::sync::Semaphore::new(REMOVALS_AT_ONCE)),
+            egress: None,
         }
     }
 
@@ -200,6 +205,30 @@ impl DockerBackend {
     pub fn with_daemon(mut self, binary: daemon::DaemonBinary) -> Self {
         self.daemons = std::sync::Arc::new(daemon::Daemons::new(&self.docker, Some(binary)));
         self
+    }
+
+    /// Sends every sandbox's traffic through `gateway` (see `crate::egress`), and binds the
+    /// ways in of the sandboxes that exist already.
+    pub async fn with_egress(
+        mut self,
+        gateway: std::sync::Arc<dyn crate::egress::EgressGateway>,
+    ) -> Result<Self> {
+        let existing: Vec<(String, String)> = self
+            .containers(true, false)
+            .await?
+            .into_iter()
+            .filter_map(|(_, c)| {
+                let key = c.labels.as_ref()?.get(egress::LABEL_EGRESS_KEY)?.clone();
+                Some((key, c.id?))
+            })
+            .collect();
+        egress::reattach(gateway.as_ref(), &existing);
+        tracing::info!(
+            sandboxes = existing.len(),
+            "sandboxes reach the network only through the egress proxy"
+        );
+        self.egress = Some(gateway);
+        Ok(self)
     }
 
     pub fn deployment(&self) -> &str {
@@ -254,6 +283,33 @@ impl DockerBackend {
     /// fails. `workspace_ready`: the image owns `/workspace` as the sandbox user already;
     /// otherwise a directory entry is uploaded before the start to make it so.
     async fn create_and_start(
+        &self,
+        name: &str,
+        mut body: bollard::models::ContainerCreateBody,
+        workspace_ready: bool,
+    ) -> Result<Sandbox> {
+        if let Some(gateway) = &self.egress {
+            let dir = gateway.prepare(name).map_err(|e| {
+                SandboxError::Backend(format!(
+                    "the sandbox's egress socket could not be made: {e}"
+                ))
+            })?;
+            egress::confine(&mut body, &dir, name);
+        }
+        let created = self
+            .create_and_start_confined(name, body, workspace_ready)
+            .await;
+        if let Some(gateway) = &self.egress {
+            match &created {
+                Ok(sandbox) => gateway.bind(name, &sandbox.id),
+                Err(_) => gateway.abandon(name),
+            }
+        }
+        created
+    }
+
+    /// [`DockerBackend::create_and_start`] once the body is confined (or not) to the proxy.
+    async fn create_and_start_confined(
         &self,
         name: &str,
         mut body: bollard::models::ContainerCreateBody,
@@ -383,6 +439,12 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
+        if self.egress.is_some() && !spec.exposed_ports.is_empty() {
+            return Err(SandboxError::Backend(format!(
+                "ports {:?}: a sandbox behind the egress proxy has no network to expose ports on yet (run the server without --egress-proxy to expose ports)",
+                spec.exposed_ports
+            )));
+        }
         let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
         let body = create::container_body(
@@ -541,7 +603,11 @@ impl SandboxBackend for DockerBackend {
     #[tracing::instrument(skip_all, fields(container.id = %id))]
     async fn remove(&self, id: &str) -> Result<()> {
         self.daemons.forget(id);
-        self.remove_container(id).await
+        self.remove_container(id).await?;
+        if let Some(gateway) = &self.egress {
+            gateway.forget(id);
+        }
+        Ok(())
     }
 
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]

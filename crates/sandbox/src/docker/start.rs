@@ -18,6 +18,9 @@ pub struct DockerSettings {
     /// The sandbox daemon's binary mounted into every sandbox (`--sandboxd-bin`); `None`:
     /// every command is a Docker exec.
     pub sandboxd: Option<PathBuf>,
+    /// The control plane's egress proxy (`--egress-proxy`): sandboxes get no network of
+    /// their own, only their socket to it. `None`: the network above, unfiltered.
+    pub egress: Option<Arc<dyn crate::egress::EgressGateway>>,
 }
 
 /// Why the backend did not start.
@@ -44,6 +47,13 @@ pub(crate) async fn connect(
             .with_network(net)
             .await
             .map_err(StartError::Config)?,
+        None => backend,
+    };
+    let backend = match &settings.egress {
+        Some(gateway) => backend
+            .with_egress(gateway.clone())
+            .await
+            .map_err(StartError::Unreachable)?,
         None => backend,
     };
     Ok(Arc::new(backend))

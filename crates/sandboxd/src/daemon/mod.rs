@@ -103,6 +103,9 @@ where
 /// Accepts connections on `listener` for ever.
 pub async fn serve(listener: tokio::net::UnixListener) -> std::io::Result<()> {
     let daemon = Arc::new(Daemon::default());
+    // The daemon starts with the sandbox (the control plane connects right after the
+    // start), before anything runs in it: the proxy is there for the first command.
+    tokio::spawn(crate::egress::forward());
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::spawn(serve_connection(daemon.clone(), stream));

@@ -226,7 +226,39 @@ impl Config {
             host: std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()),
             network: self.docker_network.clone(),
             sandboxd: self.sandboxd_bin(),
+            egress: None,
         })
+    }
+
+    /// The egress proxy's settings with `--egress-proxy`; the socket directory made absolute
+    /// (Docker mounts it by path), under the data directory when that is short enough.
+    pub(crate) fn egress_settings(&self) -> anyhow::Result<Option<crate::egress::EgressSettings>> {
+        if !self.egress_proxy {
+            return Ok(None);
+        }
+        let socket_dir = match &self.egress_socket_dir {
+            Some(dir) => std::path::absolute(dir)?,
+            None => {
+                let under_data = std::path::absolute(self.data_dir.join("egress"))?;
+                if under_data.as_os_str().len() <= 47 {
+                    under_data
+                } else {
+                    // Named for the data directory, so two servers with different data
+                    // directories never share sockets.
+                    let digest = <sha2::Sha256 as sha2::Digest>::digest(
+                        under_data.as_os_str().as_encoded_bytes(),
+                    );
+                    std::env::temp_dir().join(format!("sa-egress-{}", &hex::encode(digest)[..12]))
+                }
+            }
+        };
+        let resolver = sandbox_agents_egress::SystemResolver::new().map_err(anyhow::Error::msg)?;
+        tracing::info!(socket_dir = %socket_dir.display(), allow_private = ?self.egress_allow_private, "sandboxes reach the network through the egress proxy");
+        Ok(Some(crate::egress::EgressSettings {
+            socket_dir,
+            allow_private: self.egress_allow_private.clone(),
+            resolver: std::sync::Arc::new(resolver),
+        }))
     }
 
     /// The daemon's binary: `--sandboxd-bin`, else `sandboxd` beside this executable if it is

@@ -12,6 +12,7 @@ mod compaction;
 mod conventions;
 mod daemon;
 mod db_pool;
+mod egress;
 mod environments;
 mod event_log;
 mod exec_stream;

@@ -300,11 +300,13 @@ async fn a_patch_replaces_or_removes_the_sessions_own_layer_and_the_proxy_reads_
         .unwrap()
         .to_owned();
     let session = SessionId::parse(&id).unwrap();
+    // The policies the proxy gets for the sandbox, in order (their sources aside).
     let by_sandbox = async || {
-        sessions::network_layers_by_sandbox(&app.db, &sandbox)
+        let (id, layers) = sessions::network_layers_by_sandbox(&app.db, &sandbox)
             .await
             .unwrap()
-            .expect("the running session holds its sandbox")
+            .expect("the running session holds its sandbox");
+        (id, layers.into_iter().map(|l| l.policy).collect::<Vec<_>>())
     };
     let agent_policy = NetworkPolicy {
         egress: Egress::Allowlist,

@@ -3,7 +3,7 @@
 //! the sandbox's next connection without a restart.
 
 use crate::error::Result;
-use sandbox_agents_domain::network::{NetworkLayer, NetworkPolicy, SessionNetwork};
+use sandbox_agents_domain::network::{NetworkLayer, SessionNetwork};
 use sandbox_agents_domain::SessionId;
 use sqlx::types::Json;
 use sqlx::PgExecutor;
@@ -16,7 +16,7 @@ use sqlx::PgExecutor;
 pub async fn network_layers_by_sandbox(
     db: impl PgExecutor<'_>,
     sandbox_id: &str,
-) -> Result<Option<(SessionId, Vec<NetworkPolicy>)>> {
+) -> Result<Option<(SessionId, Vec<NetworkLayer>)>> {
     // A session holds its sandbox id only while it runs (`mark_running` sets it, every stop
     // clears it), so at most one row matches; `sessions_sandbox_id_idx` finds it.
     let row = sqlx::query!(
@@ -26,7 +26,7 @@ pub async fn network_layers_by_sandbox(
     )
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|r| (r.id, r.network.map(|n| n.0).unwrap_or_default().policies())))
+    Ok(row.map(|r| (r.id, r.network.map(|n| n.0).unwrap_or_default().layers())))
 }
 
 /// Every layer of the session's network policy, with where each comes from (agent,

@@ -1,0 +1,272 @@
+//! Egress control on Docker (`--egress-proxy`, issue 36): sandboxes with no network of their
+//! own, reaching a test server on a Docker network this test makes (never an outside
+//! address) only through the proxy, and only as their session's policy allows.
+
+use sandbox_agents_egress::StaticResolver;
+use sandbox_agents_server::egress::EgressSettings;
+use sandbox_agents_testkit::TestApp;
+use serde_json::{json, Value};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const IMAGE: &str = "sandbox-agents-sandbox:1";
+const PORT: u16 = 8080;
+
+/// A Docker network of the test's own with an HTTP server on it, removed on drop.
+struct TestNetwork {
+    name: String,
+    /// The egress sockets' directory of the server under test.
+    sockets: std::path::PathBuf,
+    server_ip: String,
+    subnet: String,
+    gateway: String,
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl TestNetwork {
+    async fn start(tag: &str) -> TestNetwork {
+        let name = format!(
+            "sa-test-{tag}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        docker(&["network", "create", &name]);
+        docker(&[
+            "run",
+            "-d",
+            "--rm",
+            "--name",
+            &name,
+            "--network",
+            &name,
+            IMAGE,
+            "python3",
+            "-m",
+            "http.server",
+            &PORT.to_string(),
+            "--bind",
+            "0.0.0.0",
+        ]);
+        let server_ip = docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            &name,
+        ]);
+        let subnet = docker(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+            &name,
+        ]);
+        let gateway = docker(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
+            &name,
+        ]);
+        // The server answers once it listens; the host reaches it on the bridge.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect((server_ip.as_str(), PORT))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the test server on {server_ip} never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let sockets = std::env::temp_dir().join(format!("sa-eg-{}", &name[name.len() - 8..]));
+        TestNetwork {
+            name,
+            sockets,
+            server_ip,
+            subnet,
+            gateway,
+        }
+    }
+}
+
+impl Drop for TestNetwork {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", &self.name])
+            .output();
+        let _ = Command::new("docker")
+            .args(["network", "rm", &self.name])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.sockets);
+    }
+}
+
+/// A server whose sandboxes leave only through the proxy, which knows the test's names.
+async fn app(net: &TestNetwork) -> TestApp {
+    let resolver = StaticResolver::new([
+        ("allowed.test", net.server_ip.as_str()),
+        ("other.test", net.server_ip.as_str()),
+        ("private.test", "10.255.255.1"),
+        ("gateway.test", net.gateway.as_str()),
+        ("metadata.test", "169.254.169.254"),
+    ]);
+    let settings = EgressSettings {
+        socket_dir: net.sockets.clone(),
+        allow_private: vec![net.subnet.parse().unwrap()],
+        resolver: Arc::new(resolver),
+    };
+    TestApp::builder()
+        .with_settings(move |s| s.services.egress = Some(settings))
+        .spawn()
+        .await
+}
+
+/// The HTTP status curl gets for `url` through the proxy (000: no answer at all).
+async fn status(app: &TestApp, id: &str, url: &str) -> String {
+    let (_, out, _) = app
+        .exec(
+            id,
+            &format!("curl -sS -o /dev/null -w '%{{http_code}}' --max-time 10 {url}"),
+        )
+        .await;
+    out
+}
+
+#[tokio::test]
+async fn a_sandbox_reaches_what_its_policy_allows_only_through_the_proxy() {
+    let net = TestNetwork::start("egress").await;
+    let app = app(&net).await;
+    let policy = json!({"egress": "allowlist", "allow": [
+        format!("allowed.test:{PORT}"), "private.test", "gateway.test", "metadata.test",
+    ]});
+    let id = app
+        .running_session("egress-allowlist", json!({"network": policy}))
+        .await;
+
+    // The proxy is all the sandbox has: its environment names it.
+    let (_, env, _) = app.exec(&id, "echo $HTTPS_PROXY $http_proxy").await;
+    assert_eq!(env.trim(), "http://127.0.0.1:3128 http://127.0.0.1:3128");
+
+    assert_eq!(
+        status(&app, &id, &format!("http://allowed.test:{PORT}/")).await,
+        "200"
+    );
+    // Not in the allowlist, though it is the same server.
+    assert_eq!(
+        status(&app, &id, &format!("http://other.test:{PORT}/")).await,
+        "403"
+    );
+    // Allowed by name, refused by where the name resolves.
+    assert_eq!(status(&app, &id, "http://private.test/").await, "403");
+    assert_eq!(
+        status(&app, &id, &format!("http://gateway.test:{PORT}/")).await,
+        "403"
+    );
+    assert_eq!(status(&app, &id, "http://metadata.test/").await, "403");
+    // HTTPS goes through CONNECT, refused the same way.
+    let (code, _, err) = app
+        .exec(
+            &id,
+            &format!("curl -sS --max-time 10 https://other.test:{PORT}/"),
+        )
+        .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("403"), "{err}");
+
+    // Traffic that ignores the proxy has no route: refused at once, not a hang.
+    let started = Instant::now();
+    let (code, _, err) = app
+        .exec(
+            &id,
+            &format!(
+                "curl -sS --noproxy '*' --max-time 10 http://{}:{PORT}/",
+                net.server_ip
+            ),
+        )
+        .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("unreachable") || err.contains("Couldn't connect"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8), "it failed fast");
+
+    // Each refusal is on the session's log, with what refused it.
+    let denials: Vec<Value> = app
+        .events(&id)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "sandbox.egress_denied")
+        .collect();
+    let hosts: Vec<&str> = denials
+        .iter()
+        .filter_map(|e| e["payload"]["host"].as_str())
+        .collect();
+    for host in [
+        "other.test",
+        "private.test",
+        "gateway.test",
+        "metadata.test",
+    ] {
+        assert!(hosts.contains(&host), "{host} in {hosts:?}");
+    }
+    let other = denials
+        .iter()
+        .find(|e| e["payload"]["host"] == "other.test")
+        .unwrap();
+    assert_eq!(other["payload"]["port"], PORT);
+    assert!(
+        other["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("allowlist"),
+        "{other}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn open_is_the_internet_without_the_host_and_a_changed_policy_applies_to_the_next_connection()
+{
+    let net = TestNetwork::start("egress-open").await;
+    let app = app(&net).await;
+    let id = app.running_session("egress-open", json!({})).await;
+    // The operator opened the test network's range: its server answers by address.
+    assert_eq!(
+        status(&app, &id, &format!("http://{}:{PORT}/", net.server_ip)).await,
+        "200"
+    );
+    // Never the host's own address on it, nor metadata.
+    assert_eq!(
+        status(&app, &id, &format!("http://{}:{PORT}/", net.gateway)).await,
+        "403"
+    );
+    assert_eq!(status(&app, &id, "http://169.254.169.254/").await, "403");
+
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/sessions/{id}")))
+        .json(&json!({"network": {"egress": "none"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    assert_eq!(
+        status(&app, &id, &format!("http://{}:{PORT}/", net.server_ip)).await,
+        "403"
+    );
+    app.stop().await;
+}
