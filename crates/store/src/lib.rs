@@ -31,6 +31,7 @@ pub mod s3_mounts;
 pub mod sandbox_pool;
 pub mod sealed;
 pub mod secrets;
+pub mod session_egress;
 pub mod session_leases;
 pub mod session_memories;
 pub mod session_view;
