@@ -114,7 +114,7 @@ async fn a_bad_policy_is_a_422_at_its_field_and_null_is_refused() {
         )
         .await;
         assert_eq!(s, 422, "{network}: {body}");
-        assert_eq!(locs(&body), [loc.clone()], "{network}: {body}");
+        assert_eq!(locs(&body), [loc], "{network}: {body}");
     }
     let (s, body) = send(
         &app,
