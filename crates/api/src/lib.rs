@@ -150,6 +150,7 @@ fn project_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(routes::files::content))
         .routes(routes!(routes::ports::get))
+        .routes(routes!(routes::egress::get))
         .routes(routes!(routes::processes::list, routes::processes::start))
         .routes(routes!(routes::processes::get, routes::processes::kill))
         .routes(routes!(routes::notebook::get))

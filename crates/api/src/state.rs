@@ -34,6 +34,9 @@ pub struct ApiSettings {
     pub auth: Arc<crate::authenticator::Auth>,
     /// Where the web UI's files come from: the embedded build (the binary), or a folder.
     pub ui: crate::ui::UiAssets,
+    /// Whether sandboxes leave through the egress proxy (`--egress-proxy` on a backend with
+    /// a network), so that an empty egress log can say why.
+    pub egress: bool,
 }
 
 /// `BackendInfo`: a compute plane this deployment runs, as configured.

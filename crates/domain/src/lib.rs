@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod bundle;
 pub mod ca;
+pub mod egress;
 pub mod environment;
 pub mod event;
 pub mod git_key;

@@ -187,7 +187,7 @@ pub async fn services(
     if let Some(egress) = &settings.egress {
         match &mut backend_settings {
             BackendSettings::Docker(docker) => {
-                let (_proxy, gateway) = crate::egress::start(egress, db)?;
+                let (_proxy, gateway) = crate::egress::start(egress, db, shutdown.clone())?;
                 docker.egress = Some(gateway);
             }
             // Its sandboxes are records: they have no network to confine.
@@ -266,6 +266,9 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         ui,
     } = settings;
     let default_model = service_settings.sessions.default_model.clone();
+    // As `services` starts it: the memory backend's sandboxes have no network to confine.
+    let egress = service_settings.egress.is_some()
+        && matches!(service_settings.backend, BackendSettings::Docker(_));
     let Services {
         sessions,
         runs,
@@ -300,6 +303,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
             preview_hosts: web.preview_hosts,
             auth: Arc::new(auth),
             ui,
+            egress,
         }),
         webhooks,
         shutdown,

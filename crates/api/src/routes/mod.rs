@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod deliveries;
+pub mod egress;
 pub mod environments;
 pub mod events;
 pub mod exec;
