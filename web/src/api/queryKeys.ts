@@ -50,6 +50,8 @@ export const keys = {
     detail: (id: string) => ['session', id] as const,
     toolCalls: (id: string) => ['tool-calls', id] as const,
     snapshots: (id: string) => ['snapshots', id] as const,
+    /** The session's egress log (hosts, connections, bytes, refusals). */
+    egress: (id: string) => ['egress', id] as const,
     notebook: (id: string) => ['notebook', id] as const,
     /** Every directory listing of a session's workspace. */
     files: (id: string) => ['files', id] as const,

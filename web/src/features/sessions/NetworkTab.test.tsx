@@ -10,11 +10,14 @@ const agentLayer = { from: 'agent', policy: { egress: 'allowlist', allow: ['gith
 const envLayer = { from: 'environment', policy: { egress: 'open', allow: [], presets: [] } };
 const session = (network: unknown, layers: unknown[]) => ({ id: 'S', status: 'running', network, network_layers: layers }) as unknown as SessionDetail;
 
-/** A fake API answering PATCH /api/sessions/S with `answer`, recording the bodies sent. */
-function fakePatch(answer: (body: unknown) => Response) {
+const noEgress = { data: [], enabled: true };
+
+/** A fake API answering PATCH /api/sessions/S with `answer`, recording the bodies sent, and GET its egress log with `egress`. */
+function fakePatch(answer: (body: unknown) => Response, egress: unknown = noEgress) {
   const bodies: unknown[] = [];
   vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
     const req = input as Request;
+    if (req.method === 'GET' && new URL(req.url).pathname === '/api/sessions/S/egress') return json(egress);
     if (req.method !== 'PATCH' || new URL(req.url).pathname !== '/api/sessions/S') return json({ detail: 'unexpected' }, 404);
     const body = JSON.parse(await req.text());
     bodies.push(body);
@@ -26,14 +29,41 @@ function fakePatch(answer: (body: unknown) => Response) {
 afterEach(() => vi.restoreAllMocks());
 
 describe('NetworkTab', () => {
-  it('shows each layer in a line, and where the egress log will be', () => {
+  it('shows each layer in a line, and an egress log with nothing in it yet', async () => {
+    fakePatch(() => json({}));
     renderInApp(<NetworkTab session={session(null, [agentLayer, envLayer])} />);
     const layers = screen.getAllByTestId('network-layer');
     expect(layers).toHaveLength(2);
     expect(layers[0]).toHaveTextContent('agentallowlistpypi presetgithub.com:443');
     expect(layers[1]).toHaveTextContent('environmentopenthe internet');
     expect(screen.getByTestId('network-own-none')).toHaveTextContent('None of its own');
-    expect(within(screen.getByTestId('egress-log')).getByText('No egress recorded yet')).toBeInTheDocument();
+    expect(await within(screen.getByTestId('egress-log')).findByText('No egress recorded yet')).toBeInTheDocument();
+  });
+
+  it('lists each host the sandbox reached or was refused, with its connections, bytes and refusals', async () => {
+    const recent = new Date(Date.now() - 30_000).toISOString();
+    fakePatch(() => json({}), {
+      enabled: true,
+      data: [
+        { host: 'pypi.org', port: 443, connections: 1234, bytes_sent: 2048, bytes_received: 5 * 1024 * 1024, denied: 0, first_at: recent, last_at: recent },
+        { host: 'evil.example', port: 80, connections: 0, bytes_sent: 0, bytes_received: 0, denied: 3, first_at: recent, last_at: recent },
+      ],
+    });
+    renderInApp(<NetworkTab session={session(null, [agentLayer])} />);
+    const rows = await screen.findAllByTestId('egress-row');
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toHaveTextContent(/^pypi\.org:4431,2342\.0 KB5\.0 MB0/);
+    expect(rows[1]).toHaveTextContent(/^evil\.example:8000 B0 B3/);
+    expect(within(rows[0]).getByRole('time')).toHaveAttribute('datetime', recent);
+  });
+
+  it('says when egress control is off on this server, rather than that nothing was sent', async () => {
+    fakePatch(() => json({}), { enabled: false, data: [] });
+    renderInApp(<NetworkTab session={session(null, [agentLayer])} />);
+    const log = screen.getByTestId('egress-log');
+    expect(await within(log).findByText('Egress control is off on this server')).toBeInTheDocument();
+    expect(log).toHaveTextContent('--egress-proxy');
+    expect(within(log).queryByText('No egress recorded yet')).toBeNull();
   });
 
   it('sets a policy of its own, starting from the agent’s, and shows a 422 beside its entry', async () => {

@@ -4,9 +4,10 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, fieldErrors, unwrap, type SessionDetail } from '../../api/client';
 import { keys } from '../../api/queryKeys';
-import { ConfirmButton, EmptyState, ErrorAlert } from '../../components/common';
+import { ConfirmButton, ErrorAlert } from '../../components/common';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
 import { defaultPolicy, LAYERS_HELP, networkErrorsOf, policyBody, policyOf, samePolicy, type Egress, type NetworkLayer, type NetworkPolicy } from '../../lib/network';
+import { EgressLog } from './EgressLog';
 
 /** The session's network as the API has it: its own policy (null: none) and every layer that applies. */
 export function sessionNetwork(s: SessionDetail): { own: NetworkPolicy | null; layers: NetworkLayer[] } {
@@ -130,7 +131,7 @@ function OwnPolicy({ session, own, layers }: { session: SessionDetail; own: Netw
   );
 }
 
-/** A session's network: the layers that apply, its own policy, and (soon) its egress log. */
+/** A session's network: the layers that apply, its own policy, and its egress log. */
 export default function NetworkTab({ session }: { session: SessionDetail }) {
   const { own, layers } = sessionNetwork(session);
   return (
@@ -155,8 +156,7 @@ export default function NetworkTab({ session }: { session: SessionDetail }) {
         <Title order={4} mb="xs">
           Egress
         </Title>
-        {/* Where the egress log goes once the API serves it (issue 36: hosts, connections, bytes; refusals). */}
-        <EmptyState title="No egress recorded yet">The hosts this session’s sandbox connects to will be listed here, with connections and bytes, and each refused connection with the rule that refused it.</EmptyState>
+        <EgressLog session={session} />
       </Card>
     </Stack>
   );

@@ -17,6 +17,9 @@ type Ctx = {
 
 const text = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v, null, 2));
 
+/** Session-wide lines that tell of something refused or kept back, shown in orange. */
+const WARNINGS = new Set(['session.s3_conflict', 'sandbox.egress_denied']);
+
 function Collapsible({ id, ctx, header, children, defaultOpen = false }: { id: string; ctx: Ctx; header: ReactNode; children: ReactNode; defaultOpen?: boolean }) {
   const open = ctx.expanded.has(id) !== defaultOpen;
   return (
@@ -303,7 +306,7 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
     case 'status': {
       return (
         <Group gap={6} justify="center">
-          <Text size="xs" c={item.event.type === 'session.s3_conflict' ? 'orange' : 'dimmed'} data-testid={`status-${item.event.type}`}>
+          <Text size="xs" c={WARNINGS.has(item.event.type) ? 'orange' : 'dimmed'} data-testid={`status-${item.event.type}`}>
             {statusLabel(item.event)} · <RelTime value={item.event.created_at} size="xs" />
           </Text>
         </Group>

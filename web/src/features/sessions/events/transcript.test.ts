@@ -109,6 +109,12 @@ describe('statusLabel', () => {
     expect(statusLabel(conflict(5))).toMatch(/f1\.conflict-S\.txt\), and 2 more$/);
   });
 
+  it('shows a refused egress connection as one line: where, and the rule that refused it', () => {
+    expect(statusLabel({ type: 'sandbox.egress_denied', payload: { host: 'evil.example', port: 443, reason: 'not in the agent policy’s allowlist' } })).toBe(
+      'Egress refused: evil.example:443 — not in the agent policy’s allowlist',
+    );
+  });
+
   it('names the other session-wide events, and shows unknown types as they are', () => {
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'lifetime' } })).toBe('Sandbox stopped: its lifetime ended');
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'idle' } })).toBe('Sandbox stopped (idle)');

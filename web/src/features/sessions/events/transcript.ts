@@ -92,6 +92,8 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
     }
     case 'user.file':
       return `File uploaded: ${str(p.path)}`;
+    case 'sandbox.egress_denied':
+      return `Egress refused: ${str(p.host)}:${str(p.port)} — ${str(p.reason) || 'no reason given'}`;
     default:
       return event.type;
   }
