@@ -117,12 +117,13 @@ impl EventType {
         matches!(self, Self::SessionStatusIdle | Self::SessionStatusError)
     }
 
-    /// `session`, `user` or `agent`: the catalogue's grouping.
+    /// `session`, `user` or `agent`: the catalogue's grouping (the contract's recommended
+    /// values; a `sandbox.*` event is about the session's sandbox, so `session`).
     pub fn group(self) -> &'static str {
         self.as_str()
             .split('.')
             .next()
-            .filter(|g| *g != "stream_gap")
+            .filter(|g| *g != "stream_gap" && *g != "sandbox")
             .unwrap_or("session")
     }
 
@@ -259,7 +260,7 @@ mod tests {
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
             19
         );
-        assert_eq!(EventType::SandboxEgressDenied.group(), "sandbox");
+        assert_eq!(EventType::SandboxEgressDenied.group(), "session");
         assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");
         assert_eq!(EventType::SessionQueued.group(), "session");

@@ -262,7 +262,7 @@ mod tests {
             errors[0].loc,
             vec![Value::from("body"), "event_types".into(), "1".into()]
         );
-        assert_eq!(subscribable().count(), 18);
+        assert_eq!(subscribable().count(), 19);
     }
 
     #[test]

@@ -31,6 +31,8 @@ impl Layer {
 pub struct Policy {
     pub session: Option<String>,
     layers: Vec<Layer>,
+    /// The credentials the proxy adds to the session's HTTPS requests (`credentials`).
+    pub credentials: Vec<crate::credentials::Credential>,
     /// Set for a sandbox without a session: every connection is refused.
     closed: bool,
 }
@@ -51,8 +53,15 @@ impl Policy {
                     rules: p.rules(),
                 })
                 .collect(),
+            credentials: Vec::new(),
             closed: false,
         }
+    }
+
+    /// The policy with `credentials` bound for its HTTPS requests.
+    pub fn with_credentials(mut self, credentials: Vec<crate::credentials::Credential>) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// A sandbox that serves no session (a pooled one, or one that is not ours).
@@ -60,6 +69,7 @@ impl Policy {
         Policy {
             session: None,
             layers: Vec::new(),
+            credentials: Vec::new(),
             closed: true,
         }
     }

@@ -8,17 +8,22 @@
 //! to is the address checked.
 
 pub mod count;
+pub mod credentials;
 pub mod decide;
 pub mod gateway;
 pub mod guard;
+mod intercept;
 pub mod proxy;
 pub mod resolve;
+pub mod tls;
 
+pub use credentials::Credential;
 pub use decide::{Decision, Denial, Host, Policy};
 pub use gateway::UnixGateway;
 pub use guard::{Guard, GuardSettings};
 pub use proxy::{Observer, PolicySource, Proxy, Unobserved, DENIED_HEADER};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
+pub use tls::Authority;
 
 #[cfg(test)]
 mod proxy_tests;

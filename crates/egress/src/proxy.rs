@@ -29,7 +29,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The header a refusal names its reason in.
 pub const DENIED_HEADER: &str = "x-sandbox-agents-egress-denied";
 
-type Body = BoxBody<Bytes, hyper::Error>;
+pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Where the proxy reads a sandbox's policy.
 #[async_trait]
@@ -60,6 +60,9 @@ pub struct Proxy {
     resolver: Arc<dyn Resolve>,
     source: Arc<dyn PolicySource>,
     observer: Arc<dyn Observer>,
+    /// The deployment's egress CA: without it, no credential is applied (their hosts'
+    /// tunnels are refused rather than sent without them).
+    authority: Option<Arc<crate::tls::Authority>>,
 }
 
 impl Proxy {
@@ -69,11 +72,23 @@ impl Proxy {
         source: Arc<dyn PolicySource>,
         observer: Arc<dyn Observer>,
     ) -> Arc<Self> {
+        Self::with_authority(guard, resolver, source, observer, None)
+    }
+
+    /// [`Proxy::new`], applying bound credentials with the deployment's CA.
+    pub fn with_authority(
+        guard: Guard,
+        resolver: Arc<dyn Resolve>,
+        source: Arc<dyn PolicySource>,
+        observer: Arc<dyn Observer>,
+        authority: Option<Arc<crate::tls::Authority>>,
+    ) -> Arc<Self> {
         Arc::new(Proxy {
             guard,
             resolver,
             source,
             observer,
+            authority,
         })
     }
 
@@ -152,6 +167,16 @@ impl Proxy {
             received: received.clone(),
         };
         let stream = Counted::new(stream, received, sent);
+        let credentials: Vec<_> = done
+            .policy
+            .credentials
+            .iter()
+            .filter(|c| c.applies_to(&done.host.to_string()))
+            .cloned()
+            .collect();
+        if req.method() == Method::CONNECT && !credentials.is_empty() {
+            return self.intercepting(req, stream, credentials, done).await;
+        }
         if req.method() == Method::CONNECT {
             tokio::spawn(tunnel(req, stream, done));
             Response::new(Empty::new().map_err(|n| match n {}).boxed())
@@ -161,12 +186,57 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// A tunnel to a host with credentials: TLS to the host first (so a host that cannot be
+    /// verified is a 502 on the `CONNECT`), then the sandbox's side (`intercept`).
+    async fn intercepting(
+        &self,
+        req: Request<Incoming>,
+        stream: Counted<TcpStream>,
+        credentials: Vec<crate::credentials::Credential>,
+        done: Done,
+    ) -> Response<Body> {
+        let host = done.host.to_string();
+        let Some(authority) = &self.authority else {
+            return text(StatusCode::BAD_GATEWAY, format!("{host} has credentials bound, and this server has no egress CA to apply them with\n"));
+        };
+        let config = match authority.server_config(&host) {
+            Ok(c) => c,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{host}: {e}\n")),
+        };
+        let name = match rustls_pki_types::ServerName::try_from(host.clone()) {
+            Ok(n) => n,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{host}: {e}\n")),
+        };
+        let upstream = match tokio_rustls::TlsConnector::from(authority.upstream())
+            .connect(name, stream)
+            .await
+        {
+            Ok(u) => u,
+            Err(e) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("{host}: TLS with the host failed: {e}\n"),
+                )
+            }
+        };
+        tokio::spawn(crate::intercept::serve(
+            req,
+            upstream,
+            config,
+            credentials,
+            done,
+        ));
+        Response::new(Empty::new().map_err(|n| match n {}).boxed())
+    }
+}
+
 /// Reports an allowed connection's traffic when it is dropped (the tunnel ended, or the
 /// forwarded response's body was consumed or abandoned).
-struct Done {
+pub(crate) struct Done {
     proxy: Arc<Proxy>,
     policy: Arc<Policy>,
-    host: Host,
+    pub(crate) host: Host,
     port: u16,
     sent: Arc<AtomicU64>,
     received: Arc<AtomicU64>,
@@ -241,7 +311,7 @@ async fn forward(
 }
 
 /// The headers that belong to one hop (RFC 9110 §7.6.1), and the proxy's own.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -341,7 +411,7 @@ fn refused(host: &Host, port: u16, denial: &Denial) -> Response<Body> {
     r
 }
 
-fn text(status: StatusCode, body: String) -> Response<Body> {
+pub(crate) fn text(status: StatusCode, body: String) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
     *r.status_mut() = status;
     r.headers_mut().insert(

@@ -1,10 +1,12 @@
 //! The proxy against real servers on loopback (which only these tests' guard lets through),
 //! spoken to as a sandbox's tools speak to it: plain HTTP in absolute form, and `CONNECT`.
 
+use crate::credentials::Credential;
 use crate::decide::{Denial, Host, Policy};
 use crate::guard::{Guard, GuardSettings};
 use crate::proxy::{Observer, PolicySource, Proxy, DENIED_HEADER};
 use crate::resolve::StaticResolver;
+use crate::tls::{generate_ca, Authority};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -16,16 +18,20 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// Policies by sandbox, changed by the tests.
+/// Policies (and credentials) by sandbox, changed by the tests.
 #[derive(Default)]
-struct Policies(Mutex<HashMap<String, NetworkPolicy>>);
+struct Policies(
+    Mutex<HashMap<String, NetworkPolicy>>,
+    Mutex<Vec<Credential>>,
+);
 
 #[async_trait]
 impl PolicySource for Policies {
     async fn policy(&self, sandbox_id: &str) -> Result<Policy, String> {
         let map = self.0.lock().unwrap();
         Ok(match map.get(sandbox_id) {
-            Some(p) => Policy::new(format!("session-of-{sandbox_id}"), [("session", p)]),
+            Some(p) => Policy::new(format!("session-of-{sandbox_id}"), [("session", p)])
+                .with_credentials(self.1.lock().unwrap().clone()),
             None => Policy::closed(),
         })
     }
@@ -73,6 +79,10 @@ fn allowlist(entries: &[&str]) -> NetworkPolicy {
 }
 
 async fn harness() -> Harness {
+    harness_with(None).await
+}
+
+async fn harness_with(authority: Option<Arc<Authority>>) -> Harness {
     // An HTTP server answering with the path and Host it was sent.
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http_port = http.local_addr().unwrap().port();
@@ -121,14 +131,16 @@ async fn harness() -> Harness {
         ("other.test", "127.0.0.1"),
         ("private.test", "10.255.255.1"),
         ("metadata.test", "169.254.169.254"),
+        ("api.test", "127.0.0.1"),
     ]);
     let policies = Arc::new(Policies::default());
     let seen = Arc::new(Seen::default());
-    let proxy = Proxy::new(
+    let proxy = Proxy::with_authority(
         Guard::permitting_host_for_tests(GuardSettings::default()),
         Arc::new(resolver),
         policies.clone(),
         seen.clone(),
+        authority,
     );
     Harness {
         proxy,
@@ -322,4 +334,168 @@ async fn a_sandbox_without_a_session_reaches_nothing_and_requests_to_the_proxy_i
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, _, _) = h.get("sb", "https://allowed.test/").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// A TLS server for `api.test` and `other.test` (a certificate from a CA of the test's own),
+/// answering every request with the headers it received, one `name: value` per line.
+async fn tls_upstream() -> (u16, rustls_pki_types::CertificateDer<'static>) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "the upstream's own CA");
+    let ca_cert = ca.clone().self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["api.test".to_owned(), "other.test".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
+                        let mut seen = String::new();
+                        for (name, value) in req.headers() {
+                            seen.push_str(&format!("{name}: {}\n", value.to_str().unwrap_or("?")));
+                        }
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(Bytes::from(seen)),
+                        ))
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (port, ca_cert.der().clone())
+}
+
+/// A GET of `/` over TLS to `name` on `io`, trusting only `root`: the body, or the TLS error.
+async fn get_over_tls(
+    io: tokio::io::DuplexStream,
+    name: &str,
+    root: rustls_pki_types::CertificateDer<'static>,
+    headers: &[(&str, &str)],
+) -> Result<String, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls_pki_types::ServerName::try_from(name.to_owned()).unwrap(),
+            io,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::get("/").header("host", name);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn bound_credentials_are_added_inside_tls_for_their_host_and_no_other() {
+    let (port, upstream_ca) = tls_upstream().await;
+    let (ca_pem, key_pem) = generate_ca().unwrap();
+    let authority =
+        Arc::new(Authority::load(&ca_pem, &key_pem, vec![upstream_ca.clone()]).unwrap());
+    let ours: rustls_pki_types::CertificateDer<'static> =
+        rustls_pki_types::pem::PemObject::from_pem_slice(ca_pem.as_bytes()).unwrap();
+    let h = harness_with(Some(authority)).await;
+    h.set("sb", NetworkPolicy::default());
+    *h.policies.1.lock().unwrap() = vec![
+        Credential::inject(&["api.test".to_owned()], "X-Api-Key", "injected-secret").unwrap(),
+        Credential::swap(
+            &["api.test".to_owned()],
+            "PLACEHOLDER-7f3a",
+            "swapped-secret",
+        ),
+    ];
+    let sent = [
+        ("authorization", "Bearer PLACEHOLDER-7f3a"),
+        ("x-api-key", "forged"),
+    ];
+
+    // The bound host: the proxy answers with the deployment CA's certificate for it, and the
+    // host sees the credentials, never what the sandbox held.
+    let (status, io) = h.tunnel("sb", &format!("api.test:{port}")).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let seen = get_over_tls(io, "api.test", ours.clone(), &sent)
+        .await
+        .unwrap();
+    assert!(
+        seen.contains("authorization: Bearer swapped-secret"),
+        "{seen}"
+    );
+    assert!(seen.contains("x-api-key: injected-secret"), "{seen}");
+    assert!(
+        !seen.contains("PLACEHOLDER") && !seen.contains("forged"),
+        "{seen}"
+    );
+
+    // Another host: tunnelled untouched (its own certificate, the placeholder as sent).
+    let (status, io) = h.tunnel("sb", &format!("other.test:{port}")).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let seen = get_over_tls(io, "other.test", upstream_ca, &sent)
+        .await
+        .unwrap();
+    assert!(
+        seen.contains("authorization: Bearer PLACEHOLDER-7f3a"),
+        "{seen}"
+    );
+    assert!(!seen.contains("secret"), "{seen}");
+}
+
+#[tokio::test]
+async fn a_bound_host_that_fails_verification_is_a_502_before_anything_is_sent() {
+    // The upstream's CA is not trusted: the host cannot prove it is api.test.
+    let (port, _) = tls_upstream().await;
+    let (ca_pem, key_pem) = generate_ca().unwrap();
+    let authority = Arc::new(Authority::load(&ca_pem, &key_pem, Vec::new()).unwrap());
+    let h = harness_with(Some(authority)).await;
+    h.set("sb", NetworkPolicy::default());
+    *h.policies.1.lock().unwrap() = vec![Credential::swap(&["api.test".to_owned()], "P", "s")];
+    let (status, _) = h.tunnel("sb", &format!("api.test:{port}")).await;
+    assert!(status.starts_with("HTTP/1.1 502"), "{status}");
 }

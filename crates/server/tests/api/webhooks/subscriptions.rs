@@ -14,7 +14,7 @@ async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let types: Vec<Value> = r.json().await.unwrap();
-    assert_eq!(types.len(), 18);
+    assert_eq!(types.len(), 19);
     assert!(types
         .iter()
         .all(|t| t["type"] != "agent.text_delta" && t["type"] != "stream_gap"));
@@ -30,6 +30,9 @@ async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
     assert!(types
         .iter()
         .any(|t| t["type"] == "session.s3_conflict" && t["group"] == "session"));
+    assert!(types
+        .iter()
+        .any(|t| t["type"] == "sandbox.egress_denied" && t["group"] == "session"));
     app.stop().await;
 }
 

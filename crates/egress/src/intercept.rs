@@ -1,0 +1,101 @@
+//! An intercepted `CONNECT`: for a host a credential is bound to, the proxy ends the
+//! sandbox's TLS itself (a certificate for the host from the deployment's CA, `tls`), reads
+//! each HTTP/1.1 request, applies the credentials to its headers, and sends it on over its
+//! own TLS connection to the host, verified against the real trust store.
+
+use crate::credentials::Credential;
+use crate::proxy::{strip_hop_by_hop, text, Body, Done};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use rustls::ServerConfig;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Serves the sandbox's side of an intercepted tunnel once `req` is upgraded; `upstream` is
+/// the TLS connection to the host, made before the tunnel was answered.
+pub(crate) async fn serve<U>(
+    req: Request<Incoming>,
+    upstream: U,
+    config: Arc<ServerConfig>,
+    credentials: Vec<Credential>,
+    done: Done,
+) where
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let upgraded = match hyper::upgrade::on(req).await {
+        Ok(u) => u,
+        Err(e) => return tracing::debug!(error = %e, "an intercepted tunnel was not upgraded"),
+    };
+    let tls = match tokio_rustls::TlsAcceptor::from(config)
+        .accept(TokioIo::new(upgraded))
+        .await
+    {
+        Ok(t) => t,
+        // The sandbox does not trust the deployment's CA (a tool with a trust store of its
+        // own), or gave up: nothing was sent, so no credential either.
+        Err(e) => {
+            return tracing::info!(host = %done.host, error = %e, "a sandbox refused the egress CA's certificate")
+        }
+    };
+    let (sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+        Ok(pair) => pair,
+        Err(e) => return tracing::debug!(error = %e, "an intercepted host's connection failed"),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "an intercepted host's connection ended with an error");
+        }
+    });
+    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let credentials = Arc::new(credentials);
+    let host = done.host.to_string();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let sender = sender.clone();
+        let credentials = credentials.clone();
+        let host = host.clone();
+        async move { Ok::<_, Infallible>(forward(req, &sender, &credentials, &host).await) }
+    });
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(tls), service)
+        .await
+    {
+        tracing::debug!(error = %e, "an intercepted connection ended with an error");
+    }
+    drop(done);
+}
+
+async fn forward(
+    req: Request<Incoming>,
+    sender: &tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>,
+    credentials: &[Credential],
+    host: &str,
+) -> Response {
+    let (mut parts, body) = req.into_parts();
+    // Origin form, as a host expects it (a client may have sent the absolute form).
+    if parts.uri.authority().is_some() {
+        parts.uri = parts
+            .uri
+            .path_and_query()
+            .and_then(|pq| Uri::try_from(pq.as_str()).ok())
+            .unwrap_or_else(|| Uri::from_static("/"));
+    }
+    strip_hop_by_hop(&mut parts.headers);
+    for c in credentials {
+        c.apply(&mut parts.headers);
+    }
+    let mut sender = sender.lock().await;
+    match sender.send_request(Request::from_parts(parts, body)).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            hyper::Response::from_parts(parts, body.boxed())
+        }
+        Err(e) => text(StatusCode::BAD_GATEWAY, format!("{host}: {e}\n")),
+    }
+}
+
+type Response = hyper::Response<Body>;
