@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMAGE: &str = "sandbox-agents-sandbox:1";
-const PORT: u16 = 8080;
+pub(crate) const PORT: u16 = 8080;
 
 /// A Docker network of the test's own with an HTTP server on it, removed on drop.
-struct TestNetwork {
+pub(crate) struct TestNetwork {
     name: String,
     /// The egress sockets' directory of the server under test.
     sockets: std::path::PathBuf,
@@ -37,7 +37,7 @@ fn docker(args: &[&str]) -> String {
 }
 
 impl TestNetwork {
-    async fn start(tag: &str) -> TestNetwork {
+    pub(crate) async fn start(tag: &str) -> TestNetwork {
         let name = format!(
             "sa-test-{tag}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -115,7 +115,7 @@ impl Drop for TestNetwork {
 }
 
 /// A server whose sandboxes leave only through the proxy, which knows the test's names.
-async fn app(net: &TestNetwork) -> TestApp {
+pub(crate) async fn app(net: &TestNetwork) -> TestApp {
     let resolver = StaticResolver::new([
         ("allowed.test", net.server_ip.as_str()),
         ("other.test", net.server_ip.as_str()),
@@ -135,7 +135,7 @@ async fn app(net: &TestNetwork) -> TestApp {
 }
 
 /// The HTTP status curl gets for `url` through the proxy (000: no answer at all).
-async fn status(app: &TestApp, id: &str, url: &str) -> String {
+pub(crate) async fn status(app: &TestApp, id: &str, url: &str) -> String {
     let (_, out, _) = app
         .exec(
             id,
