@@ -1,11 +1,8 @@
 //! The egress proxy (`--egress-proxy`) wired to the store: a sandbox's policy is read by its
 //! sandbox id, a refusal is written to its session's log as `sandbox.egress_denied`, and what
 //! each session reached (or was refused) is summed per host and port into its egress log
-//! (`session_egress`, [`Summary`]).
-//!
-//! The summary is kept in memory and written every [`SUMMARY_EVERY`] (and once more at
-//! shutdown), never on the proxy's path: a crash loses at most the last interval's sums. The
-//! denial events are written on their own, one by one, and are durable once written.
+//! (`session_egress`, [`summary`]: written every 5 s, so a crash loses at most the last 5 s of
+//! those sums; the denial events are written on their own and are durable once written).
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -17,16 +14,17 @@ use sandbox_agents_egress::gateway::UnixGateway;
 use sandbox_agents_egress::{
     Denial, Guard, GuardSettings, Host, Observer, Policy, PolicySource, Proxy, Resolve,
 };
-use sandbox_agents_store::session_egress::EgressRecord;
 use sandbox_agents_store::Db;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use time::OffsetDateTime;
+use summary::Summary;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+mod summary;
 
 /// What the egress proxy runs with (`--egress-*`).
 pub struct EgressSettings {
@@ -44,13 +42,6 @@ const DENIALS_PER_WINDOW: u32 = 20;
 const DENIALS_WINDOW: Duration = Duration::from_secs(60);
 /// Denial events waiting to be written; past it they are counted and dropped.
 const EVENT_QUEUE: usize = 1024;
-/// How often the egress log's sums are written: what a crash can lose of them, and how far
-/// `GET /api/sessions/{id}/egress` trails the traffic.
-const SUMMARY_EVERY: Duration = Duration::from_secs(5);
-/// (session, host, port) keys summed between two writes at most, so a sandbox that walks
-/// through names cannot grow the map without bound; a new key past it is counted and dropped
-/// (the keys already there still add up).
-const SUMMARY_KEYS: usize = 10_000;
 
 /// The proxy and the gateway Docker sandboxes reach it through. The tasks that write what the
 /// proxy observes run until `shutdown`.
@@ -66,7 +57,7 @@ pub fn start(
     let (tx, rx) = mpsc::channel(EVENT_QUEUE);
     tokio::spawn(write_denials(db.clone(), rx));
     let summary = Arc::new(Summary::default());
-    tokio::spawn(write_summary(db.clone(), summary.clone(), shutdown));
+    tokio::spawn(summary::write(db.clone(), summary.clone(), shutdown));
     let proxy = Proxy::new(
         guard,
         settings.resolver.clone(),
@@ -148,7 +139,7 @@ impl Observer for EventLog {
             return;
         };
         // Every refusal counts in the summary, those past the events' rate limit too.
-        self.summary.add(id, host, port, |s| s.denied += 1);
+        self.summary.denied(id, host, port);
         if !self.admit(session) {
             metrics::counter!("sandbox_agents_egress_denials_unlogged_total", "why" => "rate")
                 .increment(1);
@@ -172,141 +163,7 @@ impl Observer for EventLog {
         let Some(id) = policy.session.as_deref().and_then(SessionId::parse) else {
             return;
         };
-        self.summary.add(id, host, port, |s| {
-            s.connections += 1;
-            s.bytes_sent = s.bytes_sent.saturating_add(saturate(sent));
-            s.bytes_received = s.bytes_received.saturating_add(saturate(received));
-        });
-    }
-}
-
-fn saturate(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// What the proxy observed since the last write, per (session, host, port): the deltas
-/// [`write_summary`] adds to `session_egress`. Only a mutex and a map on the proxy's path.
-#[derive(Default)]
-struct Summary {
-    pending: Mutex<HashMap<(SessionId, String, u16), Sums>>,
-}
-
-#[derive(Clone, Copy)]
-struct Sums {
-    connections: i64,
-    bytes_sent: i64,
-    bytes_received: i64,
-    denied: i64,
-    first_at: OffsetDateTime,
-    last_at: OffsetDateTime,
-}
-
-impl Sums {
-    fn at(now: OffsetDateTime) -> Sums {
-        Sums {
-            connections: 0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            denied: 0,
-            first_at: now,
-            last_at: now,
-        }
-    }
-
-    fn merge(&mut self, other: &Sums) {
-        self.connections = self.connections.saturating_add(other.connections);
-        self.bytes_sent = self.bytes_sent.saturating_add(other.bytes_sent);
-        self.bytes_received = self.bytes_received.saturating_add(other.bytes_received);
-        self.denied = self.denied.saturating_add(other.denied);
-        self.first_at = self.first_at.min(other.first_at);
-        self.last_at = self.last_at.max(other.last_at);
-    }
-}
-
-impl Summary {
-    fn add(&self, session: SessionId, host: &Host, port: u16, change: impl FnOnce(&mut Sums)) {
-        let now = OffsetDateTime::now_utc();
-        let mut change_at = Sums::at(now);
-        change(&mut change_at);
-        self.merge((session, host.to_string(), port), &change_at);
-    }
-
-    /// Adds `sums` to its key's, unless the key is new and the map full.
-    fn merge(&self, key: (SessionId, String, u16), sums: &Sums) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let full = pending.len() >= SUMMARY_KEYS;
-        match pending.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(sums),
-            std::collections::hash_map::Entry::Vacant(_) if full => {
-                metrics::counter!("sandbox_agents_egress_summary_dropped_total").increment(1);
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(*sums);
-            }
-        }
-    }
-
-    /// Everything summed so far, leaving the map empty.
-    fn take(&self) -> Vec<EgressRecord> {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        pending
-            .into_iter()
-            .map(|((session_id, host, port), s)| EgressRecord {
-                session_id,
-                host,
-                port: i32::from(port),
-                connections: s.connections,
-                bytes_sent: s.bytes_sent,
-                bytes_received: s.bytes_received,
-                denied: s.denied,
-                first_at: s.first_at,
-                last_at: s.last_at,
-            })
-            .collect()
-    }
-
-    /// Puts back a batch that could not be written, to go with the next one.
-    fn restore(&self, batch: Vec<EgressRecord>) {
-        for r in batch {
-            let sums = Sums {
-                connections: r.connections,
-                bytes_sent: r.bytes_sent,
-                bytes_received: r.bytes_received,
-                denied: r.denied,
-                first_at: r.first_at,
-                last_at: r.last_at,
-            };
-            let port = u16::try_from(r.port).unwrap_or_default();
-            self.merge((r.session_id, r.host, port), &sums);
-        }
-    }
-
-    /// Writes what was summed in one statement; a batch that fails waits for the next write.
-    async fn flush(&self, db: &Db) {
-        let batch = self.take();
-        if batch.is_empty() {
-            return;
-        }
-        if let Err(e) = sandbox_agents_store::session_egress::add(db, &batch).await {
-            tracing::warn!(error = %e, rows = batch.len(), "the egress log could not be written; it is kept for the next try");
-            self.restore(batch);
-        }
-    }
-}
-
-/// Writes the summary every [`SUMMARY_EVERY`], off the proxy's path, and once more at
-/// shutdown.
-async fn write_summary(db: Db, summary: Arc<Summary>, shutdown: CancellationToken) {
-    let mut every = tokio::time::interval(SUMMARY_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = every.tick() => summary.flush(&db).await,
-            _ = shutdown.cancelled() => {
-                summary.flush(&db).await;
-                return;
-            }
-        }
+        self.summary.closed(id, host, port, sent, received);
     }
 }
 
