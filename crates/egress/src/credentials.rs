@@ -61,15 +61,23 @@ impl Credential {
         })
     }
 
-    /// Replaces `placeholder` with `value` in the headers of requests to `hosts`.
-    pub fn swap(on: &[String], placeholder: &str, value: &str) -> Self {
-        Credential {
+    /// Replaces `placeholder` with `value` in the headers of requests to `hosts`. Refused
+    /// when the secret could not stand in a header (a control character or a line break):
+    /// the placeholder would go out unswapped.
+    pub fn swap(on: &[String], placeholder: &str, value: &str) -> Result<Self, String> {
+        if HeaderValue::from_str(value).is_err() {
+            return Err(
+                "the secret cannot be a header value (a control character or a line break)"
+                    .to_owned(),
+            );
+        }
+        Ok(Credential {
             hosts: hosts(on),
             action: Action::Swap {
                 placeholder: placeholder.to_owned(),
                 value: value.to_owned(),
             },
-        }
+        })
     }
 
     pub fn applies_to(&self, host: &str) -> bool {
@@ -113,14 +121,21 @@ mod tests {
         Credential::inject(&on, "Authorization", "Bearer real")
             .unwrap()
             .apply(&mut h);
-        Credential::swap(&on, "ph-123", "s3cret").apply(&mut h);
+        Credential::swap(&on, "ph-123", "s3cret")
+            .unwrap()
+            .apply(&mut h);
         assert_eq!(h["authorization"], "Bearer real");
         assert_eq!(h["x-other"], "s3cret and more");
-        assert!(Credential::swap(&on, "p", "v").applies_to("api.test"));
-        assert!(!Credential::swap(&on, "p", "v").applies_to("other.test"));
+        assert!(Credential::swap(&on, "p", "v")
+            .unwrap()
+            .applies_to("api.test"));
+        assert!(!Credential::swap(&on, "p", "v")
+            .unwrap()
+            .applies_to("other.test"));
+        assert!(Credential::swap(&on, "p", "line\nbreak").is_err());
         assert!(Credential::inject(&on, "Bad Header", "v").is_err());
         assert!(Credential::inject(&on, "X", "line\nbreak").is_err());
-        let shown = format!("{:?}", Credential::swap(&on, "ph-123", "s3cret"));
+        let shown = format!("{:?}", Credential::swap(&on, "ph-123", "s3cret").unwrap());
         assert!(
             !shown.contains("s3cret") && !shown.contains("ph-123"),
             "{shown}"

@@ -4,7 +4,8 @@
 //! own TLS connection to the host, verified against the real trust store.
 
 use crate::credentials::Credential;
-use crate::proxy::{strip_hop_by_hop, text, Body, Done};
+use crate::http::{strip_hop_by_hop, text, Body};
+use crate::observe::Done;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;

@@ -6,19 +6,19 @@
 use crate::count::Counted;
 use crate::decide::{decide, Decision, Denial, Host, Policy};
 use crate::guard::Guard;
+use crate::http::{strip_hop_by_hop, text, Body};
+use crate::observe::{Done, Observer};
 use crate::resolve::Resolve;
 use async_trait::async_trait;
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -29,30 +29,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The header a refusal names its reason in.
 pub const DENIED_HEADER: &str = "x-sandbox-agents-egress-denied";
 
-pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
-
 /// Where the proxy reads a sandbox's policy.
 #[async_trait]
 pub trait PolicySource: Send + Sync {
     /// The policy of the sandbox the backend calls `sandbox_id`; [`Policy::closed`] for one
     /// that serves no session.
     async fn policy(&self, sandbox_id: &str) -> Result<Policy, String>;
-}
-
-/// Who hears of decisions and traffic (the event log, the per-session summary). Called on
-/// the proxy's path: implementations hand the work off and return.
-pub trait Observer: Send + Sync {
-    fn denied(&self, sandbox_id: &str, policy: &Policy, host: &Host, port: u16, denial: &Denial);
-    /// An allowed connection ended, after `sent` bytes up and `received` down.
-    fn closed(&self, policy: &Policy, host: &Host, port: u16, sent: u64, received: u64);
-}
-
-/// An observer that hears nothing.
-pub struct Unobserved;
-
-impl Observer for Unobserved {
-    fn denied(&self, _: &str, _: &Policy, _: &Host, _: u16, _: &Denial) {}
-    fn closed(&self, _: &Policy, _: &Host, _: u16, _: u64, _: u64) {}
 }
 
 pub struct Proxy {
@@ -159,7 +141,7 @@ impl Proxy {
         let sent = Arc::new(AtomicU64::new(0));
         let received = Arc::new(AtomicU64::new(0));
         let done = Done {
-            proxy: self.clone(),
+            observer: self.observer.clone(),
             policy,
             host,
             port,
@@ -231,29 +213,6 @@ impl Proxy {
     }
 }
 
-/// Reports an allowed connection's traffic when it is dropped (the tunnel ended, or the
-/// forwarded response's body was consumed or abandoned).
-pub(crate) struct Done {
-    proxy: Arc<Proxy>,
-    policy: Arc<Policy>,
-    pub(crate) host: Host,
-    port: u16,
-    sent: Arc<AtomicU64>,
-    received: Arc<AtomicU64>,
-}
-
-impl Drop for Done {
-    fn drop(&mut self) {
-        let (sent, received) = (
-            self.sent.load(Ordering::Relaxed),
-            self.received.load(Ordering::Relaxed),
-        );
-        self.proxy
-            .observer
-            .closed(&self.policy, &self.host, self.port, sent, received);
-    }
-}
-
 async fn tunnel(req: Request<Incoming>, mut upstream: Counted<TcpStream>, done: Done) {
     match hyper::upgrade::on(req).await {
         Ok(upgraded) => {
@@ -307,32 +266,6 @@ async fn forward(
             Response::from_parts(parts, body.boxed())
         }
         Err(e) => text(StatusCode::BAD_GATEWAY, format!("{}: {e}\n", done.host)),
-    }
-}
-
-/// The headers that belong to one hop (RFC 9110 §7.6.1), and the proxy's own.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
-    }
-    for name in [
-        header::CONNECTION,
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-        header::TE,
-        header::TRAILER,
-        header::UPGRADE,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-    ] {
-        headers.remove(name);
     }
 }
 
@@ -408,15 +341,5 @@ fn refused(host: &Host, port: u16, denial: &Denial) -> Response<Body> {
         r.headers_mut()
             .insert(HeaderName::from_static(DENIED_HEADER), v);
     }
-    r
-}
-
-pub(crate) fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
     r
 }

@@ -4,7 +4,8 @@
 use crate::credentials::Credential;
 use crate::decide::{Denial, Host, Policy};
 use crate::guard::{Guard, GuardSettings};
-use crate::proxy::{Observer, PolicySource, Proxy, DENIED_HEADER};
+use crate::observe::Observer;
+use crate::proxy::{PolicySource, Proxy, DENIED_HEADER};
 use crate::resolve::StaticResolver;
 use crate::tls::{generate_ca, Authority};
 use async_trait::async_trait;
@@ -450,7 +451,8 @@ async fn bound_credentials_are_added_inside_tls_for_their_host_and_no_other() {
             &["api.test".to_owned()],
             "PLACEHOLDER-7f3a",
             "swapped-secret",
-        ),
+        )
+        .unwrap(),
     ];
     let sent = [
         ("authorization", "Bearer PLACEHOLDER-7f3a"),
@@ -495,7 +497,8 @@ async fn a_bound_host_that_fails_verification_is_a_502_before_anything_is_sent()
     let authority = Arc::new(Authority::load(&ca_pem, &key_pem, Vec::new()).unwrap());
     let h = harness_with(Some(authority)).await;
     h.set("sb", NetworkPolicy::default());
-    *h.policies.1.lock().unwrap() = vec![Credential::swap(&["api.test".to_owned()], "P", "s")];
+    *h.policies.1.lock().unwrap() =
+        vec![Credential::swap(&["api.test".to_owned()], "P", "s").unwrap()];
     let (status, _) = h.tunnel("sb", &format!("api.test:{port}")).await;
     assert!(status.starts_with("HTTP/1.1 502"), "{status}");
 }
