@@ -18,6 +18,7 @@
 //! Entry point: [`Credentials`].
 
 pub mod api_keys;
+pub mod egress;
 pub mod git_clone;
 pub mod git_keys;
 pub mod git_probe;

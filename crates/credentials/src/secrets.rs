@@ -13,6 +13,7 @@
 
 use crate::Credentials;
 use sandbox_agents_domain::secret::{effective_bindings, SecretCreate, SecretUpdate};
+use sandbox_agents_domain::secret_binding::EgressCredential;
 use sandbox_agents_domain::tools::SecretBinding;
 use sandbox_agents_domain::{ProjectId, SessionId, Violations};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -35,16 +36,19 @@ fn sealing(e: sandbox_agents_vault::VaultError) -> ServiceError {
     ServiceError::Internal(anyhow::anyhow!("sealing a secret: {e}"))
 }
 
-/// The variables a boot resolved, with the secrets they came from.
+/// The variables a boot resolved (a placeholder binding's holds its placeholder), the
+/// credentials the egress proxy is to apply (see [`crate::egress`]), and the secrets they
+/// came from.
 pub struct Resolved {
     pub env: BTreeMap<String, String>,
+    pub egress: Vec<EgressCredential>,
     pub ids: Vec<Uuid>,
 }
 
 impl std::fmt::Debug for Resolved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&String> = self.env.keys().collect();
-        write!(f, "Resolved({names:?})")
+        write!(f, "Resolved({names:?}, {:?})", self.egress)
     }
 }
 
@@ -113,7 +117,7 @@ pub async fn check_bound(
             &["secret_bindings"],
             format!(
                 "there is no secret named '{}' in this project (bound to {} by {by}); create it first",
-                b.secret, b.env
+                b.secret, b.target()
             ),
             Value::from(b.secret.as_str()),
         ));
@@ -217,17 +221,20 @@ impl Credentials {
         }
     }
 
-    /// Resolves bindings into variables for a boot. A binding whose secret is gone fails the
-    /// boot with a message that says which.
+    /// Resolves bindings into variables and egress credentials for a boot of session `id`
+    /// (its placeholders are made from it). A binding whose secret is gone fails the boot with
+    /// a message that says which.
     pub async fn resolve_secrets(
         &self,
         project: ProjectId,
+        id: SessionId,
         agent: &[SecretBinding],
         session: &[SecretBinding],
     ) -> Result<Resolved> {
         let wanted = effective_bindings(agent, session);
         let mut resolved = Resolved {
             env: BTreeMap::new(),
+            egress: Vec::new(),
             ids: Vec::new(),
         };
         if wanted.is_empty() {
@@ -240,7 +247,8 @@ impl Credentials {
             let Some(s) = found.iter().find(|s| s.name == b.secret) else {
                 return Err(ServiceError::BadRequest(format!(
                     "secret '{}' (bound to {}) does not exist in this project",
-                    b.secret, b.env
+                    b.secret,
+                    b.target()
                 )));
             };
             let plain = self.key.open(&s.value_sealed, &value_aad(s.id)).map_err(|_| {
@@ -251,7 +259,11 @@ impl Credentials {
             })?;
             let value = String::from_utf8(plain)
                 .map_err(|_| anyhow::anyhow!("secret '{}' is not UTF-8", s.name))?;
-            resolved.env.insert(b.env.clone(), value);
+            let (env, egress) = crate::egress::bind(&self.key, id, b, value);
+            if let Some((name, value)) = env {
+                resolved.env.insert(name, value);
+            }
+            resolved.egress.extend(egress);
             if !resolved.ids.contains(&s.id) {
                 resolved.ids.push(s.id);
             }
@@ -265,7 +277,7 @@ impl Credentials {
         Ok(resolved)
     }
 
-    /// Moves secret values, sandbox variables and deploy keys sealed under a previous master
+    /// Moves secret values, sandbox variables, egress credentials and deploy keys sealed under a previous master
     /// key to the current one.
     pub async fn reseal_secrets(&self) -> Result<Vec<(SealedColumn, Resealed)>> {
         let db = &self.db;
@@ -278,6 +290,10 @@ impl Credentials {
             key.reseal(s, &env_aad(SessionId(id)))
         })
         .await?;
+        let egress = reseal(db, SealedColumn::EgressCredentials, |id, s| {
+            key.reseal(s, &crate::egress::egress_aad(SessionId(id)))
+        })
+        .await?;
         let git_keys = reseal(db, SealedColumn::GitKeys, |id, s| {
             key.reseal(s, &crate::git_keys::aad(id))
         })
@@ -285,6 +301,7 @@ impl Credentials {
         Ok(vec![
             (SealedColumn::SecretValues, values),
             (SealedColumn::SandboxSecrets, sandboxes),
+            (SealedColumn::EgressCredentials, egress),
             (SealedColumn::GitKeys, git_keys),
         ])
     }
@@ -423,6 +440,7 @@ mod tests {
     fn debug_shows_names_not_values() {
         let r = Resolved {
             env: BTreeMap::from([("TOKEN".to_owned(), "hunter2".to_owned())]),
+            egress: vec![],
             ids: vec![],
         };
         let shown = format!("{r:?}");

@@ -20,6 +20,7 @@ pub mod openapi;
 pub mod patch;
 pub mod process;
 pub mod secret;
+pub mod secret_binding;
 pub mod session;
 pub mod skills;
 pub mod slug;

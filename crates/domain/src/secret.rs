@@ -149,16 +149,22 @@ impl SecretUpdate {
 }
 
 /// The bindings a session's sandbox gets: the agent's plus the session's,
-/// the session's winning per environment variable. Ordered by variable name.
+/// the session's winning per environment variable (variables by name, then every inject).
 pub fn effective_bindings(
     agent: &[SecretBinding],
     session: &[SecretBinding],
 ) -> Vec<SecretBinding> {
+    // Inject bindings set no variable, so none replaces another: all of them apply.
     let mut by_env = std::collections::BTreeMap::new();
+    let mut injects = Vec::new();
     for b in agent.iter().chain(session) {
-        by_env.insert(b.env.clone(), b.clone());
+        if b.inject.is_some() {
+            injects.push(b.clone());
+        } else {
+            by_env.insert(b.env.clone(), b.clone());
+        }
     }
-    by_env.into_values().collect()
+    by_env.into_values().chain(injects).collect()
 }
 
 #[cfg(test)]
@@ -166,16 +172,30 @@ mod tests {
     use super::*;
 
     fn b(secret: &str, env: &str) -> SecretBinding {
-        SecretBinding {
-            secret: secret.into(),
-            env: env.into(),
-        }
+        SecretBinding::env(secret, env)
     }
 
     #[test]
     fn the_session_wins_per_variable() {
         let got = effective_bindings(&[b("a", "X"), b("b", "Y")], &[b("c", "Y"), b("d", "Z")]);
         assert_eq!(got, vec![b("a", "X"), b("c", "Y"), b("d", "Z")]);
+    }
+
+    #[test]
+    fn every_inject_binding_applies_and_a_placeholder_wins_by_its_variable() {
+        let inject = |secret: &str| -> SecretBinding {
+            serde_json::from_value(serde_json::json!({"secret": secret,
+                "inject": {"host": "a.test", "header": "X-Key"}}))
+            .unwrap()
+        };
+        let placeholder: SecretBinding = serde_json::from_value(serde_json::json!({"secret": "p",
+            "placeholder": {"env": "X", "hosts": ["a.test"]}}))
+        .unwrap();
+        let got = effective_bindings(
+            &[b("a", "X"), inject("i1")],
+            &[placeholder.clone(), inject("i2")],
+        );
+        assert_eq!(got, vec![placeholder, inject("i1"), inject("i2")]);
     }
 
     #[test]

@@ -183,11 +183,19 @@ pub async fn services(
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .context("reading the deployment id")?;
+    // Before the egress proxy, which opens the credentials each boot sealed for it.
+    let credentials = Credentials::new(
+        db.clone(),
+        settings.master_key.clone(),
+        settings.git_known_hosts,
+    )
+    .with_git_ca_bundle(settings.git_ca_bundle);
     let mut backend_settings = settings.backend;
     if let Some(egress) = &settings.egress {
         match &mut backend_settings {
             BackendSettings::Docker(docker) => {
-                let (_proxy, gateway) = crate::egress::start(egress, db, shutdown.clone())?;
+                let (_proxy, gateway) =
+                    crate::egress::start(egress, db, &credentials, shutdown.clone())?;
                 docker.egress = Some(gateway);
             }
             // Its sandboxes are records: they have no network to confine.
@@ -203,8 +211,6 @@ pub async fn services(
             .await
             .context("opening the blob store")?;
     let bundles = Bundles::new(db.clone(), blobs.clone());
-    let credentials = Credentials::new(db.clone(), settings.master_key, settings.git_known_hosts)
-        .with_git_ca_bundle(settings.git_ca_bundle);
     // The lifecycle, the run loop and environments call each other, so they are made together:
     // each of the two services gives the lifecycle its hooks as it is built around it.
     let lifecycle_blobs = blobs.clone();

@@ -7,6 +7,7 @@
 use anyhow::Context;
 use async_trait::async_trait;
 use ipnet::IpNet;
+use sandbox_agents_credentials::Credentials;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::network::LayerSource;
 use sandbox_agents_domain::SessionId;
@@ -24,6 +25,7 @@ use summary::Summary;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod credentials;
 mod summary;
 
 /// What the egress proxy runs with (`--egress-*`).
@@ -48,6 +50,7 @@ const EVENT_QUEUE: usize = 1024;
 pub fn start(
     settings: &EgressSettings,
     db: &Db,
+    credentials: &Credentials,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Arc<Proxy>, Arc<UnixGateway>)> {
     let guard = Guard::new(GuardSettings {
@@ -61,7 +64,10 @@ pub fn start(
     let proxy = Proxy::new(
         guard,
         settings.resolver.clone(),
-        Arc::new(StorePolicies(db.clone())),
+        Arc::new(StorePolicies {
+            db: db.clone(),
+            credentials: credentials.clone(),
+        }),
         Arc::new(EventLog {
             tx,
             recent: Mutex::default(),
@@ -78,7 +84,12 @@ pub fn start(
     Ok((proxy, gateway))
 }
 
-struct StorePolicies(Db);
+/// Reads a sandbox's policy layers and the credentials its boot sealed for the proxy, in one
+/// statement per connection.
+struct StorePolicies {
+    db: Db,
+    credentials: Credentials,
+}
 
 #[async_trait]
 impl PolicySource for StorePolicies {
@@ -86,11 +97,17 @@ impl PolicySource for StorePolicies {
         if sandbox_id.is_empty() {
             return Ok(Policy::closed());
         }
-        match sandbox_agents_store::sessions::network_layers_by_sandbox(&self.0, sandbox_id).await {
-            Ok(Some((session, layers))) => Ok(Policy::new(
-                session.to_string(),
-                layers.iter().map(|l| (source(l.from), &l.policy)),
-            )),
+        match sandbox_agents_store::sessions::network_layers_by_sandbox(&self.db, sandbox_id).await
+        {
+            Ok(Some(found)) => Ok(Policy::new(
+                found.session.to_string(),
+                found.layers.iter().map(|l| (source(l.from), &l.policy)),
+            )
+            .with_credentials(credentials::bound(
+                &self.credentials,
+                found.session,
+                found.credentials.as_deref(),
+            ))),
             Ok(None) => Ok(Policy::closed()),
             Err(e) => Err(e.to_string()),
         }

@@ -166,10 +166,11 @@ impl Sessions {
         .map(|()| Waiting::Nothing)
     }
 
-    /// Records a booted sandbox: `running`, with the sealed secret variables and the
-    /// secrets marked used, `session.status_running`, and the first prompt started, in one
-    /// transaction; the first prompt is driven after it commits. A session that changed
-    /// meanwhile (stopped, deleted) gets nothing, and the new sandbox is removed.
+    /// Records a booted sandbox: `running`, with the sealed secret variables and egress
+    /// credentials and the secrets marked used, `session.status_running`, and the first
+    /// prompt started, in one transaction; the first prompt is driven after it commits. A
+    /// session that changed meanwhile (stopped, deleted) gets nothing, and the new sandbox is
+    /// removed.
     async fn record_running(
         &self,
         s: &SessionRecord,
@@ -180,6 +181,11 @@ impl Sessions {
         let (sandbox, env, secrets) = (&booted.sandbox, &booted.env, &booted.secrets);
         let id = s.session_id();
         let sealed = secrets::seal_env(st.credentials.master_key(), id, &secrets.env)?;
+        let egress = sandbox_agents_credentials::egress::seal_egress(
+            st.credentials.master_key(),
+            id,
+            &secrets.egress,
+        )?;
         let ports: BTreeMap<String, PortTarget> = sandbox
             .ports
             .iter()
@@ -193,7 +199,10 @@ impl Sessions {
             &sandbox.workdir,
             &ports,
             env,
-            sealed.as_deref(),
+            sessions::SandboxSealed {
+                secrets: sealed.as_deref(),
+                egress_credentials: egress.as_deref(),
+            },
         )
         .await?
         {

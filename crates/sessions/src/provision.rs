@@ -46,6 +46,7 @@ impl Sessions {
             .credentials
             .resolve_secrets(
                 s.project_id,
+                s.session_id(),
                 &agent.spec.secret_bindings,
                 &s.secret_bindings,
             )

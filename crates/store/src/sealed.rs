@@ -18,6 +18,8 @@ pub enum SealedColumn {
     SandboxSecrets,
     /// `git_keys.private_key_sealed`: deploy keys' private halves.
     GitKeys,
+    /// `sessions.egress_credentials`: what the egress proxy applies for a sandbox that is up.
+    EgressCredentials,
 }
 
 /// One stored value of a sealed column.
@@ -62,6 +64,16 @@ impl SealedColumn {
                 .fetch_all(db)
                 .await?
             }
+            SealedColumn::EgressCredentials => {
+                sqlx::query_as!(
+                    SealedValue,
+                    r#"select id, egress_credentials as "sealed!" from sessions
+                       where egress_credentials is not null and id > $1 order by id limit 500"#,
+                    after
+                )
+                .fetch_all(db)
+                .await?
+            }
             SealedColumn::GitKeys => {
                 sqlx::query_as!(
                     SealedValue,
@@ -101,6 +113,16 @@ impl SealedColumn {
             SealedColumn::SandboxSecrets => {
                 sqlx::query!(
                     "update sessions set sandbox_secrets = $3 where id = $1 and sandbox_secrets = $2",
+                    id,
+                    old,
+                    new
+                )
+                .execute(db)
+                .await?
+            }
+            SealedColumn::EgressCredentials => {
+                sqlx::query!(
+                    "update sessions set egress_credentials = $3 where id = $1 and egress_credentials = $2",
                     id,
                     old,
                     new

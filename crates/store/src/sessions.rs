@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 mod network;
-pub use network::{network_layers, network_layers_by_sandbox};
+pub use network::{network_layers, network_layers_by_sandbox, SandboxEgress};
 
 /// A session row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -392,6 +392,15 @@ pub async fn active(db: impl PgExecutor<'_>) -> Result<Vec<SessionRecord>> {
     .await?)
 }
 
+/// What a boot seals for its sandbox (by the credentials service): its secret variables and
+/// the credentials the egress proxy applies for it. Every statement that takes the sandbox
+/// away clears both, so neither outlives the sandbox.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SandboxSealed<'a> {
+    pub secrets: Option<&'a [u8]>,
+    pub egress_credentials: Option<&'a [u8]>,
+}
+
 /// A boot finished: the row says running from the same transaction that announces it.
 /// `None` when the session is no longer provisioning (deleted, or stopped meanwhile).
 pub async fn mark_running(
@@ -401,13 +410,13 @@ pub async fn mark_running(
     workdir: &str,
     port_map: &std::collections::BTreeMap<String, PortTarget>,
     env: &std::collections::BTreeMap<String, String>,
-    secrets: Option<&[u8]>,
+    sealed: SandboxSealed<'_>,
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
         "update sessions
          set status = 'running', sandbox_id = $2, workdir = $3, port_map = $4, error = null,
              stopped_reason = null, boot_snapshot_id = null, last_used_at = now(), updated_at = now(),
-             sandbox_env = $5, sandbox_secrets = $6
+             sandbox_env = $5, sandbox_secrets = $6, egress_credentials = $7
          where id = $1 and status = 'provisioning'
          returning ",
         "",
@@ -416,7 +425,8 @@ pub async fn mark_running(
         workdir,
         Json(port_map) as _,
         Json(env) as _,
-        secrets,
+        sealed.secrets,
+        sealed.egress_credentials,
     )
     .fetch_optional(&mut *tx)
     .await?)
@@ -429,7 +439,7 @@ pub async fn mark_boot_failed(
     error: &str,
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
-        "update sessions set status = 'error', error = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null, updated_at = now()
+        "update sessions set status = 'error', error = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null, egress_credentials = null, updated_at = now()
          where id = $1 and status = 'provisioning'
          returning ",
         "",
@@ -450,7 +460,7 @@ pub async fn mark_stopped(
 ) -> Result<Option<SessionRecord>> {
     Ok(session_query!(
         "update sessions
-         set status = 'stopped', stopped_reason = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null,
+         set status = 'stopped', stopped_reason = $2, sandbox_id = null, port_map = '{}', sandbox_secrets = null, egress_credentials = null,
              workspace_archive = coalesce($3, workspace_archive), activity = 'idle', updated_at = now()
          where id = $1 and status in ('running', 'provisioning')
          returning ",
@@ -648,7 +658,7 @@ pub async fn prepare_restore(
 ) -> Result<()> {
     sqlx::query!(
         "update sessions
-         set status = 'provisioning', sandbox_id = null, port_map = '{}', sandbox_secrets = null, error = null, stopped_reason = null,
+         set status = 'provisioning', sandbox_id = null, port_map = '{}', sandbox_secrets = null, egress_credentials = null, error = null, stopped_reason = null,
              -- A running session keeps its room under the sandbox limits through a restore.
              admitted = (status = 'running' or (status = 'provisioning' and admitted)), queued_at = null,
              boot_snapshot_id = $2, workspace_archive = null, image = coalesce($3, image), updated_at = now()

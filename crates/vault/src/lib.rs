@@ -44,14 +44,28 @@ pub enum VaultError {
     Password(String),
 }
 
-/// The master key, with the keys it replaced. Cloning is cheap; `Debug` never shows a key.
+/// The master key, with the keys it replaced, and the key [`MasterKey::keyed_hash`] uses
+/// (derived from the master key, so that the cipher's key is never used for anything else).
+/// Cloning is cheap; `Debug` never shows a key.
 #[derive(Clone)]
-pub struct MasterKey(std::sync::Arc<Aes256Gcm>, std::sync::Arc<Vec<Aes256Gcm>>);
+pub struct MasterKey(
+    std::sync::Arc<Aes256Gcm>,
+    std::sync::Arc<Vec<Aes256Gcm>>,
+    std::sync::Arc<[u8; KEY_LEN]>,
+);
 
 impl fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("MasterKey(***)")
     }
+}
+
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    let mut mac =
+        <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 /// Fills `buf` from the operating system's random source.
@@ -66,13 +80,26 @@ impl MasterKey {
         }
         let cipher = Aes256Gcm::new_from_slice(bytes)
             .map_err(|_| VaultError::BadKey("rejected by the cipher".into()))?;
-        Ok(Self(std::sync::Arc::new(cipher), Default::default()))
+        let hash_key = hmac_sha256(bytes, b"sandbox-agents keyed-hash key v1");
+        Ok(Self(
+            std::sync::Arc::new(cipher),
+            Default::default(),
+            std::sync::Arc::new(hash_key),
+        ))
+    }
+
+    /// HMAC-SHA256 of `message` under a key derived from the current master key: the same
+    /// for the same message for as long as the master key is not rotated, and not computable
+    /// without it (placeholders that stand for secrets). Callers put a purpose at the start
+    /// of `message` so that two uses never collide.
+    pub fn keyed_hash(&self, message: &[u8]) -> [u8; 32] {
+        hmac_sha256(&self.2[..], message)
     }
 
     /// This key, still able to open what `previous` keys sealed (a rotation in progress).
     pub fn with_previous(self, previous: Vec<MasterKey>) -> Self {
         let old = previous.into_iter().map(|k| (*k.0).clone()).collect();
-        Self(self.0, std::sync::Arc::new(old))
+        Self(self.0, std::sync::Arc::new(old), self.2)
     }
 
     /// Whether previous keys are configured (so stored values may need [`MasterKey::reseal`]).
@@ -199,8 +226,20 @@ mod tests {
         );
         assert_eq!(new.reseal(&resealed, b"owner").unwrap(), None);
         assert!(new.reseal(&sealed, b"someone else").is_err());
-        let alone = MasterKey(new.0.clone(), Default::default());
+        let alone = MasterKey(new.0.clone(), Default::default(), new.2.clone());
         assert_eq!(alone.open(&resealed, b"owner").unwrap(), b"value");
+    }
+
+    #[test]
+    fn a_keyed_hash_depends_on_the_key_and_the_message_only() {
+        let bytes = [7u8; 32];
+        let a = MasterKey::from_bytes(&bytes).unwrap();
+        let same = MasterKey::from_bytes(&bytes)
+            .unwrap()
+            .with_previous(vec![MasterKey::random()]);
+        assert_eq!(a.keyed_hash(b"m"), same.keyed_hash(b"m"));
+        assert_ne!(a.keyed_hash(b"m"), a.keyed_hash(b"n"));
+        assert_ne!(a.keyed_hash(b"m"), MasterKey::random().keyed_hash(b"m"));
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod run_admission;
 mod runs;
 mod s3_mounts;
 mod sandboxes;
+mod secret_egress;
 mod secrets;
 mod session_limits;
 mod sessions;
