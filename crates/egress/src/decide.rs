@@ -1,7 +1,8 @@
-//! Whether one connection leaves: the session's policy layers first (by name, so that a
-//! name no allowlist holds is refused without being resolved), then the addresses the name
-//! resolves to (CIDR rules, and the [`Guard`]). The proxy connects only to an address that
-//! passed, so a name rebound between the check and the connection changes nothing.
+//! Whether one connection leaves: the session's policy layers first (a name by name rules,
+//! so that a name no allowlist holds is refused without being resolved; an address by CIDR
+//! rules), then every address the proxy would connect to meets the [`Guard`]. The proxy
+//! connects only to an address that passed, so a name rebound between the check and the
+//! connection changes nothing.
 
 use crate::guard::Guard;
 use crate::resolve::Resolve;
@@ -141,8 +142,9 @@ pub async fn decide(
     if let Some(l) = policy.layers.iter().find(|l| l.egress == Egress::None) {
         return deny("none", format!("the {} policy's egress is 'none'", l.from));
     }
-    // The allowlist layers the name alone does not satisfy: each must then allow one of
-    // the addresses by a CIDR rule.
+    // A name is matched by name rules only, an address by CIDR rules only: a name no
+    // allowlist holds is refused before it is resolved, so the proxy's resolver never
+    // carries a name the policy did not allow (no exfiltration through lookups).
     let mut matched = Vec::new();
     let mut by_address = Vec::new();
     for l in policy
@@ -156,7 +158,7 @@ pub async fn decide(
         };
         match by_name {
             Some(r) => matched.push(r.source.clone()),
-            None if l.has_net_rules() => by_address.push(l),
+            None if matches!(host, Host::Ip(_)) && l.has_net_rules() => by_address.push(l),
             None => {
                 return deny(
                     "policy",
@@ -170,7 +172,12 @@ pub async fn decide(
         Host::Name(name) => match resolver.resolve(name).await {
             Ok(a) if !a.is_empty() => a,
             Ok(_) => return deny("resolve", format!("{name} has no address")),
-            Err(e) => return deny("resolve", format!("{name} does not resolve: {e}")),
+            Err(e) => {
+                // The resolver's own words stay in the server's log: they can name internal
+                // servers.
+                tracing::debug!(%name, error = %e, "an egress name did not resolve");
+                return deny("resolve", format!("{name} does not resolve"));
+            }
         },
     };
     let permitted: Vec<IpAddr> = addrs
@@ -182,16 +189,13 @@ pub async fn decide(
                 .all(|l| l.rules.iter().any(|r| r.permits_ip(*ip, port)))
         })
         .collect();
-    let Some(first) = permitted.first().copied() else {
+    if permitted.is_empty() {
         let l = by_address.first().map_or("session", |l| l.from.as_str());
         return deny(
             "policy",
-            format!(
-                "{host}:{port} ({}) is not in the {l} policy's allowlist",
-                list(&addrs)
-            ),
+            format!("{host}:{port} is not in the {l} policy's allowlist"),
         );
-    };
+    }
     let mut refusal = None;
     let passed: Vec<SocketAddr> = permitted
         .iter()
@@ -206,11 +210,13 @@ pub async fn decide(
         .collect();
     if passed.is_empty() {
         let r = refusal.expect("an address was refused");
-        let shown = match host {
-            Host::Ip(_) => format!("{host}"),
-            Host::Name(_) => format!("{host} ({first})"),
+        // The class, never the address a name resolved to: a sandbox must not map the
+        // control plane's internal names through its refusals.
+        let reason = match host {
+            Host::Ip(_) => format!("{host} is {}", r.reason()),
+            Host::Name(_) => format!("{host} resolves to {}", r.reason()),
         };
-        return deny(r.label(), format!("{shown} is {}", r.reason()));
+        return deny(r.label(), reason);
     }
     matched.extend(
         by_address
@@ -229,28 +235,20 @@ pub async fn decide(
     }
 }
 
-fn list(addrs: &[IpAddr]) -> String {
-    addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::guard::GuardSettings;
     use crate::resolve::StaticResolver;
 
-    fn policy(layers: &[(&str, serde_json_free::P)]) -> Policy {
+    fn policy(layers: &[(&str, policies::P)]) -> Policy {
         let parsed: Vec<(&str, NetworkPolicy)> =
             layers.iter().map(|(from, p)| (*from, p.build())).collect();
         Policy::new("s1", parsed.iter().map(|(f, p)| (*f, p)))
     }
 
     /// Builds policies without JSON.
-    mod serde_json_free {
+    mod policies {
         use sandbox_agents_domain::network::{Egress, NetworkPolicy};
         pub struct P(
             pub Egress,
@@ -267,7 +265,7 @@ mod tests {
             }
         }
     }
-    use serde_json_free::P;
+    use policies::P;
 
     fn resolver() -> StaticResolver {
         StaticResolver::new([
@@ -344,7 +342,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cidr_rules_allow_by_address_and_allowed_names_still_meet_the_guard() {
+    async fn cidr_rules_allow_addresses_only_and_allowed_names_still_meet_the_guard() {
         let p = policy(&[(
             "agent",
             P(
@@ -353,14 +351,15 @@ mod tests {
                 &[],
             ),
         )]);
-        match run(&p, "net.example", 8443).await {
+        match run(&p, "203.0.113.9", 8443).await {
             Decision::Allow { addrs, rule } => {
                 assert_eq!(addrs, vec!["203.0.113.9:8443".parse().unwrap()]);
                 assert_eq!(rule, "203.0.113.0/24");
             }
             d => panic!("{d:?}"),
         }
-        assert_eq!(label(&run(&p, "203.0.113.77", 1).await), "allowed");
+        // A name is never resolved to be matched against CIDR rules.
+        assert_eq!(label(&run(&p, "net.example", 8443).await), "policy");
         assert_eq!(label(&run(&p, "pypi.org", 443).await), "policy");
         // Allowed by name, refused by where it resolves.
         assert_eq!(label(&run(&p, "inside.example", 80).await), "private");

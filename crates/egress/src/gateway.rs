@@ -8,7 +8,7 @@
 use crate::proxy::Proxy;
 use sandbox_agents_sandbox::EgressGateway;
 use std::collections::HashMap;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -55,6 +55,19 @@ impl UnixGateway {
             ));
         }
         std::fs::create_dir_all(&root)?;
+        // A directory someone else made (under /tmp, say), or a link to one, would let them
+        // put a socket of theirs where a sandbox's traffic goes.
+        let meta = std::fs::symlink_metadata(&root)?;
+        let ours = std::fs::metadata("/proc/self")?.uid();
+        if !meta.is_dir() || meta.uid() != ours {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "the egress socket directory {} is not a directory of this server's user",
+                    root.display()
+                ),
+            ));
+        }
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
         Ok(Arc::new(UnixGateway {
             proxy,
@@ -112,9 +125,11 @@ impl EgressGateway for UnixGateway {
             loop {
                 let stream = match listener.accept().await {
                     Ok((s, _)) => s,
+                    // Out of descriptors, say: this sandbox's way out pauses, it does not end.
                     Err(e) => {
-                        tracing::warn!(error = %e, "an egress socket stopped accepting");
-                        return;
+                        tracing::warn!(error = %e, "an egress socket could not accept; trying again");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
                     }
                 };
                 // Unbound (a sandbox still being created): the empty id, which no session

@@ -146,12 +146,26 @@ impl Guard {
     }
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+/// An IPv6 address that reaches an IPv4 one (mapped, the NAT64 well-known prefix, 6to4,
+/// IPv4-compatible) as that IPv4 address, so every check sees what is really reached.
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+    let IpAddr::V6(v6) = ip else { return ip };
+    let s = v6.segments();
+    let o = v6.octets();
+    let embedded = if let Some(v4) = v6.to_ipv4_mapped() {
+        Some(v4)
+    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+        || (s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified())
+    {
+        // NAT64 (64:ff9b::/96), IPv4-compatible (::a.b.c.d).
+        Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+    } else if s[0] == 0x2002 {
+        // 6to4 (2002:AABB:CCDD::/48).
+        Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+    } else {
+        None
+    };
+    embedded.map_or(ip, IpAddr::V4)
 }
 
 /// The class of an address no policy opens (before the operator's exceptions).
@@ -195,22 +209,18 @@ fn classify_v6(ip: Ipv6Addr) -> Option<Refused> {
         Some(Refused::LinkLocalOrMetadata)
     } else if ip.is_unspecified() || ip.is_multicast() {
         Some(Refused::NotUnicast)
-    } else if (first & 0xfe00) == 0xfc00 {
+    } else if (first & 0xfe00) == 0xfc00
+        // Site-local (deprecated, still routed inside some networks).
+        || (first & 0xffc0) == 0xfec0
+        // Local-use NAT64 (64:ff9b:1::/48) and Teredo (2001::/32): tunnels to addresses
+        // this check cannot see.
+        || ip.segments()[..3] == [0x64, 0xff9b, 1]
+        || ip.segments()[..2] == [0x2001, 0]
+    {
         Some(Refused::Private)
-    } else if let Some(v4) = nat64_embedded(ip) {
-        // 64:ff9b::/96 reaches the IPv4 address it embeds.
-        classify_v4(v4)
     } else {
         None
     }
-}
-
-fn nat64_embedded(ip: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = ip.segments();
-    (s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]).then(|| {
-        let o = ip.octets();
-        Ipv4Addr::new(o[12], o[13], o[14], o[15])
-    })
 }
 
 #[cfg(test)]
@@ -236,6 +246,12 @@ mod tests {
             ("100.100.100.200", Some(Refused::Private)),
             ("fd12::1", Some(Refused::Private)),
             ("64:ff9b::a00:1", Some(Refused::Private)),
+            ("64:ff9b::7f00:1", Some(Refused::Loopback)),
+            ("2002:a9fe:a9fe::1", Some(Refused::LinkLocalOrMetadata)),
+            ("::a00:1", Some(Refused::Private)),
+            ("fec0::1", Some(Refused::Private)),
+            ("64:ff9b:1::1", Some(Refused::Private)),
+            ("2001:0:4136:e378::1", Some(Refused::Private)),
             ("0.0.0.0", Some(Refused::NotUnicast)),
             ("224.0.0.1", Some(Refused::NotUnicast)),
             ("255.255.255.255", Some(Refused::NotUnicast)),

@@ -54,11 +54,15 @@ pub(crate) async fn serve<U>(
     let sender = Arc::new(tokio::sync::Mutex::new(sender));
     let credentials = Arc::new(credentials);
     let host = done.host.to_string();
+    let authority = match done.port {
+        443 => host.clone(),
+        port => format!("{host}:{port}"),
+    };
     let service = service_fn(move |req: Request<Incoming>| {
         let sender = sender.clone();
         let credentials = credentials.clone();
-        let host = host.clone();
-        async move { Ok::<_, Infallible>(forward(req, &sender, &credentials, &host).await) }
+        let (host, authority) = (host.clone(), authority.clone());
+        async move { Ok::<_, Infallible>(forward(req, &sender, &credentials, &host, &authority).await) }
     });
     if let Err(e) = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(tls), service)
@@ -74,8 +78,41 @@ async fn forward(
     sender: &tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Incoming>>,
     credentials: &[Credential],
     host: &str,
+    authority: &str,
 ) -> Response {
     let (mut parts, body) = req.into_parts();
+    // The request goes to the host the tunnel was decided for, and says so: a `Host` (or an
+    // absolute form) naming another would have a shared front end (a CDN) route it, with
+    // the credential, to a host it is not bound to.
+    if parts.headers.get_all(hyper::header::HOST).iter().count() > 1 {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "more than one Host header\n".into(),
+        );
+    }
+    let named = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            parts
+                .headers
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        });
+    if let Some(named) = named {
+        let bare = named.rsplit_once(':').map_or(named.as_str(), |(h, _)| h);
+        if !bare.trim_end_matches('.').eq_ignore_ascii_case(host) && named != authority {
+            return text(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!("this tunnel is to {authority}; a request for {named} needs a tunnel of its own\n"),
+            );
+        }
+    }
+    if let Ok(v) = hyper::header::HeaderValue::from_str(authority) {
+        parts.headers.insert(hyper::header::HOST, v);
+    }
     // Origin form, as a host expects it (a client may have sent the absolute form).
     if parts.uri.authority().is_some() {
         parts.uri = parts

@@ -26,6 +26,8 @@ use tokio::net::TcpStream;
 
 /// How long one connection attempt to an allowed address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's head may take to arrive.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The header a refusal names its reason in.
 pub const DENIED_HEADER: &str = "x-sandbox-agents-egress-denied";
 
@@ -91,7 +93,10 @@ impl Proxy {
             let sandbox = sandbox_id.clone();
             async move { Ok::<_, Infallible>(proxy.handle(&sandbox, req).await) }
         });
+        // A sandbox that opens a connection and sends nothing holds no task for long.
         let served = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades()
             .await;
@@ -190,12 +195,17 @@ impl Proxy {
             Ok(n) => n,
             Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{host}: {e}\n")),
         };
-        let upstream = match tokio_rustls::TlsConnector::from(authority.upstream())
-            .connect(name, stream)
-            .await
-        {
-            Ok(u) => u,
-            Err(e) => {
+        let handshake =
+            tokio_rustls::TlsConnector::from(authority.upstream()).connect(name, stream);
+        let upstream = match tokio::time::timeout(CONNECT_TIMEOUT, handshake).await {
+            Err(_) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("{host}: TLS with the host did not finish in {CONNECT_TIMEOUT:?}\n"),
+                )
+            }
+            Ok(Ok(u)) => u,
+            Ok(Err(e)) => {
                 return text(
                     StatusCode::BAD_GATEWAY,
                     format!("{host}: TLS with the host failed: {e}\n"),
@@ -300,6 +310,13 @@ fn target(req: &Request<Incoming>) -> Result<(Host, u16), Response<Body>> {
             }
         }
     };
+    // `user@host`: not a host, and a Host header built from it would name another.
+    if authority.as_str().contains('@') {
+        return Err(text(
+            StatusCode::BAD_REQUEST,
+            "a proxied request names no user: send credentials in headers\n".into(),
+        ));
+    }
     match Host::parse(authority.host()) {
         Some(h) => Ok((h, port)),
         None => Err(text(

@@ -423,7 +423,10 @@ async fn get_over_tls(
         .await
         .unwrap();
     tokio::spawn(conn);
-    let mut req = Request::get("/").header("host", name);
+    let mut req = Request::get("/");
+    if !headers.iter().any(|(k, _)| *k == "host") {
+        req = req.header("host", name);
+    }
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -501,4 +504,24 @@ async fn a_bound_host_that_fails_verification_is_a_502_before_anything_is_sent()
         vec![Credential::swap(&["api.test".to_owned()], "P", "s").unwrap()];
     let (status, _) = h.tunnel("sb", &format!("api.test:{port}")).await;
     assert!(status.starts_with("HTTP/1.1 502"), "{status}");
+}
+
+#[tokio::test]
+async fn an_intercepted_request_naming_another_host_is_refused_with_its_credential_unsent() {
+    let (port, upstream_ca) = tls_upstream().await;
+    let (ca_pem, key_pem) = generate_ca().unwrap();
+    let authority = Arc::new(Authority::load(&ca_pem, &key_pem, vec![upstream_ca]).unwrap());
+    let ours: rustls_pki_types::CertificateDer<'static> =
+        rustls_pki_types::pem::PemObject::from_pem_slice(ca_pem.as_bytes()).unwrap();
+    let h = harness_with(Some(authority)).await;
+    h.set("sb", NetworkPolicy::default());
+    *h.policies.1.lock().unwrap() =
+        vec![Credential::inject(&["api.test".to_owned()], "X-Api-Key", "injected-secret").unwrap()];
+    // A front end routing by Host would send this, with the key, to other.test.
+    let (_, io) = h.tunnel("sb", &format!("api.test:{port}")).await;
+    let seen = get_over_tls(io, "api.test", ours, &[("host", "other.test")])
+        .await
+        .unwrap();
+    assert!(seen.contains("needs a tunnel of its own"), "{seen}");
+    assert!(!seen.contains("injected-secret"), "{seen}");
 }

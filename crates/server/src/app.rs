@@ -183,6 +183,7 @@ pub async fn services(
     let deployment = sandbox_agents_store::deployment::id(db)
         .await
         .context("reading the deployment id")?;
+    let mut settings = settings;
     // Before the egress proxy, which opens the credentials each boot sealed for it.
     let credentials = Credentials::new(
         db.clone(),
@@ -194,8 +195,25 @@ pub async fn services(
     if let Some(egress) = &settings.egress {
         match &mut backend_settings {
             BackendSettings::Docker(docker) => {
-                let (_proxy, gateway) =
-                    crate::egress::start(egress, db, &credentials, shutdown.clone())?;
+                let authority = crate::egress::authority(
+                    db,
+                    &settings.master_key,
+                    settings.sessions.extra_ca.as_ref(),
+                )
+                .await
+                .context("loading the egress CA")?;
+                // Sandboxes trust it like the operator's extra CA (installed at every boot).
+                settings.sessions.extra_ca = Some(crate::egress::trusted_by_sandboxes(
+                    settings.sessions.extra_ca.as_ref(),
+                    &authority,
+                )?);
+                let (_proxy, gateway) = crate::egress::start(
+                    egress,
+                    db,
+                    &credentials,
+                    shutdown.clone(),
+                    Some(authority),
+                )?;
                 docker.egress = Some(gateway);
             }
             // Its sandboxes are records: they have no network to confine.

@@ -8,14 +8,17 @@ use anyhow::Context;
 use async_trait::async_trait;
 use ipnet::IpNet;
 use sandbox_agents_credentials::Credentials;
+use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::network::LayerSource;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_egress::gateway::UnixGateway;
+use sandbox_agents_egress::Authority;
 use sandbox_agents_egress::{
     Denial, Guard, GuardSettings, Host, Observer, Policy, PolicySource, Proxy, Resolve,
 };
 use sandbox_agents_store::Db;
+use sandbox_agents_vault::MasterKey;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,6 +48,58 @@ const DENIALS_WINDOW: Duration = Duration::from_secs(60);
 /// Denial events waiting to be written; past it they are counted and dropped.
 const EVENT_QUEUE: usize = 1024;
 
+/// The AAD the egress CA's key is sealed with.
+const CA_AAD: &[u8] = b"egress-ca";
+
+/// The deployment's egress CA (made and stored by the first process that needs it), which
+/// verifies real hosts against the host's trust store and `extra_ca`.
+pub async fn authority(
+    db: &Db,
+    key: &MasterKey,
+    extra_ca: Option<&ExtraCaCerts>,
+) -> anyhow::Result<Arc<Authority>> {
+    let stored = match sandbox_agents_store::egress_ca::get(db).await? {
+        Some(ca) => ca,
+        None => {
+            let (cert_pem, key_pem) = sandbox_agents_egress::tls::generate_ca()?;
+            let candidate = sandbox_agents_store::egress_ca::EgressCa {
+                cert_pem,
+                key_sealed: key.seal(key_pem.as_bytes(), CA_AAD)?,
+            };
+            sandbox_agents_store::egress_ca::get_or_insert(db, &candidate).await?
+        }
+    };
+    let key_pem = key
+        .open(&stored.key_sealed, CA_AAD)
+        .context("the egress CA's key cannot be opened (was the master key changed?)")?;
+    let key_pem = String::from_utf8(key_pem).context("the egress CA's key is not PEM")?;
+    let roots = extra_ca
+        .map(|ca| {
+            rustls_pki_types::pem::PemObject::pem_slice_iter(ca.pem().as_bytes())
+                .filter_map(Result::ok)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Arc::new(Authority::load(
+        &stored.cert_pem,
+        &key_pem,
+        roots,
+    )?))
+}
+
+/// `extra_ca` with the egress CA added: what sandboxes trust, so that a host the proxy
+/// answers for (to add a credential) is trusted like the host itself.
+pub fn trusted_by_sandboxes(
+    extra_ca: Option<&ExtraCaCerts>,
+    authority: &Authority,
+) -> anyhow::Result<ExtraCaCerts> {
+    let pem = match extra_ca {
+        Some(ca) => format!("{}\n{}", ca.pem().trim_end(), authority.cert_pem()),
+        None => authority.cert_pem().to_owned(),
+    };
+    ExtraCaCerts::parse(&pem).map_err(anyhow::Error::msg)
+}
+
 /// The proxy and the gateway Docker sandboxes reach it through. The tasks that write what the
 /// proxy observes run until `shutdown`.
 pub fn start(
@@ -52,6 +107,7 @@ pub fn start(
     db: &Db,
     credentials: &Credentials,
     shutdown: CancellationToken,
+    authority: Option<Arc<Authority>>,
 ) -> anyhow::Result<(Arc<Proxy>, Arc<UnixGateway>)> {
     let guard = Guard::new(GuardSettings {
         allow_private: settings.allow_private.clone(),
@@ -61,7 +117,7 @@ pub fn start(
     tokio::spawn(write_denials(db.clone(), rx));
     let summary = Arc::new(Summary::default());
     tokio::spawn(summary::write(db.clone(), summary.clone(), shutdown));
-    let proxy = Proxy::new(
+    let proxy = Proxy::with_authority(
         guard,
         settings.resolver.clone(),
         Arc::new(StorePolicies {
@@ -73,6 +129,7 @@ pub fn start(
             recent: Mutex::default(),
             summary,
         }),
+        authority,
     );
     let gateway =
         UnixGateway::new(proxy.clone(), settings.socket_dir.clone()).with_context(|| {

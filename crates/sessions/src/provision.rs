@@ -13,7 +13,7 @@ use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_sandbox::{Sandbox, SandboxSpec, WORKDIR};
 use sandbox_agents_store::sessions::SessionRecord;
-use sandbox_agents_store::{agents, snapshots};
+use sandbox_agents_store::{agents, sessions, snapshots};
 use sandbox_agents_workspace::{build_archive, git_checkouts, ByteStream};
 use std::collections::BTreeMap;
 
@@ -76,7 +76,19 @@ impl Sessions {
         }
         let (sandbox, pooled) = match self.claim_pooled(s.session_id(), &spec).await? {
             Some(sandbox) => (sandbox, true),
-            None => (st.backend.create(&spec).await?, false),
+            None => {
+                let sandbox = st.backend.create(&spec).await?;
+                // Owned from now on, as a claimed one is: the egress proxy serves the boot's
+                // own fetches under the session's policy, and a boot that dies leaves the
+                // row naming the sandbox for the next boot to remove.
+                // Not provisioning any more (stopped meanwhile): the end of the boot finds
+                // that out and removes the sandbox, as it does after a claim.
+                if let Err(e) = sessions::hold_sandbox(&st.db, s.session_id(), &sandbox.id).await {
+                    let _ = st.backend.remove(&sandbox.id).await;
+                    return Err(e.into());
+                }
+                (sandbox, false)
+            }
         };
         // The trust store's variables, then the manifest's (which win: a manifest may point a
         // tool at a bundle of its own).

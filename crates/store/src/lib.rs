@@ -10,6 +10,7 @@ pub mod bundles;
 pub mod database;
 pub mod deliveries;
 pub mod deployment;
+pub mod egress_ca;
 pub mod embedded;
 pub mod environments;
 pub mod error;

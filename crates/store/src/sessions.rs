@@ -19,6 +19,8 @@ use uuid::Uuid;
 
 mod network;
 pub use network::{network_layers, network_layers_by_sandbox, SandboxEgress};
+mod sandbox;
+pub use sandbox::hold_sandbox;
 
 /// A session row.
 #[derive(Clone, Debug, sqlx::FromRow)]

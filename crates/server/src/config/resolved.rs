@@ -236,6 +236,13 @@ impl Config {
         if !self.egress_proxy {
             return Ok(None);
         }
+        // The sandbox's end of the proxy is the daemon's: without it a sandbox would have no
+        // network at all, which is a configuration to refuse, not to discover at a boot.
+        if self.sandboxd_bin().is_none() {
+            anyhow::bail!(
+                "--egress-proxy needs the sandbox daemon (--sandboxd-bin, or sandboxd beside this executable): it is the sandbox's way to the proxy"
+            );
+        }
         let socket_dir = match &self.egress_socket_dir {
             Some(dir) => std::path::absolute(dir)?,
             None => {

@@ -10,20 +10,20 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const IMAGE: &str = "sandbox-agents-sandbox:1";
+pub(crate) const IMAGE: &str = "sandbox-agents-sandbox:1";
 pub(crate) const PORT: u16 = 8080;
 
 /// A Docker network of the test's own with an HTTP server on it, removed on drop.
 pub(crate) struct TestNetwork {
-    name: String,
+    pub(crate) name: String,
     /// The egress sockets' directory of the server under test.
-    sockets: std::path::PathBuf,
-    server_ip: String,
-    subnet: String,
-    gateway: String,
+    pub(crate) sockets: std::path::PathBuf,
+    pub(crate) server_ip: String,
+    pub(crate) subnet: String,
+    pub(crate) gateway: String,
 }
 
-fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker")
         .args(args)
         .output()
@@ -222,6 +222,24 @@ async fn a_sandbox_reaches_what_its_policy_allows_only_through_the_proxy() {
         "metadata.test",
     ] {
         assert!(hosts.contains(&host), "{host} in {hosts:?}");
+    }
+    // Each refused for what it is, not for a name that did not resolve.
+    for (host, why) in [
+        ("other.test", "allowlist"),
+        ("private.test", "private address"),
+        ("gateway.test", "control plane's host"),
+        ("metadata.test", "metadata"),
+    ] {
+        let e = denials
+            .iter()
+            .find(|e| e["payload"]["host"] == host)
+            .unwrap();
+        let reason = e["payload"]["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{host}: {reason}");
+        assert!(
+            !reason.contains(&net.gateway) && !reason.contains("10.255"),
+            "no address shown: {reason}"
+        );
     }
     let other = denials
         .iter()

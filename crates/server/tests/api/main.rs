@@ -13,6 +13,7 @@ mod conventions;
 mod daemon;
 mod db_pool;
 mod egress;
+mod egress_credentials;
 mod egress_log;
 mod environments;
 mod event_log;
