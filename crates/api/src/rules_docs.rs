@@ -14,7 +14,7 @@
 //! parsed into: a wider value is refused by the parser, so that range is the rule.
 
 use sandbox_agents_domain::{
-    agent, environment, git_key, git_source, identity, memory, network, secret,
+    agent, environment, git_key, git_source, identity, memory, network, secret, secret_binding,
 };
 use utoipa::openapi::path::HttpMethod;
 use utoipa::openapi::path::{Operation, Parameter, ParameterIn};
@@ -253,6 +253,30 @@ const BODY_RULES: &[(&str, &str, At, Rule)] = &[
         "presets",
         Each,
         OneOf(network::PRESET_NAMES),
+    ),
+    (
+        "SecretInject",
+        "host",
+        Itself,
+        Bytes(secret_binding::MAX_HOST),
+    ),
+    (
+        "SecretInject",
+        "header",
+        Itself,
+        Bytes(secret_binding::MAX_HEADER_NAME),
+    ),
+    (
+        "SecretInject",
+        "format",
+        Itself,
+        Bytes(secret_binding::MAX_FORMAT),
+    ),
+    (
+        "SecretPlaceholder",
+        "hosts",
+        Each,
+        Bytes(secret_binding::MAX_HOST),
     ),
     ("LoginBody", "email", Itself, Bytes(identity::MAX_EMAIL_LEN)),
     (

@@ -1,11 +1,12 @@
-//! Secret bindings for egress (issue 36): a secret the sandbox never holds, added to its
-//! requests by the egress proxy (`inject`), or held by the sandbox only as a placeholder that
-//! the proxy swaps for the value in requests to the bound hosts (`placeholder`); and
-//! [`EgressCredential`], what a boot resolves them into for the proxy.
+//! Secret bindings ([`SecretBinding`]): a secret of the project made a sandbox variable, or,
+//! for egress (issue 36), a secret the sandbox never holds, added to its requests by the
+//! egress proxy (`inject`), or held by the sandbox only as a placeholder that the proxy swaps
+//! for the value in requests to the bound hosts (`placeholder`); and [`EgressCredential`],
+//! what a boot resolves them into for the proxy. (`tools` re-exports the binding, where it
+//! was first.)
 
 use crate::manifest::is_env_name;
 use crate::network::is_host_name;
-use crate::tools::SecretBinding;
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,6 +16,12 @@ use utoipa::ToSchema;
 pub const VALUE_SLOT: &str = "{value}";
 /// Most hosts a placeholder may be swapped for.
 pub const MAX_PLACEHOLDER_HOSTS: usize = 16;
+/// The longest host name.
+pub const MAX_HOST: usize = 253;
+/// The longest header name an inject binding may set.
+pub const MAX_HEADER_NAME: usize = 256;
+/// The longest `format` of an inject binding (the secret aside).
+pub const MAX_FORMAT: usize = 1024;
 
 /// Headers the proxy owns or that describe one hop only: a credential set in one of them
 /// would be dropped, or would change where the request goes.
@@ -59,7 +66,7 @@ pub struct SecretPlaceholder {
     /// The environment variable that holds the placeholder.
     #[schema(pattern = "^[A-Za-z_][A-Za-z0-9_]*$", min_length = 1)]
     pub env: String,
-    /// The host names the placeholder is swapped on: 1 to 16.
+    /// The host names the placeholder is swapped on: 1 to 16, each at most 253 characters.
     #[schema(min_items = 1, max_items = 16)]
     pub hosts: Vec<String>,
 }
@@ -157,7 +164,7 @@ fn validate_inject(i: &SecretInject, at: &[&str], v: &mut Violations) {
             Value::from(i.host.as_str()),
         );
     }
-    if !is_header_name(&i.header) {
+    if i.header.len() > MAX_HEADER_NAME || !is_header_name(&i.header) {
         v.push(
             "value_error",
             &field("header"),
@@ -175,7 +182,14 @@ fn validate_inject(i: &SecretInject, at: &[&str], v: &mut Violations) {
             Value::from(i.header.as_str()),
         );
     }
-    if i.format.matches(VALUE_SLOT).count() != 1 {
+    if i.format.len() > MAX_FORMAT {
+        v.push(
+            "too_long",
+            &field("format"),
+            format!("format is at most {MAX_FORMAT} characters"),
+            Value::from(i.format.len()),
+        );
+    } else if i.format.matches(VALUE_SLOT).count() != 1 {
         v.push(
             "value_error",
             &field("format"),
@@ -216,10 +230,130 @@ fn validate_placeholder(p: &SecretPlaceholder, at: &[&str], v: &mut Violations) 
     }
 }
 
+/// A secret of the project, by name, bound into the sandbox one of three ways: as an
+/// environment variable of every command the sandbox runs (`exec` and the agent's shell
+/// tool; `env` alone), as a header the egress proxy adds to requests to one host (`inject`:
+/// the sandbox never holds the secret), or as a placeholder in a variable that the proxy
+/// swaps for the secret in requests to the bound hosts (`placeholder`). Values are resolved
+/// when the sandbox boots, so a rotation reaches a session at its next boot. A session bound
+/// to a secret that does not exist is a 422, and a bound secret cannot be deleted (409).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(from = "RawSecretBinding")]
+pub struct SecretBinding {
+    /// The secret's `name` (not its id); not blank.
+    #[schema(
+        min_length = 1,
+        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
+    pub secret: String,
+    /// The environment variable it becomes: letters, digits and `_`, not starting with a
+    /// digit. Where an agent and a session bind the same variable, the session's wins. With
+    /// `placeholder`: left out or equal to `placeholder.env`, and shown equal to it. With
+    /// `inject`: left out or `""`, and shown as `""` (the binding puts nothing in the
+    /// environment; the field stays because clients published before `inject` require it).
+    ///
+    /// Required here because every binding shows it; a request may leave it out where the
+    /// binding has `inject` or `placeholder`.
+    #[serde(default)]
+    #[schema(pattern = "^([A-Za-z_][A-Za-z0-9_]*)?$", required = true)]
+    pub env: String,
+    /// Bind the secret as a header the egress proxy adds (needs `--egress-proxy`); every
+    /// inject binding of the agent and the session applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject: Option<SecretInject>,
+    /// Bind the secret as a placeholder the egress proxy swaps for it (needs
+    /// `--egress-proxy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<SecretPlaceholder>,
+}
+
+/// A binding as it arrives (or was stored): a placeholder binding that leaves `env` out
+/// takes `placeholder.env`, so that every binding read has the variable it sets in `env`.
+#[derive(Deserialize)]
+struct RawSecretBinding {
+    secret: String,
+    #[serde(default)]
+    env: String,
+    #[serde(default)]
+    inject: Option<SecretInject>,
+    #[serde(default)]
+    placeholder: Option<SecretPlaceholder>,
+}
+
+impl From<RawSecretBinding> for SecretBinding {
+    fn from(r: RawSecretBinding) -> Self {
+        let env = match (&r.placeholder, r.env.is_empty()) {
+            (Some(p), true) => p.env.clone(),
+            _ => r.env,
+        };
+        SecretBinding {
+            secret: r.secret,
+            env,
+            inject: r.inject,
+            placeholder: r.placeholder,
+        }
+    }
+}
+
+impl SecretBinding {
+    /// A binding of `secret` as the variable `env` (the original form).
+    pub fn env(secret: impl Into<String>, env: impl Into<String>) -> Self {
+        SecretBinding {
+            secret: secret.into(),
+            env: env.into(),
+            inject: None,
+            placeholder: None,
+        }
+    }
+
+    /// What the binding sets, for messages: the variable, or the header and host.
+    pub fn target(&self) -> String {
+        match &self.inject {
+            Some(i) => format!("the {} header for {}", i.header, i.host),
+            None => self.env.clone(),
+        }
+    }
+}
+
+/// Most bindings an agent, or a session, may have. Every sandbox command carries every bound
+/// value (each up to 32 KiB), and the kernel bounds a command's environment.
+pub const MAX_SECRET_BINDINGS: usize = 32;
+
+pub fn validate_secret_bindings(bindings: &[SecretBinding], loc: &str, v: &mut Violations) {
+    if bindings.len() > MAX_SECRET_BINDINGS {
+        v.push(
+            "too_long",
+            &[loc],
+            format!("at most {MAX_SECRET_BINDINGS} secret bindings"),
+            Value::from(bindings.len()),
+        );
+    }
+    for (i, b) in bindings.iter().enumerate() {
+        let idx = i.to_string();
+        if b.secret.trim().is_empty() {
+            v.push(
+                "value_error",
+                &[loc, &idx, "secret"],
+                "secret must name a secret",
+                Value::from(""),
+            );
+        }
+        if b.inject.is_some() || b.placeholder.is_some() {
+            crate::secret_binding::validate_egress(b, loc, &idx, v);
+        } else if !is_env_name(&b.env) {
+            v.push(
+                "value_error",
+                &[loc, &idx, "env"],
+                format!("'{}' is not a valid environment variable name", b.env),
+                Value::from(b.env.as_str()),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::validate_secret_bindings;
 
     fn binding(json: &str) -> SecretBinding {
         serde_json::from_str(json).unwrap()

@@ -1,8 +1,7 @@
 //! What an agent declares besides its instructions: client tools, secret bindings, subagents,
 //! and where its skills and workspace come from.
 
-use crate::manifest::{default_host, default_ref, default_true, is_env_name};
-use crate::secret_binding::{SecretInject, SecretPlaceholder};
+use crate::manifest::{default_host, default_ref, default_true};
 use crate::validation::Violations;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -130,126 +129,7 @@ pub fn validate_client_tools(tools: &[ClientTool], loc: &str, v: &mut Violations
     }
 }
 
-/// A secret of the project, by name, bound into the sandbox one of three ways: as an
-/// environment variable of every command the sandbox runs (`exec` and the agent's shell
-/// tool; `env` alone), as a header the egress proxy adds to requests to one host (`inject`:
-/// the sandbox never holds the secret), or as a placeholder in a variable that the proxy
-/// swaps for the secret in requests to the bound hosts (`placeholder`). Values are resolved
-/// when the sandbox boots, so a rotation reaches a session at its next boot. A session bound
-/// to a secret that does not exist is a 422, and a bound secret cannot be deleted (409).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(from = "RawSecretBinding")]
-pub struct SecretBinding {
-    /// The secret's `name` (not its id); not blank.
-    #[schema(
-        min_length = 1,
-        pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
-    )]
-    pub secret: String,
-    /// The environment variable it becomes: letters, digits and `_`, not starting with a
-    /// digit. Where an agent and a session bind the same variable, the session's wins. With
-    /// `placeholder`: left out or equal to `placeholder.env`, and shown equal to it. With
-    /// `inject`: left out or `""`, and shown as `""` (the binding puts nothing in the
-    /// environment; the field stays because clients published before `inject` require it).
-    ///
-    /// Required here because every binding shows it; a request may leave it out where the
-    /// binding has `inject` or `placeholder`.
-    #[serde(default)]
-    #[schema(pattern = "^([A-Za-z_][A-Za-z0-9_]*)?$", required = true)]
-    pub env: String,
-    /// Bind the secret as a header the egress proxy adds (needs `--egress-proxy`); every
-    /// inject binding of the agent and the session applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inject: Option<SecretInject>,
-    /// Bind the secret as a placeholder the egress proxy swaps for it (needs
-    /// `--egress-proxy`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placeholder: Option<SecretPlaceholder>,
-}
-
-/// A binding as it arrives (or was stored): a placeholder binding that leaves `env` out
-/// takes `placeholder.env`, so that every binding read has the variable it sets in `env`.
-#[derive(Deserialize)]
-struct RawSecretBinding {
-    secret: String,
-    #[serde(default)]
-    env: String,
-    #[serde(default)]
-    inject: Option<SecretInject>,
-    #[serde(default)]
-    placeholder: Option<SecretPlaceholder>,
-}
-
-impl From<RawSecretBinding> for SecretBinding {
-    fn from(r: RawSecretBinding) -> Self {
-        let env = match (&r.placeholder, r.env.is_empty()) {
-            (Some(p), true) => p.env.clone(),
-            _ => r.env,
-        };
-        SecretBinding {
-            secret: r.secret,
-            env,
-            inject: r.inject,
-            placeholder: r.placeholder,
-        }
-    }
-}
-
-impl SecretBinding {
-    /// A binding of `secret` as the variable `env` (the original form).
-    pub fn env(secret: impl Into<String>, env: impl Into<String>) -> Self {
-        SecretBinding {
-            secret: secret.into(),
-            env: env.into(),
-            inject: None,
-            placeholder: None,
-        }
-    }
-
-    /// What the binding sets, for messages: the variable, or the header and host.
-    pub fn target(&self) -> String {
-        match &self.inject {
-            Some(i) => format!("the {} header for {}", i.header, i.host),
-            None => self.env.clone(),
-        }
-    }
-}
-
-/// Most bindings an agent, or a session, may have. Every sandbox command carries every bound
-/// value (each up to 32 KiB), and the kernel bounds a command's environment.
-pub const MAX_SECRET_BINDINGS: usize = 32;
-
-pub fn validate_secret_bindings(bindings: &[SecretBinding], loc: &str, v: &mut Violations) {
-    if bindings.len() > MAX_SECRET_BINDINGS {
-        v.push(
-            "too_long",
-            &[loc],
-            format!("at most {MAX_SECRET_BINDINGS} secret bindings"),
-            Value::from(bindings.len()),
-        );
-    }
-    for (i, b) in bindings.iter().enumerate() {
-        let idx = i.to_string();
-        if b.secret.trim().is_empty() {
-            v.push(
-                "value_error",
-                &[loc, &idx, "secret"],
-                "secret must name a secret",
-                Value::from(""),
-            );
-        }
-        if b.inject.is_some() || b.placeholder.is_some() {
-            crate::secret_binding::validate_egress(b, loc, &idx, v);
-        } else if !is_env_name(&b.env) {
-            v.push(
-                "value_error",
-                &[loc, &idx, "env"],
-                format!("'{}' is not a valid environment variable name", b.env),
-                Value::from(b.env.as_str()),
-            );
-        }
-    }
-}
+pub use crate::secret_binding::{validate_secret_bindings, SecretBinding, MAX_SECRET_BINDINGS};
 
 /// How an agent uses a subagent: `tool` calls it with a task and gets its answer back, the
 /// conversation staying put; `handoff` gives it the conversation, which it keeps (answering
