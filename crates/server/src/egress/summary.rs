@@ -23,13 +23,26 @@ pub const SUMMARY_EVERY: Duration = Duration::from_secs(5);
 /// (`sandbox_agents_egress_summary_dropped_total`) and dropped, while the keys already there
 /// still add up.
 const SUMMARY_KEYS: usize = 10_000;
+/// New (host, port) keys one session may add between two writes; past it, its connections
+/// and refusals are summed under [`OTHER_HOSTS`], so one sandbox walking through names
+/// neither crowds out the others' keys nor adds more than this many rows per write.
+const SESSION_KEYS: usize = 64;
+/// Where a session's sums go once it has [`SESSION_KEYS`] new keys in one interval (port 0).
+pub const OTHER_HOSTS: &str = "(other hosts)";
 
 type Key = (SessionId, String, u16);
 
 /// What the proxy observed since the last write. Only a mutex and a map on the proxy's path.
 #[derive(Default)]
 pub struct Summary {
-    pending: Mutex<HashMap<Key, Sums>>,
+    pending: Mutex<Pending>,
+}
+
+/// The sums since the last write, and how many keys each session has among them.
+#[derive(Default)]
+struct Pending {
+    sums: HashMap<Key, Sums>,
+    keys: HashMap<SessionId, usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,9 +99,21 @@ impl Summary {
         self.merge((session, host.to_string(), port), &sums);
     }
 
-    /// Adds `sums` to its key's, unless the key is new and the map full.
+    /// Adds `sums` to its key's; a new key past its session's share goes to the session's
+    /// [`OTHER_HOSTS`], and one past the map's bound is dropped.
     fn merge(&self, key: Key, sums: &Sums) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let Pending {
+            sums: pending,
+            keys,
+        } = &mut *guard;
+        let session = key.0;
+        let owned = keys.get(&session).copied().unwrap_or(0);
+        let key = if owned >= SESSION_KEYS && !pending.contains_key(&key) {
+            (session, OTHER_HOSTS.to_owned(), 0)
+        } else {
+            key
+        };
         let full = pending.len() >= SUMMARY_KEYS;
         match pending.entry(key) {
             Entry::Occupied(mut e) => e.get_mut().merge(sums),
@@ -97,6 +122,7 @@ impl Summary {
             }
             Entry::Vacant(e) => {
                 e.insert(*sums);
+                *keys.entry(session).or_default() += 1;
             }
         }
     }
@@ -105,6 +131,7 @@ impl Summary {
     fn take(&self) -> Vec<EgressRecord> {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         pending
+            .sums
             .into_iter()
             .map(|((session_id, host, port), s)| EgressRecord {
                 session_id,
@@ -213,6 +240,29 @@ mod tests {
         assert!(!rows.iter().any(|r| r.session_id == session(u128::MAX)));
         let first = rows.iter().find(|r| r.session_id == session(0)).unwrap();
         assert_eq!((first.connections, first.denied), (1, 1));
+    }
+
+    #[test]
+    fn a_session_past_its_share_of_new_keys_sums_into_other_hosts_and_crowds_out_no_one() {
+        let s = Summary::default();
+        for n in 0..SESSION_KEYS + 10 {
+            s.closed(session(1), &host(&format!("h{n}.test")), 443, 1, 2);
+        }
+        s.denied(session(2), &host("b.test"), 80);
+        let rows = s.take();
+        let mine: Vec<_> = rows.iter().filter(|r| r.session_id == session(1)).collect();
+        assert_eq!(mine.len(), SESSION_KEYS + 1);
+        let other = mine.iter().find(|r| r.host == OTHER_HOSTS).unwrap();
+        assert_eq!(
+            (other.port, other.connections, other.bytes_received),
+            (0, 10, 20)
+        );
+        assert!(rows
+            .iter()
+            .any(|r| r.session_id == session(2) && r.denied == 1));
+        // The share is per write: the next interval starts afresh.
+        s.closed(session(1), &host("h0.test"), 443, 1, 2);
+        assert_eq!(s.take()[0].host, "h0.test");
     }
 
     #[test]
