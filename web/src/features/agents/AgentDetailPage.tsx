@@ -13,6 +13,7 @@ import { policySummary } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { AgentMemoryTab } from './AgentMemoryTab';
 import { agentBody, agentSnippets, formFromAgent } from './model';
+import { describeBinding } from './secretBindings';
 
 import { StartSessionModal, StatusBadge } from '../sessions';
 
@@ -126,7 +127,15 @@ export default function AgentDetailPage() {
                 <Field label="Idle TTL">{a.idle_ttl_seconds == null ? 'server default' : a.idle_ttl_seconds === 0 ? 'never released' : `${a.idle_ttl_seconds}s`}</Field>
                 <Field label="Exposed ports">{a.exposed_ports.length ? a.exposed_ports.join(', ') : 'none'}</Field>
                 <Field label="Client tools">{a.client_tools.length ? a.client_tools.map((t) => t.name + (t.deferrable ? ' (deferrable)' : '')).join(', ') : 'none'}</Field>
-                <Field label="Secret bindings">{a.secret_bindings.length ? a.secret_bindings.map((b) => `${b.env} ← ${b.secret}`).join(', ') : 'none'}</Field>
+                <Field label="Secret bindings">
+                  {a.secret_bindings.length
+                    ? a.secret_bindings.map((b, i) => (
+                        <div key={i} data-testid="secret-binding-shown">
+                          {describeBinding(b)}
+                        </div>
+                      ))
+                    : 'none'}
+                </Field>
                 <Field label="Subagents">{a.subagents.length ? a.subagents.map((s) => `${s.agent} (${s.mode ?? 'tool'})`).join(', ') : 'none'}</Field>
                 <Field label="Subagent step limit">{a.subagents.length ? `${a.subagent_max_steps} model calls per subagent task` : `${a.subagent_max_steps} (no subagents)`}</Field>
                 <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>

@@ -32,6 +32,8 @@ import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
 import { PageFallback } from '../../components/PageFallback';
 import { LAYERS_HELP, networkErrorsOf } from '../../lib/network';
+import { SecretBindingsEditor } from './SecretBindingsEditor';
+import { serverBindingErrors } from './secretBindings';
 import { ManifestEntriesEditor, SkillsSourceEditor } from './StructuredEditors';
 import { bundleOfSkillsSource } from './structured';
 import {
@@ -122,6 +124,14 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const err = (k: string) => errors[k];
   // The server's word on the policy (a 422 names the entry), on the rows as they were sent.
   const networkErrors = networkErrorsOf(fieldErrors(save.error), 'network', save.variables?.v.network, values.network);
+  // The server's word on a binding (a 422 names the field), shown while the row is as it was sent.
+  const serverBindings = serverBindingErrors(fieldErrors(save.error));
+  const bindingError = (k: string) => {
+    const i = Number(k.split('.')[1]);
+    const sent = save.variables?.v.secret_bindings[i];
+    const same = sent !== undefined && JSON.stringify(sent) === JSON.stringify(values.secret_bindings[i]);
+    return err(k) ?? (same ? serverBindings[k] : undefined);
+  };
   const sectionHasErrors = (prefixes: string[]) => Object.keys(errors).some((k) => prefixes.some((p) => k === p || k.startsWith(p + '.')));
 
   return (
@@ -222,7 +232,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           <Tabs.Tab value="tools" color={sectionHasErrors(['client_tools']) ? 'red' : undefined}>
             Client tools
           </Tabs.Tab>
-          <Tabs.Tab value="secrets" color={sectionHasErrors(['secret_bindings']) ? 'red' : undefined}>
+          <Tabs.Tab value="secrets" color={sectionHasErrors(['secret_bindings']) || Object.keys(serverBindings).length > 0 ? 'red' : undefined}>
             Secrets
           </Tabs.Tab>
           <Tabs.Tab value="advanced" color={sectionHasErrors(['subagents', 'subagent_max_steps', 'skills_source', 'workspace_source']) ? 'red' : undefined}>
@@ -369,23 +379,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
         </Tabs.Panel>
 
         <Tabs.Panel value="secrets">
-          <Stack maw={720} gap="xs">
-            <Text size="sm" c="dimmed">
-              Project secrets become environment variables of every command the sandbox runs, resolved at boot. Values are never shown.
-            </Text>
-            {values.secret_bindings.map((b, i) => (
-              <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
-                <Autocomplete placeholder="secret name" data={(secrets.data ?? []).map((s) => s.name)} value={b.secret} error={err(`secret_bindings.${i}.secret`)} aria-label="Secret" onChange={(v) => set('secret_bindings', values.secret_bindings.map((r, j) => (j === i ? { ...r, secret: v } : r)))} />
-                <TextInput placeholder="ENV_VAR" value={b.env} error={err(`secret_bindings.${i}.env`)} aria-label="Environment variable" onChange={(e) => set('secret_bindings', values.secret_bindings.map((r, j) => (j === i ? { ...r, env: e.currentTarget.value } : r)))} />
-                <ActionIcon variant="subtle" color="red" aria-label="Remove binding" mt={6} onClick={() => set('secret_bindings', values.secret_bindings.filter((_, j) => j !== i))}>
-                  <IconTrash size={16} />
-                </ActionIcon>
-              </Group>
-            ))}
-            <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('secret_bindings', [...values.secret_bindings, { secret: '', env: '' }])}>
-              Bind a secret
-            </Button>
-          </Stack>
+          <SecretBindingsEditor rows={values.secret_bindings} onChange={(rows) => set('secret_bindings', rows)} error={bindingError} secretNames={(secrets.data ?? []).map((s) => s.name)} />
         </Tabs.Panel>
 
         <Tabs.Panel value="advanced">

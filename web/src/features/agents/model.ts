@@ -4,6 +4,7 @@
 import type { Agent, AgentCreate, ClientTool } from '../../api/client';
 import { defaultPolicy, policyBody, policyOf, samePolicy, type NetworkPolicy } from '../../lib/network';
 import { ENV_RE, SANDBOX_TOOLS, SLUG_RE, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
+import { bindingBody, bindingErrors, bindingRowOf, type BindingRow } from './secretBindings';
 import { ENTRY_FIELDS, SKILLS_FIELDS, entriesObject, entryRowErrors, entryRowsOf, isObject, parseEntries, specProblems, type EntryRow } from './structured';
 
 export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills', 'python'] as const;
@@ -53,7 +54,7 @@ export type AgentFormValues = {
   entries: EntryRow[]; // the manifest's entries, one row each
   entriesJson: string | null; // the advanced view's text while it is shown (then it is what counts)
   client_tools: ToolRow[];
-  secret_bindings: { secret: string; env: string }[];
+  secret_bindings: BindingRow[];
   subagents: SubagentRow[];
   skills_source: string; // JSON object or ''
   workspace_source: string; // JSON object or ''
@@ -117,7 +118,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
       timeout_seconds: t.timeout_seconds == null ? '' : String(t.timeout_seconds),
       parameters: pretty(t.parameters ?? {}),
     })),
-    secret_bindings: (a.secret_bindings ?? []).map((b) => ({ secret: b.secret, env: b.env })),
+    secret_bindings: (a.secret_bindings ?? []).map(bindingRowOf),
     subagents: (a.subagents ?? []).map((x) => ({
       agent: x.agent,
       mode: x.mode === 'handoff' ? 'handoff' : 'tool',
@@ -213,13 +214,7 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     if (!p.ok) e[`client_tools.${i}.parameters`] = p.error;
     else if (!isObject(p.value)) e[`client_tools.${i}.parameters`] = 'The JSON Schema must be an object.';
   });
-  const bound = new Set<string>();
-  v.secret_bindings.forEach((b, i) => {
-    if (blank(b.secret)) e[`secret_bindings.${i}.secret`] = 'Name a secret.';
-    if (!ENV_RE.test(b.env)) e[`secret_bindings.${i}.env`] = 'Letters, digits and _, not starting with a digit.';
-    else if (bound.has(b.env)) e[`secret_bindings.${i}.env`] = 'Duplicate variable.';
-    bound.add(b.env);
-  });
+  Object.assign(e, bindingErrors(v.secret_bindings));
   const named = new Set<string>();
   v.subagents.forEach((x, i) => {
     if (!SLUG_RE.test(x.agent)) e[`subagents.${i}.agent`] = 'Choose another agent of the project.';
@@ -273,7 +268,7 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     },
     exposed_ports: v.exposed_ports.split(/[\s,]+/).filter(Boolean).map(Number),
     client_tools: tools,
-    secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
+    secret_bindings: v.secret_bindings.map(bindingBody),
     subagents: v.subagents.map((x) => ({
       agent: x.agent,
       mode: x.mode,
