@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 const SOCKET_NAME: &str = "proxy.sock";
 /// The longest key: a container name at creation (`sa-<uuid>`, `sa-pool-<uuid>`) fits.
 const MAX_KEY: usize = 48;
+/// Connections one sandbox has open through the proxy at once.
+const MAX_CONNECTIONS: usize = 256;
 /// `sun_path` holds 108 bytes, its terminating NUL included.
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -121,8 +123,14 @@ impl EgressGateway for UnixGateway {
         let identity: Arc<Mutex<Option<Arc<str>>>> = Arc::default();
         let proxy = self.proxy.clone();
         let who = identity.clone();
+        let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let accept = tokio::spawn(async move {
             loop {
+                // At the bound, accepting waits: the sandbox's next connections queue in the
+                // socket's backlog instead of taking descriptors and tasks from the others.
+                let Ok(permit) = open.clone().acquire_owned().await else {
+                    return;
+                };
                 let stream = match listener.accept().await {
                     Ok((s, _)) => s,
                     // Out of descriptors, say: this sandbox's way out pauses, it does not end.
@@ -135,11 +143,11 @@ impl EgressGateway for UnixGateway {
                 // Unbound (a sandbox still being created): the empty id, which no session
                 // holds, so its connections reach nothing.
                 let id = who.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                tokio::spawn(
-                    proxy
-                        .clone()
-                        .serve(stream, id.unwrap_or_else(|| Arc::from(""))),
-                );
+                let proxy = proxy.clone();
+                tokio::spawn(async move {
+                    proxy.serve(stream, id.unwrap_or_else(|| Arc::from(""))).await;
+                    drop(permit);
+                });
             }
         })
         .abort_handle();
