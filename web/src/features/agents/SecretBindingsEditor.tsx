@@ -22,7 +22,7 @@ export function SecretBindingsEditor({
   return (
     <Stack maw={760} gap="sm">
       <Text size="sm" c="dimmed">
-        Project secrets, resolved when the sandbox boots; values are never shown. A variable puts the secret in the sandbox’s environment. With a header (inject) or a placeholder the secret never enters the sandbox: the egress proxy adds it to requests to the hosts you name. Those two need a server run with --egress-proxy; without it a session bound that way cannot use the secret.
+        Project secrets, resolved when the sandbox boots; values are never shown. A variable puts the secret in the sandbox’s environment. With a header (inject) or a placeholder the secret never enters the sandbox: the egress proxy adds it to requests to the hosts you name. Those two work only on a server run with --egress-proxy (an operator’s flag): without the proxy nothing adds the header or swaps the placeholder.
       </Text>
       {rows.map((b, i) => {
         const k = (f: string) => `secret_bindings.${i}.${f}`;
