@@ -13,7 +13,7 @@ import { policySummary } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { AgentMemoryTab } from './AgentMemoryTab';
 import { agentBody, agentSnippets, formFromAgent } from './model';
-import { describeBinding } from './secretBindings';
+import { describeBinding } from '../../lib/secretBindings';
 
 import { StartSessionModal, StatusBadge } from '../sessions';
 

@@ -30,10 +30,10 @@ import { keys } from '../../api/queryKeys';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
+import { SecretBindingsEditor } from '../../components/SecretBindingsEditor';
+import { serverBindingErrors } from '../../lib/secretBindings';
 import { PageFallback } from '../../components/PageFallback';
 import { LAYERS_HELP, networkErrorsOf } from '../../lib/network';
-import { SecretBindingsEditor } from './SecretBindingsEditor';
-import { serverBindingErrors } from './secretBindings';
 import { ManifestEntriesEditor, SkillsSourceEditor } from './StructuredEditors';
 import { bundleOfSkillsSource } from './structured';
 import {
@@ -379,7 +379,13 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
         </Tabs.Panel>
 
         <Tabs.Panel value="secrets">
-          <SecretBindingsEditor rows={values.secret_bindings} onChange={(rows) => set('secret_bindings', rows)} error={bindingError} secretNames={(secrets.data ?? []).map((s) => s.name)} />
+          <SecretBindingsEditor rows={values.secret_bindings} onChange={(rows) => set('secret_bindings', rows)} error={bindingError} secretNames={(secrets.data ?? []).map((s) => s.name)}
+            intro={
+              <Text size="sm" c="dimmed">
+                Project secrets, resolved when the sandbox boots; values are never shown. A variable puts the secret in the sandbox’s environment. With a header (inject) or a placeholder the secret never enters the sandbox: the egress proxy adds it to requests to the hosts you name. Those two work only on a server run with --egress-proxy (an operator’s flag): without the proxy nothing adds the header or swaps the placeholder.
+              </Text>
+            }
+          />
         </Tabs.Panel>
 
         <Tabs.Panel value="advanced">

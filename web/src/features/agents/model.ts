@@ -4,7 +4,7 @@
 import type { Agent, AgentCreate, ClientTool } from '../../api/client';
 import { defaultPolicy, policyBody, policyOf, samePolicy, type NetworkPolicy } from '../../lib/network';
 import { ENV_RE, SANDBOX_TOOLS, SLUG_RE, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
-import { bindingBody, bindingErrors, bindingRowOf, type BindingRow } from './secretBindings';
+import { bindingBody, bindingErrors, bindingRowOf, type BindingRow } from '../../lib/secretBindings';
 import { ENTRY_FIELDS, SKILLS_FIELDS, entriesObject, entryRowErrors, entryRowsOf, isObject, parseEntries, specProblems, type EntryRow } from './structured';
 
 export const CAPABILITIES = ['shell', 'filesystem', 'compaction', 'memory', 'skills', 'python'] as const;

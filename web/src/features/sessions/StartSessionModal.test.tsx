@@ -65,6 +65,30 @@ describe('StartSessionModal', () => {
     expect(posted).toEqual([expect.objectContaining({ max_lifetime_seconds: 3600, idle_ttl_seconds: 0, resources: { cpus: 8, memory_mb: 320, disk_mb: 8192 } })]);
   }, 30_000);
 
+  it('binds a secret as a placeholder, sends it in that shape and puts a 422 on its hosts', async () => {
+    const posted: unknown[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      if (new URL(req.url).pathname === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'secret_bindings', 0, 'placeholder', 'hosts', 1], msg: "'b.test.' is not allowed here" }] }, 422);
+      }
+      return json([]);
+    });
+    renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);
+    const user = userEvent.setup({ delay: null });
+    await user.click(await screen.findByRole('button', { name: /Advanced/ }));
+    await user.click(screen.getByRole('button', { name: 'Bind a secret' }));
+    await user.type(screen.getByRole('textbox', { name: 'Secret 1' }), 'GH');
+    await user.click(screen.getByText('Placeholder'));
+    expect(screen.getByText(/the egress proxy swaps it for the secret/)).toBeInTheDocument();
+    await user.type(screen.getByRole('textbox', { name: 'Variable' }), 'GITHUB_TOKEN');
+    await user.type(screen.getByRole('textbox', { name: 'Hosts' }), 'a.test, b.test.');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(screen.getByRole('textbox', { name: 'Hosts' })).toHaveAccessibleDescription(/not allowed here/));
+    expect(posted).toEqual([expect.objectContaining({ secret_bindings: [{ secret: 'GH', placeholder: { env: 'GITHUB_TOKEN', hosts: ['a.test', 'b.test.'] } }] })]);
+  }, 30_000);
+
   it('checks fields before sending anything', async () => {
     const fetch = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
     renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);

@@ -8,6 +8,7 @@ import { keys } from '../../api/queryKeys';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { MAX_SESSION_SECONDS, MIN_DISK_MB } from './limits';
+import { SecretBindingsEditor } from '../../components/SecretBindingsEditor';
 import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
 
 const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
@@ -126,42 +127,20 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                   >
                     <LazyCodeEditor language="json" value={v.manifest} onChange={(x) => set('manifest', x)} minHeight={80} placeholder={MANIFEST_PLACEHOLDER} ariaLabel="Manifest override" />
                   </Input.Wrapper>
-                  <Input.Wrapper label="Secret bindings" description="Project secrets as environment variables, besides the agent’s (this session wins per variable)." error={err('secret_bindings')}>
-                    <Stack gap="xs" mt={4}>
-                      {secrets.error && (
+                  <Input.Wrapper label="Secret bindings" error={err('secret_bindings')}>
+                    <SecretBindingsEditor
+                      rows={v.secret_bindings}
+                      onChange={(rows) => set('secret_bindings', rows)}
+                      error={err}
+                      secretNames={(secrets.data ?? []).map((s) => s.name)}
+                      intro={
                         <Text size="xs" c="dimmed">
-                          The project’s secrets could not be listed; type a secret’s name.
+                          Project secrets, besides the agent’s (this session wins per variable).{' '}
+                          {secrets.error ? 'The project’s secrets could not be listed; type a secret’s name. ' : ''}
+                          With a header (inject) or a placeholder the secret never enters the sandbox; those work only when the server runs an egress proxy (the session’s Network tab says whether it does).
                         </Text>
-                      )}
-                      {v.secret_bindings.map((b, i) => (
-                        <Group key={i} gap="xs" wrap="nowrap" align="flex-start">
-                          <Autocomplete
-                            placeholder="secret name"
-                            data={(secrets.data ?? []).map((s) => s.name)}
-                            value={b.secret}
-                            error={err(`secret_bindings.${i}.secret`)}
-                            aria-label={`Secret ${i + 1}`}
-                            onChange={(x) => set('secret_bindings', v.secret_bindings.map((r, j) => (j === i ? { ...r, secret: x } : r)))}
-                          />
-                          <TextInput
-                            placeholder="ENV_VAR"
-                            value={b.env}
-                            error={err(`secret_bindings.${i}.env`)}
-                            aria-label={`Environment variable ${i + 1}`}
-                            onChange={(e) => {
-                              const env = e.currentTarget.value;
-                              set('secret_bindings', v.secret_bindings.map((r, j) => (j === i ? { ...r, env } : r)));
-                            }}
-                          />
-                          <ActionIcon variant="subtle" color="red" aria-label={`Remove binding ${i + 1}`} mt={6} onClick={() => set('secret_bindings', v.secret_bindings.filter((_, j) => j !== i))}>
-                            <IconTrash size={16} />
-                          </ActionIcon>
-                        </Group>
-                      ))}
-                      <Button variant="light" size="xs" w="fit-content" leftSection={<IconPlus size={14} />} onClick={() => set('secret_bindings', [...v.secret_bindings, { secret: '', env: '' }])}>
-                        Bind a secret
-                      </Button>
-                    </Stack>
+                      }
+                    />
                   </Input.Wrapper>
                   <Input.Wrapper label="Metadata" description="Your own values, kept with the session; a value that reads as JSON (42, true, {…}) is stored as JSON." error={err('metadata')}>
                     <Stack gap="xs" mt={4}>

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../api/client';
+import { emptyBindingRow, type BindingRow } from '../../lib/secretBindings';
 import { emptyStartSession, fieldErrorsOf, metadataValue, parseTurnClientTools, startSessionBody, validateManifest, validateStartSession } from './startSession';
 
 const valid = () => emptyStartSession('analyst');
+const row = (secret: string, env: string): BindingRow => ({ ...emptyBindingRow(), secret, env });
 
 describe('validateStartSession', () => {
   it('accepts the agent alone, and sends null for everything left alone', () => {
@@ -15,12 +17,12 @@ describe('validateStartSession', () => {
     expect(Object.keys(e).sort()).toEqual(['agent_id', 'model']);
   });
   it('checks secret bindings like SecretBinding: a secret, an env name, no duplicates, at most 32', () => {
-    const e = validateStartSession({ ...valid(), secret_bindings: [{ secret: '', env: '1X' }, { secret: 'TOKEN', env: 'API_TOKEN' }, { secret: 'OTHER', env: 'API_TOKEN' }] });
+    const e = validateStartSession({ ...valid(), secret_bindings: [row('', '1X'), row('TOKEN', 'API_TOKEN'), row('OTHER', 'API_TOKEN')] });
     expect(e['secret_bindings.0.secret']).toBeTruthy();
     expect(e['secret_bindings.0.env']).toMatch(/Letters/);
     expect(e['secret_bindings.1.env']).toBeUndefined();
     expect(e['secret_bindings.2.env']).toMatch(/Duplicate/);
-    const many = Array.from({ length: 33 }, (_, i) => ({ secret: 'S', env: `V${i}` }));
+    const many = Array.from({ length: 33 }, (_, i) => row('S', `V${i}`));
     expect(validateStartSession({ ...valid(), secret_bindings: many }).secret_bindings).toMatch(/32/);
   });
   it('checks metadata keys', () => {
@@ -36,7 +38,7 @@ describe('validateStartSession', () => {
       overrideInstructions: true,
       instructions: '',
       manifest: '{"environment":{"MODE":"x"}}',
-      secret_bindings: [{ secret: ' TOKEN ', env: 'API_TOKEN' }],
+      secret_bindings: [row(' TOKEN ', 'API_TOKEN')],
       metadata: [{ key: 'n', value: '42' }, { key: 'j', value: '{"a":1}' }, { key: 's', value: 'plain text' }],
     });
     expect(body).toMatchObject({ title: 'T', prompt: 'Hi', model: 'gpt-x', instructions: '', manifest: { environment: { MODE: 'x' } }, secret_bindings: [{ secret: 'TOKEN', env: 'API_TOKEN' }], metadata: { n: 42, j: { a: 1 }, s: 'plain text' } });
@@ -73,7 +75,7 @@ describe('fieldErrorsOf', () => {
     expect(fieldErrorsOf(err)).toEqual({ 'secret_bindings.0.secret': 'no secret named NOPE', model: 'blank' });
   });
   it('puts the server’s unknown-secret sentence on the row that names it', () => {
-    const v = { ...valid(), secret_bindings: [{ secret: 'OK', env: 'A' }, { secret: 'NOPE', env: 'B' }] };
+    const v = { ...valid(), secret_bindings: [row('OK', 'A'), row('NOPE', 'B')] };
     const detail = "secret 'NOPE' (bound to B) does not exist in this project";
     expect(fieldErrorsOf(new ApiError(422, detail, { detail }), v)).toEqual({ 'secret_bindings.1.secret': detail });
     const msg = "there is no secret named 'NOPE' in this project (bound to B by the session); create it first";
@@ -107,5 +109,27 @@ describe('parseTurnClientTools', () => {
     expect(bad('[{"name":"a","timeout_seconds":0}]')).toMatch(/3600/);
     expect(bad('[{"name":"a","timeout_seconds":3601}]')).toMatch(/3600/);
     expect(bad('[{"name":"a","nme":"x"}]')).toMatch(/unknown field "nme"/);
+  });
+});
+
+describe('a session’s bindings the sandbox never holds', () => {
+  it('are sent in their own shape, checked at their fields, and a 422 lands beside the field shown', () => {
+    const inject = { ...row('GH', ''), kind: 'inject' as const, host: 'api.github.com', header: 'Authorization', format: 'Bearer {value}' };
+    const placeholder = { ...row('GH', 'GITHUB_TOKEN'), kind: 'placeholder' as const, hosts: 'api.github.com' };
+    const v = { ...valid(), secret_bindings: [inject, placeholder] };
+    expect(validateStartSession(v)).toEqual({});
+    expect(startSessionBody(v).secret_bindings).toEqual([
+      { secret: 'GH', inject: { host: 'api.github.com', header: 'Authorization', format: 'Bearer {value}' } },
+      { secret: 'GH', placeholder: { env: 'GITHUB_TOKEN', hosts: ['api.github.com'] } },
+    ]);
+    expect(validateStartSession({ ...v, secret_bindings: [{ ...inject, header: 'Bad Header' }] })['secret_bindings.0.inject.header']).toMatch(/header name/);
+    const detail = [
+      { loc: ['body', 'secret_bindings', 0, 'inject', 'header'], msg: 'hop-by-hop' },
+      { loc: ['body', 'secret_bindings', 1, 'placeholder', 'env'], msg: 'bad variable' },
+    ];
+    expect(fieldErrorsOf(new ApiError(422, 'x', { detail }), v)).toEqual({ 'secret_bindings.0.inject.header': 'hop-by-hop', 'secret_bindings.1.env': 'bad variable' });
+    // A missing secret of an inject binding (no variable) lands on the row that names it.
+    const missing = "no secret named 'GH' in this project";
+    expect(fieldErrorsOf(new ApiError(422, missing, { detail: missing }), { ...v, secret_bindings: [row('A', 'A'), inject] })).toEqual({ 'secret_bindings.1.secret': missing });
   });
 });

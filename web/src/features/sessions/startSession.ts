@@ -5,6 +5,7 @@
 // lifetime, resources) are in limits.ts.
 import { ApiError, fieldErrorList, type ClientTool, type Schemas } from '../../api/client';
 import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
+import { bindingBody, bindingErrors, serverBindingErrors, type BindingRow } from '../../lib/secretBindings';
 import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
 
 export type SessionCreate = Schemas['SessionCreate'];
@@ -21,7 +22,7 @@ export type StartSessionValues = {
   /** Off: the agent's instructions (null); on: the text, even empty. */
   overrideInstructions: boolean;
   manifest: string; // JSON text; '' for none
-  secret_bindings: { secret: string; env: string }[];
+  secret_bindings: BindingRow[];
   metadata: { key: string; value: string }[];
 } & LimitValues;
 
@@ -99,13 +100,7 @@ export function validateStartSession(v: StartSessionValues): Errors {
   const m = validateManifest(v.manifest);
   if (m) e.manifest = m;
   if (v.secret_bindings.length > MAX_SECRET_BINDINGS) e.secret_bindings = `At most ${MAX_SECRET_BINDINGS} bindings.`;
-  const bound = new Set<string>();
-  v.secret_bindings.forEach((b, i) => {
-    if (blank(b.secret)) e[`secret_bindings.${i}.secret`] = 'Name a secret.';
-    if (!ENV_RE.test(b.env)) e[`secret_bindings.${i}.env`] = 'Letters, digits and _, not starting with a digit.';
-    else if (bound.has(b.env)) e[`secret_bindings.${i}.env`] = 'Duplicate variable.';
-    bound.add(b.env);
-  });
+  Object.assign(e, bindingErrors(v.secret_bindings));
   const keys = new Set<string>();
   v.metadata.forEach((r, i) => {
     if (blank(r.key)) e[`metadata.${i}.key`] = 'Name the key.';
@@ -124,7 +119,7 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
     instructions: v.overrideInstructions ? v.instructions : null,
     manifest: blank(v.manifest) ? null : (JSON.parse(v.manifest) as SessionCreate['manifest']),
     metadata: Object.fromEntries(v.metadata.map((r) => [r.key, metadataValue(r.value)])) as SessionCreate['metadata'],
-    secret_bindings: v.secret_bindings.map((b) => ({ secret: b.secret.trim(), env: b.env })),
+    secret_bindings: v.secret_bindings.map(bindingBody),
     from_snapshot_id: null,
     environment_id: blank(v.environment) ? null : v.environment.trim(),
     prompt: v.prompt.trim() ? v.prompt : null,
@@ -132,10 +127,14 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
   };
 }
 
-/** The binding row a sentence about a missing secret names ("…named 'X' … (bound to ENV …"). */
+/** The binding row a sentence about a missing secret names ("…named 'X' … (bound to ENV …");
+ * an inject binding has no variable, so a row of it is found by the secret alone. */
 function bindingRow(msg: string, values?: StartSessionValues): number {
-  const m = /secret(?: named)? '([^']*)'.*\(bound to ([A-Za-z0-9_]+)/.exec(msg);
-  return m && values ? values.secret_bindings.findIndex((b) => b.secret.trim() === m[1] && b.env === m[2]) : -1;
+  const m = /secret(?: named)? '([^']*)'(?:.*\(bound to ([A-Za-z0-9_]+))?/.exec(msg);
+  if (!m || !values) return -1;
+  const named = (b: BindingRow) => b.secret.trim() === m[1];
+  const i = values.secret_bindings.findIndex((b) => named(b) && b.kind !== 'inject' && b.env === m[2]);
+  return i >= 0 ? i : values.secret_bindings.findIndex(named);
 }
 
 /**
@@ -160,7 +159,10 @@ export function fieldErrorsOf(error: unknown, values?: StartSessionValues): Erro
     }
     out[key] = out[key] ? `${out[key]} ${msg}` : msg;
   }
-  return out;
+  // A binding's field as the dialog shows it (a placeholder's variable at the row's variable).
+  const rows = serverBindingErrors(out);
+  for (const k of Object.keys(out)) if (/^secret_bindings\.\d+/.test(k)) delete out[k];
+  return { ...out, ...rows };
 }
 
 /**

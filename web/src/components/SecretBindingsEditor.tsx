@@ -1,9 +1,9 @@
 import { ActionIcon, Autocomplete, Button, Group, SegmentedControl, Stack, Text, TextInput } from '@mantine/core';
 import { IconPlus, IconTrash } from '@tabler/icons-react';
-import { BINDING_HELP, BINDING_KINDS, emptyBindingRow, type BindingKind, type BindingRow } from './secretBindings';
+import { BINDING_HELP, BINDING_KINDS, emptyBindingRow, type BindingKind, type BindingRow } from '../lib/secretBindings';
 
 /**
- * The agent's secret bindings, one row each: the secret, how it is bound (a variable, a
+ * Secret bindings (an agent's, or a session's besides its agent's), one row each: the secret, how it is bound (a variable, a
  * header the egress proxy injects, or a placeholder it swaps), and that kind's fields.
  * `error(key)` answers for keys like `secret_bindings.0.inject.header`.
  */
@@ -12,37 +12,38 @@ export function SecretBindingsEditor({
   onChange,
   error,
   secretNames,
+  intro,
 }: {
   rows: BindingRow[];
   onChange: (rows: BindingRow[]) => void;
   error: (key: string) => string | undefined;
   secretNames: string[];
+  /** What the bindings are for, before the rows; the kinds' own help follows each row. */
+  intro: React.ReactNode;
 }) {
   const update = (i: number, patch: Partial<BindingRow>) => onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)));
   return (
     <Stack maw={760} gap="sm">
-      <Text size="sm" c="dimmed">
-        Project secrets, resolved when the sandbox boots; values are never shown. A variable puts the secret in the sandbox’s environment. With a header (inject) or a placeholder the secret never enters the sandbox: the egress proxy adds it to requests to the hosts you name. Those two work only on a server run with --egress-proxy (an operator’s flag): without the proxy nothing adds the header or swaps the placeholder.
-      </Text>
+      {intro}
       {rows.map((b, i) => {
         const k = (f: string) => `secret_bindings.${i}.${f}`;
         return (
           <Stack key={i} gap={6} data-testid="secret-binding" p="xs" style={{ border: '1px solid var(--mantine-color-default-border)', borderRadius: 4 }}>
             <Group gap="xs" wrap="nowrap" align="flex-start">
-              <Autocomplete placeholder="secret name" data={secretNames} value={b.secret} error={error(k('secret'))} aria-label="Secret" onChange={(v) => update(i, { secret: v })} />
+              <Autocomplete placeholder="secret name" data={secretNames} value={b.secret} error={error(k('secret'))} aria-label={`Secret ${i + 1}`} onChange={(v) => update(i, { secret: v })} />
               <SegmentedControl
                 size="xs"
-                aria-label="Bound as"
+                aria-label={`Bound as ${i + 1}`}
                 data={BINDING_KINDS}
                 value={b.kind}
                 onChange={(v) => update(i, { kind: v as BindingKind })}
               />
-              <ActionIcon variant="subtle" color="red" aria-label="Remove binding" mt={6} ml="auto" onClick={() => onChange(rows.filter((_, j) => j !== i))}>
+              <ActionIcon variant="subtle" color="red" aria-label={`Remove binding ${i + 1}`} mt={6} ml="auto" onClick={() => onChange(rows.filter((_, j) => j !== i))}>
                 <IconTrash size={16} />
               </ActionIcon>
             </Group>
             {b.kind === 'env' && (
-              <TextInput placeholder="ENV_VAR" value={b.env} error={error(k('env'))} aria-label="Environment variable" onChange={(e) => update(i, { env: e.currentTarget.value })} />
+              <TextInput placeholder="ENV_VAR" value={b.env} error={error(k('env'))} aria-label={`Environment variable ${i + 1}`} onChange={(e) => update(i, { env: e.currentTarget.value })} />
             )}
             {b.kind === 'inject' && (
               <Group gap="xs" grow align="flex-start">

@@ -1,9 +1,9 @@
-// An agent's secret bindings as the form holds them: one row per binding with a kind
+// Secret bindings (an agent's, a session's) as a form holds them: one row per binding with a kind
 // (a variable, a header the egress proxy injects, or a placeholder the proxy swaps), their
 // conversion to and from openapi.json's SecretBinding, the checks the form can make before
-// the server does, and the one line the agent's page shows for each.
-import type { Schemas } from '../../api/client';
-import { ENV_RE } from '../../lib/rules';
+// the server does, and the one line a page shows for each.
+import type { Schemas } from '../api/client';
+import { ENV_RE } from './rules';
 
 export type SecretBinding = Schemas['SecretBinding'];
 export type BindingKind = 'env' | 'inject' | 'placeholder';
