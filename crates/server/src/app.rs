@@ -91,6 +91,8 @@ impl ServiceSettings {
                 warm_pool_max: config.warm_pool_max.max(config.warm_pool_size),
                 keep_warm_pool: config.keep_warm_pool,
                 extra_ca: extra_ca.clone(),
+                // Set where the proxy is started (`services`): only a Docker backend runs it.
+                egress_proxy: false,
                 s3,
                 admission: sandbox_agents_store::admission::Limits {
                     deployment: config.max_sandboxes.map(i64::from),
@@ -207,6 +209,7 @@ pub async fn services(
                     settings.sessions.extra_ca.as_ref(),
                     &authority,
                 )?);
+                settings.sessions.egress_proxy = true;
                 let (_proxy, gateway) = crate::egress::start(
                     egress,
                     db,

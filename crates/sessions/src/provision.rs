@@ -51,6 +51,11 @@ impl Sessions {
                 &s.secret_bindings,
             )
             .await?;
+        if !resolved.egress.is_empty() && !st.settings.egress_proxy {
+            return Err(ServiceError::BadRequest(
+                "this session binds secrets for egress (inject or placeholder), which only a server run with --egress-proxy applies; without it the sandbox would send the placeholder, or nothing, instead of the secret. Bind them as env, or run the server with --egress-proxy".into(),
+            ));
+        }
         let spec = SandboxSpec {
             session: s.id.to_string(),
             image: s

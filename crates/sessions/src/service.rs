@@ -53,6 +53,10 @@ pub struct SessionSettings {
     pub keep_warm_pool: bool,
     /// CA certificates every sandbox trusts besides its image's (`--extra-ca-certs`).
     pub extra_ca: Option<ExtraCaCerts>,
+    /// Whether sandboxes leave only through the egress proxy (`--egress-proxy`): secret
+    /// bindings for egress (`inject`, `placeholder`) need it, and a boot without it refuses
+    /// them rather than send placeholders, or nothing, where a secret was meant.
+    pub egress_proxy: bool,
     /// How `s3_mount` entries reach their buckets (the control plane's client; nothing of it
     /// enters a sandbox).
     pub s3: S3Settings,

@@ -185,8 +185,28 @@ async fn egress_bindings_read_back_with_the_env_the_published_client_requires() 
 }
 
 #[tokio::test]
+async fn without_the_egress_proxy_a_boot_refuses_egress_bindings_and_says_why() {
+    let plane = sandbox_agents_sandbox::MemoryBackend::new("egress-none");
+    let app = TestApp::builder().with_memory_backend(&plane).spawn().await;
+    app_with_secret(&app).await;
+    app.create_agent(
+        "egress-off",
+        json!({"secret_bindings": [
+            {"secret": "GH", "placeholder": {"env": "GH_TOKEN", "hosts": ["api.test"]}}]}),
+    )
+    .await;
+    let created = app.create_session(json!({"agent_id": "egress-off"})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let failed = app.wait_for_status(&id, "error", BOOT).await;
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--egress-proxy"), "{failed}");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_boot_gives_the_sandbox_a_placeholder_and_the_proxy_the_secret() {
-    let app = TestApp::builder().spawn().await;
+    let net = super::egress::TestNetwork::start("secret-egress").await;
+    let app = super::egress::app(&net).await;
     app_with_secret(&app).await;
     app.create_agent(
         "egress",
