@@ -36,6 +36,29 @@ pub(crate) fn docker(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The address of the container `name` on its network.
+pub(crate) fn container_ip(name: &str) -> String {
+    docker(&[
+        "inspect",
+        "-f",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+        name,
+    ])
+}
+
+/// Returns once a test server at `ip`:`port` accepts connections (the host reaches a
+/// container's address on its bridge); fails after 30 s.
+pub(crate) async fn listening(ip: &str, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect((ip, port)).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the test server on {ip}:{port} never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 impl TestNetwork {
     pub(crate) async fn start(tag: &str) -> TestNetwork {
         let name = format!(
@@ -59,12 +82,7 @@ impl TestNetwork {
             "--bind",
             "0.0.0.0",
         ]);
-        let server_ip = docker(&[
-            "inspect",
-            "-f",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            &name,
-        ]);
+        let server_ip = container_ip(&name);
         let subnet = docker(&[
             "network",
             "inspect",
@@ -79,18 +97,7 @@ impl TestNetwork {
             "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
             &name,
         ]);
-        // The server answers once it listens; the host reaches it on the bridge.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect((server_ip.as_str(), PORT))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the test server on {server_ip} never listened"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        listening(&server_ip, PORT).await;
         let sockets = std::env::temp_dir().join(format!("sa-eg-{}", &name[name.len() - 8..]));
         TestNetwork {
             name,

@@ -3,7 +3,7 @@
 //! test's own) as an injected header and as a swapped placeholder, while the sandbox cannot
 //! read it: not in its environment, its files, its processes, nor the session's log.
 
-use super::egress::{docker, TestNetwork, IMAGE};
+use super::egress::{container_ip, docker, listening, TestNetwork, IMAGE};
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_egress::StaticResolver;
 use sandbox_agents_server::egress::EgressSettings;
@@ -12,7 +12,6 @@ use sandbox_agents_testkit::TestApp;
 use serde_json::json;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 const SECRET: &str = "ghp_egress_secret_4b1d9e";
 const TLS_PORT: u16 = 8443;
@@ -61,23 +60,8 @@ impl TlsServer {
             "-c",
             SERVER,
         ]);
-        let ip = docker(&[
-            "inspect",
-            "-f",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            &name,
-        ]);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect((ip.as_str(), TLS_PORT))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the HTTPS test server never listened"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let ip = container_ip(&name);
+        listening(&ip, TLS_PORT).await;
         TlsServer { name, ip }
     }
 
