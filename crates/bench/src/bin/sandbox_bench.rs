@@ -17,6 +17,9 @@
 //!    follows demand, beside twenty raw cold boots at once; see `burst.rs`. A hundred at once
 //!    (`--parts burst100`) on default settings and on a database pool of 8, with the pool's
 //!    wait from `/metrics`, beside a hundred raw cold boots; see `burst100.rs`.
+//! 6. Egress (`--parts egress`): an HTTPS request on a new connection and a 256 MiB download
+//!    from a sandbox through the egress proxy, beside a sandbox attached to the server's
+//!    network directly, and the proxy alone from the host; see `egress.rs`.
 //!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
@@ -28,6 +31,12 @@
 mod burst;
 #[path = "sandbox_bench/burst100.rs"]
 mod burst100;
+#[path = "sandbox_bench/egress.rs"]
+mod egress;
+#[path = "sandbox_bench/egress_host.rs"]
+mod egress_host;
+#[path = "sandbox_bench/egress_upstream.rs"]
+mod egress_upstream;
 #[path = "sandbox_bench/files.rs"]
 mod files;
 #[path = "sandbox_bench/ours.rs"]
@@ -76,7 +85,7 @@ struct Args {
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
     /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`,
-    /// `burst100`.
+    /// `burst100`, `egress`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -493,6 +502,9 @@ async fn parts(
             burst100::BURST
         ));
         out.push(burst100::part(bursts, cluster, docker, &tar).await?);
+    }
+    if wants("egress") {
+        out.extend(egress::parts(args, app, docker).await?);
     }
     Ok(out)
 }
