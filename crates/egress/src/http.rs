@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::{Response, StatusCode, Uri};
 
 pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -43,4 +43,12 @@ pub(crate) fn text(status: StatusCode, body: String) -> Response<Body> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r
+}
+
+/// A request's target in origin form (`/path?query`), as a host expects it; `/` when it has
+/// none.
+pub(crate) fn origin_form(uri: &Uri) -> Uri {
+    uri.path_and_query()
+        .and_then(|pq| Uri::try_from(pq.as_str()).ok())
+        .unwrap_or_else(|| Uri::from_static("/"))
 }

@@ -4,12 +4,12 @@
 //! own TLS connection to the host, verified against the real trust store.
 
 use crate::credentials::Credential;
-use crate::http::{strip_hop_by_hop, text, Body};
+use crate::http::{origin_form, strip_hop_by_hop, text, Body};
 use crate::observe::Done;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper::{Request, StatusCode, Uri};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use std::convert::Infallible;
@@ -115,11 +115,7 @@ async fn forward(
     }
     // Origin form, as a host expects it (a client may have sent the absolute form).
     if parts.uri.authority().is_some() {
-        parts.uri = parts
-            .uri
-            .path_and_query()
-            .and_then(|pq| Uri::try_from(pq.as_str()).ok())
-            .unwrap_or_else(|| Uri::from_static("/"));
+        parts.uri = origin_form(&parts.uri);
     }
     strip_hop_by_hop(&mut parts.headers);
     for c in credentials {

@@ -6,7 +6,7 @@
 use crate::count::Counted;
 use crate::decide::{decide, Decision, Denial, Host, Policy};
 use crate::guard::Guard;
-use crate::http::{strip_hop_by_hop, text, Body};
+use crate::http::{origin_form, strip_hop_by_hop, text, Body};
 use crate::observe::{Done, Observer};
 use crate::resolve::Resolve;
 use async_trait::async_trait;
@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -254,10 +254,7 @@ async fn forward(
     });
     let (mut parts, body) = req.into_parts();
     let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
-    parts.uri = parts.uri.path_and_query().map_or_else(
-        || Uri::from_static("/"),
-        |pq| Uri::try_from(pq.as_str()).unwrap_or_else(|_| Uri::from_static("/")),
-    );
+    parts.uri = origin_form(&parts.uri);
     strip_hop_by_hop(&mut parts.headers);
     if let Some(a) = authority {
         if let Ok(v) = HeaderValue::from_str(&a) {

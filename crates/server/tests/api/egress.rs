@@ -46,6 +46,17 @@ pub(crate) fn container_ip(name: &str) -> String {
     ])
 }
 
+/// Runs `command` in a container of the sandbox image named `name` on the network `network`
+/// (with `options` for `docker run`), removed when it stops; returns its address there.
+pub(crate) fn serve_on(name: &str, network: &str, options: &[&str], command: &[&str]) -> String {
+    let mut args = vec!["run", "-d", "--rm", "--name", name, "--network", network];
+    args.extend_from_slice(options);
+    args.push(IMAGE);
+    args.extend_from_slice(command);
+    docker(&args);
+    container_ip(name)
+}
+
 /// Returns once a test server at `ip`:`port` accepts connections (the host reaches a
 /// container's address on its bridge); fails after 30 s.
 pub(crate) async fn listening(ip: &str, port: u16) {
@@ -66,23 +77,13 @@ impl TestNetwork {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         docker(&["network", "create", &name]);
-        docker(&[
-            "run",
-            "-d",
-            "--rm",
-            "--name",
+        let port = PORT.to_string();
+        let server_ip = serve_on(
             &name,
-            "--network",
             &name,
-            IMAGE,
-            "python3",
-            "-m",
-            "http.server",
-            &PORT.to_string(),
-            "--bind",
-            "0.0.0.0",
-        ]);
-        let server_ip = container_ip(&name);
+            &[],
+            &["python3", "-m", "http.server", &port, "--bind", "0.0.0.0"],
+        );
         let subnet = docker(&[
             "network",
             "inspect",

@@ -3,7 +3,7 @@
 //! test's own) as an injected header and as a swapped placeholder, while the sandbox cannot
 //! read it: not in its environment, its files, its processes, nor the session's log.
 
-use super::egress::{container_ip, docker, listening, TestNetwork, IMAGE};
+use super::egress::{listening, serve_on, TestNetwork};
 use sandbox_agents_domain::ca::ExtraCaCerts;
 use sandbox_agents_egress::StaticResolver;
 use sandbox_agents_server::egress::EgressSettings;
@@ -43,24 +43,12 @@ impl TlsServer {
     async fn start(net: &TestNetwork, certs: &std::path::Path) -> TlsServer {
         let name = format!("{}-tls", net.name);
         let mount = format!("{}:/certs:ro", certs.display());
-        docker(&[
-            "run",
-            "-d",
-            "--rm",
-            "--name",
+        let ip = serve_on(
             &name,
-            "--network",
             &net.name,
-            "-v",
-            &mount,
-            "--user",
-            "0",
-            IMAGE,
-            "python3",
-            "-c",
-            SERVER,
-        ]);
-        let ip = container_ip(&name);
+            &["-v", &mount, "--user", "0"],
+            &["python3", "-c", SERVER],
+        );
         listening(&ip, TLS_PORT).await;
         TlsServer { name, ip }
     }
