@@ -1,4 +1,4 @@
-import { ActionIcon, Autocomplete, Button, Group, SegmentedControl, Stack, Text, TextInput } from '@mantine/core';
+import { ActionIcon, Autocomplete, Button, Group, SegmentedControl, SimpleGrid, Stack, Text, TextInput } from '@mantine/core';
 import { IconPlus, IconTrash } from '@tabler/icons-react';
 import { BINDING_HELP, BINDING_KINDS, emptyBindingRow, type BindingKind, type BindingRow } from '../lib/secretBindings';
 
@@ -29,7 +29,7 @@ export function SecretBindingsEditor({
         const k = (f: string) => `secret_bindings.${i}.${f}`;
         return (
           <Stack key={i} gap={6} data-testid="secret-binding" p="xs" style={{ border: '1px solid var(--mantine-color-default-border)', borderRadius: 4 }}>
-            <Group gap="xs" wrap="nowrap" align="flex-start">
+            <Group gap="xs" align="flex-start">
               <Autocomplete placeholder="secret name" data={secretNames} value={b.secret} error={error(k('secret'))} aria-label={`Secret ${i + 1}`} onChange={(v) => update(i, { secret: v })} />
               <SegmentedControl
                 size="xs"
@@ -46,17 +46,17 @@ export function SecretBindingsEditor({
               <TextInput placeholder="ENV_VAR" value={b.env} error={error(k('env'))} aria-label={`Environment variable ${i + 1}`} onChange={(e) => update(i, { env: e.currentTarget.value })} />
             )}
             {b.kind === 'inject' && (
-              <Group gap="xs" grow align="flex-start">
+              <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="xs">
                 <TextInput label="Host" placeholder="api.github.com" value={b.host} error={error(k('inject.host'))} onChange={(e) => update(i, { host: e.currentTarget.value })} />
                 <TextInput label="Header" placeholder="Authorization" value={b.header} error={error(k('inject.header'))} onChange={(e) => update(i, { header: e.currentTarget.value })} />
                 <TextInput label="Format" placeholder="Bearer {value}" value={b.format} error={error(k('inject.format'))} onChange={(e) => update(i, { format: e.currentTarget.value })} />
-              </Group>
+              </SimpleGrid>
             )}
             {b.kind === 'placeholder' && (
-              <Group gap="xs" grow align="flex-start">
+              <SimpleGrid cols={{ base: 1, sm: 2 }} spacing="xs">
                 <TextInput label="Variable" placeholder="GITHUB_TOKEN" value={b.env} error={error(k('env'))} onChange={(e) => update(i, { env: e.currentTarget.value })} />
                 <TextInput label="Hosts" placeholder="api.github.com, uploads.github.com" value={b.hosts} error={error(k('placeholder.hosts'))} onChange={(e) => update(i, { hosts: e.currentTarget.value })} />
-              </Group>
+              </SimpleGrid>
             )}
             <Text size="xs" c="dimmed">
               {BINDING_HELP[b.kind]}

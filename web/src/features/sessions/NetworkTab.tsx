@@ -38,8 +38,9 @@ function Layers({ layers }: { layers: NetworkLayer[] }) {
                 {l.from}
               </Text>
             </Table.Td>
-            <Table.Td w={130}>
-              <Badge size="sm" variant="light" color={EGRESS_COLOR[l.policy.egress]}>
+            <Table.Td w={130} style={{ whiteSpace: 'nowrap' }}>
+              {/* Whole on a phone too: the hosts beside it wrap instead. */}
+              <Badge size="sm" variant="light" color={EGRESS_COLOR[l.policy.egress]} styles={{ root: { overflow: 'visible' }, label: { overflow: 'visible' } }}>
                 {l.policy.egress}
               </Badge>
             </Table.Td>
