@@ -130,6 +130,12 @@ pub(crate) async fn app(net: &TestNetwork) -> TestApp {
         ("private.test", "10.255.255.1"),
         ("gateway.test", net.gateway.as_str()),
         ("metadata.test", "169.254.169.254"),
+        // For `egress_rules`: a wildcard's names, and a preset's hosts, all the test server.
+        ("a.wild.test", net.server_ip.as_str()),
+        ("wild.test", net.server_ip.as_str()),
+        ("pypi.org", net.server_ip.as_str()),
+        ("files.pythonhosted.org", net.server_ip.as_str()),
+        ("registry.npmjs.org", net.server_ip.as_str()),
     ]);
     let settings = EgressSettings {
         socket_dir: net.sockets.clone(),

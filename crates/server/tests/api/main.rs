@@ -15,6 +15,7 @@ mod db_pool;
 mod egress;
 mod egress_credentials;
 mod egress_log;
+mod egress_rules;
 mod environments;
 mod event_log;
 mod exec_stream;

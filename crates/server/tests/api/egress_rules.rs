@@ -1,0 +1,270 @@
+//! Egress rules on Docker (`--egress-proxy`, issue 36), each against the egress tests' own
+//! network and server (`super::egress`): wildcards, CIDRs, ports and presets permit what
+//! they name and nothing beside it; `none` leaves a sandbox no route at all; and under `open`
+//! neither another sandbox, nor Docker's default bridge, nor the host is reachable, nor is
+//! anything over UDP.
+
+use super::egress::{app, docker, listening, serve_on, status, TestNetwork, PORT};
+use sandbox_agents_testkit::{eventually, TestApp};
+use serde_json::{json, Value};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A second port of the test server, for the port rule.
+const OTHER_PORT: u16 = 8081;
+/// Denials reach the log through a channel: a few seconds of slack.
+const LOGGED: Duration = Duration::from_secs(10);
+
+/// Replaces the session's own policy; the proxy reads it on the next connection.
+async fn set_network(app: &TestApp, id: &str, policy: Value) {
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/sessions/{id}")))
+        .json(&json!({ "network": policy }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+}
+
+/// The reason of the session's `sandbox.egress_denied` event for `host`:`port`, once it is
+/// on the log.
+async fn denial(app: &TestApp, id: &str, host: &str, port: u16) -> String {
+    eventually(&format!("a denial of {host}:{port}"), LOGGED, async || {
+        let events = app.events(id).await;
+        events
+            .iter()
+            .find(|e| {
+                e["type"] == "sandbox.egress_denied"
+                    && e["payload"]["host"] == host
+                    && e["payload"]["port"] == port
+            })
+            .and_then(|e| e["payload"]["reason"].as_str().map(str::to_owned))
+            .ok_or_else(|| format!("{} events", events.len()))
+    })
+    .await
+}
+
+/// The interfaces of the sandbox and the lines of its IPv4 routing table (the header
+/// excluded).
+async fn interfaces_and_routes(app: &TestApp, id: &str) -> (String, usize) {
+    let (code, ifs, err) = app.exec(id, "ls /sys/class/net").await;
+    assert_eq!(code, 0, "{err}");
+    let (code, routes, err) = app.exec(id, "cat /proc/net/route").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(routes.starts_with("Iface"), "{routes}");
+    (
+        ifs.split_whitespace().collect::<Vec<_>>().join(" "),
+        routes
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count(),
+    )
+}
+
+/// A container of the test's own, removed on drop.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+#[tokio::test]
+async fn wildcards_networks_ports_and_presets_permit_what_they_name_and_nothing_beside() {
+    let net = TestNetwork::start("egress-rules").await;
+    // The same server on a second port, so a refusal there is the rule's, not a closed port.
+    docker(&[
+        "exec",
+        "-d",
+        &net.name,
+        "python3",
+        "-m",
+        "http.server",
+        &OTHER_PORT.to_string(),
+        "--bind",
+        "0.0.0.0",
+    ]);
+    listening(&net.server_ip, OTHER_PORT).await;
+    let app = app(&net).await;
+    let id = app.running_session("egress-rules", json!({})).await;
+    let url = |host: &str, port: u16| format!("http://{host}:{port}/");
+
+    // A wildcard: any name under it, not the name itself (`Target::Under`).
+    set_network(
+        &app,
+        &id,
+        json!({"egress": "allowlist", "allow": ["*.wild.test"]}),
+    )
+    .await;
+    assert_eq!(status(&app, &id, &url("a.wild.test", PORT)).await, "200");
+    assert_eq!(status(&app, &id, &url("wild.test", PORT)).await, "403");
+    let reason = denial(&app, &id, "wild.test", PORT).await;
+    assert!(reason.contains("allowlist"), "{reason}");
+
+    // A CIDR: the server by address on any port; a name resolving into it is still refused,
+    // since names are matched by name rules only (and never resolved to be matched).
+    set_network(
+        &app,
+        &id,
+        json!({"egress": "allowlist", "allow": [net.subnet]}),
+    )
+    .await;
+    assert_eq!(status(&app, &id, &url(&net.server_ip, PORT)).await, "200");
+    assert_eq!(
+        status(&app, &id, &url(&net.server_ip, OTHER_PORT)).await,
+        "200"
+    );
+    assert_eq!(status(&app, &id, &url("allowed.test", PORT)).await, "403");
+    let reason = denial(&app, &id, "allowed.test", PORT).await;
+    assert!(reason.contains("allowlist"), "{reason}");
+
+    // A port: the same host on one port, not on the other (which answered above).
+    let on_port = format!("allowed.test:{PORT}");
+    set_network(
+        &app,
+        &id,
+        json!({"egress": "allowlist", "allow": [on_port]}),
+    )
+    .await;
+    assert_eq!(status(&app, &id, &url("allowed.test", PORT)).await, "200");
+    assert_eq!(
+        status(&app, &id, &url("allowed.test", OTHER_PORT)).await,
+        "403"
+    );
+    let reason = denial(&app, &id, "allowed.test", OTHER_PORT).await;
+    assert!(reason.contains("allowlist"), "{reason}");
+
+    // A preset: its hosts (any port: `pypi`'s entries name none), and no host beside them,
+    // though every one of these names is the same server.
+    set_network(
+        &app,
+        &id,
+        json!({"egress": "allowlist", "presets": ["pypi"]}),
+    )
+    .await;
+    assert_eq!(status(&app, &id, &url("pypi.org", PORT)).await, "200");
+    assert_eq!(
+        status(&app, &id, &url("files.pythonhosted.org", PORT)).await,
+        "200"
+    );
+    assert_eq!(
+        status(&app, &id, &url("registry.npmjs.org", PORT)).await,
+        "403"
+    );
+    let reason = denial(&app, &id, "registry.npmjs.org", PORT).await;
+    assert!(reason.contains("allowlist"), "{reason}");
+    assert_eq!(status(&app, &id, &url("allowed.test", PORT)).await, "403");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_created_with_egress_none_has_no_route_at_all() {
+    let net = TestNetwork::start("egress-none").await;
+    let app = app(&net).await;
+    app.create_agent("egress-none", json!({})).await;
+    let id = app
+        .boot_session(json!({
+            "agent_id": "egress-none", "title": "t", "network": {"egress": "none"},
+        }))
+        .await;
+
+    // Through the proxy: refused, naming the policy that refused it.
+    let (_, out, err) = app
+        .exec(
+            &id,
+            &format!("curl -sS --max-time 10 -w '\\n%{{http_code}}' http://allowed.test:{PORT}/"),
+        )
+        .await;
+    assert!(out.ends_with("403"), "{out} {err}");
+    assert!(out.contains("'none'"), "{out}");
+    let reason = denial(&app, &id, "allowed.test", PORT).await;
+    assert!(
+        reason.contains("session policy's egress is 'none'"),
+        "{reason}"
+    );
+
+    // Around it: no route, refused at once rather than a hang.
+    let started = Instant::now();
+    let (code, _, err) = app
+        .exec(
+            &id,
+            &format!(
+                "curl -sS --noproxy '*' --max-time 10 http://{}:{PORT}/",
+                net.server_ip
+            ),
+        )
+        .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("unreachable") || err.contains("Couldn't connect"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8), "it failed fast");
+
+    // Nothing but loopback, and no route in the routing table.
+    let (ifs, routes) = interfaces_and_routes(&app, &id).await;
+    assert_eq!(ifs, "lo");
+    assert_eq!(routes, 0, "an IPv4 route");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn under_open_other_sandboxes_the_default_bridge_the_host_and_udp_are_unreachable() {
+    let net = TestNetwork::start("egress-reach").await;
+    // A server on Docker's default bridge: a private range the operator did not open (only
+    // the test network's is).
+    let bridged = Container(format!("{}-bridge", net.name));
+    let port = PORT.to_string();
+    let bridged_ip = serve_on(
+        &bridged.0,
+        "bridge",
+        &[],
+        &["python3", "-m", "http.server", &port, "--bind", "0.0.0.0"],
+    );
+    // The host reaches it: a refusal below is the proxy's, not a server that is not there.
+    listening(&bridged_ip, PORT).await;
+    let bridge_gateway = docker(&[
+        "network",
+        "inspect",
+        "-f",
+        "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
+        "bridge",
+    ]);
+    let app = app(&net).await;
+    let id = app.running_session("egress-reach", json!({})).await;
+    let url = |host: &str| format!("http://{host}:{PORT}/");
+    // What the operator opened answers, so the refusals below are of the addresses alone.
+    assert_eq!(status(&app, &id, &url(&net.server_ip)).await, "200");
+
+    assert_eq!(status(&app, &id, &url(&bridged_ip)).await, "403");
+    let reason = denial(&app, &id, &bridged_ip, PORT).await;
+    assert!(reason.contains("a private address"), "{reason}");
+    assert_eq!(status(&app, &id, &url(&bridge_gateway)).await, "403");
+    let reason = denial(&app, &id, &bridge_gateway, PORT).await;
+    assert!(reason.contains("the control plane's host"), "{reason}");
+
+    // Another sandbox has no address to reach: loopback is all it has, and no route.
+    let other = app
+        .boot_session(json!({"agent_id": "egress-reach", "title": "other"}))
+        .await;
+    let (ifs, routes) = interfaces_and_routes(&app, &other).await;
+    assert_eq!(ifs, "lo");
+    assert_eq!(routes, 0, "an IPv4 route");
+
+    // UDP has no route either: a datagram fails at once, not silently.
+    let (code, _, err) = app
+        .exec(
+            &id,
+            &format!(
+                "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{}', {PORT}))\"",
+                net.server_ip
+            ),
+        )
+        .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("Network is unreachable"), "{err}");
+    app.stop().await;
+}
