@@ -128,11 +128,70 @@ fn deny(label: &'static str, reason: String) -> Decision {
     Decision::Deny(Denial { reason, label })
 }
 
+/// The port a decision is for: a connection's, or any port at all for a name the sandbox
+/// asks its DNS about (`dns`), which connects nowhere: such a name is allowed when some rule
+/// would let it be reached on some port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    One(u16),
+    Any,
+}
+
+impl Port {
+    /// The port `rule` is matched on: the connection's, or, for any port, the rule's own
+    /// (any port matches a rule that names none).
+    fn for_rule(self, rule: &Rule) -> u16 {
+        match self {
+            Port::One(p) => p,
+            Port::Any => rule.port.unwrap_or(0),
+        }
+    }
+
+    /// The port of the addresses an allowing decision returns (0 for any port).
+    fn number(self) -> u16 {
+        match self {
+            Port::One(p) => p,
+            Port::Any => 0,
+        }
+    }
+}
+
+/// `host:port` as a refusal names it; the host alone when any port was asked about.
+fn place(host: &Host, port: Port) -> String {
+    match port {
+        Port::One(p) => format!("{host}:{p}"),
+        Port::Any => host.to_string(),
+    }
+}
+
 /// Decides a connection of a sandbox under `policy` to `host`:`port`.
 pub async fn decide(
     policy: &Policy,
     host: &Host,
     port: u16,
+    resolver: &dyn Resolve,
+    guard: &Guard,
+) -> Decision {
+    decide_at(policy, host, Port::One(port), resolver, guard).await
+}
+
+/// Decides whether the sandbox's DNS answers `host`: [`decide`] on any port, by the same
+/// rules (so a name is answered only if a connection to it on some port would be allowed,
+/// and only with addresses the guard lets through). An allowing decision's addresses carry
+/// port 0.
+pub async fn decide_any_port(
+    policy: &Policy,
+    host: &Host,
+    resolver: &dyn Resolve,
+    guard: &Guard,
+) -> Decision {
+    decide_at(policy, host, Port::Any, resolver, guard).await
+}
+
+async fn decide_at(
+    policy: &Policy,
+    host: &Host,
+    port: Port,
     resolver: &dyn Resolve,
     guard: &Guard,
 ) -> Decision {
@@ -153,7 +212,7 @@ pub async fn decide(
         .filter(|l| l.egress == Egress::Allowlist)
     {
         let by_name = match host {
-            Host::Name(n) => l.rules.iter().find(|r| r.permits_name(n, port)),
+            Host::Name(n) => l.rules.iter().find(|r| r.permits_name(n, port.for_rule(r))),
             Host::Ip(_) => None,
         };
         match by_name {
@@ -162,7 +221,11 @@ pub async fn decide(
             None => {
                 return deny(
                     "policy",
-                    format!("{host}:{port} is not in the {} policy's allowlist", l.from),
+                    format!(
+                        "{} is not in the {} policy's allowlist",
+                        place(host, port),
+                        l.from
+                    ),
                 )
             }
         }
@@ -186,14 +249,14 @@ pub async fn decide(
         .filter(|ip| {
             by_address
                 .iter()
-                .all(|l| l.rules.iter().any(|r| r.permits_ip(*ip, port)))
+                .all(|l| l.rules.iter().any(|r| r.permits_ip(*ip, port.for_rule(r))))
         })
         .collect();
     if permitted.is_empty() {
         let l = by_address.first().map_or("session", |l| l.from.as_str());
         return deny(
             "policy",
-            format!("{host}:{port} is not in the {l} policy's allowlist"),
+            format!("{} is not in the {l} policy's allowlist", place(host, port)),
         );
     }
     let mut refusal = None;
@@ -206,7 +269,7 @@ pub async fn decide(
             }
             None => true,
         })
-        .map(|ip| SocketAddr::new(*ip, port))
+        .map(|ip| SocketAddr::new(*ip, port.number()))
         .collect();
     if passed.is_empty() {
         let r = refusal.expect("an address was refused");
@@ -221,7 +284,11 @@ pub async fn decide(
     matched.extend(
         by_address
             .iter()
-            .filter_map(|l| l.rules.iter().find(|r| r.permits_ip(passed[0].ip(), port)))
+            .filter_map(|l| {
+                l.rules
+                    .iter()
+                    .find(|r| r.permits_ip(passed[0].ip(), port.for_rule(r)))
+            })
             .map(|r| r.source.clone()),
     );
     let rule = if matched.is_empty() {
@@ -363,5 +430,45 @@ mod tests {
         assert_eq!(label(&run(&p, "pypi.org", 443).await), "policy");
         // Allowed by name, refused by where it resolves.
         assert_eq!(label(&run(&p, "inside.example", 80).await), "private");
+    }
+
+    #[tokio::test]
+    async fn any_port_allows_a_name_some_rule_allows_on_some_port() {
+        let guard = Guard::new(GuardSettings::default());
+        let any = |p: Policy, host: &'static str| {
+            let guard = &guard;
+            async move { decide_any_port(&p, &Host::parse(host).unwrap(), &resolver(), guard).await }
+        };
+        let p = policy(&[
+            (
+                "agent",
+                P(Egress::Allowlist, &["pypi.org:443", "inside.example"], &[]),
+            ),
+            (
+                "session",
+                P(Egress::Allowlist, &["pypi.org:8443", "inside.example"], &[]),
+            ),
+        ]);
+        match any(p.clone(), "pypi.org").await {
+            Decision::Allow { addrs, rule } => {
+                assert_eq!(addrs, vec!["151.101.0.223:0".parse().unwrap()]);
+                assert_eq!(rule, "pypi.org:443, pypi.org:8443");
+            }
+            d => panic!("{d:?}"),
+        }
+        match any(p.clone(), "files.pythonhosted.org").await {
+            Decision::Deny(d) => assert_eq!(
+                d.reason,
+                "files.pythonhosted.org is not in the agent policy's allowlist"
+            ),
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(label(&any(p, "inside.example").await), "private");
+        let open = policy(&[("agent", P(Egress::Open, &[], &[]))]);
+        assert_eq!(label(&any(open, "meta.example").await), "metadata");
+        assert_eq!(
+            label(&any(Policy::closed(), "pypi.org").await),
+            "no_session"
+        );
     }
 }

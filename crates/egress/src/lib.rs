@@ -5,11 +5,13 @@
 //! addresses no policy opens ([`guard`]) before anything is connected.
 //!
 //! Names are resolved here ([`resolve`]), never in the sandbox, and the address connected
-//! to is the address checked.
+//! to is the address checked. The sandbox's own DNS queries come through the same way and
+//! are answered here ([`dns`]) for the names its policy allows only.
 
 pub mod count;
 pub mod credentials;
 pub mod decide;
+pub mod dns;
 pub mod gateway;
 pub mod guard;
 mod http;

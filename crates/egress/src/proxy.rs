@@ -40,10 +40,12 @@ pub trait PolicySource: Send + Sync {
 }
 
 pub struct Proxy {
-    guard: Guard,
-    resolver: Arc<dyn Resolve>,
+    pub(crate) guard: Guard,
+    pub(crate) resolver: Arc<dyn Resolve>,
     source: Arc<dyn PolicySource>,
-    observer: Arc<dyn Observer>,
+    pub(crate) observer: Arc<dyn Observer>,
+    /// The names the sandbox's DNS refused lately (`dns`).
+    pub(crate) dns_refusals: crate::dns::Refusals,
     /// The deployment's egress CA: without it, no credential is applied (their hosts'
     /// tunnels are refused rather than sent without them).
     authority: Option<Arc<crate::tls::Authority>>,
@@ -72,6 +74,7 @@ impl Proxy {
             resolver,
             source,
             observer,
+            dns_refusals: Default::default(),
             authority,
         })
     }
@@ -79,7 +82,7 @@ impl Proxy {
     /// The policy of a sandbox, read afresh for every connection: a change (a `PATCH` of the
     /// session's own policy, in any server process) applies from the sandbox's next
     /// connection, and nothing needs telling. One indexed lookup per connection.
-    async fn policy(&self, sandbox_id: &str) -> Result<Policy, String> {
+    pub(crate) async fn policy(&self, sandbox_id: &str) -> Result<Policy, String> {
         self.source.policy(sandbox_id).await
     }
 
@@ -106,6 +109,10 @@ impl Proxy {
     }
 
     async fn handle(self: &Arc<Self>, sandbox_id: &str, req: Request<Incoming>) -> Response<Body> {
+        // The sandbox's DNS queries (`dns`): answered here, never resolved or connected to.
+        if crate::dns::is_dns(&req) {
+            return crate::dns::answer(self, sandbox_id, req).await;
+        }
         let (host, port) = match target(&req) {
             Ok(t) => t,
             Err(answer) => return answer,
