@@ -1,6 +1,7 @@
 //! Credentials the proxy puts into a sandbox's HTTPS requests, so the sandbox never holds
 //! them: a header added for a host (`inject`), or a placeholder the sandbox holds instead of
-//! the secret, swapped for it in the headers of requests to the bound hosts only (`swap`).
+//! the secret, swapped for it in the headers of requests to the bound hosts only (`swap`; inside
+//! `Basic` credentials too, as git sends a token given in a URL).
 //! Applied only inside TLS the proxy terminates (`intercept`): a secret never crosses the
 //! network in clear text, and never reaches a host it is not bound to.
 
@@ -93,12 +94,14 @@ impl Credential {
             Action::Swap { placeholder, value } => {
                 for v in headers.values_mut() {
                     let Ok(text) = v.to_str() else { continue };
-                    if !text.contains(placeholder.as_str()) {
+                    let swapped = if text.contains(placeholder.as_str()) {
+                        text.replace(placeholder.as_str(), value)
+                    } else if let Some(basic) = swap_in_basic(text, placeholder, value) {
+                        basic
+                    } else {
                         continue;
-                    }
-                    if let Ok(mut swapped) =
-                        HeaderValue::from_str(&text.replace(placeholder.as_str(), value))
-                    {
+                    };
+                    if let Ok(mut swapped) = HeaderValue::from_str(&swapped) {
                         swapped.set_sensitive(true);
                         *v = swapped;
                     }
@@ -106,6 +109,25 @@ impl Credential {
             }
         }
     }
+}
+
+/// `Basic <base64(user:password)>` with the placeholder swapped inside the encoded part:
+/// how git, pip and curl send a token given in a URL (`https://user:$TOKEN@host/`) or by a
+/// credential helper. `None` when the value is not Basic or holds no placeholder.
+fn swap_in_basic(text: &str, placeholder: &str, value: &str) -> Option<String> {
+    use base64::Engine;
+    let (scheme, encoded) = text.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let decoded = String::from_utf8(b64.decode(encoded.trim()).ok()?).ok()?;
+    decoded.contains(placeholder).then(|| {
+        format!(
+            "{scheme} {}",
+            b64.encode(decoded.replace(placeholder, value))
+        )
+    })
 }
 
 #[cfg(test)]
@@ -133,6 +155,29 @@ mod tests {
             .unwrap()
             .applies_to("other.test"));
         assert!(Credential::swap(&on, "p", "line\nbreak").is_err());
+
+        // Inside Basic credentials (git's `https://user:$TOKEN@host/`), and only there.
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut h = HeaderMap::new();
+        let basic = format!("Basic {}", b64.encode("x-access-token:ph-123"));
+        h.insert("authorization", HeaderValue::from_str(&basic).unwrap());
+        h.insert(
+            "x-b64",
+            HeaderValue::from_str(&b64.encode("ph-123")).unwrap(),
+        );
+        Credential::swap(&on, "ph-123", "s3cret")
+            .unwrap()
+            .apply(&mut h);
+        let sent = h["authorization"].to_str().unwrap();
+        let decoded = b64.decode(sent.strip_prefix("Basic ").unwrap()).unwrap();
+        assert_eq!(decoded, b"x-access-token:s3cret");
+        assert!(h["authorization"].is_sensitive());
+        assert_eq!(
+            h["x-b64"],
+            b64.encode("ph-123").as_str(),
+            "not Basic: untouched"
+        );
         assert!(Credential::inject(&on, "Bad Header", "v").is_err());
         assert!(Credential::inject(&on, "X", "line\nbreak").is_err());
         let shown = format!("{:?}", Credential::swap(&on, "ph-123", "s3cret").unwrap());

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 const SOCKET_NAME: &str = "proxy.sock";
 /// The longest key: a container name at creation (`sa-<uuid>`, `sa-pool-<uuid>`) fits.
 const MAX_KEY: usize = 48;
-/// Connections one sandbox has open through the proxy at once.
+/// Connections one sandbox has open through the proxy at once, its `CONNECT` tunnels
+/// included (`held`).
 const MAX_CONNECTIONS: usize = 256;
 /// `sun_path` holds 108 bytes, its terminating NUL included.
 const MAX_SOCKET_PATH: usize = 107;
@@ -144,10 +145,9 @@ impl EgressGateway for UnixGateway {
                 // holds, so its connections reach nothing.
                 let id = who.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let proxy = proxy.clone();
-                tokio::spawn(async move {
-                    proxy.serve(stream, id.unwrap_or_else(|| Arc::from(""))).await;
-                    drop(permit);
-                });
+                // The permit goes with the stream, into a tunnel if it becomes one.
+                let stream = crate::held::Held::new(stream, permit);
+                tokio::spawn(proxy.serve(stream, id.unwrap_or_else(|| Arc::from(""))));
             }
         })
         .abort_handle();

@@ -14,12 +14,14 @@ pub mod decide;
 pub mod dns;
 pub mod gateway;
 pub mod guard;
+mod held;
 mod http;
 mod intercept;
 pub mod observe;
 pub mod proxy;
 pub mod resolve;
 pub mod tls;
+mod tunnel;
 
 pub use credentials::Credential;
 pub use decide::{Decision, Denial, Host, Policy};
@@ -32,3 +34,5 @@ pub use tls::Authority;
 
 #[cfg(test)]
 mod proxy_tests;
+#[cfg(test)]
+mod tunnel_tests;

@@ -172,7 +172,7 @@ impl Proxy {
             return self.intercepting(req, stream, credentials, done).await;
         }
         if req.method() == Method::CONNECT {
-            tokio::spawn(tunnel(req, stream, done));
+            tokio::spawn(crate::tunnel::run(req, stream, done, Arc::from(sandbox_id)));
             Response::new(Empty::new().map_err(|n| match n {}).boxed())
         } else {
             forward(req, stream, done).await
@@ -228,19 +228,6 @@ impl Proxy {
         ));
         Response::new(Empty::new().map_err(|n| match n {}).boxed())
     }
-}
-
-async fn tunnel(req: Request<Incoming>, mut upstream: Counted<TcpStream>, done: Done) {
-    match hyper::upgrade::on(req).await {
-        Ok(upgraded) => {
-            let mut client = TokioIo::new(upgraded);
-            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-                tracing::debug!(host = %done.host, error = %e, "an egress tunnel ended with an error");
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "an egress tunnel was not upgraded"),
-    }
-    drop(done);
 }
 
 /// A plain HTTP request, forwarded in origin form on a connection of its own.
