@@ -101,6 +101,15 @@ impl Sessions {
         env.extend(manifest.environment.clone());
         let fresh = s.workspace_archive.is_none() && s.boot_snapshot_id.is_none();
         let filled: Result<Option<SessionSkills>> = async {
+            // Before the checkouts, which go out through the proxy as the session's.
+            let sealed = sandbox_agents_credentials::egress::seal_egress(
+                st.credentials.master_key(),
+                s.session_id(),
+                &resolved.egress,
+            )?;
+            if let Some(sealed) = sealed {
+                sessions::arm_boot_egress(&st.db, s.session_id(), &sandbox.id, &sealed).await?;
+            }
             if !pooled {
                 // A pooled sandbox got its certificates when it was pooled (`fill_pool`).
                 self.install_extra_ca(&sandbox.id).await?;

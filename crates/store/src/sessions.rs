@@ -20,7 +20,7 @@ use uuid::Uuid;
 mod network;
 pub use network::{network_layers, network_layers_by_sandbox, SandboxEgress};
 mod sandbox;
-pub use sandbox::hold_sandbox;
+pub use sandbox::{arm_boot_egress, hold_sandbox};
 
 /// A session row.
 #[derive(Clone, Debug, sqlx::FromRow)]

@@ -25,3 +25,26 @@ pub async fn hold_sandbox(
     .await?;
     Ok(held.rows_affected() == 1)
 }
+
+/// Gives a booting session's sandbox its egress credentials (sealed) before the boot's own
+/// fetches run, so that a `git_repo` entry cloned at boot carries a credential bound for its
+/// host as every later request does (`mark_running` writes them again with the rest). Only
+/// while the session is provisioning on that very sandbox: `false` otherwise.
+#[tracing::instrument(skip_all, fields(session.id = %session, sandbox.id = %sandbox_id))]
+pub async fn arm_boot_egress(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+    sandbox_id: &str,
+    sealed: &[u8],
+) -> Result<bool> {
+    let armed = sqlx::query!(
+        "update sessions set egress_credentials = $3
+         where id = $1 and sandbox_id = $2 and status = 'provisioning'",
+        session.0,
+        sandbox_id,
+        sealed,
+    )
+    .execute(db)
+    .await?;
+    Ok(armed.rows_affected() == 1)
+}
