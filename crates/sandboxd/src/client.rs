@@ -9,7 +9,7 @@ use crate::proto::{
 };
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::{SinkExt, StreamExt, TryStreamExt};
 use http::{Method, Request};
 use http_body_util::{BodyExt, StreamBody};
 use serde::de::DeserializeOwned;
@@ -400,6 +400,59 @@ impl Client {
         self.json(Method::POST, "/v1/ports/wait", Some(to_json(&body)))
             .await
     }
+
+    /// A TCP connection to `port` on the sandbox's loopback, through the daemon: what is
+    /// written goes to the socket, what the socket sends is read, and shutting the write side
+    /// shuts the socket's. Dropping it closes the socket. Nothing listening on the port is
+    /// [`ClientError::Daemon`] of kind `NotFound`; a daemon older than tunnels answers
+    /// [`ClientError::Unsupported`].
+    pub async fn connect_port(&self, port: u16) -> Result<PortStream> {
+        // A small queue: the HTTP/2 stream's flow control is what bounds the bytes in flight.
+        let (tx, rx) = mpsc::channel::<Bytes>(4);
+        let body = StreamBody::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(|b| Ok(hyper::body::Frame::data(b))),
+        );
+        let response = self
+            .request(
+                Method::POST,
+                &format!("/v1/ports/{port}/connect"),
+                BodyExt::boxed_unsync(body),
+            )
+            .await?;
+        let incoming: BoxStream<'static, std::io::Result<Bytes>> = response
+            .into_body()
+            .into_data_stream()
+            .map_err(std::io::Error::other)
+            .boxed();
+        let sink = tokio_util::sync::PollSender::new(tx).sink_map_err(closed as fn(_) -> _);
+        Ok(tokio::io::join(
+            tokio_util::io::StreamReader::new(incoming),
+            tokio_util::io::SinkWriter::new(tokio_util::io::CopyToBytes::new(sink)),
+        ))
+    }
+}
+
+/// A tunnel to a port of the sandbox ([`Client::connect_port`]): the response body read,
+/// the request body written.
+pub type PortStream = tokio::io::Join<
+    tokio_util::io::StreamReader<BoxStream<'static, std::io::Result<Bytes>>, Bytes>,
+    tokio_util::io::SinkWriter<
+        tokio_util::io::CopyToBytes<
+            futures::sink::SinkMapErr<
+                tokio_util::sync::PollSender<Bytes>,
+                fn(tokio_util::sync::PollSendError<Bytes>) -> std::io::Error,
+            >,
+        >,
+    >,
+>;
+
+/// A write to a tunnel whose stream is gone.
+fn closed(_: tokio_util::sync::PollSendError<Bytes>) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "the connection to the sandbox's port is closed",
+    )
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Vec<u8> {

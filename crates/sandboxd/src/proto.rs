@@ -8,6 +8,12 @@
 //! - JSON bodies for the small operations (stat, list, processes, ports), at most
 //!   [`MAX_JSON`] bytes;
 //! - raw bytes for file contents, streamed in chunks;
+//! - for a tunnel to a TCP port on the sandbox's loopback (`POST /v1/ports/{port}/connect`),
+//!   raw bytes each way: the request body is what the client writes to the socket (its end
+//!   shuts the socket's write side), the response body what the socket reads (its end is
+//!   the socket's EOF). Nothing listening on the port is [`ErrorKind::NotFound`], before
+//!   any byte. A daemon older than the route answers a bare 404 (`Unsupported`), so the
+//!   route needs no new [`PROTOCOL`];
 //! - for a command (`POST /v1/exec`), a stream of [`Frame`]s each way: the spec, stdin,
 //!   signals and resizes in; the pid, output and the exit out. A frame is a one-byte tag, a
 //!   big-endian `u32` payload length and the payload; a payload over [`MAX_FRAME`] or an
@@ -472,6 +478,12 @@ pub struct PortState {
     pub open: bool,
     pub waited_ms: u64,
 }
+
+/// The most `POST /v1/ports/{port}/connect` tunnels one daemon holds open at once. Below
+/// the connection's 256 concurrent streams, so that a sandbox's open tunnels (a page's
+/// WebSockets, say) always leave room for the control plane's other calls on the connection
+/// they share; past it a connect is refused with [`ErrorKind::TooLarge`].
+pub const MAX_TUNNELS: usize = 128;
 
 /// Checks what every path in a request must be: absolute, without NUL, of bounded length.
 pub fn check_path(path: &str) -> Result<(), ErrorBody> {

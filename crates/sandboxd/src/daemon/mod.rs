@@ -16,6 +16,7 @@ mod output;
 mod ports;
 mod processes;
 mod pty;
+mod tunnel;
 
 pub use error::Failure;
 
@@ -29,6 +30,7 @@ use tokio::sync::Notify;
 #[derive(Default)]
 pub struct Daemon {
     processes: processes::Processes,
+    tunnels: tunnel::Tunnels,
 }
 
 /// Closes its connection when notified (a protocol error on one of its streams).
@@ -63,6 +65,7 @@ fn router(daemon: Arc<Daemon>, guard: ConnectionGuard) -> Router {
         .route("/v1/rename", post(files::rename))
         .route("/v1/mkdir", post(files::mkdir))
         .route("/v1/ports/wait", post(ports::wait))
+        .route("/v1/ports/{port}/connect", post(tunnel::connect))
         .layer(axum::Extension(guard))
         .with_state(daemon)
 }
