@@ -169,6 +169,9 @@ pub struct Services {
     pub bundles: Bundles,
     /// Environments and their image builds (over the lifecycle's backend).
     pub environments: Environments,
+    /// What writes the egress proxy's observations (with `--egress-proxy`): awaited after
+    /// shutdown, before the database closes.
+    pub egress_writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
@@ -194,6 +197,7 @@ pub async fn services(
     )
     .with_git_ca_bundle(settings.git_ca_bundle);
     let mut backend_settings = settings.backend;
+    let mut egress_writer = None;
     if let Some(egress) = &settings.egress {
         match &mut backend_settings {
             BackendSettings::Docker(docker) => {
@@ -210,14 +214,15 @@ pub async fn services(
                     &authority,
                 )?);
                 settings.sessions.egress_proxy = true;
-                let (_proxy, gateway) = crate::egress::start(
+                let started = crate::egress::start(
                     egress,
                     db,
                     &credentials,
                     shutdown.clone(),
                     Some(authority),
                 )?;
-                docker.egress = Some(gateway);
+                docker.egress = Some(started.gateway);
+                egress_writer = Some(started.writer);
             }
             // Its sandboxes are records: they have no network to confine.
             BackendSettings::Memory(_) => {}
@@ -266,6 +271,7 @@ pub async fn services(
         credentials,
         bundles,
         environments,
+        egress_writer,
     })
 }
 
@@ -275,6 +281,8 @@ pub async fn services(
 pub struct App {
     pub state: AppState,
     pub dispatcher: Dispatcher,
+    /// See [`Services::egress_writer`].
+    pub egress_writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Builds the server on `db`: the services, the event hub (its `LISTEN` connection starts
@@ -302,6 +310,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         credentials,
         bundles,
         environments,
+        egress_writer,
     } = services(service_settings, &db, shutdown.clone()).await?;
     let hub = EventHub::start(db.clone(), shutdown.clone());
     runs.attach_hub(hub.clone());
@@ -335,7 +344,11 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         webhooks,
         shutdown,
     };
-    Ok(App { state, dispatcher })
+    Ok(App {
+        state,
+        dispatcher,
+        egress_writer,
+    })
 }
 
 impl App {

@@ -100,23 +100,38 @@ pub fn trusted_by_sandboxes(
     ExtraCaCerts::parse(&pem).map_err(anyhow::Error::msg)
 }
 
-/// The proxy and the gateway Docker sandboxes reach it through. The tasks that write what the
-/// proxy observes run until `shutdown`.
+/// What [`start`] makes: the proxy, the gateway Docker sandboxes reach it through, and the
+/// task writing what the proxy observes, which writes what is queued and summed once more
+/// after `shutdown` and then ends (the server awaits it before closing the database).
+pub struct Started {
+    pub proxy: Arc<Proxy>,
+    pub gateway: Arc<UnixGateway>,
+    pub writer: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the proxy; see [`Started`].
 pub fn start(
     settings: &EgressSettings,
     db: &Db,
     credentials: &Credentials,
     shutdown: CancellationToken,
     authority: Option<Arc<Authority>>,
-) -> anyhow::Result<(Arc<Proxy>, Arc<UnixGateway>)> {
+) -> anyhow::Result<Started> {
     let guard = Guard::new(GuardSettings {
         allow_private: settings.allow_private.clone(),
         denied: Vec::new(),
     });
     let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-    tokio::spawn(write_denials(db.clone(), rx));
     let summary = Arc::new(Summary::default());
-    tokio::spawn(summary::write(db.clone(), summary.clone(), shutdown));
+    let writer = tokio::spawn({
+        let (db, summary) = (db.clone(), summary.clone());
+        async move {
+            tokio::join!(
+                write_denials(db.clone(), rx, shutdown.clone()),
+                summary::write(db, summary, shutdown),
+            );
+        }
+    });
     let proxy = Proxy::with_authority(
         guard,
         settings.resolver.clone(),
@@ -138,7 +153,11 @@ pub fn start(
                 settings.socket_dir.display()
             )
         })?;
-    Ok((proxy, gateway))
+    Ok(Started {
+        proxy,
+        gateway,
+        writer,
+    })
 }
 
 /// Reads a sandbox's policy layers and the credentials its boot sealed for the proxy, in one
@@ -241,12 +260,31 @@ impl Observer for EventLog {
     }
 }
 
-/// Writes denial events one by one, off the proxy's path.
-async fn write_denials(db: Db, mut rx: mpsc::Receiver<(SessionId, Map<String, Value>)>) {
-    while let Some((session, payload)) = rx.recv().await {
-        let event = NewEvent::new(EventType::SandboxEgressDenied, None, Value::Object(payload));
-        if let Err(e) = sandbox_agents_store::events::append_now(&db, session, &[event]).await {
-            tracing::warn!(session.id = %session, error = %e, "an egress denial could not be written to the session's log");
-        }
+/// Writes denial events one by one, off the proxy's path; at shutdown, those queued, then
+/// returns.
+async fn write_denials(
+    db: Db,
+    mut rx: mpsc::Receiver<(SessionId, Map<String, Value>)>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let next = tokio::select! {
+            next = rx.recv() => next,
+            () = shutdown.cancelled() => break,
+        };
+        let Some((session, payload)) = next else {
+            return;
+        };
+        write_denial(&db, session, payload).await;
+    }
+    while let Ok((session, payload)) = rx.try_recv() {
+        write_denial(&db, session, payload).await;
+    }
+}
+
+async fn write_denial(db: &Db, session: SessionId, payload: Map<String, Value>) {
+    let event = NewEvent::new(EventType::SandboxEgressDenied, None, Value::Object(payload));
+    if let Err(e) = sandbox_agents_store::events::append_now(db, session, &[event]).await {
+        tracing::warn!(session.id = %session, error = %e, "an egress denial could not be written to the session's log");
     }
 }

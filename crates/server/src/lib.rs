@@ -90,7 +90,8 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     )?;
     let master_key_rotating = settings.services.master_key.has_previous();
     let Database { db, embedded } = open_database(&config, APPLICATION_NAME).await?;
-    let app = app::build(settings, db.clone(), shutdown.clone()).await?;
+    let mut app = app::build(settings, db.clone(), shutdown.clone()).await?;
+    let egress_writer = app.egress_writer.take();
     if !app.state.settings.ui.is_built() {
         tracing::warn!("this binary was built without the web UI: / explains how to build it (cd web && npm ci && npm run build, or scripts/serve)");
     }
@@ -114,6 +115,11 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     sessions.drain(std::time::Duration::from_secs(10)).await;
     // Sends in flight get their timeout; whatever is cut short goes again after restart.
     let _ = dispatcher.await;
+    if let Some(writer) = egress_writer {
+        // The last egress denials and sums; a database that does not answer is not waited
+        // for long.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), writer).await;
+    }
     db.close().await;
     if let Some(pg) = embedded {
         pg.stop()
