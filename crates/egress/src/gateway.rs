@@ -2,6 +2,9 @@
 //! under the gateway's root, which the backend mounts into that sandbox alone. The socket a
 //! connection arrives on is the sandbox speaking: nothing it sends can claim to be another.
 //!
+//! The directory also holds the sandbox's `resolv.conf` ([`sandboxd::egress::RESOLV_CONF`]),
+//! naming the daemon's DNS server, which asks the proxy ([`crate::dns`]).
+//!
 //! The root is the control plane's (mode 0700): no other user of the host reaches a
 //! sandbox's socket, and so its policy, through the host's filesystem.
 
@@ -105,6 +108,13 @@ impl UnixGateway {
         // The sandbox user (whatever its uid) lists the directory and connects to the socket;
         // nobody else can reach the directory through the root.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        // The sandbox's resolver configuration, which the backend mounts read-only at
+        // `/etc/resolv.conf`: Docker's own `dns` settings for a sandbox without a network
+        // differ across versions, this file does not. Rewritten in place (same file), so a
+        // sandbox that has it mounted already (a restarted control plane) reads it still.
+        let resolv = dir.join(sandboxd::egress::RESOLV_CONF_NAME);
+        std::fs::write(&resolv, sandboxd::egress::RESOLV_CONF)?;
+        std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o644))?;
         let socket = dir.join(SOCKET_NAME);
         match std::fs::remove_file(&socket) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),

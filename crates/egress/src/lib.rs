@@ -33,6 +33,8 @@ pub use resolve::{Resolve, StaticResolver, SystemResolver};
 pub use tls::Authority;
 
 #[cfg(test)]
+mod dns_tests;
+#[cfg(test)]
 mod proxy_tests;
 #[cfg(test)]
 mod tunnel_tests;

@@ -5,7 +5,9 @@
 //!
 //! - Docker: the sandbox has no network at all (`none`: loopback only); a directory holding
 //!   the proxy's Unix socket for this one sandbox is mounted read-only at
-//!   [`sandboxd::egress::SOCKET_DIR`], and the daemon joins a loopback listener to it.
+//!   [`sandboxd::egress::SOCKET_DIR`], and the daemon joins a loopback listener to it; the
+//!   directory's [`sandboxd::egress::RESOLV_CONF_NAME`] is mounted at `/etc/resolv.conf`,
+//!   naming the daemon's DNS server, which asks the proxy.
 //! - Kubernetes (to come): a NetworkPolicy admitting only the proxy and DNS, the same proxy
 //!   on a TCP listener, and the pod's address as its identity.
 
@@ -17,7 +19,8 @@ pub trait EgressGateway: Send + Sync + std::fmt::Debug {
     /// Makes ready the way in of a sandbox about to be created under `key` (a name unique
     /// among the deployment's sandboxes while it lives; on Docker, the container's name at
     /// creation): the directory to mount into it. Until [`EgressGateway::bind`], its
-    /// connections reach nothing.
+    /// connections reach nothing. The directory holds the socket and
+    /// [`sandboxd::egress::RESOLV_CONF_NAME`].
     fn prepare(&self, key: &str) -> std::io::Result<PathBuf>;
 
     /// The sandbox made under `key` is `sandbox_id`: its connections are that sandbox's.

@@ -1,6 +1,7 @@
 //! Egress control on Docker (see `crate::egress`): a sandbox made with a gateway has the
 //! network `none` (loopback only) and the gateway's directory for it mounted read-only, so
-//! its only way out is the proxy's socket in that directory.
+//! its only way out is the proxy's socket in that directory; the directory's `resolv.conf`
+//! is its `/etc/resolv.conf`, naming the daemon's DNS server on loopback.
 
 use crate::egress::{proxy_env, EgressGateway};
 use bollard::models::{ContainerCreateBody, Mount, MountType};
@@ -21,6 +22,20 @@ pub(crate) fn confine(body: &mut ContainerCreateBody, dir: &Path, key: &str) {
         source: Some(dir.to_string_lossy().into_owned()),
         typ: Some(MountType::BIND),
         // Read-only: the sandbox cannot replace the socket; connecting needs no write.
+        read_only: Some(true),
+        ..Default::default()
+    });
+    // Names are asked of the daemon, which asks the proxy (allowed names only). Docker
+    // mounts a resolv.conf of its own only where none is mounted.
+    hc.mounts.get_or_insert_with(Vec::new).push(Mount {
+        target: Some("/etc/resolv.conf".to_owned()),
+        source: Some(
+            dir.join(sandboxd::egress::RESOLV_CONF_NAME)
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        typ: Some(MountType::BIND),
+        // Read-only: the sandbox cannot point its names elsewhere (nothing else answers).
         read_only: Some(true),
         ..Default::default()
     });

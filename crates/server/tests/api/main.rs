@@ -14,6 +14,7 @@ mod daemon;
 mod db_pool;
 mod egress;
 mod egress_credentials;
+mod egress_dns;
 mod egress_log;
 mod egress_rules;
 mod environments;

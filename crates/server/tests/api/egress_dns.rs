@@ -1,0 +1,82 @@
+//! DNS in a sandbox confined to the egress proxy (issue 36): its resolver is the daemon on
+//! loopback, which asks the control plane, and only the names its session's policy allows
+//! resolve (to the addresses the proxy would connect to).
+
+use crate::egress::{app, status, TestNetwork, PORT};
+use sandbox_agents_testkit::{eventually, TestApp};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// How long a denial may take to reach the session's log.
+const LOGGED: Duration = Duration::from_secs(10);
+
+/// The session's `sandbox.egress_denied` events for `host`:`port`.
+async fn denials(app: &TestApp, id: &str, host: &str, port: u16) -> Vec<Value> {
+    app.events(id)
+        .await
+        .into_iter()
+        .filter(|e| {
+            e["type"] == "sandbox.egress_denied"
+                && e["payload"]["host"] == host
+                && e["payload"]["port"] == port
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_confined_sandbox_resolves_the_names_its_policy_allows_and_no_other() {
+    let net = TestNetwork::start("egress-dns").await;
+    let app = app(&net).await;
+    let policy = json!({"egress": "allowlist", "allow": ["allowed.test"]});
+    let id = app
+        .running_session("egress-dns", json!({"network": policy}))
+        .await;
+
+    let (code, conf, err) = app.exec(&id, "cat /etc/resolv.conf").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(conf.contains("nameserver 127.0.0.1"), "{conf}");
+    assert!(!conf.contains("search"), "no search domain: {conf}");
+
+    // Through the C library (getent: AAAA and A over UDP).
+    let (code, out, err) = app.exec(&id, "getent hosts allowed.test").await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out.split_whitespace().collect::<Vec<_>>(),
+        [net.server_ip.as_str(), "allowed.test"]
+    );
+    let (code, out, _) = app.exec(&id, "getent hosts other.test").await;
+    assert_ne!(code, 0, "other.test is not in the allowlist: {out}");
+    // As a program asks: Python's getaddrinfo, for a port.
+    let (code, out, err) = app
+        .exec(
+            &id,
+            "python3 -c \"import socket; print(sorted({a[4][0] for a in socket.getaddrinfo('allowed.test', 80)}))\"",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("['{}']", net.server_ip));
+    // A resolved name still goes through the proxy: the connection is decided there.
+    assert_eq!(
+        status(&app, &id, &format!("http://allowed.test:{PORT}/")).await,
+        "200"
+    );
+
+    // The refusal is on the session's log, once, though the resolver asked more than once.
+    // A later denial (a connection) is written after it: once that one is there, so is
+    // every DNS denial before it.
+    assert_eq!(
+        status(&app, &id, &format!("http://other.test:{PORT}/")).await,
+        "403"
+    );
+    eventually("the connection's denial", LOGGED, async || {
+        (!denials(&app, &id, "other.test", PORT).await.is_empty()).then_some(())
+    })
+    .await;
+    let dns = denials(&app, &id, "other.test", 53).await;
+    assert_eq!(dns.len(), 1, "{dns:?}");
+    let reason = dns[0]["payload"]["reason"].as_str().unwrap();
+    assert!(reason.contains("allowlist"), "{reason}");
+    // An allowed name is not a denial.
+    assert!(denials(&app, &id, "allowed.test", 53).await.is_empty());
+    app.stop().await;
+}
