@@ -15,6 +15,7 @@ pub mod path;
 pub mod settings;
 pub mod unavailable;
 
+pub use daemon_link::DaemonIo;
 pub use docker::DockerBackend;
 pub use egress::EgressGateway;
 pub use memory::MemoryBackend;
@@ -302,6 +303,27 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn daemon(&self, id: &str) -> Option<sandboxd::client::Client> {
         let _ = id;
         None
+    }
+
+    /// A TCP connection to `port` on the sandbox's loopback, as a byte stream: how the
+    /// control plane reaches an exposed port that has no address of its own to connect to
+    /// (a sandbox behind the egress proxy has no network but loopback). `Ok(None)` when
+    /// nothing listens on the port. Through the sandbox's daemon by default, so an error
+    /// when it has none or it cannot be reached.
+    async fn connect_port(&self, id: &str, port: u16) -> Result<Option<Box<dyn DaemonIo>>> {
+        let Some(client) = self.daemon(id).await else {
+            return Err(SandboxError::Backend(format!(
+                "port {port} of the sandbox {id} can be reached only through its daemon, \
+                 which does not answer"
+            )));
+        };
+        match client.connect_port(port).await {
+            Ok(stream) => Ok(Some(Box::new(stream))),
+            Err(e) if sandboxd::client::is_not_found(&e) => Ok(None),
+            Err(e) => Err(SandboxError::Backend(format!(
+                "connecting to port {port} of the sandbox {id}: {e}"
+            ))),
+        }
     }
 
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput>;

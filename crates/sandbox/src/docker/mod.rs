@@ -439,12 +439,6 @@ impl SandboxBackend for DockerBackend {
 
     #[tracing::instrument(skip_all, fields(session = %spec.session, container.id = tracing::field::Empty))]
     async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
-        if self.egress.is_some() && !spec.exposed_ports.is_empty() {
-            return Err(SandboxError::Backend(format!(
-                "ports {:?}: a sandbox behind the egress proxy has no network to expose ports on yet (run the server without --egress-proxy to expose ports)",
-                spec.exposed_ports
-            )));
-        }
         let workspace_ready = self.check_image(&spec.image).await?;
         let name = container_name(&spec.session);
         let body = create::container_body(
@@ -454,11 +448,13 @@ impl SandboxBackend for DockerBackend {
             self.network.as_deref(),
         );
         let sandbox = self.create_and_start(&name, body, workspace_ready).await?;
+        // Behind the egress proxy the sandbox has no network, so nothing is published: its
+        // exposed ports are reached through its daemon (`connect_port`) instead.
         let missing: Vec<u16> = spec
             .exposed_ports
             .iter()
             .copied()
-            .filter(|p| !sandbox.ports.contains_key(p))
+            .filter(|p| self.egress.is_none() && !sandbox.ports.contains_key(p))
             .collect();
         if !missing.is_empty() {
             let _ = self.remove_container(&sandbox.id).await;

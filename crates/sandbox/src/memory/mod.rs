@@ -15,8 +15,8 @@
 //! kernel to isolate or limit it, so `Capabilities::isolation` is false), no daemon (no
 //! background processes, terminals or output as it is written: `exec_streaming` hands
 //! output over at the end), no image builds, no reachable ports (an exposed port maps to
-//! `127.0.0.2:0`, where nothing answers), and no shell beyond the subset `shell/parse.rs`
-//! names. A command in the background runs to its end at once (see `shell/`).
+//! `127.0.0.2:0`, where nothing answers, and `connect_port` finds nothing listening), and
+//! no shell beyond the subset `shell/parse.rs` names. A command in the background runs to its end at once (see `shell/`).
 
 mod archive;
 mod exec;
@@ -263,6 +263,16 @@ impl SandboxBackend for MemoryBackend {
 
     fn known_running(&self, id: &str) -> bool {
         self.state().sandboxes.get(id).is_some_and(|s| s.running)
+    }
+
+    /// Nothing runs in a process here, so nothing ever listens: every port of a running
+    /// sandbox is closed.
+    async fn connect_port(&self, id: &str, port: u16) -> Result<Option<Box<dyn crate::DaemonIo>>> {
+        let _ = port;
+        match self.state().sandboxes.get(id) {
+            Some(s) if s.running => Ok(None),
+            _ => Err(SandboxError::NotFound(id.to_owned())),
+        }
     }
 
     async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput> {

@@ -10,6 +10,7 @@
 
 pub mod cases;
 pub mod exec_cases;
+pub mod port_cases;
 
 pub use crate::support::{req, session, sh, text, Harness, Subject};
 
@@ -23,7 +24,7 @@ pub fn not_applicable(case: &str, why: &str) {
 macro_rules! conformance_suite {
     ($name:ident, $subject:expr) => {
         mod $name {
-            use $crate::conformance::{cases, exec_cases};
+            use $crate::conformance::{cases, exec_cases, port_cases};
             $crate::conformance_suite!(@cases $subject;
                 cases::lifecycle_labels_stop_and_idempotent_remove,
                 cases::the_same_session_replaces_its_old_sandbox_and_missing_images_are_reported,
@@ -38,6 +39,7 @@ macro_rules! conformance_suite {
                 exec_cases::output_beyond_the_cap_is_drained,
                 exec_cases::output_streams_as_it_is_written,
                 exec_cases::background_processes_through_the_daemon,
+                port_cases::a_service_on_the_sandbox_loopback_is_reached_through_the_backend,
             );
         }
     };
