@@ -10,6 +10,18 @@ use std::time::Duration;
 /// How long a denial may take to reach the session's log.
 const LOGGED: Duration = Duration::from_secs(10);
 
+/// An `A` query of `allowed.test` over TCP, by hand; prints the response code, the number of
+/// answers and the last four bytes as an IPv4 address (the query asks no EDNS, so the
+/// answer ends with its one address).
+const TCP_QUERY: &str = "import socket, struct
+q = struct.pack('>6H', 7, 0x0100, 1, 0, 0, 0) + b'\\x07allowed\\x04test\\x00' + struct.pack('>2H', 1, 1)
+s = socket.create_connection(('127.0.0.1', 53), timeout=10)
+s.sendall(struct.pack('>H', len(q)) + q)
+n = struct.unpack('>H', s.recv(2))[0]
+r = b''
+while len(r) < n: r += s.recv(n - len(r))
+print(r[3] & 15, struct.unpack('>H', r[6:8])[0], socket.inet_ntoa(r[-4:]))";
+
 /// The session's `sandbox.egress_denied` events for `host`:`port`.
 async fn denials(app: &TestApp, id: &str, host: &str, port: u16) -> Vec<Value> {
     app.events(id)
@@ -55,6 +67,11 @@ async fn a_confined_sandbox_resolves_the_names_its_policy_allows_and_no_other() 
         .await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), format!("['{}']", net.server_ip));
+    // Over TCP too (what a client does after a truncated UDP answer): the answer's code, its
+    // count of answers and the address in the last.
+    let (code, out, err) = app.exec(&id, &format!("python3 -c \"{TCP_QUERY}\"")).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("0 1 {}", net.server_ip));
     // A resolved name still goes through the proxy: the connection is decided there.
     assert_eq!(
         status(&app, &id, &format!("http://allowed.test:{PORT}/")).await,
