@@ -18,7 +18,10 @@
 //!   API's loopback host, so a page cannot send the operator's cookies to a sandbox's port
 //!   directly), **or, with `--docker-network`, the sandbox's own address on that network**;
 //!   either read from the session's `port_map` (which the lifecycle wrote when the sandbox
-//!   started), never from the request.
+//!   started), never from the request. **A port with no address there** (a sandbox behind
+//!   the egress proxy has no network but loopback) **is reached through the backend**
+//!   (`SandboxBackend::connect_port`: a tunnel to the port on the sandbox's loopback, through
+//!   its daemon), by the session's own sandbox id, likewise never from the request.
 //! * **On every request the port must be in `exposed_ports` and the session running**: a
 //!   token outlives a stop, the check does not.
 //! * **Upstream connections are never reused**: a host port freed by one sandbox can be

@@ -12,11 +12,9 @@ use axum::http::{header, StatusCode, Uri, Version};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::any;
 use axum::{Json, Router};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use sandbox_agents_domain::SessionId;
-use sandbox_agents_sandbox::PUBLISH_IP;
+use sandbox_agents_sandbox::{DaemonIo, PUBLISH_IP};
 use sandbox_agents_store::sessions;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,10 +26,11 @@ use uuid::Uuid;
 const TOUCH_EVERY: Duration = Duration::from_secs(5);
 /// How often an open WebSocket tunnel counts as use.
 const TUNNEL_TOUCH_EVERY: Duration = Duration::from_secs(30);
+/// How long connecting to a published port may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What every proxied request shares: the upstream client and the touch throttle.
+/// What every proxied request shares: the touch throttle.
 struct Proxy {
-    client: Client<HttpConnector, Body>,
     touched: Mutex<HashMap<Uuid, Instant>>,
 }
 
@@ -56,13 +55,7 @@ impl Proxy {
 /// The preview listener's service: every request is a preview, addressed by host (under the
 /// preview domain) or by path (`/preview/{token}/…`).
 pub fn router(state: AppState) -> Router {
-    let mut http = HttpConnector::new();
-    http.set_connect_timeout(Some(Duration::from_secs(5)));
-    http.set_nodelay(true);
     let proxy = Arc::new(Proxy {
-        client: Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
-            .build(http),
         touched: Mutex::default(),
     });
     let handler = move |State(st): State<AppState>, req: Request| {
@@ -221,12 +214,14 @@ async fn forward(
             "nothing is listening on port {port} in the sandbox"
         ))
     };
-    let upstream = s
-        .port_map
-        .0
-        .get(&port.to_string())
-        .ok_or_else(not_listening)?
-        .addr(PUBLISH_IP);
+    // A port the backend published has an address; one of a sandbox without a network of
+    // its own (behind the egress proxy) is reached on the sandbox's loopback, through the
+    // backend.
+    let upstream = match (s.port_map.0.get(&port.to_string()), &s.sandbox_id) {
+        (Some(target), _) => Upstream::Address(target.addr(PUBLISH_IP)),
+        (None, Some(sandbox)) => Upstream::Sandbox(sandbox.clone()),
+        (None, None) => return Err(not_listening()),
+    };
     if proxy.touch_due(id.0) {
         if let Err(e) = sessions::touch(&st.db, id).await {
             tracing::warn!(error = %e, "could not record the preview's use of the session");
@@ -244,9 +239,10 @@ async fn forward(
         Some(d) => d.scheme.as_str(),
         None => preview.public_url.split("://").next().unwrap_or("http"),
     };
+    // Origin-form: the connection is to the service itself, and `Host` names it.
     let target = match parts.uri.query() {
-        Some(q) => format!("http://{upstream}{rest}?{q}"),
-        None => format!("http://{upstream}{rest}"),
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.clone(),
     };
     let fwd = headers::Forwarded {
         port,
@@ -267,15 +263,16 @@ async fn forward(
     parts.headers = upstream_headers;
     parts.version = Version::HTTP_11;
     parts.extensions = Default::default();
+    let io = connect(st, &upstream, port)
+        .await?
+        .ok_or_else(not_listening)?;
     // A backend's port forwarding may accept the connection and then close it when nothing
     // listens in the sandbox (Docker's loopback proxy does), so a refused connect and a close
     // before any answer look alike.
-    let mut resp = proxy
-        .client
-        .request(Request::from_parts(parts, body))
+    let mut resp = send(io, Request::from_parts(parts, body))
         .await
         .map_err(|e| {
-            tracing::debug!(error = %e, connect = e.is_connect(), "the upstream gave no answer");
+            tracing::debug!(error = %e, "the upstream gave no answer");
             not_listening()
         })?;
 
@@ -292,6 +289,69 @@ async fn forward(
     }
     headers::downstream(resp.headers_mut(), port, &prefix);
     Ok(resp.map(Body::new))
+}
+
+/// Where a preview's requests go: never taken from the request.
+enum Upstream {
+    /// The address the backend published the port on (`port_map`).
+    Address(SocketAddr),
+    /// The sandbox (by its backend id): the port on its loopback, through the backend.
+    Sandbox(String),
+}
+
+/// A new connection to the upstream (never reused: see the module's invariants); `None`
+/// when nothing listens there.
+async fn connect(
+    st: &AppState,
+    upstream: &Upstream,
+    port: u16,
+) -> Result<Option<Box<dyn DaemonIo>>, Response> {
+    match upstream {
+        Upstream::Address(addr) => {
+            match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await
+            {
+                Ok(Ok(socket)) => {
+                    let _ = socket.set_nodelay(true);
+                    Ok(Some(Box::new(socket)))
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "the upstream refused the connection");
+                    Ok(None)
+                }
+                Err(_) => {
+                    tracing::debug!("the upstream did not accept within {CONNECT_TIMEOUT:?}");
+                    Ok(None)
+                }
+            }
+        }
+        Upstream::Sandbox(sandbox) => st
+            .sessions
+            .backend()
+            .connect_port(sandbox, port)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a preview could not reach the sandbox's port");
+                bad_gateway(format!(
+                    "port {port} of the sandbox cannot be reached now; try again, or restart \
+                     the session if it persists"
+                ))
+            }),
+    }
+}
+
+/// Sends one request over `io` as HTTP/1.1 and answers with the response; the connection
+/// lives on for an upgrade (a WebSocket) and ends with it, or with the response otherwise.
+async fn send(
+    io: Box<dyn DaemonIo>,
+    req: Request,
+) -> Result<Response<hyper::body::Incoming>, hyper::Error> {
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.with_upgrades().await {
+            tracing::debug!(error = %e, "a preview's upstream connection ended with an error");
+        }
+    });
+    sender.send_request(req).await
 }
 
 /// Copies both ways until either side closes or the server shuts down, counting the open

@@ -16,6 +16,7 @@ mod egress;
 mod egress_credentials;
 mod egress_dns;
 mod egress_log;
+mod egress_previews;
 mod egress_rules;
 mod environments;
 mod event_log;
