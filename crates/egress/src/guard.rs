@@ -22,8 +22,9 @@ const LOCAL_ADDRESSES_TTL: Duration = Duration::from_secs(5);
 pub enum Refused {
     /// An address of this host (any interface, bridges included).
     Host,
-    /// A network the operator marked as the control plane's or the sandboxes'.
-    ControlPlane,
+    /// A network the operator closed to sandboxes (`--egress-deny`): the control plane's
+    /// own networks, say. Checked first: no other setting opens it.
+    Denied,
     Loopback,
     /// `169.254.0.0/16`, `fe80::/10`, and the cloud metadata addresses.
     LinkLocalOrMetadata,
@@ -37,7 +38,7 @@ impl Refused {
     pub fn reason(self) -> &'static str {
         match self {
             Refused::Host => "an address of the control plane's host",
-            Refused::ControlPlane => "a control-plane or sandbox network",
+            Refused::Denied => "a network the operator closed to sandboxes (--egress-deny)",
             Refused::Loopback => "a loopback address",
             Refused::LinkLocalOrMetadata => "a link-local or metadata address",
             Refused::Private => {
@@ -51,7 +52,7 @@ impl Refused {
     pub fn label(self) -> &'static str {
         match self {
             Refused::Host => "host",
-            Refused::ControlPlane => "control_plane",
+            Refused::Denied => "denied_network",
             Refused::Loopback => "loopback",
             Refused::LinkLocalOrMetadata => "metadata",
             Refused::Private => "private",
@@ -67,8 +68,9 @@ pub struct GuardSettings {
     /// (`--egress-allow-private`). Never opens loopback, link-local, metadata, the host or
     /// the control plane's networks.
     pub allow_private: Vec<IpNet>,
-    /// Networks always refused besides the host's own addresses: the control plane's
-    /// (when it runs elsewhere) and the sandboxes' (on a backend where they have addresses).
+    /// Networks always refused besides the host's own addresses (`--egress-deny`): the
+    /// control plane's (when it runs elsewhere), the sandboxes' (on a backend where they have
+    /// addresses), anything else the operator closes. Wins over `allow_private`.
     pub denied: Vec<IpNet>,
 }
 
@@ -106,7 +108,7 @@ impl Guard {
     pub fn check(&self, ip: IpAddr) -> Option<Refused> {
         let ip = canonical(ip);
         if self.settings.denied.iter().any(|n| n.contains(&ip)) {
-            return Some(Refused::ControlPlane);
+            return Some(Refused::Denied);
         }
         let class = classify(ip);
         if !self.refuse_host && class == Some(Refused::Loopback) {
@@ -283,7 +285,7 @@ mod tests {
             Some(Refused::LinkLocalOrMetadata)
         );
         // The control plane's networks stay refused inside an allowed range.
-        assert_eq!(guard.check(ip("10.9.1.1")), Some(Refused::ControlPlane));
+        assert_eq!(guard.check(ip("10.9.1.1")), Some(Refused::Denied));
     }
 
     #[test]

@@ -154,6 +154,18 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_EGRESS_SOCKET_DIR", global = true)]
     pub egress_socket_dir: Option<PathBuf>,
 
+    /// Networks (CIDRs, comma-separated) sandboxes never reach through the egress proxy,
+    /// whatever the policy and --egress-allow-private say: the control plane's own networks
+    /// (its database, its other services) when they are not on this host, or any range the
+    /// operator closes. Public ranges may be named too.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_EGRESS_DENY",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub egress_deny: Vec<ipnet::IpNet>,
+
     /// CPUs each sandbox may use.
     #[arg(
         long,

@@ -37,6 +37,8 @@ pub struct EgressSettings {
     pub socket_dir: PathBuf,
     /// `--egress-allow-private`.
     pub allow_private: Vec<IpNet>,
+    /// `--egress-deny`.
+    pub denied: Vec<IpNet>,
     /// How names are resolved: the host's resolver; the tests' own names in tests.
     pub resolver: Arc<dyn Resolve>,
 }
@@ -119,7 +121,7 @@ pub fn start(
 ) -> anyhow::Result<Started> {
     let guard = Guard::new(GuardSettings {
         allow_private: settings.allow_private.clone(),
-        denied: Vec::new(),
+        denied: settings.denied.clone(),
     });
     let (tx, rx) = mpsc::channel(EVENT_QUEUE);
     let summary = Arc::new(Summary::default());

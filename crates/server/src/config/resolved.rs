@@ -260,10 +260,11 @@ impl Config {
             }
         };
         let resolver = sandbox_agents_egress::SystemResolver::new().map_err(anyhow::Error::msg)?;
-        tracing::info!(socket_dir = %socket_dir.display(), allow_private = ?self.egress_allow_private, "sandboxes reach the network through the egress proxy");
+        tracing::info!(socket_dir = %socket_dir.display(), allow_private = ?self.egress_allow_private, deny = ?self.egress_deny, "sandboxes reach the network through the egress proxy");
         Ok(Some(crate::egress::EgressSettings {
             socket_dir,
             allow_private: self.egress_allow_private.clone(),
+            denied: self.egress_deny.clone(),
             resolver: std::sync::Arc::new(resolver),
         }))
     }
@@ -608,5 +609,31 @@ mod tests {
             let cli = Cli::try_parse_from(["sandbox-agents", "--git-known-hosts", bad]).unwrap();
             assert!(cli.config.git_known_hosts().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn egress_ranges_are_lists_of_cidrs_and_a_bad_one_is_refused_at_the_flag() {
+        let cli = Cli::try_parse_from([
+            "sandbox-agents",
+            "--egress-proxy",
+            "--sandboxd-bin",
+            "/bin/true",
+            "--egress-allow-private",
+            "10.20.0.0/16",
+            "--egress-deny",
+            "10.20.5.0/24,203.0.113.0/24",
+        ])
+        .unwrap();
+        let e = cli.config.egress_settings().unwrap().unwrap();
+        assert_eq!(e.allow_private, vec!["10.20.0.0/16".parse().unwrap()]);
+        assert_eq!(
+            e.denied,
+            vec![
+                "10.20.5.0/24".parse::<ipnet::IpNet>().unwrap(),
+                "203.0.113.0/24".parse().unwrap()
+            ]
+        );
+        let bad = Cli::try_parse_from(["sandbox-agents", "--egress-deny", "10.0.0.0/33"]);
+        assert!(bad.is_err());
     }
 }

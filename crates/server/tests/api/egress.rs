@@ -110,6 +110,14 @@ impl TestNetwork {
     }
 }
 
+impl TestNetwork {
+    /// An address of the test subnet the operator closed (`--egress-deny`); nothing is on it.
+    pub(crate) fn denied_ip(&self) -> String {
+        let subnet: ipnet::Ipv4Net = self.subnet.parse().unwrap();
+        subnet.hosts().nth(200).unwrap().to_string()
+    }
+}
+
 impl Drop for TestNetwork {
     fn drop(&mut self) {
         let _ = Command::new("docker")
@@ -136,10 +144,13 @@ pub(crate) async fn app(net: &TestNetwork) -> TestApp {
         ("pypi.org", net.server_ip.as_str()),
         ("files.pythonhosted.org", net.server_ip.as_str()),
         ("registry.npmjs.org", net.server_ip.as_str()),
+        // Inside the opened range, and closed by the operator all the same.
+        ("denied.test", net.denied_ip().as_str()),
     ]);
     let settings = EgressSettings {
         socket_dir: net.sockets.clone(),
         allow_private: vec![net.subnet.parse().unwrap()],
+        denied: vec![format!("{}/32", net.denied_ip()).parse().unwrap()],
         resolver: Arc::new(resolver),
     };
     TestApp::builder()
@@ -287,6 +298,20 @@ async fn open_is_the_internet_without_the_host_and_a_changed_policy_applies_to_t
         "403"
     );
     assert_eq!(status(&app, &id, "http://169.254.169.254/").await, "403");
+    // A network the operator closed, inside the range it opened: by address and by name.
+    assert_eq!(
+        status(&app, &id, &format!("http://{}:{PORT}/", net.denied_ip())).await,
+        "403"
+    );
+    let (_, _, err) = app
+        .exec(
+            &id,
+            &format!("curl -sS --fail --max-time 10 http://denied.test:{PORT}/"),
+        )
+        .await;
+    assert!(err.contains("403"), "{err}");
+    let reason = crate::egress_rules::denial(&app, &id, "denied.test", PORT).await;
+    assert!(reason.contains("--egress-deny"), "{reason}");
 
     let r = app
         .http

@@ -100,6 +100,7 @@ async fn a_bound_secret_reaches_the_https_host_as_a_header_and_never_the_sandbox
     let settings = EgressSettings {
         socket_dir: net.sockets.clone(),
         allow_private: vec![net.subnet.parse().unwrap()],
+        denied: Vec::new(),
         resolver: Arc::new(resolver),
     };
     // The proxy verifies the real host against the operator's extra CA: the test's.

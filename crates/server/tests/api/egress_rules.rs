@@ -29,7 +29,7 @@ async fn set_network(app: &TestApp, id: &str, policy: Value) {
 
 /// The reason of the session's `sandbox.egress_denied` event for `host`:`port`, once it is
 /// on the log.
-async fn denial(app: &TestApp, id: &str, host: &str, port: u16) -> String {
+pub(crate) async fn denial(app: &TestApp, id: &str, host: &str, port: u16) -> String {
     eventually(&format!("a denial of {host}:{port}"), LOGGED, async || {
         let events = app.events(id).await;
         events

@@ -300,6 +300,7 @@ async fn measure(
     let settings = EgressSettings {
         socket_dir: sockets.to_owned(),
         allow_private: vec![subnet],
+        denied: Vec::new(),
         resolver: resolver.clone(),
     };
     let egress = TestApp::builder()
