@@ -8,6 +8,10 @@
 //! (the service reads EOF and may still answer), and the socket's EOF ends the response body.
 //! A reset stream (the client went away) drops both halves, which closes the socket.
 //!
+//! A tunnel never ends at the daemon's own services on loopback (the egress forwarder and
+//! DNS, `crate::egress`): they are the sandbox's way out, speaking to the egress proxy as the
+//! sandbox (its credentials injected), and whoever holds a preview link is not the sandbox.
+//!
 //! At most [`MAX_TUNNELS`] are open at once per daemon, whoever opened them: each holds a
 //! socket, a task and a stream of the connection the control plane's other calls share.
 
@@ -50,6 +54,15 @@ pub async fn connect(
             )))
         }
     };
+    if is_the_daemons(port) {
+        return Err(Failure::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "port {port} in the sandbox is its way out through the egress proxy, not a \
+                 service; serve on another port"
+            ),
+        ));
+    }
     let permit = daemon.tunnels.0.clone().try_acquire_owned().map_err(|_| {
         Failure::new(
             ErrorKind::TooLarge,
@@ -70,6 +83,13 @@ pub async fn connect(
         chunk
     });
     Ok(Response::new(Body::from_stream(out)))
+}
+
+/// Whether `port` on loopback is one of the daemon's own egress services.
+fn is_the_daemons(port: u16) -> bool {
+    [crate::egress::PROXY_ADDR, crate::egress::DNS_ADDR]
+        .iter()
+        .any(|addr| addr.rsplit(':').next().and_then(|p| p.parse().ok()) == Some(port))
 }
 
 /// Connects to `port` on loopback, v4 then v6 (a server bound to all addresses answers on
