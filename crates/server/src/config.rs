@@ -131,8 +131,9 @@ pub struct Config {
     /// sessions' network policies (`network` on agents, environments and sessions) and never
     /// lets a sandbox reach this host, loopback, link-local or metadata addresses, or private
     /// ranges outside --egress-allow-private. Sandboxes then have no network of their own
-    /// (Docker's `none`): only the proxy, through `HTTP_PROXY`/`HTTPS_PROXY`. Exposed ports
-    /// are not available with it yet. Off by default for now; see docs/security.md.
+    /// (Docker's `none`): only the proxy, through `HTTP_PROXY`/`HTTPS_PROXY`, and DNS for
+    /// the names their policy allows; exposed ports are reached through the sandbox's daemon.
+    /// Off by default for now; see docs/security.md.
     #[arg(long, env = "SANDBOX_AGENTS_EGRESS_PROXY", global = true)]
     pub egress_proxy: bool,
 

@@ -12,7 +12,9 @@
 //!   pool containers owned by neither. Claims use `for update skip locked`, so concurrent
 //!   boots in any number of processes never get the same container.
 //! - Only boots that could have got this very container may take one: the default image,
-//!   the default limits, and no exposed ports (ports are published at creation).
+//!   the default limits, and no exposed ports (ports are published at creation), unless
+//!   sandboxes are behind the egress proxy: then nothing is published and every port is
+//!   reached through the daemon, so a pooled sandbox serves any ports.
 //! - Its size follows demand: every such boot is recorded by its claim (hit or miss), and the
 //!   pool holds as many as the busiest minute of the last ten booted, between
 //!   `--warm-pool-size` and `--warm-pool-max` ([`Sessions::pool_target`]); the refill tops it
@@ -129,7 +131,7 @@ impl Sessions {
         self.inner.settings.warm_pool > 0
             && spec.image == pooled.image
             && spec.limits == pooled.limits
-            && spec.exposed_ports.is_empty()
+            && (spec.exposed_ports.is_empty() || self.inner.settings.egress_proxy)
             && spec.env.is_empty()
     }
 

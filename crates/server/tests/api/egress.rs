@@ -4,7 +4,7 @@
 
 use sandbox_agents_egress::StaticResolver;
 use sandbox_agents_server::egress::EgressSettings;
-use sandbox_agents_testkit::TestApp;
+use sandbox_agents_testkit::{TestApp, TestAppBuilder};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::sync::Arc;
@@ -132,6 +132,11 @@ impl Drop for TestNetwork {
 
 /// A server whose sandboxes leave only through the proxy, which knows the test's names.
 pub(crate) async fn app(net: &TestNetwork) -> TestApp {
+    builder(net).spawn().await
+}
+
+/// [`app`], to be built further.
+pub(crate) fn builder(net: &TestNetwork) -> TestAppBuilder<'static> {
     let resolver = StaticResolver::new([
         ("allowed.test", net.server_ip.as_str()),
         ("other.test", net.server_ip.as_str()),
@@ -153,10 +158,7 @@ pub(crate) async fn app(net: &TestNetwork) -> TestApp {
         denied: vec![format!("{}/32", net.denied_ip()).parse().unwrap()],
         resolver: Arc::new(resolver),
     };
-    TestApp::builder()
-        .with_settings(move |s| s.services.egress = Some(settings))
-        .spawn()
-        .await
+    TestApp::builder().with_settings(move |s| s.services.egress = Some(settings))
 }
 
 /// The HTTP status curl gets for `url` through the proxy (000: no answer at all).

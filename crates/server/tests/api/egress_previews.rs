@@ -2,7 +2,7 @@
 //! network but loopback and publishes nothing, so its ports are reached through its daemon
 //! (a tunnel to the port on the sandbox's loopback), HTTP and WebSocket alike.
 
-use crate::egress::{app, docker, TestNetwork};
+use crate::egress::{app, builder, docker, TestNetwork};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -155,4 +155,31 @@ async fn a_sandbox_behind_the_proxy_serves_its_exposed_ports_through_previews() 
         .expect("the echo arrived in time")
         .unwrap();
     assert_eq!(&echoed, b"\x81\x05hello");
+}
+
+#[tokio::test]
+async fn behind_the_proxy_a_session_with_exposed_ports_boots_from_the_warm_pool() {
+    let net = TestNetwork::start("previews-pool").await;
+    let app = builder(&net).with_pool(1).with_pool_worker().spawn().await;
+    let waiting: String = eventually("a pooled sandbox", Duration::from_secs(90), async || {
+        sqlx::query_scalar::<_, String>(
+            "select sandbox_id from sandbox_pool where sandbox_id is not null",
+        )
+        .fetch_optional(&app.db)
+        .await
+        .unwrap()
+        .ok_or_else(|| "none yet".to_owned())
+    })
+    .await;
+    let id = app
+        .running_session("egress-pooled-ports", json!({"exposed_ports": [8000]}))
+        .await;
+    // Its ports need nothing published, so the pooled sandbox serves the session.
+    let (_, s) = app.get_json(&format!("/api/sessions/{id}")).await;
+    assert_eq!(s["container_id"], waiting.as_str(), "{s}");
+    let serve = "mkdir -p /workspace/p && cd /workspace/p && echo pooled > a.txt \
+                 && nohup python3 -m http.server 8000 >/dev/null 2>&1 &";
+    assert_eq!(app.exec(&id, serve).await.0, 0);
+    let url = preview_url(&app, &id, 8000).await;
+    assert_eq!(body_of(&app, &format!("{url}a.txt")).await, "pooled\n");
 }
