@@ -14,7 +14,13 @@ use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
+
+/// How long the sandbox may take to finish TLS with the proxy.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's head may take to arrive once it has begun.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves the sandbox's side of an intercepted tunnel once `req` is upgraded; `upstream` is
 /// the TLS connection to the host, made before the tunnel was answered.
@@ -31,14 +37,15 @@ pub(crate) async fn serve<U>(
         Ok(u) => u,
         Err(e) => return tracing::debug!(error = %e, "an intercepted tunnel was not upgraded"),
     };
-    let tls = match tokio_rustls::TlsAcceptor::from(config)
-        .accept(TokioIo::new(upgraded))
-        .await
-    {
-        Ok(t) => t,
+    let accept = tokio_rustls::TlsAcceptor::from(config).accept(TokioIo::new(upgraded));
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
+        Err(_) => {
+            return tracing::info!(host = %done.host, "a sandbox did not finish TLS with the egress proxy in time")
+        }
+        Ok(Ok(t)) => t,
         // The sandbox does not trust the deployment's CA (a tool with a trust store of its
         // own), or gave up: nothing was sent, so no credential either.
-        Err(e) => {
+        Ok(Err(e)) => {
             return tracing::info!(host = %done.host, error = %e, "a sandbox refused the egress CA's certificate")
         }
     };
@@ -64,10 +71,12 @@ pub(crate) async fn serve<U>(
         let (host, authority) = (host.clone(), authority.clone());
         async move { Ok::<_, Infallible>(forward(req, &sender, &credentials, &host, &authority).await) }
     });
-    if let Err(e) = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(tls), service)
-        .await
-    {
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(tls), service);
+    // Idle as an untouched tunnel is: nothing either way for `IDLE` ends it.
+    if let Some(Err(e)) = crate::tunnel::until_idle(served, &done, crate::tunnel::IDLE).await {
         tracing::debug!(error = %e, "an intercepted connection ended with an error");
     }
     drop(done);

@@ -11,8 +11,11 @@
 //!   name is allowed (the address is the allowed host's), and so is anything that is not TLS
 //!   (the policy allowed the port). The upstream's bytes flow from the start, so protocols
 //!   whose server speaks first (SSH) work.
+//!   Any other TLS record first (an alert, say, which some servers skip before reading a
+//!   ClientHello behind it) is refused too.
 //! * **An idle tunnel ends.** With no byte either way for [`IDLE`], the tunnel is closed: a
 //!   sandbox cannot hold dead connections (each counts against its socket's bound) for ever.
+//!   ([`until_idle`]; intercepted tunnels end the same way.)
 
 use crate::count::Counted;
 use crate::decide::{Denial, Host};
@@ -31,6 +34,11 @@ const HELLO_LIMIT: usize = 16 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// A TLS record's content type for a handshake.
 const HANDSHAKE: u8 = 0x16;
+/// TLS record content types: change_cipher_spec, alert, handshake, application_data,
+/// heartbeat (each record then begins with the major version, 3).
+const RECORD_TYPES: [u8; 5] = [0x14, 0x15, 0x16, 0x17, 0x18];
+/// How long the refusal's alert may take to be written.
+const ALERT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A fatal TLS alert, `access_denied` (RFC 8446, 6.2), in a TLS 1.2 record: what a client
 /// shows as "alert access denied" instead of a connection that just closed.
 const ACCESS_DENIED: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31];
@@ -79,12 +87,6 @@ where
     let (mut from_client, mut to_client) = tokio::io::split(client);
     let (mut from_upstream, mut to_upstream) = tokio::io::split(upstream);
     let host = done.host.clone();
-    // Progress is whatever moved either way since the last look.
-    let moved = || done.sent.load(Ordering::Relaxed) + done.received.load(Ordering::Relaxed);
-    let mut last = moved();
-    let mut tick = tokio::time::interval(idle / 4);
-    tick.tick().await;
-    let mut quiet = Duration::ZERO;
     let ended: std::io::Result<Option<String>> = {
         let up = async {
             match opening(&mut from_client, &host).await? {
@@ -102,37 +104,64 @@ where
             tokio::io::copy(&mut from_upstream, &mut to_client).await?;
             to_client.shutdown().await
         };
-        tokio::pin!(up, down);
-        let (mut up_ended, mut down_ended) = (false, false);
-        loop {
-            tokio::select! {
-                r = &mut up, if !up_ended => match r {
-                    Ok(None) if !down_ended => up_ended = true,
-                    r => break r,
-                },
-                r = &mut down, if !down_ended => match r {
-                    Ok(()) if !up_ended => down_ended = true,
-                    r => break r.map(|()| None),
-                },
-                _ = tick.tick() => {
-                    let now = moved();
-                    quiet = if now == last { quiet + idle / 4 } else { Duration::ZERO };
-                    last = now;
-                    if quiet >= idle {
-                        tracing::debug!(host = %done.host, "an idle egress tunnel was closed");
-                        break Ok(None);
-                    }
+        let both = async {
+            tokio::pin!(up, down);
+            let (mut up_ended, mut down_ended) = (false, false);
+            loop {
+                tokio::select! {
+                    r = &mut up, if !up_ended => match r {
+                        Ok(None) if !down_ended => up_ended = true,
+                        r => break r,
+                    },
+                    r = &mut down, if !down_ended => match r {
+                        Ok(()) if !up_ended => down_ended = true,
+                        r => break r.map(|()| None),
+                    },
                 }
             }
-        }
+        };
+        until_idle(both, done, idle).await.unwrap_or(Ok(None))
     };
     // The upstream's side is dropped with the futures above, whatever it was doing.
     if let Some(reason) = ended? {
-        let _ = to_client.write_all(&ACCESS_DENIED).await;
-        let _ = to_client.shutdown().await;
+        // Bounded: a sandbox that never reads would hold the tunnel here.
+        let _ = tokio::time::timeout(ALERT_TIMEOUT, async {
+            to_client.write_all(&ACCESS_DENIED).await?;
+            to_client.shutdown().await
+        })
+        .await;
         refuse(done, sandbox_id, &reason);
     }
     Ok(())
+}
+
+/// Runs `work` until it ends (`Some`), or until nothing moved either way through `done`'s
+/// counters for `idle` (`None`; `work` is dropped). Checked every quarter of `idle`.
+pub(crate) async fn until_idle<T>(
+    work: impl std::future::Future<Output = T>,
+    done: &Done,
+    idle: Duration,
+) -> Option<T> {
+    let moved = || done.sent.load(Ordering::Relaxed) + done.received.load(Ordering::Relaxed);
+    let mut last = moved();
+    let mut quiet = Duration::ZERO;
+    let mut tick = tokio::time::interval(idle / 4);
+    tick.tick().await;
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            r = &mut work => return Some(r),
+            _ = tick.tick() => {
+                let now = moved();
+                quiet = if now == last { quiet + idle / 4 } else { Duration::ZERO };
+                last = now;
+                if quiet >= idle {
+                    tracing::debug!(host = %done.host, "an idle egress connection was closed");
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// Reads the sandbox's first bytes and, when they begin a TLS handshake to a named host,
@@ -147,6 +176,23 @@ async fn opening<R: AsyncRead + Unpin>(from: &mut R, host: &Host) -> std::io::Re
     let Host::Name(name) = host else {
         return Ok(Opening::Pass(buf));
     };
+    // A record of another TLS type first (an alert, say) would be skipped by a server that
+    // then reads a ClientHello behind it, unchecked: a TLS client's first record is its
+    // ClientHello, so any other is refused.
+    if RECORD_TYPES.contains(&buf[0]) && buf[0] != HANDSHAKE {
+        if buf.len() < 2 {
+            let mut more = [0u8; 1];
+            match tokio::time::timeout(HELLO_TIMEOUT, from.read(&mut more)).await {
+                Ok(Ok(1)) => buf.push(more[0]),
+                _ => return Ok(Opening::Pass(buf)),
+            }
+        }
+        if buf[1] == 0x03 {
+            return Ok(Opening::Refuse(format!(
+                "the tunnel to {name} began with a TLS record that is not a ClientHello"
+            )));
+        }
+    }
     if buf[0] != HANDSHAKE {
         return Ok(Opening::Pass(buf));
     }

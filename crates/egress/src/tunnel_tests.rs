@@ -204,3 +204,47 @@ async fn a_tunnel_idle_for_its_limit_is_closed_and_one_in_use_is_not() {
     from_sandbox.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
 }
+
+#[tokio::test]
+async fn a_tls_record_before_the_hello_is_refused_whatever_follows() {
+    let seen = Arc::new(Denials::default());
+    let (mut sandbox, mut server) = tunnel(name("allowed.test"), &seen);
+    // A warning alert (some servers skip it and read the ClientHello behind it), sent in two
+    // writes so that the first read holds one byte.
+    sandbox.write_all(&[0x15]).await.unwrap();
+    tokio::task::yield_now().await;
+    sandbox
+        .write_all(&[0x03, 0x01, 0x00, 0x02, 0x01, 0x5a])
+        .await
+        .unwrap();
+    let mut back = Vec::new();
+    sandbox.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31], "an alert");
+    let mut up = Vec::new();
+    server.read_to_end(&mut up).await.unwrap();
+    assert!(up.is_empty(), "{} bytes went up", up.len());
+    let denials = seen.0.lock().unwrap().clone();
+    assert_eq!(denials.len(), 1);
+    assert!(denials[0].2.contains("not a ClientHello"), "{denials:?}");
+}
+
+#[tokio::test]
+async fn each_side_may_finish_sending_and_still_hear_the_other() {
+    let seen = Arc::new(Denials::default());
+    let (sandbox, server) = tunnel(name("plain.test"), &seen);
+    let (mut from_sandbox, mut to_sandbox) = tokio::io::split(sandbox);
+    let (mut from_server, mut to_server) = tokio::io::split(server);
+    // The sandbox sends its request and closes its side, as `curl -T` or a shell pipe does.
+    to_sandbox.write_all(b"request").await.unwrap();
+    to_sandbox.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    from_server.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"request", "the request, then the end of it");
+    // The answer still flows back after that, then its own end.
+    to_server.write_all(b"answer").await.unwrap();
+    to_server.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    from_sandbox.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, b"answer");
+    assert!(seen.0.lock().unwrap().is_empty());
+}
