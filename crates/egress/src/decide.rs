@@ -176,9 +176,9 @@ pub async fn decide(
 }
 
 /// Decides whether the sandbox's DNS answers `host`: [`decide`] on any port, by the same
-/// rules (so a name is answered only if a connection to it on some port would be allowed,
-/// and only with addresses the guard lets through). An allowing decision's addresses carry
-/// port 0.
+/// rules: every layer must permit the name on some port (not necessarily the same port in
+/// each layer), and only addresses the guard lets through are answered. An allowing
+/// decision's addresses carry port 0.
 pub async fn decide_any_port(
     policy: &Policy,
     host: &Host,

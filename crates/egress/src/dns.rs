@@ -5,9 +5,10 @@
 //! answer the same way. [`Proxy::handle`] sends every request to [`DNS_HOST`] here, so the
 //! reserved name is never resolved or connected to.
 //!
-//! A name is answered like a connection is decided, on any port ([`decide_any_port`]): a
-//! name no allowlist holds is refused before it is resolved (the resolver never carries it
-//! out), and the addresses the guard refuses are left out of the answer.
+//! A name is answered like a connection is decided, on any port ([`decide_any_port`]: each
+//! layer must permit it on some port): a name no allowlist holds is refused before it is
+//! resolved (the resolver never carries it out), and the addresses the guard refuses are
+//! left out of the answer.
 //!
 //! - `A`/`AAAA` of an allowed name: its addresses of that family, TTL [`TTL`] (a policy
 //!   change reaches names already asked within that time); none of the family is an empty
@@ -53,16 +54,20 @@ pub const DENIAL_WINDOW: Duration = Duration::from_secs(60);
 pub const DNS_PORT: u16 = 53;
 /// The largest DNS message (its length is 16 bits on TCP).
 const MAX_MESSAGE: usize = 65_535;
-/// Remembered refusals past which the expired ones are dropped.
+/// Refusals remembered at most (all sandboxes): past it, the expired ones are dropped, and
+/// when none has expired a refusal is not remembered and not observed (a sandbox asking for
+/// random names must not grow this without bound; its count in the metrics remains).
 const MAX_REMEMBERED: usize = 10_000;
 const CONTENT_TYPE: &str = "application/dns-message";
 
 /// Whether `req` is for the sandbox's DNS (whatever its method or path): the proxy answers
 /// it here.
 pub(crate) fn is_dns(req: &Request<Incoming>) -> bool {
+    // As a host is parsed everywhere else (case, a trailing dot), so that no spelling of the
+    // reserved name reaches the policy and the resolver.
     req.uri()
         .host()
-        .is_some_and(|h| h.eq_ignore_ascii_case(DNS_HOST))
+        .is_some_and(|h| h.trim_end_matches('.').eq_ignore_ascii_case(DNS_HOST))
 }
 
 /// The names refused to each sandbox lately, so that each becomes one event per window.
@@ -74,17 +79,20 @@ impl Refusals {
     fn first(&self, sandbox_id: &str, name: &str) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        if seen.len() >= MAX_REMEMBERED {
-            seen.retain(|_, at| now.duration_since(*at) < DENIAL_WINDOW);
-        }
         let key = (Arc::from(sandbox_id), name.to_owned());
-        match seen.get(&key) {
-            Some(at) if now.duration_since(*at) < DENIAL_WINDOW => false,
-            _ => {
-                seen.insert(key, now);
-                true
+        if let Some(at) = seen.get(&key) {
+            if now.duration_since(*at) < DENIAL_WINDOW {
+                return false;
             }
         }
+        if seen.len() >= MAX_REMEMBERED && !seen.contains_key(&key) {
+            seen.retain(|_, at| now.duration_since(*at) < DENIAL_WINDOW);
+            if seen.len() >= MAX_REMEMBERED {
+                return false;
+            }
+        }
+        seen.insert(key, now);
+        true
     }
 }
 

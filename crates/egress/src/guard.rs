@@ -106,8 +106,15 @@ impl Guard {
 
     /// Why `ip` is refused, if it is.
     pub fn check(&self, ip: IpAddr) -> Option<Refused> {
+        let given = ip;
         let ip = canonical(ip);
-        if self.settings.denied.iter().any(|n| n.contains(&ip)) {
+        // Both forms: an operator may close an IPv6 range that embeds IPv4 (NAT64, 6to4).
+        if self
+            .settings
+            .denied
+            .iter()
+            .any(|n| n.contains(&ip) || n.contains(&given))
+        {
             return Some(Refused::Denied);
         }
         let class = classify(ip);
@@ -286,6 +293,12 @@ mod tests {
         );
         // The control plane's networks stay refused inside an allowed range.
         assert_eq!(guard.check(ip("10.9.1.1")), Some(Refused::Denied));
+        let nat64 = Guard::new(GuardSettings {
+            allow_private: Vec::new(),
+            denied: vec!["64:ff9b::/96".parse().unwrap()],
+        });
+        // Refused for what it embeds (a public address) only because the operator said so.
+        assert_eq!(nat64.check(ip("64:ff9b::cb00:7107")), Some(Refused::Denied));
     }
 
     #[test]
