@@ -169,9 +169,9 @@ pub struct Services {
     pub bundles: Bundles,
     /// Environments and their image builds (over the lifecycle's backend).
     pub environments: Environments,
-    /// What writes the egress proxy's observations (with `--egress-proxy`): awaited after
-    /// shutdown, before the database closes.
-    pub egress_writer: Option<tokio::task::JoinHandle<()>>,
+    /// What writes the egress proxy's observations (with `--egress-proxy`): finished after
+    /// the sessions drain, before the database closes (dropped, it stops).
+    pub egress_writer: Option<crate::egress::Writer>,
 }
 
 /// The services: the sandbox lifecycle (the Docker backend of this deployment, the blob
@@ -214,13 +214,7 @@ pub async fn services(
                     &authority,
                 )?);
                 settings.sessions.egress_proxy = true;
-                let started = crate::egress::start(
-                    egress,
-                    db,
-                    &credentials,
-                    shutdown.clone(),
-                    Some(authority),
-                )?;
+                let started = crate::egress::start(egress, db, &credentials, Some(authority))?;
                 docker.egress = Some(started.gateway);
                 egress_writer = Some(started.writer);
             }
@@ -282,7 +276,7 @@ pub struct App {
     pub state: AppState,
     pub dispatcher: Dispatcher,
     /// See [`Services::egress_writer`].
-    pub egress_writer: Option<tokio::task::JoinHandle<()>>,
+    pub egress_writer: Option<crate::egress::Writer>,
 }
 
 /// Builds the server on `db`: the services, the event hub (its `LISTEN` connection starts

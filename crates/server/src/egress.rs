@@ -103,12 +103,29 @@ pub fn trusted_by_sandboxes(
 }
 
 /// What [`start`] makes: the proxy, the gateway Docker sandboxes reach it through, and the
-/// task writing what the proxy observes, which writes what is queued and summed once more
-/// after `shutdown` and then ends (the server awaits it before closing the database).
+/// writer of what the proxy observes.
 pub struct Started {
     pub proxy: Arc<Proxy>,
     pub gateway: Arc<UnixGateway>,
-    pub writer: tokio::task::JoinHandle<()>,
+    pub writer: Writer,
+}
+
+/// The task writing what the proxy observes (denial events, the egress log's sums). It runs
+/// past the server's shutdown signal, while sessions drain and tunnels close and report, and
+/// stops when told ([`Writer::finish`]) or dropped, writing what is queued and summed once
+/// more before it ends.
+pub struct Writer {
+    task: tokio::task::JoinHandle<()>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl Writer {
+    /// Stops the writer and waits up to `within` for its last writes.
+    pub async fn finish(self, within: Duration) {
+        let Writer { task, _stop } = self;
+        drop(_stop);
+        let _ = tokio::time::timeout(within, task).await;
+    }
 }
 
 /// Starts the proxy; see [`Started`].
@@ -116,16 +133,17 @@ pub fn start(
     settings: &EgressSettings,
     db: &Db,
     credentials: &Credentials,
-    shutdown: CancellationToken,
     authority: Option<Arc<Authority>>,
 ) -> anyhow::Result<Started> {
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone();
     let guard = Guard::new(GuardSettings {
         allow_private: settings.allow_private.clone(),
         denied: settings.denied.clone(),
     });
     let (tx, rx) = mpsc::channel(EVENT_QUEUE);
     let summary = Arc::new(Summary::default());
-    let writer = tokio::spawn({
+    let task = tokio::spawn({
         let (db, summary) = (db.clone(), summary.clone());
         async move {
             tokio::join!(
@@ -158,7 +176,10 @@ pub fn start(
     Ok(Started {
         proxy,
         gateway,
-        writer,
+        writer: Writer {
+            task,
+            _stop: stop.drop_guard(),
+        },
     })
 }
 

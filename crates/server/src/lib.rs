@@ -116,9 +116,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     // Sends in flight get their timeout; whatever is cut short goes again after restart.
     let _ = dispatcher.await;
     if let Some(writer) = egress_writer {
-        // The last egress denials and sums; a database that does not answer is not waited
-        // for long.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), writer).await;
+        // The last egress denials and sums, those of tunnels that closed while the sessions
+        // drained included; a database that does not answer is not waited for long.
+        writer.finish(std::time::Duration::from_secs(10)).await;
     }
     db.close().await;
     if let Some(pg) = embedded {
