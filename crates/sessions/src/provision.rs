@@ -101,14 +101,17 @@ impl Sessions {
         env.extend(manifest.environment.clone());
         let fresh = s.workspace_archive.is_none() && s.boot_snapshot_id.is_none();
         let filled: Result<Option<SessionSkills>> = async {
-            // Before the checkouts, which go out through the proxy as the session's.
-            let sealed = sandbox_agents_credentials::egress::seal_egress(
-                st.credentials.master_key(),
-                s.session_id(),
-                &resolved.egress,
-            )?;
-            if let Some(sealed) = sealed {
-                sessions::arm_boot_egress(&st.db, s.session_id(), &sandbox.id, &sealed).await?;
+            // Before the checkouts, which go out through the proxy as the session's. Written
+            // even when there are none: an earlier attempt's, for bindings since changed,
+            // must not serve this sandbox. (Without the proxy no credential applies.)
+            if st.settings.egress_proxy {
+                let sealed = sandbox_agents_credentials::egress::seal_egress(
+                    st.credentials.master_key(),
+                    s.session_id(),
+                    &resolved.egress,
+                )?;
+                sessions::arm_boot_egress(&st.db, s.session_id(), &sandbox.id, sealed.as_deref())
+                    .await?;
             }
             if !pooled {
                 // A pooled sandbox got its certificates when it was pooled (`fill_pool`).

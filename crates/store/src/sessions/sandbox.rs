@@ -28,14 +28,15 @@ pub async fn hold_sandbox(
 
 /// Gives a booting session's sandbox its egress credentials (sealed) before the boot's own
 /// fetches run, so that a `git_repo` entry cloned at boot carries a credential bound for its
-/// host as every later request does (`mark_running` writes them again with the rest). Only
-/// while the session is provisioning on that very sandbox: `false` otherwise.
+/// host as every later request does (`mark_running` writes them again with the rest); `None`
+/// clears what an earlier attempt of the boot wrote. Only while the session is provisioning
+/// on that very sandbox: `false` otherwise.
 #[tracing::instrument(skip_all, fields(session.id = %session, sandbox.id = %sandbox_id))]
 pub async fn arm_boot_egress(
     db: impl PgExecutor<'_>,
     session: SessionId,
     sandbox_id: &str,
-    sealed: &[u8],
+    sealed: Option<&[u8]>,
 ) -> Result<bool> {
     let armed = sqlx::query!(
         "update sessions set egress_credentials = $3
