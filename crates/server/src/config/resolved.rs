@@ -234,6 +234,9 @@ impl Config {
     /// (Docker mounts it by path), under the data directory when that is short enough.
     pub(crate) fn egress_settings(&self) -> anyhow::Result<Option<crate::egress::EgressSettings>> {
         if !self.egress_proxy {
+            if !self.egress_allow_private.is_empty() || !self.egress_deny.is_empty() {
+                tracing::warn!("--egress-allow-private and --egress-deny apply only with --egress-proxy: without it sandboxes have the backend's network and these ranges change nothing");
+            }
             return Ok(None);
         }
         // The sandbox's end of the proxy is the daemon's: without it a sandbox would have no
