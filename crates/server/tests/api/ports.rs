@@ -23,19 +23,28 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(('', 8081), H).serve_forever()
 "#;
 
-/// A WebSocket server from the standard library: handshake, then echo one short text frame.
-const WS_PY: &str = r#"import socket, hashlib, base64
+/// A WebSocket server from the standard library on `port` (every address, loopback
+/// included): the handshake, then it echoes one short text frame.
+pub(crate) fn ws_echo_server(port: u16) -> String {
+    format!(
+        r#"import socket, hashlib, base64
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('', 8082))
+s.bind(('', {port}))
 s.listen()
 while True:
     c, _ = s.accept()
     head = b''
     while b'\r\n\r\n' not in head:
-        head += c.recv(4096)
-    key = [l.split(b':', 1)[1].strip() for l in head.split(b'\r\n') if l.lower().startswith(b'sec-websocket-key:')][0]
-    accept = base64.b64encode(hashlib.sha1(key + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest())
+        got = c.recv(4096)
+        if not got:
+            break
+        head += got
+    keys = [l.split(b':', 1)[1].strip() for l in head.split(b'\r\n') if l.lower().startswith(b'sec-websocket-key:')]
+    if not keys:
+        c.close()
+        continue
+    accept = base64.b64encode(hashlib.sha1(keys[0] + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest())
     c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ' + accept + b'\r\n\r\n')
     frame = c.recv(2 + 4 + 125)
     n, mask = frame[1] & 127, frame[2:6]
@@ -43,7 +52,61 @@ while True:
     c.sendall(bytes([0x81, n]) + text)
     c.recv(1)
     c.close()
-"#;
+"#
+    )
+}
+
+/// A WebSocket handshake through the preview at `ws_url` (retried until the server in the
+/// sandbox answers it), then one masked text frame echoed back: what the proxy must carry
+/// both ways after the upgrade.
+pub(crate) async fn websocket_echoes_through(app: &TestApp, ws_url: &str) {
+    let path = format!("{}ws", ws_url.strip_prefix(&app.preview_base).unwrap());
+    let addr = app.preview_base.strip_prefix("http://").unwrap().to_owned();
+    let (mut sock, head) = eventually(
+        "the WebSocket handshake through the preview",
+        Duration::from_secs(20),
+        async || {
+            let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let req = format!(
+                "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\n\
+                 Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            );
+            sock.write_all(req.as_bytes()).await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                if sock.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8(head).unwrap();
+            if head.starts_with("HTTP/1.1 101") {
+                Ok((sock, head))
+            } else {
+                Err(format!("no WebSocket handshake: {head}"))
+            }
+        },
+    )
+    .await;
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | 5];
+    frame.extend_from_slice(&mask);
+    frame.extend(b"hello".iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    sock.write_all(&frame).await.unwrap();
+    let mut echoed = [0u8; 7];
+    tokio::time::timeout(Duration::from_secs(10), sock.read_exact(&mut echoed))
+        .await
+        .expect("the echo arrived in time")
+        .unwrap();
+    assert_eq!(&echoed, b"\x81\x05hello");
+}
 
 async fn session_of(app: &TestApp, agent: &str) -> String {
     let s = app
@@ -63,7 +126,7 @@ async fn preview(app: &TestApp, id: &str, port: u16) -> reqwest::Response {
         .unwrap()
 }
 
-async fn preview_url(app: &TestApp, id: &str, port: u16) -> String {
+pub(crate) async fn preview_url(app: &TestApp, id: &str, port: u16) -> String {
     let r = preview(app, id, port).await;
     assert_eq!(r.status(), 200);
     let p: Value = r.json().await.unwrap();
@@ -262,54 +325,13 @@ async fn a_preview_url_reaches_the_exposed_port_of_its_own_session_only() {
     assert_eq!(r.bytes().await.unwrap().as_ref(), payload.as_slice());
 
     // WebSockets: the handshake and frames go through the proxy.
-    assert_eq!(app.exec(&a, &write_and_run("ws.py", WS_PY)).await.0, 0);
-    let ws = preview_url(&app, &a, 8082).await;
-    let path = format!("{}ws", ws.strip_prefix(&app.preview_base).unwrap());
-    let addr = app.preview_base.strip_prefix("http://").unwrap().to_owned();
-    let (mut sock, head) = eventually(
-        "the WebSocket handshake through the preview",
-        Duration::from_secs(20),
-        async || {
-            let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-            let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-        );
-            sock.write_all(req.as_bytes()).await.unwrap();
-            let mut head = Vec::new();
-            while !head.ends_with(b"\r\n\r\n") {
-                let mut byte = [0u8; 1];
-                if sock.read(&mut byte).await.unwrap() == 0 {
-                    break;
-                }
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8(head).unwrap();
-            if head.starts_with("HTTP/1.1 101") {
-                Ok((sock, head))
-            } else {
-                Err(format!("no WebSocket handshake: {head}"))
-            }
-        },
-    )
-    .await;
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
-        "{head}"
+    assert_eq!(
+        app.exec(&a, &write_and_run("ws.py", &ws_echo_server(8082)))
+            .await
+            .0,
+        0
     );
-    let mask = [1u8, 2, 3, 4];
-    let mut frame = vec![0x81, 0x80 | 5];
-    frame.extend_from_slice(&mask);
-    frame.extend(b"hello".iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-    sock.write_all(&frame).await.unwrap();
-    let mut echoed = [0u8; 7];
-    tokio::time::timeout(Duration::from_secs(10), sock.read_exact(&mut echoed))
-        .await
-        .expect("the echo arrived in time")
-        .unwrap();
-    assert_eq!(&echoed, b"\x81\x05hello");
-    drop(sock);
+    websocket_echoes_through(&app, &preview_url(&app, &a, 8082).await).await;
 
     // A stopped session's preview is refused, and so is a new URL for it.
     let r = app
