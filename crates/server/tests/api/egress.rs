@@ -161,6 +161,24 @@ pub(crate) fn builder(net: &TestNetwork) -> TestAppBuilder<'static> {
     TestApp::builder().with_settings(move |s| s.services.egress = Some(settings))
 }
 
+/// Asserts that the sandbox reaches `ip` directly (ignoring the proxy) not at all, and that
+/// it is told at once (no route) rather than left to time out.
+pub(crate) async fn assert_unrouted(app: &TestApp, id: &str, ip: &str) {
+    let started = Instant::now();
+    let (code, _, err) = app
+        .exec(
+            id,
+            &format!("curl -sS --noproxy '*' --max-time 10 http://{ip}:{PORT}/"),
+        )
+        .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("unreachable") || err.contains("Couldn't connect"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8), "it failed fast");
+}
+
 /// The HTTP status curl gets for `url` through the proxy (000: no answer at all).
 pub(crate) async fn status(app: &TestApp, id: &str, url: &str) -> String {
     let (_, out, _) = app
@@ -214,22 +232,7 @@ async fn a_sandbox_reaches_what_its_policy_allows_only_through_the_proxy() {
     assert!(err.contains("403"), "{err}");
 
     // Traffic that ignores the proxy has no route: refused at once, not a hang.
-    let started = Instant::now();
-    let (code, _, err) = app
-        .exec(
-            &id,
-            &format!(
-                "curl -sS --noproxy '*' --max-time 10 http://{}:{PORT}/",
-                net.server_ip
-            ),
-        )
-        .await;
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("unreachable") || err.contains("Couldn't connect"),
-        "{err}"
-    );
-    assert!(started.elapsed() < Duration::from_secs(8), "it failed fast");
+    assert_unrouted(&app, &id, &net.server_ip).await;
 
     // Each refusal is on the session's log, with what refused it.
     let denials: Vec<Value> = app
