@@ -253,3 +253,63 @@ async fn under_open_other_sandboxes_the_default_bridge_the_host_and_udp_are_unre
     assert!(err.contains("Network is unreachable"), "{err}");
     app.stop().await;
 }
+
+/// Opens `CONNECT host:8080` through the sandbox's proxy, then starts TLS asking for `sni`
+/// (verification off: only what the proxy lets through is tested). Prints the proxy's status
+/// line, then how the handshake ended.
+const SNI_CLIENT: &str = r#"
+import socket, ssl, sys
+host, sni = sys.argv[1], sys.argv[2]
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(f"CONNECT {host}:8080 HTTP/1.1\r\nHost: {host}:8080\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+print(head.split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(s, server_hostname=sni)
+    print("handshake done")
+except ssl.SSLError as e:
+    print("ssl:", e.reason)
+except OSError as e:
+    print("os:", e)
+"#;
+
+#[tokio::test]
+async fn a_tunnel_reaches_only_the_host_it_was_opened_to_whatever_tls_asks_for() {
+    let net = TestNetwork::start("egress-sni").await;
+    let app = app(&net).await;
+    let policy = json!({"egress": "allowlist", "allow": [format!("allowed.test:{PORT}")]});
+    let id = app
+        .running_session("egress-sni", json!({"network": policy}))
+        .await;
+    let script = format!("cat > /tmp/sni.py <<'EOF'\n{SNI_CLIENT}EOF");
+    assert_eq!(app.exec(&id, &script).await.0, 0);
+    let attempt = async |sni: &str| {
+        let (_, out, err) = app
+            .exec(&id, &format!("python3 /tmp/sni.py allowed.test {sni}"))
+            .await;
+        let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+        assert_eq!(lines.len(), 2, "{out} {err}");
+        assert!(
+            lines[0].starts_with("HTTP/1.1 200"),
+            "the tunnel opened: {out}"
+        );
+        lines[1].clone()
+    };
+    // Its own name: the hello goes up (the test server speaks plain HTTP, so TLS fails there,
+    // past the proxy).
+    let own = attempt("allowed.test").await;
+    assert!(!own.contains("ACCESS_DENIED"), "{own}");
+    // Another name on the same tunnel: the proxy ends it with an alert, and says why.
+    let other = attempt("other.test").await;
+    assert_eq!(other, "ssl: TLSV1_ALERT_ACCESS_DENIED");
+    let reason = denial(&app, &id, "allowed.test", PORT).await;
+    assert!(
+        reason.contains("'other.test'") && reason.contains("only the host it was opened to"),
+        "{reason}"
+    );
+}
