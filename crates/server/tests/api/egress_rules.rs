@@ -2,7 +2,7 @@
 //! network and server (`super::egress`): wildcards, CIDRs, ports and presets permit what
 //! they name and nothing beside it; `none` leaves a sandbox no route at all; and under `open`
 //! neither another sandbox, nor Docker's default bridge, nor the host is reachable, nor is
-//! anything over UDP.
+//! anything over UDP; a tunnel's TLS must ask for the host it was opened to.
 
 use super::egress::{app, assert_unrouted, docker, listening, serve_on, status, TestNetwork, PORT};
 use sandbox_agents_testkit::{eventually, TestApp};
