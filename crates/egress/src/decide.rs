@@ -6,8 +6,17 @@
 
 use crate::guard::Guard;
 use crate::resolve::Resolve;
+use async_trait::async_trait;
 use sandbox_agents_domain::network::{Egress, NetworkPolicy, Rule, Target};
 use std::net::{IpAddr, SocketAddr};
+
+/// Where the proxy reads a sandbox's policy.
+#[async_trait]
+pub trait PolicySource: Send + Sync {
+    /// The policy of the sandbox the backend calls `sandbox_id`; [`Policy::closed`] for one
+    /// that serves no session.
+    async fn policy(&self, sandbox_id: &str) -> Result<Policy, String>;
+}
 
 /// One policy that applies, parsed: where it comes from (`agent`, `environment`,
 /// `session`), its egress and its rules.

@@ -2,7 +2,7 @@
 //! query it gets on `127.0.0.1:53` through the proxy's socket as `POST
 //! http://dns.sandbox-agents.internal/dns-query` ([`DNS_HOST`], [`DNS_PATH`]), the wire
 //! message as an `application/dns-message` body in the style of RFC 8484, and gets the
-//! answer the same way. [`Proxy::handle`] sends every request to [`DNS_HOST`] here, so the
+//! answer the same way. The proxy sends every request to [`DNS_HOST`] here, so the
 //! reserved name is never resolved or connected to.
 //!
 //! A name is answered like a connection is decided, on any port ([`decide_any_port`]: each
@@ -28,9 +28,11 @@
 //! HTTP that is not such a query (another method, path or media type, a body over 64 KiB or
 //! no DNS message) is a 4xx in plain text.
 
-use crate::decide::{decide_any_port, Decision, Host};
+use crate::decide::{decide_any_port, Decision, Host, PolicySource};
+use crate::guard::Guard;
 use crate::http::{text, Body};
-use crate::proxy::Proxy;
+use crate::observe::Observer;
+use crate::resolve::Resolve;
 use bytes::Bytes;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
@@ -101,12 +103,23 @@ fn count(verdict: &'static str, reason: &'static str) {
         .increment(1);
 }
 
-/// Answers one request to [`DNS_HOST`] from the sandbox `sandbox_id`.
-pub(crate) async fn answer(
-    proxy: &Proxy,
-    sandbox_id: &str,
-    req: Request<Incoming>,
-) -> Response<Body> {
+/// What answering needs of the proxy, which lends its parts (this module never names it).
+pub(crate) struct Answerer<'a> {
+    pub(crate) source: &'a dyn PolicySource,
+    pub(crate) resolver: &'a dyn Resolve,
+    pub(crate) guard: &'a Guard,
+    pub(crate) observer: &'a dyn Observer,
+    pub(crate) refusals: &'a Refusals,
+}
+
+impl Answerer<'_> {
+    /// Answers one request to [`DNS_HOST`] from the sandbox `sandbox_id`.
+    pub(crate) async fn answer(&self, sandbox_id: &str, req: Request<Incoming>) -> Response<Body> {
+        answer(self, sandbox_id, req).await
+    }
+}
+
+async fn answer(proxy: &Answerer<'_>, sandbox_id: &str, req: Request<Incoming>) -> Response<Body> {
     let query = match read_query(req).await {
         Ok(q) => q,
         Err((status, reason, message)) => {
@@ -206,7 +219,7 @@ fn finish(
 }
 
 /// The DNS answer to `query`.
-async fn respond(proxy: &Proxy, sandbox_id: &str, query: &Message) -> Message {
+async fn respond(proxy: &Answerer<'_>, sandbox_id: &str, query: &Message) -> Message {
     let mut reply = Message::new();
     reply
         .set_id(query.id())
@@ -231,14 +244,14 @@ async fn respond(proxy: &Proxy, sandbox_id: &str, query: &Message) -> Message {
         _ => return finish(reply, ResponseCode::Refused, "unsupported", "name"),
     };
     let host = Host::Name(name.clone());
-    let policy = match proxy.policy(sandbox_id).await {
+    let policy = match proxy.source.policy(sandbox_id).await {
         Ok(p) => p,
         Err(e) => {
             tracing::error!(sandbox_id, error = %e, "an egress policy could not be read");
             return finish(reply, ResponseCode::ServFail, "failed", "policy_read");
         }
     };
-    match decide_any_port(&policy, &host, &*proxy.resolver, &proxy.guard).await {
+    match decide_any_port(&policy, &host, proxy.resolver, proxy.guard).await {
         Decision::Allow { addrs, rule } => {
             tracing::debug!(sandbox_id, %host, rule, "a sandbox's name answered");
             let answers = addrs.iter().filter_map(|a| {
@@ -257,7 +270,7 @@ async fn respond(proxy: &Proxy, sandbox_id: &str, query: &Message) -> Message {
         }
         Decision::Deny(denial) => {
             tracing::info!(sandbox_id, session = policy.session.as_deref(), %host, reason = %denial.reason, "a sandbox's name refused");
-            if proxy.dns_refusals.first(sandbox_id, &name) {
+            if proxy.refusals.first(sandbox_id, &name) {
                 proxy
                     .observer
                     .denied(sandbox_id, &policy, &host, DNS_PORT, &denial);

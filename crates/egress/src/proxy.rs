@@ -9,7 +9,6 @@ use crate::guard::Guard;
 use crate::http::{origin_form, strip_hop_by_hop, text, Body};
 use crate::observe::{Done, Observer};
 use crate::resolve::Resolve;
-use async_trait::async_trait;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderName, HeaderValue};
@@ -31,13 +30,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The header a refusal names its reason in.
 pub const DENIED_HEADER: &str = "x-sandbox-agents-egress-denied";
 
-/// Where the proxy reads a sandbox's policy.
-#[async_trait]
-pub trait PolicySource: Send + Sync {
-    /// The policy of the sandbox the backend calls `sandbox_id`; [`Policy::closed`] for one
-    /// that serves no session.
-    async fn policy(&self, sandbox_id: &str) -> Result<Policy, String>;
-}
+pub use crate::decide::PolicySource;
 
 pub struct Proxy {
     pub(crate) guard: Guard,
@@ -111,7 +104,14 @@ impl Proxy {
     async fn handle(self: &Arc<Self>, sandbox_id: &str, req: Request<Incoming>) -> Response<Body> {
         // The sandbox's DNS queries (`dns`): answered here, never resolved or connected to.
         if crate::dns::is_dns(&req) {
-            return crate::dns::answer(self, sandbox_id, req).await;
+            let dns = crate::dns::Answerer {
+                source: &*self.source,
+                resolver: &*self.resolver,
+                guard: &self.guard,
+                observer: &*self.observer,
+                refusals: &self.dns_refusals,
+            };
+            return dns.answer(sandbox_id, req).await;
         }
         let (host, port) = match target(&req) {
             Ok(t) => t,
