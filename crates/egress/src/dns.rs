@@ -46,6 +46,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sandboxd::egress::{DNS_CONTENT_TYPE as CONTENT_TYPE, DNS_MAX_MESSAGE as MAX_MESSAGE};
 pub use sandboxd::egress::{DNS_HOST, DNS_PATH};
 
 /// The TTL of an answer: short, so that a policy change applies to names asked before.
@@ -54,13 +55,10 @@ pub const TTL: u32 = 30;
 pub const DENIAL_WINDOW: Duration = Duration::from_secs(60);
 /// The port a DNS refusal is observed on.
 pub const DNS_PORT: u16 = 53;
-/// The largest DNS message (its length is 16 bits on TCP).
-const MAX_MESSAGE: usize = 65_535;
 /// Refusals remembered at most (all sandboxes): past it, the expired ones are dropped, and
 /// when none has expired a refusal is not remembered and not observed (a sandbox asking for
 /// random names must not grow this without bound; its count in the metrics remains).
 const MAX_REMEMBERED: usize = 10_000;
-const CONTENT_TYPE: &str = "application/dns-message";
 
 /// Whether `req` is for the sandbox's DNS (whatever its method or path): the proxy answers
 /// it here.

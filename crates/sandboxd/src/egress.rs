@@ -32,6 +32,10 @@ pub const DNS_ADDR: &str = "127.0.0.1:53";
 pub const DNS_HOST: &str = "dns.sandbox-agents.internal";
 /// The path of [`DNS_HOST`]'s queries.
 pub const DNS_PATH: &str = "/dns-query";
+/// The media type of a DNS message over HTTP (RFC 8484), both ways.
+pub const DNS_CONTENT_TYPE: &str = "application/dns-message";
+/// The largest DNS message (its length is 16 bits on TCP), both ways.
+pub const DNS_MAX_MESSAGE: usize = 65_535;
 /// The name of the resolver configuration in the socket's directory, mounted read-only at
 /// `/etc/resolv.conf`.
 pub const RESOLV_CONF_NAME: &str = "resolv.conf";

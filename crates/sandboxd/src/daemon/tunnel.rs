@@ -92,40 +92,23 @@ fn is_the_daemons(port: u16) -> bool {
         .any(|addr| addr.rsplit(':').next().and_then(|p| p.parse().ok()) == Some(port))
 }
 
-/// Connects to `port` on loopback, v4 then v6 (a server bound to all addresses answers on
-/// the first; one bound to `::1` only on the second).
+/// Connects to `port` on loopback (`ports::connect_loopback`), saying plainly when nothing
+/// listens there.
 async fn dial(port: u16) -> Result<TcpStream, Failure> {
-    let mut last = None;
-    for host in ["127.0.0.1", "::1"] {
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port))).await {
-            Ok(Ok(socket)) => return Ok(socket),
-            Ok(Err(e)) => last = Some(e),
-            Err(_) => {
-                last = Some(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no answer within 5 s",
-                ))
+    super::ports::connect_loopback(port, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable => {
+                Failure::new(
+                    ErrorKind::NotFound,
+                    format!("nothing is listening on port {port} in the sandbox"),
+                )
             }
-        }
-    }
-    Err(match last {
-        Some(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable
-            ) =>
-        {
-            Failure::new(
-                ErrorKind::NotFound,
-                format!("nothing is listening on port {port} in the sandbox"),
-            )
-        }
-        Some(e) => Failure::new(
-            ErrorKind::Internal,
-            format!("connecting to port {port} in the sandbox: {e}"),
-        ),
-        None => Failure::new(ErrorKind::Internal, "no loopback address to connect to"),
-    })
+            _ => Failure::new(
+                ErrorKind::Internal,
+                format!("connecting to port {port} in the sandbox: {e}"),
+            ),
+        })
 }
 
 /// Writes the request body to the socket; its end shuts the socket's write side. A broken

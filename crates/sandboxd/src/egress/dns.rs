@@ -9,7 +9,10 @@
 //! client asks again over TCP. A control plane that cannot be reached, or does not answer
 //! in [`TIMEOUT`], is `SERVFAIL`: never a query left without an answer.
 
-use super::{DNS_ADDR, DNS_HOST, DNS_PATH, SOCKET};
+use super::{
+    DNS_ADDR, DNS_CONTENT_TYPE as CONTENT_TYPE, DNS_HOST, DNS_MAX_MESSAGE as MAX_MESSAGE, DNS_PATH,
+    SOCKET,
+};
 use bytes::Bytes;
 use hickory_server::authority::MessageResponseBuilder;
 use hickory_server::proto::op::{Edns, Header, Message, ResponseCode};
@@ -25,10 +28,6 @@ use tokio::net::{TcpListener, UdpSocket, UnixStream};
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a TCP client may stay silent before its connection is closed.
 const TCP_IDLE: Duration = Duration::from_secs(10);
-/// The largest DNS message (its length is 16 bits on TCP).
-const MAX_MESSAGE: usize = 65_535;
-/// The media type of a DNS message over HTTP (RFC 8484).
-pub const CONTENT_TYPE: &str = "application/dns-message";
 
 /// Serves DNS on [`DNS_ADDR`] until the sockets fail. Logs and returns when it cannot
 /// listen: the sandbox then has no names, as before.
