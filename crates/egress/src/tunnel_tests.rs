@@ -54,6 +54,17 @@ fn tunnel(host: Host, seen: &Arc<Denials>) -> (DuplexStream, DuplexStream) {
     (sandbox, server)
 }
 
+/// Asserts that the tunnel answered the sandbox with the `access_denied` alert and closed,
+/// and that not one byte of what the sandbox sent went up.
+async fn assert_refused_with_alert(sandbox: &mut DuplexStream, server: &mut DuplexStream) {
+    let mut back = Vec::new();
+    sandbox.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31], "an alert");
+    let mut up = Vec::new();
+    server.read_to_end(&mut up).await.unwrap();
+    assert!(up.is_empty(), "{} bytes went up", up.len());
+}
+
 fn authority() -> Authority {
     let (cert, key) = generate_ca().unwrap();
     Authority::load(&cert, &key, Vec::new()).unwrap()
@@ -138,12 +149,7 @@ async fn a_broken_handshake_is_refused_and_bytes_that_are_not_tls_pass() {
         .write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff])
         .await
         .unwrap();
-    let mut back = Vec::new();
-    sandbox.read_to_end(&mut back).await.unwrap();
-    assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31], "an alert");
-    let mut up = Vec::new();
-    server.read_to_end(&mut up).await.unwrap();
-    assert!(up.is_empty());
+    assert_refused_with_alert(&mut sandbox, &mut server).await;
     assert_eq!(seen.0.lock().unwrap().len(), 1);
 
     // A protocol whose server speaks first, and that is not TLS: both ways, untouched.
@@ -217,12 +223,7 @@ async fn a_tls_record_before_the_hello_is_refused_whatever_follows() {
         .write_all(&[0x03, 0x01, 0x00, 0x02, 0x01, 0x5a])
         .await
         .unwrap();
-    let mut back = Vec::new();
-    sandbox.read_to_end(&mut back).await.unwrap();
-    assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31], "an alert");
-    let mut up = Vec::new();
-    server.read_to_end(&mut up).await.unwrap();
-    assert!(up.is_empty(), "{} bytes went up", up.len());
+    assert_refused_with_alert(&mut sandbox, &mut server).await;
     let denials = seen.0.lock().unwrap().clone();
     assert_eq!(denials.len(), 1);
     assert!(denials[0].2.contains("not a ClientHello"), "{denials:?}");
