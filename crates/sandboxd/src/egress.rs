@@ -62,12 +62,21 @@ pub async fn forward() {
             return;
         }
     };
+    join_to_socket(listener, Path::new(SOCKET)).await
+}
+
+/// Joins each connection `listener` accepts to a new connection to the Unix socket
+/// `socket`, byte for byte, for ever: the forwarder (public so that the egress benchmark
+/// measures this very code).
+pub async fn join_to_socket(listener: TcpListener, socket: &Path) {
+    let socket: std::sync::Arc<Path> = socket.into();
     loop {
         let Ok((mut client, _)) = listener.accept().await else {
             continue;
         };
+        let socket = socket.clone();
         tokio::spawn(async move {
-            match UnixStream::connect(SOCKET).await {
+            match UnixStream::connect(&*socket).await {
                 Ok(mut proxy) => {
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut proxy).await;
                 }

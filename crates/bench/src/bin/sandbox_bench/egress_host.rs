@@ -46,22 +46,13 @@ pub fn serve_on_unix(proxy: Arc<Proxy>, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A loopback TCP port joined to the Unix socket at `path`, byte for byte, as sandboxd joins
-/// 127.0.0.1:3128 in a sandbox (`crates/sandboxd/src/egress.rs`); returns the port.
+/// A loopback TCP port joined to the Unix socket at `path` by sandboxd's own forwarder
+/// (`sandboxd::egress::join_to_socket`, what joins 127.0.0.1:3128 in a sandbox); returns
+/// the port.
 pub async fn serve_forwarder(path: PathBuf) -> anyhow::Result<u16> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
-    let path = Arc::new(path);
-    tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            let path = path.clone();
-            tokio::spawn(async move {
-                if let Ok(mut proxy) = tokio::net::UnixStream::connect(&*path).await {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut proxy).await;
-                }
-            });
-        }
-    });
+    tokio::spawn(async move { sandboxd::egress::join_to_socket(listener, &path).await });
     Ok(port)
 }
 
