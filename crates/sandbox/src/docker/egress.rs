@@ -11,12 +11,24 @@ use std::path::Path;
 /// pooled sandbox is renamed when claimed), so a restarted control plane binds it again.
 pub const LABEL_EGRESS_KEY: &str = "io.sandbox-agents.egress-key";
 
+/// The host name of a confined sandbox, which resolves to its loopback.
+pub const HOSTNAME: &str = "sandbox";
+
 /// `body`, made a sandbox whose traffic leaves only through the proxy: no network, no
 /// published port, the socket's directory `dir` mounted, the proxy in its environment.
 pub(crate) fn confine(body: &mut ContainerCreateBody, dir: &Path, key: &str) {
+    // Its own name resolves locally, as on a bridge network (where Docker writes it into
+    // /etc/hosts, and does not under `none`): tools that look their host up (Python's
+    // getfqdn, sudo, the JVM) neither wait on DNS nor fill the log with refusals of it.
+    body.hostname = Some(HOSTNAME.to_owned());
     let hc = body.host_config.get_or_insert_with(Default::default);
     hc.network_mode = Some("none".to_owned());
     hc.port_bindings = None;
+    // Both families: a lookup of one the hosts file lacks would go to DNS.
+    hc.extra_hosts = Some(vec![
+        format!("{HOSTNAME}:127.0.0.1"),
+        format!("{HOSTNAME}:::1"),
+    ]);
     hc.mounts.get_or_insert_with(Vec::new).push(Mount {
         target: Some(sandboxd::egress::SOCKET_DIR.to_owned()),
         source: Some(dir.to_string_lossy().into_owned()),

@@ -58,6 +58,13 @@ async fn a_confined_sandbox_resolves_the_names_its_policy_allows_and_no_other() 
     );
     let (code, out, _) = app.exec(&id, "getent hosts other.test").await;
     assert_ne!(code, 0, "other.test is not in the allowlist: {out}");
+    // Its own name is its loopback, answered without DNS (nothing refused, nothing logged).
+    let (code, out, _) = app.exec(&id, "getent hosts \"$(hostname)\"").await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("::1") || out.starts_with("127.0.0.1"),
+        "{out}"
+    );
     // As a program asks: Python's getaddrinfo, for a port.
     let (code, out, err) = app
         .exec(
@@ -93,7 +100,9 @@ async fn a_confined_sandbox_resolves_the_names_its_policy_allows_and_no_other() 
     assert_eq!(dns.len(), 1, "{dns:?}");
     let reason = dns[0]["payload"]["reason"].as_str().unwrap();
     assert!(reason.contains("allowlist"), "{reason}");
-    // An allowed name is not a denial.
+    // An allowed name is not a denial, nor is the sandbox's own.
     assert!(denials(&app, &id, "allowed.test", 53).await.is_empty());
+    let (_, own, _) = app.exec(&id, "hostname").await;
+    assert!(denials(&app, &id, own.trim(), 53).await.is_empty());
     app.stop().await;
 }
