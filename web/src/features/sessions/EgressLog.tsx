@@ -34,7 +34,9 @@ export function EgressLog({ session }: { session: SessionDetail }) {
       </EmptyState>
     );
   }
+  // Six columns do not fit a phone: the table scrolls sideways there instead of being cut.
   return (
+    <Table.ScrollContainer minWidth={560}>
     <Table fz="sm" verticalSpacing={4} data-testid="egress-rows">
       <Table.Thead>
         <Table.Tr>
@@ -75,5 +77,6 @@ export function EgressLog({ session }: { session: SessionDetail }) {
         ))}
       </Table.Tbody>
     </Table>
+    </Table.ScrollContainer>
   );
 }
