@@ -131,8 +131,13 @@ impl Client {
         let bytes = collect(response.into_body()).await?;
         Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(body) => ClientError::Daemon(body),
-            // Every error of the daemon's own has a body; a bare 404 is a route it lacks.
-            Err(_) if status == http::StatusCode::NOT_FOUND => {
+            // Every error of the daemon's own has a body; a bare 404 is a route it lacks, a
+            // bare 405 a method it lacks on a route it has (`GET /v1/archive` of a daemon
+            // that only extracts).
+            Err(_)
+                if status == http::StatusCode::NOT_FOUND
+                    || status == http::StatusCode::METHOD_NOT_ALLOWED =>
+            {
                 ClientError::Unsupported(path.split('?').next().unwrap_or(path).to_owned())
             }
             Err(_) => {
@@ -355,6 +360,26 @@ impl Client {
     ) -> Result<ArchiveReport> {
         let uri = with_query("/v1/archive", &[("dir", dir)]);
         self.put_streamed(&uri, tar).await
+    }
+
+    /// A tar archive of `path` (absolute), streamed, as the Engine's archive download makes
+    /// it: entries named from the path's last component down, symlinks not followed. A
+    /// missing path is [`ClientError::Daemon`] of kind `NotFound` (before any byte);
+    /// [`ClientError::Unsupported`] from a daemon older than this operation. A stream that
+    /// ends in an error is a cut archive, never to be taken for a whole one.
+    pub async fn get_archive(&self, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
+        let response = self
+            .request(
+                Method::GET,
+                &with_query("/v1/archive", &[("path", path)]),
+                full(Vec::new()),
+            )
+            .await?;
+        Ok(response
+            .into_body()
+            .into_data_stream()
+            .map_err(transport)
+            .boxed())
     }
 
     /// A `PUT` whose body is streamed, answered with JSON.

@@ -7,7 +7,8 @@
 //!
 //! - [`proto`]: what travels (frames, JSON bodies, limits);
 //! - [`daemon`]: the server (`sandboxd serve`), on the sandbox's abstract socket
-//!   ([`socket`]);
+//!   ([`socket`]), and with `--listen` on TCP too, where a connection must first show the
+//!   sandbox's token ([`tcp`]: how a Kubernetes control plane reaches a pod);
 //! - [`bridge`]: `sandboxd connect`, which the control plane runs as a Docker exec: its
 //!   stdio is the control plane's connection to the daemon, and it starts the daemon when
 //!   none answers;
@@ -17,7 +18,8 @@
 //!
 //! The binary is built static (`scripts/build-sandboxd`), so it runs in any x86_64 Linux
 //! image whatever its libc, and reaches a sandbox on a read-only volume (the Docker
-//! backend's `daemon` module).
+//! backend's `daemon` module); `sandboxd install <dir>` copies it into a volume from an image
+//! that holds only the daemon (a Kubernetes init container).
 
 pub mod bridge;
 pub mod client;
@@ -25,3 +27,4 @@ pub mod daemon;
 pub mod egress;
 pub mod proto;
 pub mod socket;
+pub mod tcp;

@@ -1,6 +1,7 @@
-//! The daemon: an HTTP/2 server on the sandbox's abstract socket (`crate::socket`), one
-//! connection per control-plane process (each reaches it through a bridge of its own), all
-//! connections sharing the background processes.
+//! The daemon: an HTTP/2 server on the sandbox's abstract socket (`crate::socket`), and on
+//! TCP behind a token when asked (`crate::tcp`), one connection per control-plane process
+//! (each reaches it through a bridge of its own, or over the network), all connections
+//! sharing the background processes.
 //!
 //! It runs as the sandbox user and holds no privilege that user lacks: paths are whatever
 //! the user may read or write, and commands are the user's. What it guards is itself: every
@@ -13,6 +14,7 @@ mod exec;
 mod files;
 mod kill;
 mod output;
+mod pack;
 mod ports;
 mod processes;
 mod pty;
@@ -59,7 +61,7 @@ fn router(daemon: Arc<Daemon>, guard: ConnectionGuard) -> Router {
             "/v1/files",
             get(files::read).put(files::write).delete(files::remove),
         )
-        .route("/v1/archive", axum::routing::put(archive::extract))
+        .route("/v1/archive", get(pack::pack).put(archive::extract))
         .route("/v1/stat", get(files::stat))
         .route("/v1/dir", get(files::list))
         .route("/v1/rename", post(files::rename))
@@ -105,12 +107,70 @@ where
 
 /// Accepts connections on `listener` for ever.
 pub async fn serve(listener: tokio::net::UnixListener) -> std::io::Result<()> {
+    serve_on(Some(listener), None).await
+}
+
+/// Accepts connections on the abstract socket's `listener` and on `tcp` (behind its token),
+/// whichever are given, for ever; all share one [`Daemon`].
+pub async fn serve_on(
+    unix: Option<tokio::net::UnixListener>,
+    tcp: Option<(tokio::net::TcpListener, crate::tcp::TokenHash)>,
+) -> std::io::Result<()> {
     let daemon = Arc::new(Daemon::default());
     // The daemon starts with the sandbox (the control plane connects right after the
     // start), before anything runs in it: the proxy is there for the first command.
     tokio::spawn(crate::egress::forward());
-    loop {
-        let (stream, _) = listener.accept().await?;
-        tokio::spawn(serve_connection(daemon.clone(), stream));
+    let tcp = async {
+        match tcp {
+            Some((listener, expected)) => {
+                crate::tcp::serve(listener, daemon.clone(), expected).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let unix = async {
+        let Some(listener) = unix else {
+            return std::future::pending().await;
+        };
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(daemon.clone(), stream));
+                }
+                Err(e) => accept_failed("the socket", e).await?,
+            }
+        }
+    };
+    tokio::select! {
+        result = tcp => result,
+        result = unix => result,
     }
+}
+
+/// After a failed accept: a transient failure (out of file descriptors or memory, a
+/// connection aborted before it was taken) is a line on stderr and a pause, so that a
+/// listener out of descriptors does not spin while connections close and free some; any
+/// other is the daemon's end.
+pub(crate) async fn accept_failed(listener: &str, e: std::io::Error) -> std::io::Result<()> {
+    use nix::errno::Errno;
+    let transient = matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(
+            Errno::EMFILE
+                | Errno::ENFILE
+                | Errno::ENOBUFS
+                | Errno::ENOMEM
+                | Errno::ECONNABORTED
+                | Errno::EINTR
+                | Errno::EPROTO
+                | Errno::EPERM
+                | Errno::ETIMEDOUT
+        )
+    );
+    if !transient {
+        return Err(e);
+    }
+    eprintln!("sandboxd: accepting a connection on {listener} failed: {e}; going on");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    Ok(())
 }
