@@ -273,6 +273,33 @@ ensure_sandbox_image() {
   "$lib_repo_root/images/sandbox/build-offline.sh"
 }
 
+# An image holding only the sandbox daemon (FROM scratch, /sandboxd as its entrypoint),
+# built locally from build_sandboxd's static binary if missing: what a Kubernetes init
+# container runs (`install /opt/sa`) to copy the daemon into a volume the sandbox mounts.
+# Tagged with the binary's digest, so a changed daemon is a new image. Arguments go to
+# build_sandboxd (--release); prints the image's reference as its last line.
+ensure_sandboxd_image() {
+  local bin digest image context
+  bin=$(build_sandboxd "$@") || return 1
+  ensure_docker || return 1
+  digest=$(sha256sum "$bin" | cut -c1-12)
+  image="sandbox-agents-sandboxd:$digest"
+  if ! docker image inspect "$image" >/dev/null 2>&1; then
+    log "building the daemon's image $image"
+    context=$(mktemp -d)
+    cp "$bin" "$context/sandboxd"
+    chmod 0755 "$context/sandboxd"
+    printf '%s\n' 'FROM scratch' 'LABEL io.sandbox-agents.image="sandboxd"' \
+      'COPY sandboxd /sandboxd' 'ENTRYPOINT ["/sandboxd"]' >"$context/Dockerfile"
+    if ! docker build --quiet --tag "$image" "$context" >&2; then
+      rm -rf "$context"
+      return 1
+    fi
+    rm -rf "$context"
+  fi
+  echo "$image"
+}
+
 # ---- The schema database the query macros check against -------------------------------------
 
 # The path of a PostgreSQL program (initdb, pg_ctl, psql): on the PATH, or in the newest
