@@ -11,7 +11,7 @@
 use crate::{labels, quantity, Context};
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, EndpointIpamConfig, EndpointSettings,
-    HostConfig, Mount, MountType, NetworkingConfig,
+    HostConfig, Mount, MountType, MountVolumeOptions, NetworkingConfig,
 };
 use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
 use k8s_openapi::api::core::v1::{Container, Pod, SecurityContext};
@@ -245,7 +245,11 @@ fn body(
                 Some(NetworkingConfig {
                     endpoints_config: Some(HashMap::from([(ctx.network.name.clone(), endpoint)])),
                 }),
-                pod.metadata.name.clone(),
+                // The pod's name, cut to a hostname's 63 bytes as the kubelet cuts it.
+                pod.metadata
+                    .name
+                    .as_deref()
+                    .map(|n| n.chars().take(63).collect()),
             )
         }
     };
@@ -406,6 +410,12 @@ fn mounts(pod: &Pod, container: &Container) -> Result<Vec<Mount>, String> {
                 target: Some(m.mount_path.clone()),
                 source: Some(volume_name(uid, &m.name)),
                 typ: Some(MountType::VOLUME),
+                // An emptyDir starts empty: Docker would otherwise copy the image's files at
+                // the mount point (and their owner) into the new volume.
+                volume_options: Some(MountVolumeOptions {
+                    no_copy: Some(true),
+                    ..Default::default()
+                }),
                 read_only: m.read_only,
                 ..Default::default()
             })

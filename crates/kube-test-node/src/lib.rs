@@ -30,11 +30,11 @@
 //! no probes (a running container is ready); no CNI, NetworkPolicy, Services or kube-proxy;
 //! no exec, attach, logs or port-forward server (the API server's `pods/exec`, `pods/log` and
 //! `pods/portforward` fail against this node); no Secrets, ConfigMaps, projected or
-//! service-account volumes, no `envFrom`, no `$(VAR)` expansion, no `subPath`; requests, node
-//! affinity, taints and tolerations are not considered when binding; `ephemeral-storage`
-//! limits and an on-disk `emptyDir`'s `sizeLimit` are not enforced; no eviction, no static
-//! pods, no node lease; and nothing marks the Node NotReady when the agent stops (no node
-//! lifecycle controller runs).
+//! service-account volumes, no `envFrom`, no `$(VAR)` expansion, no Service environment
+//! variables, no `subPath`; requests, node affinity, taints and tolerations are not
+//! considered when binding; `ephemeral-storage` limits and an on-disk `emptyDir`'s
+//! `sizeLimit` are not enforced; no eviction, no static pods, no node lease; and nothing marks
+//! the Node NotReady when the agent stops (no node lifecycle controller runs).
 
 pub mod containers;
 pub mod labels;

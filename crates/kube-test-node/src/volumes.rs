@@ -2,7 +2,9 @@
 //! containers and removed with the pod. `medium: Memory` is a tmpfs volume (its `sizeLimit`
 //! its size); any other is a local volume on disk whose `sizeLimit` is not enforced. Both are
 //! world-writable (mode 1777; on disk, set on the volume's directory, which needs the agent
-//! to run as root beside dockerd), as a kubelet's emptyDir is writable by any uid.
+//! to run as root beside dockerd), as a kubelet's emptyDir is writable by any uid, and empty:
+//! the mounts turn off Docker's copy of the image's files into a new volume
+//! ([`crate::containers`]).
 //!
 //! Other volume kinds (Secrets, ConfigMaps, projected, hostPath, PVCs) are refused: the pod
 //! fails with the reason [`UNSUPPORTED`].
