@@ -282,15 +282,20 @@ ensure_sandboxd_image() {
   local bin digest image context
   bin=$(build_sandboxd "$@") || return 1
   ensure_docker || return 1
-  digest=$(sha256sum "$bin" | cut -c1-12)
+  # The daemon where the server's image holds it too (the pod's init container runs that path).
+  local recipe='FROM scratch
+LABEL io.sandbox-agents.image="sandboxd"
+COPY sandboxd /usr/local/bin/sandboxd
+ENTRYPOINT ["/usr/local/bin/sandboxd"]'
+  # Tagged by what it is built from: the binary and this recipe.
+  digest=$( { sha256sum <"$bin"; printf '%s' "$recipe"; } | sha256sum | cut -c1-12)
   image="sandbox-agents-sandboxd:$digest"
   if ! docker image inspect "$image" >/dev/null 2>&1; then
     log "building the daemon's image $image"
     context=$(mktemp -d)
     cp "$bin" "$context/sandboxd"
     chmod 0755 "$context/sandboxd"
-    printf '%s\n' 'FROM scratch' 'LABEL io.sandbox-agents.image="sandboxd"' \
-      'COPY sandboxd /sandboxd' 'ENTRYPOINT ["/sandboxd"]' >"$context/Dockerfile"
+    printf '%s\n' "$recipe" >"$context/Dockerfile"
     if ! docker build --quiet --tag "$image" "$context" >&2; then
       rm -rf "$context"
       return 1

@@ -396,6 +396,16 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
+    /// Ends the sandbox: every process gets `SIGTERM`, what is left after `grace_ms` gets
+    /// `SIGKILL`, then the daemon exits (and its container with it). The answer comes before
+    /// the end; when nothing was left to wait for, the connection may close instead, which
+    /// is [`ClientError::is_transport`] and means the same.
+    pub async fn shutdown(&self, grace_ms: u64) -> Result<()> {
+        let body = serde_json::json!({ "grace_ms": grace_ms });
+        self.empty(Method::POST, "/v1/shutdown", Some(to_json(&body)))
+            .await
+    }
+
     pub async fn remove(&self, path: &str, recursive: bool) -> Result<()> {
         let recursive = recursive.to_string();
         let uri = with_query("/v1/files", &[("path", path), ("recursive", &recursive)]);

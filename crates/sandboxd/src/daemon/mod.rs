@@ -18,6 +18,7 @@ mod pack;
 mod ports;
 mod processes;
 mod pty;
+mod shutdown;
 mod tunnel;
 
 pub use error::Failure;
@@ -68,6 +69,7 @@ fn router(daemon: Arc<Daemon>, guard: ConnectionGuard) -> Router {
         .route("/v1/mkdir", post(files::mkdir))
         .route("/v1/ports/wait", post(ports::wait))
         .route("/v1/ports/{port}/connect", post(tunnel::connect))
+        .route("/v1/shutdown", post(shutdown::shutdown))
         .layer(axum::Extension(guard))
         .with_state(daemon)
 }
