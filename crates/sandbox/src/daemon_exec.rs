@@ -1,10 +1,10 @@
-//! A command through the daemon, with what the Docker exec path gives (`docker::exec`):
+//! A command through the daemon, on every backend that has one, with what the Docker exec
+//! path gives (`docker::exec`):
 //! the same exit codes (124 on a timeout, after TERM then KILL of the whole tree), the same
 //! output caps, the same errors for a missing working directory. Dropping the future
 //! abandons the command, and the daemon kills its tree.
 
-use crate::docker::exec::HOST_GRACE;
-use crate::{ExecOutput, ExecRequest, Result, SandboxError, WORKDIR};
+use crate::{ExecOutput, ExecRequest, Result, SandboxError, HOST_GRACE, TIMEOUT_EXIT, WORKDIR};
 use sandboxd::client::{Client, ClientError, Stream};
 use sandboxd::proto::{ErrorKind, ExecSpec};
 
@@ -72,7 +72,7 @@ pub(crate) async fn exec(
 /// The exit of a command the host stopped waiting for.
 fn gave_up() -> sandboxd::proto::ExitInfo {
     sandboxd::proto::ExitInfo {
-        code: crate::docker::exec::TIMEOUT_EXIT as i32,
+        code: TIMEOUT_EXIT as i32,
         timed_out: true,
         ..Default::default()
     }

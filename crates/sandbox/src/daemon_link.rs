@@ -141,6 +141,36 @@ impl DaemonLinks {
         Ok(client)
     }
 
+    /// Connects to the daemon of a sandbox that was just created, retrying until `timeout`
+    /// (its daemon may not listen yet); unlike [`DaemonLinks::client`], a failure is not
+    /// remembered, as the sandbox is not given up on the first refusal. The error is the last
+    /// attempt's.
+    pub async fn connect_within(
+        self: &Arc<Self>,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Client, String> {
+        let deadline = Instant::now() + timeout;
+        let mut wait = Duration::from_millis(20);
+        loop {
+            let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.connect(id)).await;
+            let failure = match attempt {
+                Ok(Ok(client)) => {
+                    self.slots()
+                        .insert(id.to_owned(), Slot::Open(client.clone()));
+                    return Ok(client);
+                }
+                Ok(Err(e)) => e,
+                Err(_) => format!("no answer within {CONNECT_TIMEOUT:?}"),
+            };
+            if Instant::now() + wait >= deadline {
+                return Err(failure);
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_millis(500));
+        }
+    }
+
     /// Connects in the background (a boot does not wait for it): the daemon starts with the
     /// sandbox, and the first command finds its connection open.
     pub fn warm(self: &Arc<Self>, id: &str) {

@@ -7,9 +7,11 @@
 //! backend creates carries labels naming the deployment and the session, so a reconciler can
 //! find what nobody owns.
 
+mod daemon_exec;
 pub mod daemon_link;
 pub mod docker;
 pub mod egress;
+pub mod kubernetes;
 pub mod memory;
 pub mod path;
 pub mod settings;
@@ -18,6 +20,7 @@ pub mod unavailable;
 pub use daemon_link::DaemonIo;
 pub use docker::DockerBackend;
 pub use egress::EgressGateway;
+pub use kubernetes::{KubernetesBackend, KubernetesSettings};
 pub use memory::MemoryBackend;
 /// The daemon's protocol and client, for the services that talk to it.
 pub use sandboxd;
@@ -43,6 +46,11 @@ use futures::stream::BoxStream;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Exit code of a command that timed out (`timeout`'s), on every backend.
+pub const TIMEOUT_EXIT: i64 = 124;
+/// How long past a command's timeout the control plane keeps waiting for its end.
+pub const HOST_GRACE: Duration = Duration::from_secs(15);
 
 /// The workspace root inside every sandbox; all workspace paths are relative to it.
 pub const WORKDIR: &str = "/workspace";
@@ -227,6 +235,14 @@ pub struct Capabilities {
     /// process (the in-memory test double) has nothing to isolate and declares false; the
     /// conformance suite checks the kernel's view only where this is declared.
     pub isolation: bool,
+    /// The control plane writes as root in a sandbox: [`SandboxBackend::put_system_file`],
+    /// [`SandboxBackend::remove_system_path`], and archives into directories of the image's
+    /// that the sandbox user may not write (an extra CA, `s3_mount` staging). A pod runs
+    /// with no root at all.
+    pub system_files: bool,
+    /// The spec's pids limit is the sandbox's own (on Kubernetes the kubelet sets one per
+    /// node, `podPidsLimit`).
+    pub pids_limit: bool,
 }
 
 impl Capabilities {
@@ -238,13 +254,15 @@ impl Capabilities {
         warm_pool: false,
         disk_measurement: false,
         isolation: false,
+        system_files: false,
+        pids_limit: false,
     };
 }
 
 /// A compute plane that runs sandboxes.
 #[async_trait]
 pub trait SandboxBackend: Send + Sync + 'static {
-    /// `docker`, `k8s`, ...: what `GET /api/backends` lists.
+    /// `docker`, `kubernetes`, ...: what `GET /api/backends` lists.
     fn name(&self) -> &'static str;
 
     /// What this backend can do (see [`Capabilities`]).

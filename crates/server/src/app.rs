@@ -64,8 +64,10 @@ impl ServiceSettings {
             ..config.s3_settings()
         };
         sandbox_agents_workspace::s3::check(&s3).map_err(anyhow::Error::msg)?;
+        let master_key = config.master_key()?;
         Ok(ServiceSettings {
-            master_key: config.master_key()?,
+            backend: config.backend_settings(&master_key)?,
+            master_key,
             sessions: SessionSettings {
                 default_image: config.image.clone(),
                 default_model: config.default_model.clone(),
@@ -112,7 +114,6 @@ impl ServiceSettings {
                 max_concurrent_builds: config.max_concurrent_builds,
                 sweep_interval: SWEEP_INTERVAL,
             },
-            backend: config.backend_settings(),
             egress: config.egress_settings()?,
         })
     }
@@ -220,6 +221,11 @@ pub async fn services(
             }
             // Its sandboxes are records: they have no network to confine.
             BackendSettings::Memory(_) => {}
+            BackendSettings::Kubernetes(_) => anyhow::bail!(
+                "--egress-proxy is not built for --backend kubernetes yet (its NetworkPolicy \
+                 is the next step of issue 37): a sandbox pod would have the cluster's network \
+                 unfiltered, so the server refuses to start rather than pretend"
+            ),
         }
     }
     let backend = backend_settings

@@ -102,9 +102,56 @@ pub struct Config {
     )]
     pub db_max_connections: u32,
 
-    /// The compute plane sessions run on (the only one so far: docker).
-    #[arg(long, env = "SANDBOX_AGENTS_BACKEND", default_value = "docker", value_parser = ["docker"], global = true)]
+    /// The compute plane sessions run on: `docker` (one Engine, beside this server) or
+    /// `kubernetes` (a pod per sandbox in a cluster: the `--kubernetes-*` flags,
+    /// docs/kubernetes.md).
+    #[arg(long, env = "SANDBOX_AGENTS_BACKEND", default_value = "docker", value_parser = ["docker", "kubernetes"], global = true)]
     pub backend: String,
+
+    /// With `--backend kubernetes`: a kubeconfig to use. Default: the in-cluster
+    /// configuration when this server runs in a pod, else `KUBECONFIG` or `~/.kube/config`.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_KUBECONFIG", global = true)]
+    pub kubernetes_kubeconfig: Option<PathBuf>,
+
+    /// With `--backend kubernetes`: the namespace sandboxes' pods run in. It must exist, and
+    /// this server's identity must hold the Role of deploy/kubernetes/ there.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_KUBERNETES_NAMESPACE",
+        default_value = "sandbox-agents-sandboxes",
+        global = true
+    )]
+    pub kubernetes_namespace: String,
+
+    /// With `--backend kubernetes`: the sandbox image as the cluster pulls it (a registry's
+    /// name for what `--image` names locally). Default: `--image` as it is.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_IMAGE", global = true)]
+    pub kubernetes_image: Option<String>,
+
+    /// With `--backend kubernetes`: the image an init container copies the sandbox daemon
+    /// from, as the cluster pulls it; it must hold the static daemon at
+    /// /usr/local/bin/sandboxd, as this server's own image does. Required with that backend.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_SANDBOXD_IMAGE", global = true)]
+    pub kubernetes_sandboxd_image: Option<String>,
+
+    /// With `--backend kubernetes`: the RuntimeClass sandboxes run under (gVisor, Kata).
+    /// Default: the cluster's default runtime.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_RUNTIME_CLASS", global = true)]
+    pub kubernetes_runtime_class: Option<String>,
+
+    /// With `--backend kubernetes`: node labels sandboxes' pods must land on, as
+    /// `key=value,key=value`.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_NODE_SELECTOR", global = true)]
+    pub kubernetes_node_selector: Option<String>,
+
+    /// With `--backend kubernetes`: the Secret (in the sandboxes' namespace) the cluster
+    /// pulls the sandbox and daemon images with.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_KUBERNETES_IMAGE_PULL_SECRET",
+        global = true
+    )]
+    pub kubernetes_image_pull_secret: Option<String>,
 
     /// The image sessions boot when their agent names none. Docker reads DOCKER_HOST to find
     /// the Engine (default: the local socket).

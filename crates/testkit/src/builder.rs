@@ -134,6 +134,20 @@ impl<'a> TestAppBuilder<'a> {
         })
     }
 
+    /// Sandboxes on Kubernetes (`--backend kubernetes`): the test cluster's namespace `ns`,
+    /// under its service account (the Role of `deploy/kubernetes/` only), with the test
+    /// daemon image.
+    pub fn with_kubernetes(self, ns: &crate::kube::TestNamespace) -> Self {
+        let (namespace, kubeconfig) = (ns.name.clone(), ns.kubeconfig.clone());
+        let sandboxd_image = crate::kube::sandboxd_image();
+        self.with_config(move |c| {
+            c.backend = "kubernetes".to_owned();
+            c.kubernetes_namespace = namespace;
+            c.kubernetes_kubeconfig = Some(kubeconfig);
+            c.kubernetes_sandboxd_image = Some(sandboxd_image);
+        })
+    }
+
     /// The deployment's shared token is `token` (not open mode).
     pub fn with_token(self, token: &str) -> Self {
         self.with_auth(Auth::new(Some(token)))

@@ -14,6 +14,7 @@ mod database;
 pub mod exec_stream;
 pub mod files;
 pub mod git_server;
+pub mod kube;
 pub mod metrics;
 pub mod process;
 pub mod projects;

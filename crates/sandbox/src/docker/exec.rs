@@ -20,14 +20,11 @@ use futures::StreamExt;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
-/// Exit code of `timeout` when the command timed out (and of [`ExecOutput`] then).
-pub const TIMEOUT_EXIT: i64 = 124;
+pub use crate::{HOST_GRACE, TIMEOUT_EXIT};
 /// `timeout` exits 128 + 9 when it had to KILL the command.
 const KILLED_EXIT: i64 = 137;
 /// Seconds between `timeout`'s TERM and its KILL.
 const KILL_AFTER: &str = "5s";
-/// How long past the timeout the host keeps waiting for the output to end.
-pub const HOST_GRACE: Duration = Duration::from_secs(15);
 /// The variable that marks a command's processes.
 const EXEC_MARK: &str = "SA_EXEC";
 /// Kills the processes whose environment holds `SA_EXEC=$0`.

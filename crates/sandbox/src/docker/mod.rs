@@ -434,6 +434,8 @@ impl SandboxBackend for DockerBackend {
             warm_pool: true,
             disk_measurement: true,
             isolation: true,
+            system_files: true,
+            pids_limit: true,
         }
     }
 

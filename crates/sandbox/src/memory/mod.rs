@@ -224,6 +224,8 @@ impl SandboxBackend for MemoryBackend {
             warm_pool: true,
             disk_measurement: true,
             isolation: false,
+            system_files: true,
+            pids_limit: false,
         }
     }
 

@@ -204,3 +204,47 @@ impl<S: Subject> Drop for Harness<S> {
         .join();
     }
 }
+
+/// The Kubernetes backend as a [`Subject`]: on the test cluster (a real kube-apiserver and
+/// etcd, our test node agent running pods as Docker containers), in a namespace of the case's
+/// own, under a service account holding only the Role of `deploy/kubernetes/`.
+#[derive(Clone)]
+pub struct Kubernetes {
+    pub settings: sandbox_agents_sandbox::KubernetesSettings,
+}
+
+impl Kubernetes {
+    pub async fn new() -> Self {
+        let ns = sandbox_agents_testkit::kube::TestNamespace::new().await;
+        let key: [u8; 32] = rand_key();
+        let mut settings = sandbox_agents_sandbox::KubernetesSettings::new(
+            &ns.name,
+            &sandbox_agents_testkit::kube::sandboxd_image(),
+            key,
+        );
+        settings.kubeconfig = Some(ns.kubeconfig.clone());
+        Kubernetes { settings }
+    }
+}
+
+fn rand_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key
+}
+
+#[async_trait]
+impl Subject for Kubernetes {
+    async fn backend(&self, deployment: &str) -> Arc<dyn SandboxBackend> {
+        Arc::new(
+            sandbox_agents_sandbox::KubernetesBackend::connect(&self.settings, deployment)
+                .await
+                .expect("the test cluster takes the backend"),
+        )
+    }
+
+    fn image(&self) -> String {
+        image()
+    }
+}

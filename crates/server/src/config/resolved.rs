@@ -219,15 +219,37 @@ impl Config {
     }
 
     /// The backend sandboxes run on (`--backend`) with its flags; Docker's Engine address is
-    /// `DOCKER_HOST`, as for every Docker client.
-    pub(crate) fn backend_settings(&self) -> sandbox_agents_sandbox::BackendSettings {
-        // `--backend` accepts only `docker` so far (clap refuses anything else).
-        sandbox_agents_sandbox::BackendSettings::Docker(sandbox_agents_sandbox::DockerSettings {
+    /// `DOCKER_HOST`, as for every Docker client. A Kubernetes deployment's daemon tokens are
+    /// derived from `master_key`, so every replica reaches every sandbox.
+    pub(crate) fn backend_settings(
+        &self,
+        master_key: &sandbox_agents_vault::MasterKey,
+    ) -> anyhow::Result<sandbox_agents_sandbox::BackendSettings> {
+        use sandbox_agents_sandbox::{BackendSettings, DockerSettings, KubernetesSettings};
+        if self.backend == "kubernetes" {
+            let Some(sandboxd_image) = self.kubernetes_sandboxd_image.as_deref() else {
+                anyhow::bail!(
+                    "--backend kubernetes needs --kubernetes-sandboxd-image \
+                     (SANDBOX_AGENTS_KUBERNETES_SANDBOXD_IMAGE): the image, usually this \
+                     server's own, whose /usr/local/bin/sandboxd every sandbox pod gets"
+                );
+            };
+            let key = master_key.keyed_hash(b"sandbox-agents kubernetes daemon tokens");
+            let mut k = KubernetesSettings::new(&self.kubernetes_namespace, sandboxd_image, key);
+            k.kubeconfig = self.kubernetes_kubeconfig.clone();
+            k.image = self.kubernetes_image.clone();
+            k.runtime_class = self.kubernetes_runtime_class.clone();
+            k.image_pull_secret = self.kubernetes_image_pull_secret.clone();
+            k.node_selector = node_selector(self.kubernetes_node_selector.as_deref())?;
+            return Ok(BackendSettings::Kubernetes(k));
+        }
+        // clap accepts nothing but the two names.
+        Ok(BackendSettings::Docker(DockerSettings {
             host: std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()),
             network: self.docker_network.clone(),
             sandboxd: self.sandboxd_bin(),
             egress: None,
-        })
+        }))
     }
 
     /// The egress proxy's settings with `--egress-proxy`; the socket directory made absolute
@@ -639,4 +661,21 @@ mod tests {
         let bad = Cli::try_parse_from(["sandbox-agents", "--egress-deny", "10.0.0.0/33"]);
         assert!(bad.is_err());
     }
+}
+
+/// `--kubernetes-node-selector`: `key=value` pairs separated by commas.
+fn node_selector(flag: Option<&str>) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut labels = std::collections::BTreeMap::new();
+    for pair in flag
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let Some((k, v)) = pair.split_once('=') else {
+            anyhow::bail!("--kubernetes-node-selector: '{pair}' is not key=value");
+        };
+        labels.insert(k.trim().to_owned(), v.trim().to_owned());
+    }
+    Ok(labels)
 }

@@ -32,6 +32,7 @@ mod internal_errors;
 mod isolation;
 mod kernel;
 mod key_rotation;
+mod kubernetes;
 mod memory;
 mod memory_kept;
 mod metrics;

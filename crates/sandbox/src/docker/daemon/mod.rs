@@ -6,10 +6,9 @@
 //! in, a handshake that fails) is served by the Docker exec path instead.
 
 mod bridge;
-mod exec;
 pub mod volume;
 
-pub(crate) use exec::exec;
+pub(crate) use crate::daemon_exec::exec;
 pub use volume::DaemonBinary;
 
 use crate::daemon_link::{DaemonIo, DaemonLinks, DaemonTransport, RETRY_AFTER};

@@ -1,0 +1,431 @@
+//! [`SandboxBackend`] on Kubernetes (`kube`, `k8s-openapi`): one pod per sandbox.
+//!
+//! Each sandbox is a pod `sa-<session>-<nonce>` in the configured namespace, labelled with the
+//! deployment and the session (`pod.rs` makes it, and nothing else does), running as uid/gid
+//! 1000 with no privilege, no capability, seccomp `RuntimeDefault`, a read-only root
+//! filesystem and no service-account token. An init container copies the daemon in from its
+//! own image; the daemon is the container's process and listens on the pod network for the
+//! control plane only (`daemon.rs`: a per-pod token). Every operation after creation goes
+//! through the daemon; the API server is asked only to create, watch, list and delete pods.
+//!
+//! What differs from Docker (`docs/kubernetes.md`): snapshots keep the workspace archive only
+//! (a pod has no commit), there are no writes as root (no extra CA or `s3_mount` staging), the
+//! pids limit is the kubelet's (per node), and image builds, the warm pool and disk
+//! measurement are not built yet.
+
+mod daemon;
+mod error;
+pub mod pod;
+mod settings;
+mod start;
+pub mod status;
+
+pub use daemon::token;
+pub use settings::{DaemonRoute, KubernetesSettings};
+
+use crate::daemon_link::DaemonLinks;
+use crate::{
+    Capabilities, ExecOutput, ExecRequest, ListedSandbox, Result, Sandbox, SandboxBackend,
+    SandboxError, SandboxSpec, SandboxStatus, SnapshotKind, WORKDIR,
+};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use sandboxd::client::{Client as DaemonClient, ClientError};
+use sandboxd::proto::ErrorKind;
+use status::Progress;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Kubernetes backend. Cheap to clone.
+#[derive(Clone)]
+pub struct KubernetesBackend {
+    client: Client,
+    pods: Api<Pod>,
+    settings: KubernetesSettings,
+    deployment: String,
+    network: Arc<daemon::PodNetwork>,
+    links: Arc<DaemonLinks>,
+}
+
+impl std::fmt::Debug for KubernetesBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubernetesBackend")
+            .field("namespace", &self.settings.namespace)
+            .field("deployment", &self.deployment)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubernetesBackend {
+    /// Connects with `settings` and checks the cluster will run this deployment's sandboxes
+    /// (see `start.rs`); every error is a sentence for the operator.
+    pub async fn connect(settings: &KubernetesSettings, deployment: &str) -> Result<Self> {
+        start::connect(settings, deployment).await
+    }
+
+    fn new(client: Client, settings: KubernetesSettings, deployment: &str) -> Self {
+        let pods = Api::<Pod>::namespaced(client.clone(), &settings.namespace);
+        let network = Arc::new(daemon::PodNetwork {
+            pods: pods.clone(),
+            namespace: settings.namespace.clone(),
+            key: settings.daemon_key,
+            addresses: Default::default(),
+        });
+        KubernetesBackend {
+            links: DaemonLinks::new(network.clone()),
+            client,
+            pods,
+            settings,
+            deployment: deployment.to_owned(),
+            network,
+        }
+    }
+
+    /// The pod of `spec` under `name`, with the hash of that pod's daemon token.
+    fn pod_of(&self, spec: &SandboxSpec, name: &str) -> Pod {
+        let token = daemon::token(&self.settings.daemon_key, &self.settings.namespace, name);
+        let image = self.settings.image.as_deref().unwrap_or(&spec.image);
+        pod::pod(
+            &self.settings,
+            &self.deployment,
+            name,
+            spec,
+            image,
+            &sandboxd::tcp::token_hash(&token),
+        )
+    }
+
+    /// This deployment's pods, or those of one session.
+    async fn pods_of(&self, session: Option<&str>) -> Result<Vec<Pod>> {
+        let mut selector = format!("{}={}", pod::LABEL_DEPLOYMENT, self.deployment);
+        if let Some(s) = session {
+            selector.push_str(&format!(",{}={s}", pod::LABEL_SESSION));
+        }
+        Ok(self
+            .pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(error::api)?
+            .items)
+    }
+
+    /// Deletes the pod `name` at once (a force delete: the node stops its containers after),
+    /// and waits until the API server no longer has it. A missing pod is fine.
+    async fn delete_now(&self, name: &str) -> Result<()> {
+        self.links.forget(name);
+        self.network.forget(name);
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        match self.pods.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if error::is_not_found(&e) => Ok(()),
+            Err(e) => Err(error::api(e)),
+        }
+    }
+
+    /// Waits until the pod `name` runs, or cannot.
+    async fn until_running(&self, name: &str) -> Result<IpAddr> {
+        let settled = |pod: Option<&Pod>| {
+            pod.is_none_or(|p| !matches!(status::progress(p), Progress::Starting(_)))
+        };
+        let watched = tokio::time::timeout(
+            self.settings.start_timeout,
+            await_condition(self.pods.clone(), name, settled),
+        )
+        .await;
+        match watched {
+            Ok(Ok(Some(pod))) => match status::progress(&pod) {
+                Progress::Running(ip) => Ok(ip),
+                Progress::Failed(e) => Err(e),
+                Progress::Starting(s) => Err(SandboxError::Backend(s)),
+            },
+            Ok(Ok(None)) => Err(SandboxError::NotFound(name.to_owned())),
+            Ok(Err(e)) => Err(SandboxError::Backend(format!(
+                "watching the pod {name}: {e}"
+            ))),
+            Err(_) => {
+                let now = match self.pods.get_opt(name).await {
+                    Ok(Some(pod)) => status::describe(&pod),
+                    Ok(None) => "it is gone".to_owned(),
+                    Err(e) => format!("it cannot be read: {e}"),
+                };
+                Err(SandboxError::Backend(format!(
+                    "the pod {name} did not start within {:?}: {now}",
+                    self.settings.start_timeout
+                )))
+            }
+        }
+    }
+
+    /// The daemon of a sandbox, or why there is none: the pod is gone, or its daemon does
+    /// not answer.
+    async fn client(&self, id: &str) -> Result<DaemonClient> {
+        if let Some(client) = self.links.client(id).await {
+            return Ok(client);
+        }
+        match self.pods.get_opt(id).await.map_err(error::api)? {
+            None => Err(SandboxError::NotFound(id.to_owned())),
+            Some(pod) if pod.metadata.deletion_timestamp.is_some() => {
+                Err(SandboxError::NotFound(id.to_owned()))
+            }
+            Some(pod) => Err(SandboxError::Backend(format!(
+                "the daemon of the sandbox {id} does not answer ({})",
+                status::describe(&pod)
+            ))),
+        }
+    }
+}
+
+/// A daemon's failure on a path: a missing path is [`SandboxError::NoSuchPath`].
+fn on_path(path: &str, what: &'static str) -> impl Fn(ClientError) -> SandboxError {
+    let path = path.to_owned();
+    move |e| match e {
+        ClientError::Daemon(d) if d.kind == ErrorKind::NotFound => {
+            SandboxError::NoSuchPath(path.clone())
+        }
+        e if e.is_transport() => SandboxError::DaemonLost,
+        e => SandboxError::Backend(format!("{what} {path}: {e}")),
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for KubernetesBackend {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            snapshots: SnapshotKind::ArchiveOnly,
+            image_builds: false,
+            daemon: true,
+            warm_pool: false,
+            disk_measurement: false,
+            isolation: true,
+            system_files: false,
+            pids_limit: false,
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(session = %spec.session, pod = tracing::field::Empty))]
+    async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
+        // Whatever an earlier boot of this session left goes first.
+        for old in self.pods_of(Some(&spec.session)).await? {
+            if let Some(name) = old.metadata.name.as_deref() {
+                self.delete_now(name).await?;
+            }
+        }
+        let nonce = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        let name = format!("{}-{nonce}", pod::pod_name(&spec.session));
+        tracing::Span::current().record("pod", name.as_str());
+        self.pods
+            .create(&PostParams::default(), &self.pod_of(spec, &name))
+            .await
+            .map_err(error::api)?;
+        let started = async {
+            let ip = self.until_running(&name).await?;
+            self.network.remember(&name, ip);
+            self.links
+                .connect_within(&name, self.settings.start_timeout)
+                .await
+                .map_err(|e| {
+                    SandboxError::Backend(format!(
+                        "the pod {name} runs but its daemon at {ip}:{} does not answer: {e}",
+                        pod::DAEMON_PORT
+                    ))
+                })?;
+            Ok::<_, SandboxError>(ip)
+        };
+        let ip = match started.await {
+            Ok(ip) => ip,
+            Err(e) => {
+                let _ = self.delete_now(&name).await;
+                return Err(e);
+            }
+        };
+        let ports = spec
+            .exposed_ports
+            .iter()
+            .map(|p| (*p, SocketAddr::new(ip, *p)))
+            .collect();
+        tracing::debug!(%ip, "sandbox pod running");
+        Ok(Sandbox {
+            id: name,
+            workdir: WORKDIR.to_owned(),
+            ports,
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id))]
+    async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>> {
+        let Some(pod) = self.pods.get_opt(id).await.map_err(error::api)? else {
+            return Ok(None);
+        };
+        let ports = match status::address(&pod) {
+            Some(ip) => pod
+                .spec
+                .iter()
+                .flat_map(|s| &s.containers)
+                .filter(|c| c.name == pod::CONTAINER)
+                .flat_map(|c| c.ports.iter().flatten())
+                .filter_map(|p| u16::try_from(p.container_port).ok())
+                .filter(|p| *p != pod::DAEMON_PORT)
+                .map(|p| (p, SocketAddr::new(ip, p)))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        Ok(Some(SandboxStatus {
+            running: status::is_running(&pod),
+            ports,
+        }))
+    }
+
+    fn known_running(&self, id: &str) -> bool {
+        self.links.connected(id)
+    }
+
+    async fn daemon(&self, id: &str) -> Option<DaemonClient> {
+        self.links.client(id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id))]
+    async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput> {
+        let client = self.client(id).await?;
+        crate::daemon_exec::exec(&client, req, |_, _| {}).await
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id))]
+    async fn exec_streaming(
+        &self,
+        id: &str,
+        req: &ExecRequest,
+        on_output: &mut crate::OnOutput<'_>,
+    ) -> Result<ExecOutput> {
+        let client = self.client(id).await?;
+        crate::daemon_exec::exec(&client, req, on_output).await
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id, dir = %dir, bytes = tar.len()))]
+    async fn put_archive(&self, id: &str, dir: &str, tar: Bytes) -> Result<()> {
+        let tar = Bytes::from(
+            tokio::task::spawn_blocking(move || crate::docker::owned_by_sandbox_user(&tar))
+                .await
+                .map_err(|e| SandboxError::Backend(format!("put_archive: {e}")))??,
+        );
+        let whole = futures::stream::once(std::future::ready(Ok(tar))).boxed();
+        self.put_archive_stream(id, dir, whole).await
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id, dir = %dir))]
+    async fn put_archive_stream(
+        &self,
+        id: &str,
+        dir: &str,
+        tar: BoxStream<'static, std::io::Result<Bytes>>,
+    ) -> Result<()> {
+        let client = self.client(id).await?;
+        client
+            .put_archive(dir, tar)
+            .await
+            .map(|_| ())
+            .map_err(on_path(dir, "put_archive"))
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id, path = %path))]
+    async fn get_archive(&self, id: &str, path: &str) -> Result<BoxStream<'static, Result<Bytes>>> {
+        let client = self.client(id).await?;
+        let stream = client
+            .get_archive(path)
+            .await
+            .map_err(on_path(path, "get_archive"))?;
+        let path = path.to_owned();
+        Ok(stream.map_err(on_path(&path, "get_archive")).boxed())
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id))]
+    async fn stop(&self, id: &str, grace: Duration) -> Result<()> {
+        // A pod cannot be stopped and kept: its daemon ends every process of the sandbox
+        // and then itself, so the pod completes and stays, as a stopped container does.
+        let client = self.client(id).await?;
+        self.links.forget(id);
+        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        match client.shutdown(grace_ms).await {
+            Ok(()) => {}
+            Err(e) if e.is_transport() => {}
+            Err(e) => return Err(SandboxError::Backend(format!("stopping {id}: {e}"))),
+        }
+        let ended = |pod: Option<&Pod>| pod.is_none_or(|p| !status::is_running(p));
+        match tokio::time::timeout(
+            grace + Duration::from_secs(30),
+            await_condition(self.pods.clone(), id, ended),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(SandboxError::Backend(format!("watching the pod {id}: {e}"))),
+            Err(_) => Err(SandboxError::Backend(format!(
+                "the pod {id} still runs {:?} after its daemon was told to stop",
+                grace + Duration::from_secs(30)
+            ))),
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %id))]
+    async fn remove(&self, id: &str) -> Result<()> {
+        let uid = match self.pods.get_opt(id).await.map_err(error::api)? {
+            Some(pod) => pod.metadata.uid,
+            None => None,
+        };
+        self.delete_now(id).await?;
+        let Some(uid) = uid else { return Ok(()) };
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(self.pods.clone(), id, conditions::is_deleted(&uid)),
+        )
+        .await
+        .map_err(|_| SandboxError::Backend(format!("the pod {id} was not deleted within 30 s")))?
+        .map_err(|e| SandboxError::Backend(format!("watching the pod {id}: {e}")))?;
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<ListedSandbox>> {
+        Ok(self
+            .pods_of(None)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| {
+                let labels = p.metadata.labels.clone().unwrap_or_default();
+                let name = p.metadata.name.clone().unwrap_or_default();
+                ListedSandbox {
+                    id: name.clone(),
+                    name,
+                    session: labels.get(pod::LABEL_SESSION).cloned(),
+                    pool: None,
+                    running: status::is_running(&p),
+                }
+            })
+            .collect())
+    }
+
+    async fn snapshot_image(&self, id: &str, _name: &str) -> Result<String> {
+        Err(SandboxError::Backend(format!(
+            "the kubernetes backend keeps a snapshot of {id} as its workspace archive only: a pod cannot be committed to an image"
+        )))
+    }
+
+    async fn remove_image(&self, _image: &str) -> Result<()> {
+        // It makes no images; what it is asked to remove is not its own.
+        Ok(())
+    }
+}

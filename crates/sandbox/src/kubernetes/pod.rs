@@ -1,0 +1,271 @@
+//! The pod a sandbox is: its hardening, limits, labels, the daemon copied in by an init
+//! container, and reading back what the cluster reports about it.
+//!
+//! Every pod is made here and nowhere else, so the golden file of this module's test is the
+//! whole of what the backend asks a cluster to run (`tests/golden/kubernetes/pod.json`).
+
+use super::settings::KubernetesSettings;
+use crate::docker::{SANDBOX_GID, SANDBOX_UID};
+use crate::{SandboxSpec, WORKDIR};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, LocalObjectReference,
+    Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, SecurityContext,
+    Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+/// Label naming the deployment that owns a pod (Kubernetes label keys take a DNS prefix, so
+/// these are not the Docker labels' spelling).
+pub const LABEL_DEPLOYMENT: &str = "sandbox-agents.io/deployment";
+/// Label naming the session a pod belongs to.
+pub const LABEL_SESSION: &str = "sandbox-agents.io/session";
+/// The start of every sandbox pod's name (`sa-<session>`).
+pub const POD_PREFIX: &str = "sa-";
+/// The port the daemon listens on in every pod.
+pub const DAEMON_PORT: u16 = sandboxd::tcp::DEFAULT_TCP_PORT;
+/// The sandbox's container (the one the daemon and every command run in).
+pub const CONTAINER: &str = "sandbox";
+/// Where the daemon's image holds it (the server's image holds it there too).
+pub const SANDBOXD_IN_IMAGE: &str = "/usr/local/bin/sandboxd";
+/// Where the init container puts the daemon, in the sandbox's container.
+const DAEMON_DIR: &str = "/opt/sandbox-agents/bin";
+/// Where the sandbox user's home is seeded from the image (a read-only root keeps it
+/// writable this way).
+const HOME: &str = "/home/sandbox";
+const HOME_SEED: &str = "/opt/sandbox-agents/home";
+
+/// The pod name of a session's sandbox.
+pub fn pod_name(session: &str) -> String {
+    format!("{POD_PREFIX}{session}")
+}
+
+fn quantity(s: impl Into<String>) -> Quantity {
+    Quantity(s.into())
+}
+
+/// The hardening every container of the pod gets: no privilege, no escalation, no
+/// capability, the runtime's default seccomp profile, a read-only root filesystem.
+fn hardened() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        run_as_user: Some(SANDBOX_UID as i64),
+        run_as_group: Some(SANDBOX_GID as i64),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            localhost_profile: None,
+        }),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+fn empty_dir(name: &str, limit: Option<&str>) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: None,
+            size_limit: limit.map(quantity),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The pod of `spec`, named `name`, running `image`, whose daemon accepts only the token
+/// whose hash is `token_hash`.
+pub fn pod(
+    settings: &KubernetesSettings,
+    deployment: &str,
+    name: &str,
+    spec: &SandboxSpec,
+    image: &str,
+    token_hash: &str,
+) -> Pod {
+    let labels = BTreeMap::from([
+        (LABEL_DEPLOYMENT.to_owned(), deployment.to_owned()),
+        (LABEL_SESSION.to_owned(), spec.session.clone()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "sandbox-agents".to_owned(),
+        ),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            "sandbox".to_owned(),
+        ),
+    ]);
+    let mut env: Vec<EnvVar> = spec
+        .env
+        .iter()
+        .map(|(k, v)| EnvVar {
+            name: k.clone(),
+            value: Some(v.clone()),
+            value_from: None,
+        })
+        .collect();
+    env.push(EnvVar {
+        name: "HOME".to_owned(),
+        value: Some(HOME.to_owned()),
+        value_from: None,
+    });
+    env.push(EnvVar {
+        name: sandboxd::tcp::TOKEN_ENV.to_owned(),
+        value: Some(token_hash.to_owned()),
+        value_from: None,
+    });
+    let limits = &spec.limits;
+    // Millicores, rounded up to one: the API refuses finer.
+    let cpu = format!("{}m", ((limits.cpus * 1000.0).ceil() as i64).max(1));
+    let resources = BTreeMap::from([
+        ("cpu".to_owned(), quantity(cpu)),
+        (
+            "memory".to_owned(),
+            quantity(limits.memory_bytes.to_string()),
+        ),
+    ]);
+    let mut ports = vec![ContainerPort {
+        name: Some("sandboxd".to_owned()),
+        container_port: i32::from(DAEMON_PORT),
+        protocol: Some("TCP".to_owned()),
+        ..Default::default()
+    }];
+    ports.extend(spec.exposed_ports.iter().map(|p| ContainerPort {
+        container_port: i32::from(*p),
+        protocol: Some("TCP".to_owned()),
+        ..Default::default()
+    }));
+    let small = ResourceRequirements {
+        limits: Some(BTreeMap::from([
+            ("cpu".to_owned(), quantity("200m")),
+            ("memory".to_owned(), quantity("64Mi")),
+        ])),
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), quantity("10m")),
+            ("memory".to_owned(), quantity("16Mi")),
+        ])),
+        ..Default::default()
+    };
+    let init = vec![
+        // The daemon, from an image that holds only it (or the server's own), onto a
+        // volume the sandbox's container runs it from: any image gets it unchanged.
+        Container {
+            name: "sandboxd".to_owned(),
+            image: Some(settings.sandboxd_image.clone()),
+            command: Some(vec![
+                SANDBOXD_IN_IMAGE.to_owned(),
+                "install".to_owned(),
+                DAEMON_DIR.to_owned(),
+            ]),
+            volume_mounts: Some(vec![mount("sandboxd", DAEMON_DIR, false)]),
+            security_context: Some(hardened()),
+            resources: Some(small.clone()),
+            ..Default::default()
+        },
+        // The image's home, copied where it stays writable under a read-only root.
+        Container {
+            name: "home".to_owned(),
+            image: Some(image.to_owned()),
+            // Not `-a`: the volume's own directory is not the sandbox user's to set times or
+            // modes on; its files become the user's, as the image's home holds them.
+            command: Some(vec![
+                "cp".to_owned(),
+                "-RP".to_owned(),
+                format!("{HOME}/."),
+                format!("{HOME_SEED}/"),
+            ]),
+            volume_mounts: Some(vec![mount("home", HOME_SEED, false)]),
+            security_context: Some(hardened()),
+            resources: Some(small),
+            ..Default::default()
+        },
+    ];
+    let sandbox = Container {
+        name: CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        // `args`, not `command`: the image's entrypoint (an init such as tini, which reaps
+        // what commands leave behind) runs the daemon.
+        args: Some(vec![
+            format!("{DAEMON_DIR}/sandboxd"),
+            "serve".to_owned(),
+            "--listen".to_owned(),
+            format!("0.0.0.0:{DAEMON_PORT}"),
+        ]),
+        env: Some(env),
+        working_dir: Some(WORKDIR.to_owned()),
+        ports: Some(ports),
+        resources: Some(ResourceRequirements {
+            // Requests equal to limits: the scheduler places what the sandbox may use.
+            limits: Some(resources.clone()),
+            requests: Some(resources),
+            ..Default::default()
+        }),
+        security_context: Some(hardened()),
+        volume_mounts: Some(vec![
+            mount("sandboxd", DAEMON_DIR, true),
+            mount("workspace", WORKDIR, false),
+            mount("home", HOME, false),
+            mount("tmp", "/tmp", false),
+            mount("var-tmp", "/var/tmp", false),
+        ]),
+        ..Default::default()
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(settings.namespace.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            automount_service_account_token: Some(false),
+            // No variables naming the namespace's services: a sandbox learns no address.
+            enable_service_links: Some(false),
+            restart_policy: Some("Never".to_owned()),
+            termination_grace_period_seconds: Some(5),
+            runtime_class_name: settings.runtime_class.clone(),
+            node_selector: (!settings.node_selector.is_empty())
+                .then(|| settings.node_selector.clone()),
+            image_pull_secrets: settings
+                .image_pull_secret
+                .as_ref()
+                .map(|s| vec![LocalObjectReference { name: s.clone() }]),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(SANDBOX_UID as i64),
+                run_as_group: Some(SANDBOX_GID as i64),
+                fs_group: Some(SANDBOX_GID as i64),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    localhost_profile: None,
+                }),
+                ..Default::default()
+            }),
+            init_containers: Some(init),
+            containers: vec![sandbox],
+            volumes: Some(vec![
+                empty_dir("sandboxd", Some("64Mi")),
+                empty_dir("workspace", None),
+                empty_dir("home", None),
+                empty_dir("tmp", None),
+                empty_dir("var-tmp", None),
+            ]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

@@ -1,0 +1,78 @@
+//! What the Kubernetes backend starts with: one value the server resolves from its
+//! `--kubernetes-*` flags, checked against the cluster when the backend connects.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// How the control plane reaches a sandbox pod's daemon.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DaemonRoute {
+    /// The pod's address on the cluster network: the control plane runs in the cluster (or
+    /// on a network that routes to pods, as the test cluster's host does).
+    #[default]
+    PodNetwork,
+}
+
+/// The Kubernetes backend's settings.
+#[derive(Clone)]
+pub struct KubernetesSettings {
+    /// A kubeconfig to read; `None`: in-cluster configuration when the server runs in a pod,
+    /// else `KUBECONFIG` or `~/.kube/config` (as `kubectl` finds it).
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace sandboxes' pods live in (`--kubernetes-namespace`).
+    pub namespace: String,
+    /// The sandbox image as the cluster pulls it (`--kubernetes-image`); `None`: the image a
+    /// session asks for, as it is named (the control plane's default sandbox image).
+    pub image: Option<String>,
+    /// The image the init container copies the daemon from (`--kubernetes-sandboxd-image`):
+    /// one holding the static `sandboxd` at `/sandboxd`, such as the server's own image.
+    pub sandboxd_image: String,
+    /// The runtime class sandboxes run under (`--kubernetes-runtime-class`: gVisor, Kata);
+    /// `None`: the cluster's default runtime.
+    pub runtime_class: Option<String>,
+    /// Node labels a sandbox's pod must land on (`--kubernetes-node-selector k=v,...`).
+    pub node_selector: BTreeMap<String, String>,
+    /// The Secret the kubelet pulls the images with (`--kubernetes-image-pull-secret`).
+    pub image_pull_secret: Option<String>,
+    /// How the daemon is reached.
+    pub route: DaemonRoute,
+    /// The key the per-sandbox daemon tokens are derived from (the server derives it from its
+    /// master key, so every replica reaches every sandbox). Never sent anywhere: a pod holds
+    /// only the hash of its own token.
+    pub daemon_key: [u8; 32],
+    /// How long a pod may take from creation to a daemon that answers.
+    pub start_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for KubernetesSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubernetesSettings")
+            .field("kubeconfig", &self.kubeconfig)
+            .field("namespace", &self.namespace)
+            .field("image", &self.image)
+            .field("sandboxd_image", &self.sandboxd_image)
+            .field("runtime_class", &self.runtime_class)
+            .field("node_selector", &self.node_selector)
+            .field("image_pull_secret", &self.image_pull_secret)
+            .field("route", &self.route)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubernetesSettings {
+    /// Settings for `namespace` with everything else at its default.
+    pub fn new(namespace: &str, sandboxd_image: &str, daemon_key: [u8; 32]) -> Self {
+        KubernetesSettings {
+            kubeconfig: None,
+            namespace: namespace.to_owned(),
+            image: None,
+            sandboxd_image: sandboxd_image.to_owned(),
+            runtime_class: None,
+            node_selector: BTreeMap::new(),
+            image_pull_secret: None,
+            route: DaemonRoute::PodNetwork,
+            daemon_key,
+            start_timeout: std::time::Duration::from_secs(120),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The Kubernetes backend as [`KubernetesSettings`] describe it, checked against the cluster
+//! before the server serves: a configuration that cannot work stops the server with a
+//! sentence that says what is wrong and where it looked, instead of failing every boot.
+//!
+//! What is checked, in order: a configuration is found (the kubeconfig named, in-cluster, or
+//! `KUBECONFIG`/`~/.kube/config`); the API server answers; this identity may do everything
+//! the backend does to pods in the namespace (`SelfSubjectAccessReview`, which needs no
+//! permission of its own); and the cluster admits the pod the backend makes, created with
+//! `dryRun` (the namespace exists, the runtime class exists, admission such as Pod Security
+//! accepts it), so nothing is created by the check.
+
+use super::settings::KubernetesSettings;
+use super::KubernetesBackend;
+use crate::{SandboxError, SandboxSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// What the backend does to pods, each of which the server's identity must be allowed.
+const POD_VERBS: &[(&str, &str)] = &[
+    ("pods", "create"),
+    ("pods", "get"),
+    ("pods", "list"),
+    ("pods", "watch"),
+    ("pods", "delete"),
+];
+
+fn config_error(message: String) -> SandboxError {
+    SandboxError::Backend(message)
+}
+
+/// The client configuration and a sentence on where it came from.
+async fn load(settings: &KubernetesSettings) -> Result<(Config, String), SandboxError> {
+    if let Some(path) = &settings.kubeconfig {
+        let where_ = format!("the kubeconfig {}", path.display());
+        let kubeconfig = Kubeconfig::read_from(path)
+            .map_err(|e| config_error(format!("cannot read {where_}: {e}")))?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| config_error(format!("{where_} cannot be used: {e}")))?;
+        return Ok((config, where_));
+    }
+    let where_ = if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        "the in-cluster configuration (this pod's service account)".to_owned()
+    } else {
+        match std::env::var("KUBECONFIG") {
+            Ok(path) if !path.is_empty() => format!("the kubeconfig {path} (KUBECONFIG)"),
+            _ => "the kubeconfig ~/.kube/config (KUBECONFIG is unset)".to_owned(),
+        }
+    };
+    let config = Config::infer().await.map_err(|e| {
+        config_error(format!(
+            "no Kubernetes cluster is configured for --backend kubernetes: not running in a \
+             cluster (KUBERNETES_SERVICE_HOST is unset) and {where_} cannot be used ({e}); \
+             set --kubernetes-kubeconfig or KUBECONFIG"
+        ))
+    })?;
+    Ok((config, where_))
+}
+
+/// Connects, checks, and makes the backend of `deployment`.
+pub(crate) async fn connect(
+    settings: &KubernetesSettings,
+    deployment: &str,
+) -> Result<KubernetesBackend, SandboxError> {
+    let (config, where_) = load(settings).await?;
+    let url = config.cluster_url.to_string();
+    let client = Client::try_from(config)
+        .map_err(|e| config_error(format!("{where_} cannot be used: {e}")))?;
+    let version = client.apiserver_version().await.map_err(|e| {
+        config_error(format!(
+            "the Kubernetes API server at {url} (from {where_}) does not answer: {e}"
+        ))
+    })?;
+    tracing::info!(%url, version = %version.git_version, "connected to the Kubernetes API server");
+    let ns = &settings.namespace;
+    let mut refused = Vec::new();
+    for (resource, verb) in POD_VERBS {
+        if !allowed(&client, ns, resource, verb).await.map_err(|e| {
+            config_error(format!(
+                "the Kubernetes API server at {url} refused to say what this server may do ({e})"
+            ))
+        })? {
+            refused.push(format!("{verb} {resource}"));
+        }
+    }
+    if !refused.is_empty() {
+        return Err(config_error(format!(
+            "the identity from {where_} may not {} in the namespace {ns} of {url}: bind it to \
+             the Role in deploy/kubernetes/ (docs/kubernetes.md)",
+            refused.join(", ")
+        )));
+    }
+    let backend = KubernetesBackend::new(client, settings.clone(), deployment);
+    backend.admits_its_pods(&url).await?;
+    Ok(backend)
+}
+
+async fn allowed(client: &Client, ns: &str, resource: &str, verb: &str) -> kube::Result<bool> {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_owned())),
+        None => (resource, None),
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.to_owned()),
+                verb: Some(verb.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+impl KubernetesBackend {
+    /// Creates, with `dryRun`, the pod a session would get: the cluster's validation and
+    /// admission judge it, and nothing is made.
+    async fn admits_its_pods(&self, url: &str) -> Result<(), SandboxError> {
+        let spec = SandboxSpec {
+            session: "00000000-0000-0000-0000-000000000000".to_owned(),
+            image: self
+                .settings
+                .image
+                .clone()
+                .unwrap_or_else(|| "sandbox".to_owned()),
+            env: Default::default(),
+            exposed_ports: vec![],
+            limits: Default::default(),
+        };
+        let pod = self.pod_of(&spec, &super::pod::pod_name(&spec.session));
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let ns = &self.settings.namespace;
+        match Api::<Pod>::namespaced(self.client.clone(), ns)
+            .create(&params, &pod)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if super::error::is_not_found(&e) => Err(config_error(format!(
+                "the namespace {ns} (--kubernetes-namespace) does not exist in the cluster at \
+                 {url}: create it (kubectl create namespace {ns})"
+            ))),
+            Err(e) => Err(config_error(format!(
+                "the cluster at {url} refuses the pods sandboxes run in, in the namespace \
+                 {ns}: {e}"
+            ))),
+        }
+    }
+}

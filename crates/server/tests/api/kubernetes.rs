@@ -1,0 +1,161 @@
+//! The server on `--backend kubernetes`, against the test cluster (a real kube-apiserver and
+//! etcd, our test node agent; `testkit::kube`), under a service account holding only the
+//! Role of `deploy/kubernetes/`: a session lives in a pod and keeps its workspace across a
+//! stop, and a cluster configuration that cannot work stops the server at start with a
+//! sentence that says what is wrong and where it looked.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use sandbox_agents_testkit::kube::TestNamespace;
+use sandbox_agents_testkit::{eventually, TestApp};
+use serde_json::json;
+use std::time::Duration;
+
+async fn pods(ns: &TestNamespace) -> Vec<Pod> {
+    kube::Api::<Pod>::namespaced(ns.admin.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+#[tokio::test]
+async fn a_session_runs_in_a_pod_and_its_workspace_outlives_a_stop() {
+    let ns = TestNamespace::new().await;
+    let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    let (_, backends) = app.get_json("/api/backends").await;
+    assert_eq!(backends[0]["name"], "kubernetes", "{backends}");
+    assert_eq!(backends[0]["capabilities"]["snapshots"], "archive_only");
+
+    let id = app.running_session("k8s", json!({})).await;
+    let (code, out, err) = app
+        .exec(&id, "id -u; echo kept > /workspace/kept.txt; echo ok")
+        .await;
+    assert_eq!((code, out.as_str()), (0, "1000\nok\n"), "{err}");
+    let first = pods(&ns).await;
+    assert_eq!(first.len(), 1, "one pod per session");
+    let labels = first[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["sandbox-agents.io/session"], id);
+
+    // A stop archives the workspace and ends the pod; a start restores it into a new one.
+    app.stop_session(&id).await;
+    app.wait_for_status(&id, "stopped", Duration::from_secs(60))
+        .await;
+    eventually(
+        "the stopped session's pod is gone",
+        Duration::from_secs(30),
+        async || pods(&ns).await.is_empty().then_some(()),
+    )
+    .await;
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    app.wait_for_status(&id, "running", Duration::from_secs(90))
+        .await;
+    let (code, out, err) = app.exec(&id, "cat /workspace/kept.txt").await;
+    assert_eq!((code, out.as_str()), (0, "kept\n"), "{err}");
+    let second = pods(&ns).await;
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].metadata.uid, first[0].metadata.uid, "a new pod");
+
+    let r = app
+        .http
+        .delete(app.url(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    eventually(
+        "the deleted session's pod is gone",
+        Duration::from_secs(30),
+        async || pods(&ns).await.is_empty().then_some(()),
+    )
+    .await;
+    ns.remove().await;
+}
+
+/// Builds a server with `change` on top of the namespace's settings; the error it stops with.
+async fn refused(
+    ns: &TestNamespace,
+    change: impl FnOnce(&mut sandbox_agents_server::config::Config) + Send,
+) -> String {
+    match TestApp::builder()
+        .with_kubernetes(ns)
+        .with_config(change)
+        .try_spawn()
+        .await
+    {
+        Ok(_) => panic!("the server started"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_configuration_that_cannot_work_stops_the_server_saying_why() {
+    let ns = TestNamespace::new().await;
+
+    let e = refused(&ns, |c| {
+        c.kubernetes_kubeconfig = Some("/nonexistent/kubeconfig".into())
+    })
+    .await;
+    assert!(
+        e.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{e}"
+    );
+
+    let e = refused(&ns, |c| c.kubernetes_sandboxd_image = None).await;
+    assert!(e.contains("--kubernetes-sandboxd-image"), "{e}");
+
+    let e = refused(&ns, |c| {
+        c.kubernetes_namespace = "sa-no-such-namespace".into()
+    })
+    .await;
+    assert!(
+        e.contains("may not") || e.contains("does not exist"),
+        "a namespace the identity has no Role in: {e}"
+    );
+
+    // A cluster that does not answer: the same credentials, a closed port.
+    let unreachable = ns.kubeconfig.with_file_name("unreachable");
+    let text = std::fs::read_to_string(&ns.kubeconfig).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    config["clusters"][0]["cluster"]["server"] = json!("https://127.0.0.1:1");
+    std::fs::write(&unreachable, config.to_string()).unwrap();
+    let e = refused(&ns, |c| c.kubernetes_kubeconfig = Some(unreachable)).await;
+    assert!(
+        e.contains("https://127.0.0.1:1") && e.contains("does not answer"),
+        "{e}"
+    );
+    ns.remove().await;
+
+    // An identity without the Role.
+    let bare = TestNamespace::with_role(false).await;
+    let e = refused(&bare, |_| {}).await;
+    assert!(
+        e.contains("may not create pods, get pods, list pods, watch pods, delete pods")
+            && e.contains(&bare.name)
+            && e.contains("deploy/kubernetes/"),
+        "{e}"
+    );
+    bare.remove().await;
+}
+
+/// An identity that may act in any namespace (the cluster's admin) pointed at one that does
+/// not exist: the dry run of the pod names it.
+#[tokio::test]
+async fn a_missing_namespace_is_named() {
+    let ns = TestNamespace::new().await;
+    let admin = sandbox_agents_testkit::kube::cluster_kubeconfig();
+    let e = refused(&ns, move |c| {
+        c.kubernetes_kubeconfig = Some(admin);
+        c.kubernetes_namespace = "sa-no-such-namespace".into();
+    })
+    .await;
+    assert!(
+        e.contains("the namespace sa-no-such-namespace (--kubernetes-namespace) does not exist"),
+        "{e}"
+    );
+    ns.remove().await;
+}
