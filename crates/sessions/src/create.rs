@@ -55,6 +55,18 @@ impl Sessions {
             Some(raw) => Some(self.fork_source(project, raw).await?),
         };
         let environment = self.environment_of(project, &body, &agent).await?;
+        if let Some(env) = environment.as_ref().filter(|e| e.build_digest.is_some()) {
+            // Refused now rather than left to wait for a build that can never happen.
+            if !st.backend.capabilities().image_builds {
+                return Err(ServiceError::Conflict(format!(
+                    "environment '{}' installs packages, which takes an image build, and this \
+                     deployment's sandbox backend ({}) builds no images: use an environment \
+                     without packages, or a deployment on the docker backend",
+                    env.name,
+                    st.backend.name()
+                )));
+            }
+        }
         // A fork boots its snapshot's image (the packages are in it); else the environment's
         // (its build's, or its configuration's image), else the agent's.
         let image = snapshot

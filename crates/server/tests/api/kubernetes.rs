@@ -159,3 +159,37 @@ async fn a_missing_namespace_is_named() {
     );
     ns.remove().await;
 }
+
+/// A backend that builds no images refuses, at create, a session whose environment installs
+/// packages (it would wait forever for the build), and says what to do instead; nothing is
+/// created.
+#[tokio::test]
+async fn an_environment_with_packages_is_refused_at_create() {
+    let ns = TestNamespace::new().await;
+    let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    app.create_agent("a", json!({})).await;
+    let (status, env) = app
+        .post_json(
+            "/api/environments",
+            json!({"name": "tools", "config": {"packages": {"pip": ["six"]}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{env}");
+    let (status, body) = app
+        .post_json(
+            "/api/sessions",
+            json!({"agent_id": "a", "environment_id": "tools"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("environment 'tools' installs packages")
+            && detail.contains("(kubernetes) builds no images"),
+        "{detail}"
+    );
+    let (_, sessions) = app.get_json("/api/sessions").await;
+    assert_eq!(sessions.as_array().map(Vec::len), Some(0), "{sessions}");
+    assert!(pods(&ns).await.is_empty());
+    ns.remove().await;
+}
