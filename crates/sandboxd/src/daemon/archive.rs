@@ -49,6 +49,36 @@ pub async fn extract(
         .map(Json)
 }
 
+/// A directory entry for a directory that exists inside `dir` and is not this user's: its
+/// mode and times are not the archive's to set (this user could not), and it exists already,
+/// so the entry is done. It is a volume's mount point, such as the workspace on Kubernetes (an
+/// emptyDir owned by root that the sandbox user may write in), which a stop's archive of the
+/// workspace names as `workspace/`. A path that climbs out or goes through a symlink is never
+/// such a directory: `unpack_in` judges it as before.
+fn kept_as_it_is(dir: &Path, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Component;
+    if !path
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return false;
+    }
+    let target = dir.join(path);
+    let (Ok(real), Ok(root)) = (target.canonicalize(), dir.canonicalize()) else {
+        return false;
+    };
+    // Where it really is must be where it is named: no component is a symlink.
+    let named: std::path::PathBuf = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    let unlinked = real.strip_prefix(&root).is_ok_and(|rel| rel == named);
+    unlinked
+        && std::fs::symlink_metadata(&target)
+            .is_ok_and(|m| m.is_dir() && m.uid() != nix::unistd::geteuid().as_raw())
+}
+
 fn unpack(r: impl Read, dir: &Path) -> Result<ArchiveReport, Failure> {
     let malformed = |e: std::io::Error| Failure::invalid(format!("a malformed archive: {e}"));
     let mut archive = tar::Archive::new(r);
@@ -65,6 +95,10 @@ fn unpack(r: impl Read, dir: &Path) -> Result<ArchiveReport, Failure> {
             .to_string_lossy()
             .into_owned();
         let target = dir.join(&path).display().to_string();
+        if entry.header().entry_type().is_dir() && kept_as_it_is(dir, Path::new(&path)) {
+            report.entries += 1;
+            continue;
+        }
         let written = entry.unpack_in(dir).map_err(|e| {
             let failure = Failure::io(&target, &e);
             // Not an error of the file system: the archive's (a symlink it would write
@@ -87,4 +121,52 @@ fn unpack(r: impl Read, dir: &Path) -> Result<ArchiveReport, Failure> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kept_as_it_is;
+    use std::path::Path;
+
+    #[test]
+    fn only_an_existing_directory_of_another_user_inside_the_target_is_kept_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("own/sub")).unwrap();
+        std::fs::create_dir(dir.join("mount")).unwrap();
+        std::os::unix::fs::symlink("mount", dir.join("link")).unwrap();
+        let me = nix::unistd::geteuid();
+        let other = if me.is_root() {
+            // As root (CI), a directory of another user is made; as anyone else, `/` is one.
+            let other = nix::unistd::Uid::from_raw(4242);
+            nix::unistd::chown(&dir.join("mount"), Some(other), None).unwrap();
+            Some(dir.join("mount"))
+        } else {
+            None
+        };
+        assert!(
+            !kept_as_it_is(dir, Path::new("own/")),
+            "this user's directory gets its entry"
+        );
+        assert!(!kept_as_it_is(dir, Path::new("own/sub")));
+        assert!(
+            !kept_as_it_is(dir, Path::new("missing/")),
+            "a new directory is made"
+        );
+        if let Some(mount) = other {
+            assert!(kept_as_it_is(dir, Path::new("mount/")));
+            assert!(kept_as_it_is(dir, Path::new("./mount")));
+            assert!(
+                !kept_as_it_is(dir, Path::new("link")),
+                "not through a symlink"
+            );
+            assert!(
+                !kept_as_it_is(&mount, Path::new("../mount")),
+                "not by climbing out"
+            );
+        } else {
+            assert!(!kept_as_it_is(dir, Path::new("../../../../../../../../")));
+            assert!(kept_as_it_is(Path::new("/"), Path::new(".")));
+        }
+    }
 }
