@@ -11,6 +11,7 @@ use crate::Sessions;
 use sandbox_agents_domain::session::SessionStatus;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
+use sandbox_agents_sandbox::SnapshotKind;
 use sandbox_agents_store::garbage;
 use sandbox_agents_store::sessions::{self, SessionRecord};
 use sandbox_agents_store::snapshots::{self, NewSnapshot, SnapshotRecord};
@@ -78,9 +79,17 @@ impl Sessions {
                     self.write_back_mounts(id, sandbox).await?;
                     let stream = st.backend.get_archive(sandbox, sandbox_agents_sandbox::WORKDIR).await?;
                     let size = self.put_stream(id, key, stream).await?;
-                    let image = st.backend.snapshot_image(sandbox, &snap.simple().to_string()).await?;
-                    queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
-                    (size, Some(image))
+                    // A backend that keeps snapshots as the workspace archive only (Kubernetes:
+                    // a pod cannot be committed) has no image to take.
+                    let image = match st.backend.capabilities().snapshots {
+                        SnapshotKind::Image => {
+                            let image = st.backend.snapshot_image(sandbox, &snap.simple().to_string()).await?;
+                            queued.push(garbage::queue_unless_done(&st.db, "image", &image, PENDING).await?);
+                            Some(image)
+                        }
+                        SnapshotKind::ArchiveOnly => None,
+                    };
+                    (size, image)
                 }
                 (SessionStatus::Stopped, _, Some(archive)) => {
                     let data = st.blobs.get(archive).await.map_err(|e| anyhow::anyhow!("reading the workspace archive: {e}"))?;
