@@ -232,6 +232,11 @@ pub async fn services(
         .connect(&deployment)
         .await
         .context("starting the sandbox backend")?;
+    // A backend without a warm pool (Kubernetes, for now) gets none: the refill would fail on
+    // every boot, saying so in the log, and pool nothing.
+    if !backend.capabilities().warm_pool {
+        settings.sessions.warm_pool = 0;
+    }
     let blobs: Arc<dyn BlobStore> =
         sandbox_agents_workspace::blobs::open(&settings.blobs, &settings.sessions.s3)
             .await
