@@ -37,6 +37,7 @@
 //! the Node NotReady when the agent stops (no node lifecycle controller runs).
 
 pub mod containers;
+pub mod events;
 pub mod labels;
 pub mod network;
 pub mod node;

@@ -12,8 +12,9 @@
 //!   precondition, as the kubelet's final delete;
 //! - a pod gone from the API has its containers and volumes removed.
 //!
-//! A worker steps on every change of its pod and every [`TICK`], which is how an exited or
-//! removed container is noticed (Docker's events are not watched). On start, containers of
+//! A worker steps on every change of its pod, on every Docker event about its containers
+//! ([`crate::events`]: an exit, an OOM kill or a removal is reported at once), and every
+//! [`TICK`], for what the events missed. On start, containers of
 //! this node whose pod the first listing lacks are removed; containers of listed pods are
 //! adopted as they are (a running one is reported Running again).
 
@@ -30,18 +31,21 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt as _};
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 /// How often a worker looks at its containers when nothing else wakes it.
-pub const TICK: Duration = Duration::from_secs(1);
+pub const TICK: Duration = Duration::from_secs(5);
 
 /// The grace period of a pod that names none (the API server's default).
 const DEFAULT_GRACE: i64 = 30;
 
 struct Worker {
     pod: watch::Sender<Option<Pod>>,
+    /// Wakes the worker when Docker says one of its containers changed.
+    nudge: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -54,10 +58,18 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()
     let mut workers: HashMap<String, Worker> = HashMap::new();
     let mut listed: HashSet<String> = HashSet::new();
     let mut swept = false;
+    let (uids, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let events = tokio::spawn(crate::events::forward(ctx.clone(), uids, shutdown.clone()));
     loop {
         let event = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            Some(uid) = changed.recv() => {
+                if let Some(w) = workers.get(&uid) {
+                    w.nudge.notify_one();
+                }
+                continue;
+            }
             next = stream.next() => match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
@@ -104,6 +116,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()
         }
     }
     shutdown.cancel();
+    let _ = events.await;
     for (_, w) in workers {
         let _ = w.task.await;
     }
@@ -127,8 +140,22 @@ fn dispatch(
         return;
     }
     let (tx, rx) = watch::channel(Some(pod));
-    let task = tokio::spawn(work(ctx.clone(), uid.clone(), rx, shutdown.clone()));
-    workers.insert(uid, Worker { pod: tx, task });
+    let nudge = Arc::new(Notify::new());
+    let task = tokio::spawn(work(
+        ctx.clone(),
+        uid.clone(),
+        rx,
+        nudge.clone(),
+        shutdown.clone(),
+    ));
+    workers.insert(
+        uid,
+        Worker {
+            pod: tx,
+            nudge,
+            task,
+        },
+    );
 }
 
 /// Removes containers and volumes of this node whose pod is not in `known`.
@@ -159,6 +186,11 @@ async fn sweep(ctx: &Context, known: &HashSet<String>) -> anyhow::Result<()> {
 struct Memory {
     /// The last status written (or found in place): an equal one is not written again.
     written: Option<serde_json::Value>,
+    /// The pod's status as the API server answered that write. The agent is the only writer
+    /// of a bound pod's status, so this is never older than the watched pod's, and can be
+    /// newer: a step must not take a container it reported a moment ago, which the watch
+    /// has not delivered yet, for one never started (and start it again).
+    status: Option<k8s_openapi::api::core::v1::PodStatus>,
     /// The pod IP chosen for the first app container.
     pod_ip: Option<Ipv4Addr>,
     start_time: Time,
@@ -169,10 +201,12 @@ async fn work(
     ctx: Context,
     uid: String,
     mut pod: watch::Receiver<Option<Pod>>,
+    nudge: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
     let mut memory = Memory {
         written: None,
+        status: None,
         pod_ip: None,
         start_time: Time(k8s_openapi::jiff::Timestamp::now()),
         volumes_ready: false,
@@ -200,13 +234,19 @@ async fn work(
             biased;
             _ = shutdown.cancelled() => return,
             changed = pod.changed() => if changed.is_err() && pod.borrow().is_some() { return },
+            _ = nudge.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
         }
     }
 }
 
 /// One step of a pod that runs: start what is due, then report.
-async fn step(ctx: &Context, pod: &Pod, memory: &mut Memory) -> anyhow::Result<()> {
+async fn step(ctx: &Context, watched: &Pod, memory: &mut Memory) -> anyhow::Result<()> {
+    let mut pod = watched.clone();
+    if let Some(status) = &memory.status {
+        pod.status = Some(status.clone());
+    }
+    let pod = &pod;
     let uid = uid(pod);
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
@@ -249,13 +289,15 @@ async fn step(ctx: &Context, pod: &Pod, memory: &mut Memory) -> anyhow::Result<(
     );
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     tracing::info!(pod = %name, phase = status::phase(&desired), "reporting the pod's status");
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"status": desired})),
-    )
-    .await?;
+    let patched = api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"status": desired})),
+        )
+        .await?;
     memory.written = Some(desired);
+    memory.status = patched.status;
     Ok(())
 }
 

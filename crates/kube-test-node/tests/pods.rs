@@ -266,6 +266,9 @@ async fn a_container_removed_behind_the_agents_back_fails_the_pod() {
     let running = cluster
         .wait_for("lost", "Running", conditions::is_pod_running())
         .await;
+    // `docker rm -f` kills, then removes: an agent looking in between sees an exit (137,
+    // `Error`). Paused, it sees only what a node loss leaves: no container at all.
+    let paused = cluster.pause_agent();
     for c in cluster.containers_of(&uid(&running)).await {
         let options = bollard::query_parameters::RemoveContainerOptions {
             force: true,
@@ -277,6 +280,7 @@ async fn a_container_removed_behind_the_agents_back_fails_the_pod() {
             .await
             .unwrap();
     }
+    drop(paused);
     let failed = cluster
         .wait_for("lost", "Failed", |p: Option<&Pod>| phase(p) == "Failed")
         .await;

@@ -131,6 +131,16 @@ impl Cluster {
         }
     }
 
+    /// Stops the node agent (SIGSTOP) until the guard is dropped (SIGCONT): what happens
+    /// meanwhile, it learns all at once, as after a stall.
+    pub fn pause_agent(&self) -> Paused {
+        let pid =
+            std::fs::read_to_string(self.dir.join("kube-test-node.pid")).expect("the agent's pid");
+        let pid = pid.trim().to_owned();
+        signal("STOP", &pid);
+        Paused(pid)
+    }
+
     /// Docker's containers (running or not) of the pod with this uid.
     pub async fn containers_of(&self, uid: &str) -> Vec<bollard::models::ContainerSummary> {
         let options = ListContainersOptions {
@@ -168,6 +178,24 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         down(&self.dir);
     }
+}
+
+pub struct Paused(String);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal("CONT", &self.0);
+    }
+}
+
+fn signal(name: &str, pid: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), pid])
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "kill -{name} {pid} failed"
+    );
 }
 
 /// Stops a cluster whose start failed half-way.
