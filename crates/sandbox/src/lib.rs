@@ -155,6 +155,17 @@ pub struct ListedSandbox {
     pub running: bool,
 }
 
+/// A sandbox that ended on its own (its process killed for memory, evicted, its node lost, or
+/// removed by someone else), as a backend that watches its sandboxes reports it
+/// ([`SandboxBackend::ended`]). Ends the control plane asked for are reported too: whoever
+/// consumes these checks whether the sandbox was still meant to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxEnded {
+    pub id: String,
+    /// Why, for a person: the backend's own words (`OOMKilled (exit 137)`, `Evicted: ...`).
+    pub reason: String,
+}
+
 /// A command to run. `Debug` shows the environment's names, never its values (secrets are
 /// among them).
 #[derive(Clone)]
@@ -306,6 +317,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// `None` when the sandbox no longer exists.
     async fn inspect(&self, id: &str) -> Result<Option<SandboxStatus>>;
+
+    /// This deployment's sandboxes as they end, for as long as the stream is read (it
+    /// reconnects by itself); `None` when the backend does not watch its sandboxes, and a
+    /// lost one is found when it is next used or at the next start.
+    fn ended(&self) -> Option<BoxStream<'static, SandboxEnded>> {
+        None
+    }
 
     /// Whether the sandbox is known to run without asking the backend (the Docker backend:
     /// this process's connection to its daemon is open). `false` means unknown: ask

@@ -55,6 +55,7 @@ mod hooks;
 mod kernel;
 mod lease;
 mod liveness;
+mod lost;
 mod memory;
 mod mounts;
 mod periodic;

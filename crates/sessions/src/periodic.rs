@@ -56,9 +56,10 @@ impl Sessions {
     }
 
     /// The periodic worker until shutdown: idle release, orphan sweep, run recovery and
-    /// garbage collection.
+    /// garbage collection; and the watch on sandboxes that end on their own (`lost.rs`).
     pub fn spawn_workers(&self) {
         self.spawn_disk_worker();
+        self.spawn_sandbox_watch();
         self.every(self.inner.settings.sweep_interval, |rt| async move {
             if let Err(e) = rt.release_idle().await {
                 tracing::warn!(error = %e, "idle release failed");

@@ -384,6 +384,19 @@ pub async fn get_for_worker(
     )
 }
 
+/// The running session whose sandbox is `sandbox_id`, if any.
+pub async fn running_with_sandbox(
+    db: impl PgExecutor<'_>,
+    sandbox_id: &str,
+) -> Result<Option<SessionId>> {
+    Ok(sqlx::query_scalar!(
+        r#"select id as "id: SessionId" from sessions where status = 'running' and sandbox_id = $1"#,
+        sandbox_id
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
 /// Sessions whose sandbox is booting or up.
 pub async fn active(db: impl PgExecutor<'_>) -> Result<Vec<SessionRecord>> {
     Ok(session_query!(
@@ -446,6 +459,28 @@ pub async fn mark_boot_failed(
          returning ",
         "",
         id.0,
+        error,
+    )
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// The running session's sandbox `sandbox_id` ended without being asked to (killed,
+/// evicted, its node lost): `error`, saying why. `None` when the session no longer runs on
+/// that sandbox (a stop or another replica got there first).
+pub async fn mark_sandbox_lost(
+    tx: &mut sqlx::PgConnection,
+    id: SessionId,
+    sandbox_id: &str,
+    error: &str,
+) -> Result<Option<SessionRecord>> {
+    Ok(session_query!(
+        "update sessions set status = 'error', error = $3, sandbox_id = null, port_map = '{}', sandbox_secrets = null, egress_credentials = null, activity = 'idle', updated_at = now()
+         where id = $1 and status = 'running' and sandbox_id = $2
+         returning ",
+        "",
+        id.0,
+        sandbox_id,
         error,
     )
     .fetch_optional(&mut *tx)

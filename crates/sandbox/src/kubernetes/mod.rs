@@ -19,6 +19,7 @@ pub mod pod;
 mod settings;
 mod start;
 pub mod status;
+mod watch;
 
 pub use daemon::token;
 pub use settings::{DaemonRoute, KubernetesSettings};
@@ -288,6 +289,11 @@ impl SandboxBackend for KubernetesBackend {
             running: status::is_running(&pod),
             ports,
         }))
+    }
+
+    fn ended(&self) -> Option<BoxStream<'static, crate::SandboxEnded>> {
+        let selector = format!("{}={}", pod::LABEL_DEPLOYMENT, self.deployment);
+        Some(watch::ended(self.pods.clone(), selector))
     }
 
     fn known_running(&self, id: &str) -> bool {

@@ -170,3 +170,44 @@ pub fn describe(pod: &Pod) -> String {
     }
     parts.join(", ")
 }
+
+/// Why a pod that was running ended, if it did: its eviction or disruption, else how its
+/// sandbox container terminated, else its phase. `None` while it runs or starts.
+pub fn ended(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if status.reason.as_deref() == Some("Evicted") {
+        return Some(format!(
+            "the pod was evicted: {}",
+            status.message.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True");
+    if let Some(c) = disruption {
+        return Some(format!(
+            "the pod was disrupted: {}{}",
+            c.reason.as_deref().unwrap_or("no reason given"),
+            c.message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(line) = sandbox_status(pod).and_then(termination) {
+        return Some(line);
+    }
+    match status.phase.as_deref() {
+        Some(phase @ ("Failed" | "Succeeded")) => Some(format!(
+            "the pod ended ({phase}){}",
+            status
+                .message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
+}

@@ -23,6 +23,8 @@ async fn pods(ns: &TestNamespace) -> Vec<Pod> {
 async fn a_session_runs_in_a_pod_and_its_workspace_outlives_a_stop() {
     let ns = TestNamespace::new().await;
     let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    // The watch on pods runs, as in a server: a stop's own end of the pod is no loss.
+    app.sessions.spawn_sandbox_watch();
     let (_, backends) = app.get_json("/api/backends").await;
     assert_eq!(backends[0]["name"], "kubernetes", "{backends}");
     assert_eq!(backends[0]["capabilities"]["snapshots"], "archive_only");
@@ -191,5 +193,55 @@ async fn an_environment_with_packages_is_refused_at_create() {
     let (_, sessions) = app.get_json("/api/sessions").await;
     assert_eq!(sessions.as_array().map(Vec::len), Some(0), "{sessions}");
     assert!(pods(&ns).await.is_empty());
+    ns.remove().await;
+}
+
+/// A pod that ends on its own (here deleted by someone else, as an eviction or a lost node
+/// ends it) fails its session at once with the reason, from the watch on the deployment's
+/// pods; a start boots a new pod with the workspace of the last stop.
+#[tokio::test]
+async fn a_pod_that_ends_on_its_own_fails_its_session_with_the_reason() {
+    let ns = TestNamespace::new().await;
+    let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    app.sessions.spawn_sandbox_watch();
+    let id = app.running_session("k8s", json!({})).await;
+    let pod = pods(&ns).await.remove(0);
+    let name = pod.metadata.name.clone().unwrap();
+    kube::Api::<Pod>::namespaced(ns.admin.clone(), &ns.name)
+        .delete(
+            &name,
+            &kube::api::DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let failed = app
+        .wait_for_status(&id, "error", Duration::from_secs(30))
+        .await;
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the sandbox ended while the session ran: its pod was deleted"),
+        "{failed}"
+    );
+    let (_, events) = app.get_json(&format!("/api/sessions/{id}/events")).await;
+    let errors: Vec<&serde_json::Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "session.status_error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{events}");
+
+    app.http
+        .post(app.url(&format!("/api/sessions/{id}/start")))
+        .send()
+        .await
+        .unwrap();
+    app.wait_for_status(&id, "running", Duration::from_secs(90))
+        .await;
+    let (code, out, _) = app.exec(&id, "echo back").await;
+    assert_eq!((code, out.as_str()), (0, "back\n"));
     ns.remove().await;
 }
