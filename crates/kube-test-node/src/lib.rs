@@ -45,6 +45,7 @@ pub mod pods;
 pub mod quantity;
 pub mod schedule;
 pub mod status;
+pub mod teardown;
 pub mod volumes;
 
 use anyhow::Context as _;

@@ -9,7 +9,7 @@
 //! - the status is computed ([`crate::status`]) and PATCHed when it changed;
 //! - a pod with a `deletionTimestamp` has its containers stopped within its grace period and
 //!   removed with its volumes, then is deleted with `gracePeriodSeconds: 0` and a uid
-//!   precondition, as the kubelet's final delete;
+//!   precondition, as the kubelet's final delete ([`crate::teardown`]);
 //! - a pod gone from the API has its containers and volumes removed.
 //!
 //! A worker steps on every change of its pod, on every Docker event about its containers
@@ -19,15 +19,12 @@
 //! adopted as they are (a running one is reported Running again).
 
 use crate::containers::{self, Placement, Waiting};
-use crate::{status, volumes, Context};
+use crate::{status, teardown, volumes, Context};
 use bollard::models::ContainerInspectResponse;
-use bollard::query_parameters::{
-    ListContainersOptions, RemoveContainerOptions, StopContainerOptions,
-};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{watcher, WatchStreamExt as _};
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -38,9 +35,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How often a worker looks at its containers when nothing else wakes it.
 pub const TICK: Duration = Duration::from_secs(5);
-
-/// The grace period of a pod that names none (the API server's default).
-const DEFAULT_GRACE: i64 = 30;
 
 struct Worker {
     pod: watch::Sender<Option<Pod>>,
@@ -99,7 +93,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()
                 }
                 if !swept {
                     swept = true;
-                    if let Err(e) = sweep(&ctx, &listed).await {
+                    if let Err(e) = teardown::sweep(&ctx, &listed).await {
                         tracing::warn!(
                             error = format!("{e:#}"),
                             "could not remove the containers of pods that are gone"
@@ -158,30 +152,6 @@ fn dispatch(
     );
 }
 
-/// Removes containers and volumes of this node whose pod is not in `known`.
-async fn sweep(ctx: &Context, known: &HashSet<String>) -> anyhow::Result<()> {
-    let options = ListContainersOptions {
-        all: true,
-        filters: Some(ctx.owner.filters(None)),
-        ..Default::default()
-    };
-    let mut orphans = HashSet::new();
-    for c in ctx.docker.list_containers(Some(options)).await? {
-        let uid = c
-            .labels
-            .and_then(|mut l| l.remove(crate::labels::UID))
-            .unwrap_or_default();
-        if !known.contains(&uid) {
-            orphans.insert(uid);
-        }
-    }
-    for uid in orphans {
-        tracing::info!(pod.uid = %uid, "removing the containers of a pod that no longer exists");
-        remove(ctx, &uid, None).await?;
-    }
-    Ok(())
-}
-
 /// What a worker remembers between steps.
 struct Memory {
     /// The last status written (or found in place): an equal one is not written again.
@@ -216,15 +186,17 @@ async fn work(
         let result = match &current {
             None => {
                 tracing::info!(pod.uid = %uid, "the pod is gone from the API: removing its containers");
-                match remove(&ctx, &uid, None).await {
+                match teardown::remove(&ctx, &uid, None).await {
                     Ok(()) => return,
                     Err(e) => Err(e),
                 }
             }
-            Some(p) if p.metadata.deletion_timestamp.is_some() => match terminate(&ctx, p).await {
-                Ok(()) => return,
-                Err(e) => Err(e),
-            },
+            Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                match teardown::terminate(&ctx, p).await {
+                    Ok(()) => return,
+                    Err(e) => Err(e),
+                }
+            }
             Some(p) => step(&ctx, p, &mut memory).await,
         };
         if let Err(e) = result {
@@ -414,88 +386,4 @@ async fn advance(
         }
     }
     started
-}
-
-/// The kubelet's part of a deletion: stop within the grace period, remove, final delete.
-async fn terminate(ctx: &Context, pod: &Pod) -> anyhow::Result<()> {
-    let uid = uid(pod);
-    let grace = pod
-        .metadata
-        .deletion_grace_period_seconds
-        .or(pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds))
-        .unwrap_or(DEFAULT_GRACE)
-        .max(0);
-    remove(ctx, &uid, Some(grace)).await?;
-    let api: Api<Pod> = Api::namespaced(
-        ctx.client.clone(),
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-    );
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let params = DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: Some(uid.clone()),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => {}
-        // Already deleted, or a new pod of the same name.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
-    tracing::info!(pod = %name, "the pod was stopped and deleted");
-    Ok(())
-}
-
-/// Stops (within `grace` seconds; None: at once) and removes a pod's containers, then its
-/// volumes.
-async fn remove(ctx: &Context, uid: &str, grace: Option<i64>) -> anyhow::Result<()> {
-    let containers = containers::observe(ctx, uid).await?;
-    if let Some(grace) = grace {
-        let docker = ctx
-            .docker
-            .clone()
-            .with_timeout(Duration::from_secs(grace as u64 + 60));
-        let stops = containers
-            .values()
-            .filter(|i| i.state.as_ref().and_then(|s| s.running) == Some(true))
-            .map(|i| {
-                let options = StopContainerOptions {
-                    t: Some(i32::try_from(grace).unwrap_or(i32::MAX)),
-                    signal: None,
-                };
-                let docker = docker.clone();
-                let id = i.id.clone().unwrap_or_default();
-                async move { docker.stop_container(&id, Some(options)).await }
-            });
-        for stopped in futures::future::join_all(stops).await {
-            if let Err(e) = stopped {
-                tracing::warn!(error = %e, "could not stop a container; removing it by force");
-            }
-        }
-    }
-    for inspect in containers.values() {
-        let options = RemoveContainerOptions {
-            force: true,
-            v: true,
-            link: false,
-        };
-        match ctx
-            .docker
-            .remove_container(inspect.id.as_deref().unwrap_or_default(), Some(options))
-            .await
-        {
-            Ok(())
-            | Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    volumes::remove(ctx, uid).await
 }
