@@ -25,6 +25,7 @@ import sandbox_agents
 
 import fakemodel
 import harness
+import kube
 import sandboxes
 
 # The client reads these; a developer's shell must not point the tests somewhere else.
@@ -40,8 +41,9 @@ WEBHOOK_ENV = {
 }
 
 #: This network inspects TLS: builds (and sandboxes) trust the host's bundle, which holds the
-#: inspecting CA, as an operator's --extra-ca-certs file would.
-CA_ENV = {"SANDBOX_AGENTS_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"}
+#: inspecting CA, as an operator's --extra-ca-certs file would. Not on Kubernetes: that backend
+#: writes no system files into a sandbox (no extra CA trust), and builds no images.
+CA_ENV = {} if kube.ENABLED else {"SANDBOX_AGENTS_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"}
 
 
 @dataclass

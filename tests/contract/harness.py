@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+import kube
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: How long a start may take: the first one runs initdb.
@@ -52,6 +54,14 @@ _SERVER_ENV_DROP = (
     # The sandbox settings: the tests expect the defaults (Docker, the default image, previews
     # on a listener of their own, a preview key of the data directory's own).
     "SANDBOX_AGENTS_BACKEND",
+    "SANDBOX_AGENTS_KUBERNETES_KUBECONFIG",
+    "SANDBOX_AGENTS_KUBERNETES_NAMESPACE",
+    "SANDBOX_AGENTS_KUBERNETES_IMAGE",
+    "SANDBOX_AGENTS_KUBERNETES_SANDBOXD_IMAGE",
+    "SANDBOX_AGENTS_KUBERNETES_RUNTIME_CLASS",
+    "SANDBOX_AGENTS_KUBERNETES_NODE_SELECTOR",
+    "SANDBOX_AGENTS_KUBERNETES_IMAGE_PULL_SECRET",
+    "KUBECONFIG",
     "SANDBOX_AGENTS_IMAGE",
     "SANDBOX_AGENTS_SANDBOX_CPUS",
     "SANDBOX_AGENTS_SANDBOX_MEMORY_MB",
@@ -129,6 +139,9 @@ class ServerProcess:
         self.starts = 0
         #: Deployment ids seen at start (see `_remember_deployment`).
         self.deployments: set[str] = set()
+        #: With SA_CONTRACT_BACKEND=kubernetes, the namespace of this data directory's
+        #: sandboxes, made at the first start and kept across restarts (see `kube.py`).
+        self.namespace: kube.Namespace | None = None
         ServerProcess.instances.append(self)
 
     # -- addresses --
@@ -164,6 +177,11 @@ class ServerProcess:
         env.setdefault("RUST_LOG", "info")
         env.setdefault("NO_COLOR", "1")
         env.update(self.env)
+        backend_args: list[str] = []
+        if kube.ENABLED:
+            if self.namespace is None:
+                self.namespace = kube.Namespace()
+            backend_args = self.namespace.server_args()
         # A port picked by the OS can be taken by someone else before the server binds it:
         # the server then exits at once saying so, and we try another.
         for _attempt in range(3):
@@ -181,6 +199,7 @@ class ServerProcess:
                     [
                         str(binary), "serve", "--bind", f"127.0.0.1:{self.port}",
                         "--preview-bind", "127.0.0.1:0", "--data-dir", str(self.data_dir),
+                        *backend_args,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -277,7 +296,8 @@ class ServerProcess:
             self.deployments.add(deployment)
 
     def remove_containers(self) -> None:
-        """Removes every container of the deployments this data directory has had."""
+        """Removes every container of the deployments this data directory has had (on
+        Kubernetes, their pods go with the namespace)."""
         for deployment in sorted(self.deployments):
             ids = subprocess.run(
                 ["docker", "ps", "-aq", "--filter", f"label=io.sandbox-agents.deployment={deployment}"],
@@ -304,6 +324,8 @@ class ServerProcess:
             stop_postgres(self.data_dir)
         if remove and not os.environ.get("SA_CONTRACT_KEEP_DATA"):
             self.remove_containers()
+            if self.namespace is not None:
+                self.namespace.remove()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.log_path.unlink(missing_ok=True)
         return forced

@@ -10,10 +10,15 @@
   leak: the janitor removes the container (so the machine is not left with it) and fails the
   teardown, naming it.
 * `wait_settled(...)`: polls `GET /api/sessions/{id}` until the session leaves `provisioning`.
+
+With SA_CONTRACT_BACKEND=kubernetes (`kube.py`) a sandbox is a pod: the same helpers ask the
+API server for the pods labelled with the session or the deployment (`sandbox-agents.io/...`)
+and name them by pod name, which is the sandbox id the server reports.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -23,6 +28,7 @@ from sandbox_agents import NotFoundError
 from sandbox_agents.models import Session, SessionDetail
 
 import harness
+import kube
 import seed
 from harness import wait_until
 
@@ -66,7 +72,13 @@ def session_containers(session_id: str, *, running_only: bool = False) -> list[s
     """A session's containers: those labelled for it, and the one named `sa-<session>`. A
     sandbox the session took from the warm pool was created before the session existed, so it
     carries the pool's label instead of the session's; the server names it after the session
-    when it claims it."""
+    when it claims it. On Kubernetes (no warm pool): the names of the pods labelled for it."""
+    if kube.ENABLED:
+        return sorted(
+            p["metadata"]["name"]
+            for p in kube.pods(f"{kube.LABEL_SESSION}={session_id}")
+            if kube.running(p) or not running_only
+        )
     labelled = containers(SESSION_LABEL, session_id, running_only=running_only)
     args = ["ps", "--no-trunc", "--filter", f"name=sa-{session_id}", "--format", "{{.ID}} {{.Names}}"]
     if not running_only:
@@ -80,6 +92,8 @@ def session_containers(session_id: str, *, running_only: bool = False) -> list[s
 
 
 def deployment_containers(deployment_id: str) -> list[str]:
+    if kube.ENABLED:
+        return sorted(p["metadata"]["name"] for p in kube.pods(f"{kube.LABEL_DEPLOYMENT}={deployment_id}"))
     return containers(DEPLOYMENT_LABEL, deployment_id)
 
 
@@ -89,8 +103,8 @@ def leftover_containers(deployment_id: str) -> list[str]:
     which the server keeps on purpose, up to the most the pool grows to. More than that is a
     leak too."""
     ids = deployment_containers(deployment_id)
-    if not ids:
-        return []
+    if not ids or kube.ENABLED:
+        return ids
     lines = docker(
         "inspect", "--format", '{{.Id}} {{.Name}} {{index .Config.Labels "' + POOL_LABEL + '"}}', *ids
     ).splitlines()
@@ -104,6 +118,10 @@ def describe(container_ids: Iterable[str]) -> str:
     ids = list(container_ids)
     if not ids:
         return "(none)"
+    if kube.ENABLED:
+        found = kube.find(ids)
+        missing = sorted(set(ids) - {p["metadata"]["name"] for p in found})
+        return "\n".join([kube.pod_line(p) for p in found] + [f"{name} (no such pod)" for name in missing])
     try:
         return docker(
             "inspect", "--format",
@@ -116,8 +134,18 @@ def describe(container_ids: Iterable[str]) -> str:
 
 def force_remove(container_ids: Iterable[str]) -> None:
     ids = list(container_ids)
-    if ids:
+    if ids and kube.ENABLED:
+        kube.delete(ids)
+    elif ids:
         subprocess.run(["docker", "rm", "-f", "-v", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def configuration(container_id: str) -> str:
+    """What the engine holds of a sandbox's configuration, as text: `docker inspect`, or on
+    Kubernetes the pod object (its spec carries the environment it was created with)."""
+    if kube.ENABLED:
+        return "\n".join(json.dumps(p) for p in kube.find([container_id]))
+    return docker("inspect", container_id)
 
 
 def remove_deployment_images(deployment_id: str) -> None:

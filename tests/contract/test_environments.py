@@ -15,6 +15,7 @@ import uuid
 import pytest
 from sandbox_agents import BadRequestError, ConflictError, NotFoundError, UnprocessableEntityError
 
+import kube
 from sandboxes import Janitor
 
 BUILD_TIMEOUT = 300
@@ -56,9 +57,9 @@ def test_environments_are_created_read_updated_and_listed(client):
     assert name in [e.name for e in client.environments.list()]
 
     # config and metadata are replaced whole; what is left out of the patch stays.
-    updated = client.environments.update(name, metadata={"owner": "ana"}, config={"backend": "docker"})
+    updated = client.environments.update(name, metadata={"owner": "ana"}, config={"backend": kube.BACKEND})
     assert updated.metadata == {"owner": "ana"}
-    assert updated.config.image is None and updated.config.backend == "docker"
+    assert updated.config.image is None and updated.config.backend == kube.BACKEND
     assert updated.description == "for data work"
     renamed = client.environments.update(env.id, name=name + "-2")
     assert client.environments.get(name + "-2").id == env.id
@@ -110,6 +111,7 @@ def test_archive_is_one_way_and_refuses_new_sessions(client, new_slug):
     client.environments.delete(env.id)
 
 
+@pytest.mark.docker_only("packages are baked into an image by an image build: the Kubernetes backend builds no images")
 def test_a_session_uses_the_packages_of_a_built_environment(client, janitor, new_slug):
     env = client.environments.create(unique_name("tools"), config={"packages": {"apt": ["jq"], "pip": ["six"]}})
     assert env.build.status in ("building", "ready")

@@ -50,6 +50,7 @@ def entry(git: GitServer, repo: str, ref: str, subpath: str | None = None) -> di
     return e
 
 
+@pytest.mark.docker_only("the sandbox must trust the git server's CA (SANDBOX_AGENTS_EXTRA_CA_CERTS): the Kubernetes backend writes no system files, so no extra CA")
 def test_a_git_entry_is_checked_out_at_boot_without_its_git(git, tclient, janitor, new_slug):
     first = git.repo("acme/kit", {"README.md": "kit\n", "docs/guide.md": "the guide\n"})
     agent = tclient.agents.create(
@@ -69,6 +70,7 @@ def test_a_git_entry_is_checked_out_at_boot_without_its_git(git, tclient, janito
     assert run("printenv GIT_SSL_CAINFO") == "/etc/ssl/certs/ca-certificates.crt\n"
 
 
+@pytest.mark.docker_only("the sandbox must trust the git server's CA (SANDBOX_AGENTS_EXTRA_CA_CERTS): the Kubernetes backend writes no system files, so no extra CA")
 def test_an_unknown_ref_fails_the_boot_naming_the_repository_and_the_ref(git, tclient, janitor, new_slug):
     git.repo("acme/other", {"README.md": "x\n"})
     agent = tclient.agents.create(

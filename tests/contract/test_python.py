@@ -39,6 +39,10 @@ def outputs(result) -> list[str]:
     return [e.payload["output"] for e in result.events if e.type == "agent.tool_result"]
 
 
+@pytest.mark.docker_only(
+    "its sessions boot in the built-in `analysis` environment, whose packages (the kernel, "
+    "matplotlib) are an image build: the Kubernetes backend builds no images"
+)
 def test_a_kernel_keeps_state_plots_errors_limits_restarts_and_a_valid_notebook(
     client, janitor, fake_model, server
 ):

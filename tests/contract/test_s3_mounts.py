@@ -43,6 +43,7 @@ def janitor(s3_server):
     j.cleanup()
 
 
+@pytest.mark.docker_only("s3_mount entries are staged as root outside the workspace: the Kubernetes backend writes no system files")
 def test_a_read_only_mount_is_staged_and_the_sandbox_user_cannot_change_it(moto, sclient, janitor, new_slug):
     moto.create_bucket("contract-in")
     moto.put("contract-in", "data/a.txt", "alpha\n")
@@ -61,6 +62,7 @@ def test_a_read_only_mount_is_staged_and_the_sandbox_user_cannot_change_it(moto,
         assert found.stdout.split() == ["0", "0"], needle
 
 
+@pytest.mark.docker_only("s3_mount entries are staged as root outside the workspace: the Kubernetes backend writes no system files")
 def test_a_writable_mount_is_written_back_at_stop(moto, sclient, janitor, new_slug):
     moto.create_bucket("contract-out")
     moto.put("contract-out", "p/keep.txt", "keep\n")

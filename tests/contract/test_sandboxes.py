@@ -32,6 +32,7 @@ from sandbox_agents import (
     SandboxAgentsError,
 )
 
+import kube
 import sandboxes
 from harness import wait_until
 from sandboxes import Janitor
@@ -125,7 +126,7 @@ def types_of(client, sid: str) -> list[str]:
 def test_create_and_wait_boots_the_manifest(mclient, box, box_agent):
     assert box.status == "running"
     assert box.agent_id == box_agent.id
-    assert box.backend == "docker"
+    assert box.backend == kube.BACKEND
     assert box.container_id
     assert box.workdir == "/workspace"
     assert box.error is None and box.stopped_reason is None

@@ -78,9 +78,9 @@ def test_bindings_become_the_sandbox_environment_and_rotation_reaches_the_next_b
     for path in [f"/api/sessions/{session.id}", f"/api/sessions/{session.id}/events", f"/api/agents/{agent.id}"]:
         body = raw.get(path).text
         assert agent_value not in body and session_value not in body, path
-    # Nor the container's configuration.
+    # Nor the container's configuration (on Kubernetes, the pod's).
     for container in sandboxes.session_containers(session.id):
-        inspected = sandboxes.docker("inspect", container)
+        inspected = sandboxes.configuration(container)
         assert agent_value not in inspected and session_value not in inspected
 
     # Bound: not deletable.
