@@ -47,6 +47,13 @@ fn a_sessions_pod() {
     };
     let name = format!("{}-0123abcd", pod::pod_name(&spec.session));
     let hash = "ab".repeat(32);
-    let pod = pod::pod(&settings, "deployment-1", &name, &spec, &spec.image, &hash);
+    let pod = pod::pod(
+        &settings,
+        "deployment-1",
+        &name,
+        (&spec, pod::Owner::Session),
+        &spec.image,
+        &hash,
+    );
     golden("pod.json", &serde_json::to_value(&pod).unwrap());
 }

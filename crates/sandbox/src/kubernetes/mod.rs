@@ -10,8 +10,9 @@
 //!
 //! What differs from Docker (`docs/kubernetes.md`): snapshots keep the workspace archive only
 //! (a pod has no commit), there are no writes as root (no extra CA or `s3_mount` staging), the
-//! pids limit is the kubelet's (per node), and image builds, the warm pool and disk
-//! measurement are not built yet.
+//! pids limit is the kubelet's (per node), and image builds and disk measurement are not
+//! built yet. A warm pool's pods carry the pool's label instead of a session's until one is
+//! handed to a session (`assign`: its labels change; a pod cannot be renamed).
 
 mod daemon;
 mod error;
@@ -34,7 +35,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use sandboxd::client::{Client as DaemonClient, ClientError};
@@ -90,15 +91,15 @@ impl KubernetesBackend {
         }
     }
 
-    /// The pod of `spec` under `name`, with the hash of that pod's daemon token.
-    fn pod_of(&self, spec: &SandboxSpec, name: &str) -> Pod {
+    /// The pod of `spec` under `name` for `owner`, with the hash of that pod's daemon token.
+    fn pod_of(&self, spec: &SandboxSpec, owner: pod::Owner<'_>, name: &str) -> Pod {
         let token = daemon::token(&self.settings.daemon_key, &self.settings.namespace, name);
         let image = self.settings.image.as_deref().unwrap_or(&spec.image);
         pod::pod(
             &self.settings,
             &self.deployment,
             name,
-            spec,
+            (spec, owner),
             image,
             &sandboxd::tcp::token_hash(&token),
         )
@@ -199,38 +200,13 @@ fn on_path(path: &str, what: &'static str) -> impl Fn(ClientError) -> SandboxErr
     }
 }
 
-#[async_trait]
-impl SandboxBackend for KubernetesBackend {
-    fn name(&self) -> &'static str {
-        "kubernetes"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: SnapshotKind::ArchiveOnly,
-            image_builds: false,
-            daemon: true,
-            warm_pool: false,
-            disk_measurement: false,
-            isolation: true,
-            system_files: false,
-            pids_limit: false,
-        }
-    }
-
-    #[tracing::instrument(skip_all, fields(session = %spec.session, pod = tracing::field::Empty))]
-    async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
-        // Whatever an earlier boot of this session left goes first.
-        for old in self.pods_of(Some(&spec.session)).await? {
-            if let Some(name) = old.metadata.name.as_deref() {
-                self.delete_now(name).await?;
-            }
-        }
-        let nonce = &uuid::Uuid::new_v4().simple().to_string()[..8];
-        let name = format!("{}-{nonce}", pod::pod_name(&spec.session));
-        tracing::Span::current().record("pod", name.as_str());
+impl KubernetesBackend {
+    /// Creates the pod `name`, waits until it runs and its daemon answers; removes it when it
+    /// does not.
+    async fn start_pod(&self, name: &str, pod: Pod, spec: &SandboxSpec) -> Result<Sandbox> {
+        let name = name.to_owned();
         self.pods
-            .create(&PostParams::default(), &self.pod_of(spec, &name))
+            .create(&PostParams::default(), &pod)
             .await
             .map_err(error::api)?;
         let started = async {
@@ -265,6 +241,89 @@ impl SandboxBackend for KubernetesBackend {
             workdir: WORKDIR.to_owned(),
             ports,
         })
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for KubernetesBackend {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            snapshots: SnapshotKind::ArchiveOnly,
+            image_builds: false,
+            daemon: true,
+            warm_pool: true,
+            disk_measurement: false,
+            isolation: true,
+            system_files: false,
+            pids_limit: false,
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(session = %spec.session, pod = tracing::field::Empty))]
+    async fn create(&self, spec: &SandboxSpec) -> Result<Sandbox> {
+        // Whatever an earlier boot of this session left goes first.
+        for old in self.pods_of(Some(&spec.session)).await? {
+            if let Some(name) = old.metadata.name.as_deref() {
+                self.delete_now(name).await?;
+            }
+        }
+        let nonce = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        let name = format!("{}-{nonce}", pod::pod_name(&spec.session));
+        tracing::Span::current().record("pod", name.as_str());
+        self.start_pod(&name, self.pod_of(spec, pod::Owner::Session, &name), spec)
+            .await
+    }
+
+    #[tracing::instrument(skip_all, fields(pod = %name, image = %spec.image))]
+    async fn create_pooled(&self, name: &str, spec: &SandboxSpec) -> Result<Sandbox> {
+        if !spec.exposed_ports.is_empty() {
+            return Err(SandboxError::Backend(
+                "a pooled sandbox has no exposed ports: they are the session's".into(),
+            ));
+        }
+        let pod = self.pod_of(spec, pod::Owner::Pool(&spec.image), name);
+        self.start_pod(name, pod, spec).await
+    }
+
+    fn pooled_name(&self, key: &str) -> String {
+        format!("{}pool-{key}", pod::POD_PREFIX)
+    }
+
+    /// Hands a pooled pod to `session`: its labels say so from now on (a pod cannot be
+    /// renamed). An optimistic update on the pod's `resourceVersion`, read again when the
+    /// pod changed meanwhile (its status moves it on too), so no label is ever written over a
+    /// version it was not read from.
+    #[tracing::instrument(skip_all, fields(pod = %id, session = %session))]
+    async fn assign(&self, id: &str, session: &str) -> Result<()> {
+        for _ in 0..5 {
+            let pod = self
+                .pods
+                .get_opt(id)
+                .await
+                .map_err(error::api)?
+                .ok_or_else(|| SandboxError::NotFound(id.to_owned()))?;
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": pod.metadata.resource_version,
+                "labels": {pod::LABEL_SESSION: session, pod::LABEL_POOL: null},
+                "annotations": {pod::ANNOTATION_POOL_IMAGE: null},
+            }});
+            match self
+                .pods
+                .patch(id, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if error::status(&e) == Some(409) => continue,
+                Err(e) => return Err(error::api(e)),
+            }
+        }
+        Err(SandboxError::Backend(format!(
+            "the pod {id} kept changing while it was handed to {session}"
+        )))
     }
 
     #[tracing::instrument(skip_all, fields(pod = %id))]
@@ -413,11 +472,18 @@ impl SandboxBackend for KubernetesBackend {
             .map(|p| {
                 let labels = p.metadata.labels.clone().unwrap_or_default();
                 let name = p.metadata.name.clone().unwrap_or_default();
+                let pool = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(pod::ANNOTATION_POOL_IMAGE))
+                    .filter(|_| labels.contains_key(pod::LABEL_POOL))
+                    .cloned();
                 ListedSandbox {
                     id: name.clone(),
                     name,
                     session: labels.get(pod::LABEL_SESSION).cloned(),
-                    pool: None,
+                    pool,
                     running: status::is_running(&p),
                 }
             })

@@ -21,6 +21,11 @@ use std::collections::BTreeMap;
 pub const LABEL_DEPLOYMENT: &str = "sandbox-agents.io/deployment";
 /// Label naming the session a pod belongs to.
 pub const LABEL_SESSION: &str = "sandbox-agents.io/session";
+/// Label of a warm-pool pod: a digest of the image it was pooled for (a label value cannot
+/// hold an image reference); the image itself is the annotation [`ANNOTATION_POOL_IMAGE`].
+pub const LABEL_POOL: &str = "sandbox-agents.io/pool";
+/// Annotation of a warm-pool pod naming the image it was pooled for.
+pub const ANNOTATION_POOL_IMAGE: &str = "sandbox-agents.io/pool-image";
 /// The start of every sandbox pod's name (`sa-<session>`).
 pub const POD_PREFIX: &str = "sa-";
 /// The port the daemon listens on in every pod.
@@ -35,6 +40,22 @@ const DAEMON_DIR: &str = "/opt/sandbox-agents/bin";
 /// writable this way).
 const HOME: &str = "/home/sandbox";
 const HOME_SEED: &str = "/opt/sandbox-agents/home";
+
+/// Whom a pod is made for: its owner label.
+#[derive(Clone, Copy, Debug)]
+pub enum Owner<'a> {
+    /// The session `spec.session`.
+    Session,
+    /// The warm pool of this image.
+    Pool(&'a str),
+}
+
+/// The label value of the pool of `image`.
+pub fn pool_label(image: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(image.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// The pod name of a session's sandbox.
 pub fn pod_name(session: &str) -> String {
@@ -89,17 +110,29 @@ fn empty_dir(name: &str, limit: Option<&str>) -> Volume {
 
 /// The pod of `spec`, named `name`, running `image`, whose daemon accepts only the token
 /// whose hash is `token_hash`.
+/// Hardening, limits, user and volumes do not depend on `owner`: a pooled pod is the pod a
+/// session would get, bar its label.
 pub fn pod(
     settings: &KubernetesSettings,
     deployment: &str,
     name: &str,
-    spec: &SandboxSpec,
+    (spec, owner): (&SandboxSpec, Owner<'_>),
     image: &str,
     token_hash: &str,
 ) -> Pod {
+    let (owner_label, annotations) = match owner {
+        Owner::Session => ((LABEL_SESSION.to_owned(), spec.session.clone()), None),
+        Owner::Pool(pooled) => (
+            (LABEL_POOL.to_owned(), pool_label(pooled)),
+            Some(BTreeMap::from([(
+                ANNOTATION_POOL_IMAGE.to_owned(),
+                pooled.to_owned(),
+            )])),
+        ),
+    };
     let labels = BTreeMap::from([
         (LABEL_DEPLOYMENT.to_owned(), deployment.to_owned()),
-        (LABEL_SESSION.to_owned(), spec.session.clone()),
+        owner_label,
         (
             "app.kubernetes.io/managed-by".to_owned(),
             "sandbox-agents".to_owned(),
@@ -229,6 +262,7 @@ pub fn pod(
             name: Some(name.to_owned()),
             namespace: Some(settings.namespace.clone()),
             labels: Some(labels),
+            annotations,
             ..Default::default()
         },
         spec: Some(PodSpec {

@@ -26,6 +26,7 @@ const POD_VERBS: &[(&str, &str)] = &[
     ("pods", "get"),
     ("pods", "list"),
     ("pods", "watch"),
+    ("pods", "patch"),
     ("pods", "delete"),
 ];
 
@@ -139,7 +140,11 @@ impl KubernetesBackend {
             exposed_ports: vec![],
             limits: Default::default(),
         };
-        let pod = self.pod_of(&spec, &super::pod::pod_name(&spec.session));
+        let pod = self.pod_of(
+            &spec,
+            super::pod::Owner::Session,
+            &super::pod::pod_name(&spec.session),
+        );
         let params = PostParams {
             dry_run: true,
             ..Default::default()

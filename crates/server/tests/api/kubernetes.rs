@@ -136,7 +136,7 @@ async fn a_cluster_configuration_that_cannot_work_stops_the_server_saying_why() 
     let bare = TestNamespace::with_role(false).await;
     let e = refused(&bare, |_| {}).await;
     assert!(
-        e.contains("may not create pods, get pods, list pods, watch pods, delete pods")
+        e.contains("may not create pods, get pods, list pods, watch pods, patch pods, delete pods")
             && e.contains(&bare.name)
             && e.contains("deploy/kubernetes/"),
         "{e}"
@@ -243,5 +243,48 @@ async fn a_pod_that_ends_on_its_own_fails_its_session_with_the_reason() {
         .await;
     let (code, out, _) = app.exec(&id, "echo back").await;
     assert_eq!((code, out.as_str()), (0, "back\n"));
+    ns.remove().await;
+}
+
+/// A warm pool of pods: a session boots from it, and the pod it took is labelled as the
+/// session's (a pod cannot be renamed) once handed over.
+#[tokio::test]
+async fn a_session_boots_from_a_warm_pool_of_pods() {
+    let ns = TestNamespace::new().await;
+    let app = TestApp::builder()
+        .with_kubernetes(&ns)
+        .with_pool(1)
+        .with_pool_worker()
+        .spawn()
+        .await;
+    app.create_agent("pooled", json!({})).await;
+    let pooled: String = eventually("a pooled pod", Duration::from_secs(60), async || {
+        sqlx::query_scalar::<_, String>(
+            "select sandbox_id from sandbox_pool where sandbox_id is not null",
+        )
+        .fetch_optional(&app.db)
+        .await
+        .unwrap()
+    })
+    .await;
+    let id = app.boot_session(json!({"agent_id": "pooled"})).await;
+    let session = app.session(&id).await;
+    let (code, out, _) = app.exec(&id, "id -u").await;
+    assert_eq!((code, out.as_str()), (0, "1000\n"), "{session}");
+    eventually(
+        "the pooled pod labelled as the session's",
+        Duration::from_secs(30),
+        async || {
+            let pod = pods(&ns)
+                .await
+                .into_iter()
+                .find(|p| p.metadata.name.as_deref() == Some(pooled.as_str()))?;
+            let labels = pod.metadata.labels.unwrap_or_default();
+            (labels.get("sandbox-agents.io/session") == Some(&id)
+                && !labels.contains_key("sandbox-agents.io/pool"))
+            .then_some(())
+        },
+    )
+    .await;
     ns.remove().await;
 }
