@@ -35,6 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The labels the backend puts on every sandbox pod (crates/sandbox/src/kubernetes/pod.rs).
 LABEL_SESSION = "sandbox-agents.io/session"
 LABEL_DEPLOYMENT = "sandbox-agents.io/deployment"
+#: The label of a pooled pod no session has claimed yet (where the backend has a warm pool).
+LABEL_POOL = "sandbox-agents.io/pool"
 #: The name of the service account (and of the Role's binding) in each namespace.
 ACCOUNT = "sandbox-agents"
 #: The service account's token outlives any run of the suite.

@@ -102,9 +102,14 @@ def leftover_containers(deployment_id: str) -> list[str]:
     started sandboxes no session has claimed (label POOL_LABEL, still named `sa-pool-...`),
     which the server keeps on purpose, up to the most the pool grows to. More than that is a
     leak too."""
+    if kube.ENABLED:
+        pods = kube.pods(f"{kube.LABEL_DEPLOYMENT}={deployment_id}")
+        pooled = [p for p in pods if kube.LABEL_POOL in p["metadata"].get("labels", {})]
+        others = [p["metadata"]["name"] for p in pods if p not in pooled]
+        return others if len(pooled) <= DEFAULT_POOL_MAX else others + [p["metadata"]["name"] for p in pooled]
     ids = deployment_containers(deployment_id)
-    if not ids or kube.ENABLED:
-        return ids
+    if not ids:
+        return []
     lines = docker(
         "inspect", "--format", '{{.Id}} {{.Name}} {{index .Config.Labels "' + POOL_LABEL + '"}}', *ids
     ).splitlines()
