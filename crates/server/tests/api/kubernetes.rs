@@ -288,3 +288,44 @@ async fn a_session_boots_from_a_warm_pool_of_pods() {
     .await;
     ns.remove().await;
 }
+
+/// What `deploy/kubernetes/` deploys (the kustomization, as `kubectl apply -k` reads it) is
+/// accepted by the real API server's validation: its namespaces applied, everything else
+/// created with a server-side dry run.
+#[tokio::test]
+async fn the_deployment_manifests_are_accepted_by_the_api_server() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let admin = sandbox_agents_testkit::kube::cluster_kubeconfig();
+    let built = std::process::Command::new(repo.join("scripts/kube-test-cluster"))
+        .arg("build")
+        .output()
+        .unwrap();
+    assert!(built.status.success());
+    let bin = String::from_utf8_lossy(&built.stdout).trim().to_owned();
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new(format!("{bin}/kubectl"))
+            .arg("--kubeconfig")
+            .arg(&admin)
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?}: {text}");
+        text
+    };
+    kubectl(&["apply", "-f", "deploy/kubernetes/namespaces.yaml"]);
+    let applied = kubectl(&["apply", "--dry-run=server", "-k", "deploy/kubernetes/"]);
+    for object in [
+        "serviceaccount/sandbox-agents",
+        "role.rbac.authorization.k8s.io/sandbox-agents",
+        "rolebinding.rbac.authorization.k8s.io/sandbox-agents",
+        "service/sandbox-agents",
+        "deployment.apps/sandbox-agents",
+        "ingress.networking.k8s.io/sandbox-agents-api",
+        "ingress.networking.k8s.io/sandbox-agents-previews",
+    ] {
+        assert!(applied.contains(object), "{object} is not in: {applied}");
+    }
+}
