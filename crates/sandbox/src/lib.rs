@@ -70,8 +70,9 @@ pub enum SandboxError {
     /// A path inside the sandbox that does not exist.
     #[error("no such file or directory: {0}")]
     NoSuchPath(String),
-    /// The image is not present and cannot be pulled.
-    #[error("the image {0} is not available on this host: build it first (images/sandbox/build-offline.sh)")]
+    /// The image is not present and cannot be pulled (on Kubernetes the kubelet's reason
+    /// follows the image's name).
+    #[error("the image {0} is not available to the sandbox backend: build it first (images/sandbox/build-offline.sh), or make it pullable by the cluster")]
     ImageMissing(String),
     /// The sandbox's daemon went away while it ran a command (the command, or something else
     /// in the sandbox, may have killed it): the command's outcome is unknown. The next call

@@ -106,7 +106,7 @@ fn table() -> Vec<Row> {
         (
             || ServiceError::Sandbox(SandboxError::ImageMissing("sandbox:latest".into())),
             409,
-            Exactly("the image sandbox:latest is not available on this host: build it first (images/sandbox/build-offline.sh)"),
+            Exactly("the image sandbox:latest is not available to the sandbox backend: build it first (images/sandbox/build-offline.sh), or make it pullable by the cluster"),
         ),
         (
             || ServiceError::Sandbox(SandboxError::DaemonLost),

@@ -93,7 +93,10 @@ pub fn progress(pod: &Pod) -> Progress {
         let reason = waiting.reason.as_deref().unwrap_or_default();
         let message = waiting.message.as_deref().unwrap_or_default();
         if IMAGE_REASONS.contains(&reason) {
-            return Progress::Failed(SandboxError::ImageMissing(c.image.clone()));
+            return Progress::Failed(SandboxError::ImageMissing(format!(
+                "{} ({reason}: {message})",
+                c.image
+            )));
         }
         if CONFIG_REASONS.contains(&reason) {
             return Progress::Failed(SandboxError::Backend(format!(

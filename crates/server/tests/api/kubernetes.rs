@@ -329,3 +329,42 @@ async fn the_deployment_manifests_are_accepted_by_the_api_server() {
         assert!(applied.contains(object), "{object} is not in: {applied}");
     }
 }
+
+/// A pod whose sandbox container is killed (as the OOM killer or a node's shutdown kills it)
+/// fails its session with how the container ended, as the node reported it.
+#[tokio::test]
+async fn a_killed_sandbox_container_fails_its_session_with_its_exit() {
+    let ns = TestNamespace::new().await;
+    let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    app.sessions.spawn_sandbox_watch();
+    let id = app.running_session("k8s", json!({})).await;
+    let pod = pods(&ns).await.remove(0).metadata.name.unwrap();
+    // The test node agent runs the pod's containers on Docker, labelled with the pod.
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=io.sandbox-agents.kube-test-node.pod={pod}"),
+            "--filter",
+            "label=io.sandbox-agents.kube-test-node.container=sandbox",
+        ])
+        .output()
+        .unwrap();
+    let container = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(!container.is_empty(), "the pod's container runs");
+    let killed = std::process::Command::new("docker")
+        .args(["kill", &container])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let failed = app
+        .wait_for_status(&id, "error", Duration::from_secs(30))
+        .await;
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("container sandbox ended") && error.contains("exit 137"),
+        "{failed}"
+    );
+    ns.remove().await;
+}
