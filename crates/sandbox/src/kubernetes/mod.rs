@@ -10,11 +10,12 @@
 //!
 //! What differs from Docker (`docs/kubernetes.md`): snapshots keep the workspace archive only
 //! (a pod has no commit), there are no writes as root (no extra CA or `s3_mount` staging), the
-//! pids limit is the kubelet's (per node), and image builds and disk measurement are not
-//! built yet. A warm pool's pods carry the pool's label instead of a session's until one is
+//! pids limit is the kubelet's (per node), the disk is measured through the daemon (`du`
+//! over the pod's `emptyDir`s), and image builds are not built yet. A warm pool's pods carry the pool's label instead of a session's until one is
 //! handed to a session (`assign`: its labels change; a pod cannot be renamed).
 
 mod daemon;
+mod disk;
 mod error;
 pub mod pod;
 mod settings;
@@ -256,7 +257,7 @@ impl SandboxBackend for KubernetesBackend {
             image_builds: false,
             daemon: true,
             warm_pool: true,
-            disk_measurement: false,
+            disk_measurement: true,
             isolation: true,
             system_files: false,
             pids_limit: false,
@@ -488,6 +489,10 @@ impl SandboxBackend for KubernetesBackend {
                 }
             })
             .collect())
+    }
+
+    async fn disk_usage(&self) -> Result<Vec<(String, u64)>> {
+        self.measure_pods().await
     }
 
     async fn snapshot_image(&self, id: &str, _name: &str) -> Result<String> {
