@@ -33,6 +33,31 @@ impl Runs {
 
     /// Cancels the session's run in flight, if any, and waits until its terminal event is
     /// committed: by the worker when it answers within [`CANCEL_GRACE`], else here.
+    /// Ends the session's run in flight as failed with `reason`: written here, whoever
+    /// drives it. Its worker then stops: here at once (its token), elsewhere at its next
+    /// look at the run, which is no longer running (its own end would change nothing). A
+    /// parked run is left waiting on people.
+    pub(crate) async fn fail_run_of(&self, id: SessionId, reason: &str) -> Result<()> {
+        let Some(run) = runs::running_for_session(&self.inner.db, id).await? else {
+            return Ok(());
+        };
+        if run.parked {
+            return Ok(());
+        }
+        let run_id = run.run_id();
+        self.finish_run(
+            id,
+            run_id,
+            &Outcome::Failed(reason.to_owned()),
+            run.turns,
+            &run.usage.0,
+            None,
+        )
+        .await?;
+        self.inner.runs.cancel(run_id);
+        Ok(())
+    }
+
     pub(crate) async fn cancel_run_of(&self, id: SessionId) -> Result<()> {
         let db = &self.inner.db;
         let Some(run) = runs::running_for_session(db, id).await? else {

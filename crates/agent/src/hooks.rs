@@ -72,4 +72,11 @@ impl RunHooks for Hooks {
             None => Ok(()),
         }
     }
+
+    async fn sandbox_lost(&self, id: SessionId, reason: &str) -> Result<()> {
+        match self.runs() {
+            Some(rt) => rt.fail_run_of(id, reason).await,
+            None => Ok(()),
+        }
+    }
 }

@@ -41,6 +41,11 @@ pub trait RunHooks: Send + Sync + 'static {
     /// Fails the runs whose server process is gone, and continues parked runs whose calls
     /// were all answered meanwhile.
     async fn recover(&self) -> Result<()>;
+
+    /// The session's sandbox is gone (it ended on its own): its run in flight ends `failed`
+    /// with `reason`, whichever process drives it. A parked run is left: it waits on people,
+    /// and their answer boots the session again.
+    async fn sandbox_lost(&self, session: SessionId, reason: &str) -> Result<()>;
 }
 
 /// What the lifecycle asks of environments (`sandbox-agents-environments` implements it;

@@ -1,7 +1,7 @@
 //! Sandboxes that end on their own while their session runs: killed for memory, evicted,
 //! their node lost, removed by someone else. A backend that watches its sandboxes reports
 //! each end ([`SandboxBackend::ended`]); the session then fails at once with the reason,
-//! its run in flight is cancelled, and the next start boots a new sandbox, instead of the
+//! its run in flight fails with it, and the next start boots a new sandbox, instead of the
 //! loss showing only as the next command's error.
 //!
 //! Every replica of the control plane sees every end; each takes the session's lease and
@@ -13,7 +13,6 @@
 use crate::Sessions;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent};
-use sandbox_agents_domain::session::StoppedReason;
 use sandbox_agents_errors::Result;
 use sandbox_agents_sandbox::SandboxEnded;
 use sandbox_agents_store::{events, sessions};
@@ -53,10 +52,6 @@ impl Sessions {
         let Some(id) = sessions::running_with_sandbox(&st.db, &end.id).await? else {
             return Ok(());
         };
-        // As a stop does: the run first, outside the lease.
-        self.runs()
-            .before_stop(id, StoppedReason::Requested)
-            .await?;
         let lease = self.lease(id).await?;
         let message = format!(
             "the sandbox ended while the session ran: {}; start the session to boot a new one (the workspace comes back as of its last stop)",
@@ -84,6 +79,8 @@ impl Sessions {
         lease.release().await;
         if recorded? {
             tracing::warn!(session.id = %id, reason = %end.reason, "a session's sandbox ended on its own");
+            // Only the process that recorded the loss ends the run, so it ends once.
+            self.runs().sandbox_lost(id, &message).await?;
             if let Err(e) = st.backend.remove(&end.id).await {
                 tracing::warn!(error = %e, "could not remove the ended sandbox; the orphan sweep will");
             }

@@ -6,8 +6,9 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
+use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_testkit::kube::TestNamespace;
-use sandbox_agents_testkit::{eventually, TestApp};
+use sandbox_agents_testkit::{eventually, runs, TestApp};
 use serde_json::json;
 use std::time::Duration;
 
@@ -198,13 +199,27 @@ async fn an_environment_with_packages_is_refused_at_create() {
 
 /// A pod that ends on its own (here deleted by someone else, as an eviction or a lost node
 /// ends it) fails its session at once with the reason, from the watch on the deployment's
-/// pods; a start boots a new pod with the workspace of the last stop.
+/// pods, and the run in flight fails with it; a start boots a new pod with the workspace of
+/// the last stop.
 #[tokio::test]
-async fn a_pod_that_ends_on_its_own_fails_its_session_with_the_reason() {
+async fn a_pod_that_ends_on_its_own_fails_its_session_and_its_run_with_the_reason() {
+    let fake = FakeModel::start(Script::new([Rule::when()
+        .last_user_contains("wait")
+        .reply_tool_call("shell", json!({"command": "sleep 600", "timeout": 600}))]));
     let ns = TestNamespace::new().await;
-    let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
+    let app = TestApp::builder()
+        .with_kubernetes(&ns)
+        .with_model_proxy(&fake.root_url())
+        .spawn()
+        .await;
     app.sessions.spawn_sandbox_watch();
-    let id = app.running_session("k8s", json!({})).await;
+    let id = app.running_session("k8s", runs::test_agent()).await;
+    let run = runs::start_run(&app, &id, "wait a long time", serde_json::Value::Null).await;
+    eventually("the tool to run", Duration::from_secs(60), async || {
+        let (_, out, _) = app.exec(&id, "pgrep -c -f '^sleep 600$'").await;
+        out.starts_with('1').then_some(())
+    })
+    .await;
     let pod = pods(&ns).await.remove(0);
     let name = pod.metadata.name.clone().unwrap();
     kube::Api::<Pod>::namespaced(ns.admin.clone(), &ns.name)
@@ -230,9 +245,23 @@ async fn a_pod_that_ends_on_its_own_fails_its_session_with_the_reason() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["type"] == "session.status_error")
+        .filter(|e| e["type"] == "session.status_error" && e["run_id"].is_null())
         .collect();
-    assert_eq!(errors.len(), 1, "{events}");
+    assert_eq!(errors.len(), 1, "one for the session: {events}");
+    let ended = runs::wait_for_run(&app, &id, &run).await;
+    let session = app.session(&id).await;
+    let detail = session["runs"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["id"] == run.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(detail["status"], "failed", "{detail} {ended:?}");
+    assert!(
+        detail["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("its pod was deleted")),
+        "{detail}"
+    );
 
     app.http
         .post(app.url(&format!("/api/sessions/{id}/start")))
