@@ -233,6 +233,19 @@ impl Environments {
             k.text.push_str("# build\n");
         }
         let log = |line: &str| kept.lock().expect("the log").line(line);
+        if !backend.capabilities().image_builds {
+            // Said in the build's own words, not as an internal error: nothing failed, this
+            // deployment cannot build at all (its sessions are refused at create, too).
+            let error = format!(
+                "this deployment's sandbox backend ({}) builds no images, so this environment's \
+                 packages cannot be installed; use an environment without packages, or a \
+                 deployment on the docker backend",
+                backend.name()
+            );
+            log(&format!("# {error}"));
+            let text = kept.into_inner().expect("the log").text;
+            return self.record_build(row, Some(error), text, started).await;
+        }
         let mut outcome = backend.build_image(&recipe, &log).await;
         // A builder's cache may pick a layer image that a collection elsewhere (another
         // process, another deployment on the same host) removes under it; a later attempt
@@ -269,12 +282,23 @@ impl Environments {
                 internal_reference(&e)
             )),
         };
+        self.record_build(row, error, p.text, started).await
+    }
+
+    /// Stores the build's log and records its outcome.
+    async fn record_build(
+        &self,
+        row: &BuildRecord,
+        error: Option<String>,
+        text: String,
+        started: std::time::Instant,
+    ) -> Result<()> {
+        let st = &self.inner;
         let key = format!(
             "environments/{}/{}.log",
             row.digest,
             uuid::Uuid::now_v7().simple()
         );
-        let text = p.text;
         let stream = futures::stream::once(async move { Ok(Bytes::from(text)) });
         st.blobs
             .put(&key, Box::pin(stream))

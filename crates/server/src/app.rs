@@ -232,6 +232,13 @@ pub async fn services(
         .connect(&deployment)
         .await
         .context("starting the sandbox backend")?;
+    if settings.sessions.extra_ca.is_some() && !backend.capabilities().system_files {
+        tracing::warn!(
+            backend = backend.name(),
+            "--extra-ca-certs: this backend cannot install certificates in a sandbox (it has no \
+             root there), so sandboxes do not trust them; the control plane does"
+        );
+    }
     // A backend without a warm pool (Kubernetes, for now) gets none: the refill would fail on
     // every boot, saying so in the log, and pool nothing.
     if !backend.capabilities().warm_pool {

@@ -6,6 +6,7 @@ use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
 use sandbox_agents_domain::event::{EventType, NewEvent};
+use sandbox_agents_domain::manifest::EntrySpec;
 use sandbox_agents_domain::network::{LayerSource, NetworkLayer, SessionNetwork};
 use sandbox_agents_domain::session::{SessionCreate, MIN_DISK_MB};
 use sandbox_agents_domain::tools::validate_secret_bindings;
@@ -49,6 +50,21 @@ impl Sessions {
                 reason,
                 Value::from(path.as_str()),
             ));
+        }
+        if !st.backend.capabilities().system_files {
+            let mounted = manifest
+                .entries
+                .iter()
+                .find(|(_, e)| matches!(e, EntrySpec::S3Mount { .. }));
+            if let Some((path, _)) = mounted {
+                // Refused now, not left to fail the boot: a bucket is staged as root.
+                return Err(ServiceError::Conflict(format!(
+                    "the s3_mount entry '{path}' cannot be staged by this deployment's sandbox \
+                     backend ({}), which has no root in a sandbox; leave it out, or use a \
+                     deployment on the docker backend",
+                    st.backend.name()
+                )));
+            }
         }
         let snapshot = match &body.from_snapshot_id {
             None => None,

@@ -90,12 +90,17 @@ fn first_entry(tar: &[u8]) -> std::io::Result<Option<Found>> {
 
 impl Sessions {
     /// Appends the extra certificates to the sandbox's [`SYSTEM_BUNDLE`] (created when the
-    /// image has none), as root, 0644. A no-op without extra certificates.
+    /// image has none), as root, 0644. A no-op without extra certificates, and on a backend
+    /// that cannot write as root in a sandbox (Kubernetes).
     pub(crate) async fn install_extra_ca(&self, sandbox_id: &str) -> Result<()> {
         let Some(extra) = &self.inner.settings.extra_ca else {
             return Ok(());
         };
         let backend = &self.inner.backend;
+        if !backend.capabilities().system_files {
+            // No root in the sandbox to write the bundle (said once at start, `server::app`).
+            return Ok(());
+        }
         // Follow a link or two (some images link the bundle elsewhere); the file written is
         // the one the link ends at, so every name of it sees the certificates.
         let mut path = SYSTEM_BUNDLE.to_owned();

@@ -451,6 +451,23 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// `--kubernetes-node-selector`: `key=value` pairs separated by commas.
+fn node_selector(flag: Option<&str>) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut labels = std::collections::BTreeMap::new();
+    for pair in flag
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let Some((k, v)) = pair.split_once('=') else {
+            anyhow::bail!("--kubernetes-node-selector: '{pair}' is not key=value");
+        };
+        labels.insert(k.trim().to_owned(), v.trim().to_owned());
+    }
+    Ok(labels)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -661,21 +678,4 @@ mod tests {
         let bad = Cli::try_parse_from(["sandbox-agents", "--egress-deny", "10.0.0.0/33"]);
         assert!(bad.is_err());
     }
-}
-
-/// `--kubernetes-node-selector`: `key=value` pairs separated by commas.
-fn node_selector(flag: Option<&str>) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-    let mut labels = std::collections::BTreeMap::new();
-    for pair in flag
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        let Some((k, v)) = pair.split_once('=') else {
-            anyhow::bail!("--kubernetes-node-selector: '{pair}' is not key=value");
-        };
-        labels.insert(k.trim().to_owned(), v.trim().to_owned());
-    }
-    Ok(labels)
 }

@@ -163,11 +163,12 @@ async fn a_missing_namespace_is_named() {
     ns.remove().await;
 }
 
-/// A backend that builds no images refuses, at create, a session whose environment installs
-/// packages (it would wait forever for the build), and says what to do instead; nothing is
+/// A backend that builds no images and has no root in a sandbox refuses, at create, a session
+/// whose environment installs packages (it would wait forever for the build) or whose
+/// manifest mounts a bucket (staged as root), and says what to do instead; nothing is
 /// created.
 #[tokio::test]
-async fn an_environment_with_packages_is_refused_at_create() {
+async fn an_environment_with_packages_and_a_bucket_mount_are_refused_at_create() {
     let ns = TestNamespace::new().await;
     let app = TestApp::builder().with_kubernetes(&ns).spawn().await;
     app.create_agent("a", json!({})).await;
@@ -190,6 +191,32 @@ async fn an_environment_with_packages_is_refused_at_create() {
         detail.contains("environment 'tools' installs packages")
             && detail.contains("(kubernetes) builds no images"),
         "{detail}"
+    );
+    // The environment's build ends at once, failed, saying why in its own words.
+    let failed = eventually("the build to fail", Duration::from_secs(30), async || {
+        let (_, env) = app.get_json("/api/environments/tools").await;
+        (env["build"]["status"] == "failed").then_some(env)
+    })
+    .await;
+    let error = failed["build"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("sandbox backend (kubernetes) builds no images"),
+        "{failed}"
+    );
+    // A bucket mount is staged as root: refused at create too, naming the entry.
+    let (status, body) = app
+        .post_json(
+            "/api/sessions",
+            json!({"agent_id": "a", "manifest": {"entries": {
+                "mnt/in": {"kind": "s3_mount", "bucket": "inputs"}}}}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("the s3_mount entry 'mnt/in' cannot be staged")),
+        "{body}"
     );
     let (_, sessions) = app.get_json("/api/sessions").await;
     assert_eq!(sessions.as_array().map(Vec::len), Some(0), "{sessions}");
