@@ -86,36 +86,12 @@ impl TokenHash {
     }
 }
 
-/// Accepts connections on `listener` for ever, serving each whose preamble carries the token
-/// that hashes to `expected`. A transient accept failure (out of descriptors, a connection
-/// aborted before it was taken) is logged and the loop goes on; another ends it.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    daemon: std::sync::Arc<crate::daemon::Daemon>,
-    expected: TokenHash,
-) -> io::Result<()> {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                crate::daemon::accept_failed("TCP", e).await?;
-                continue;
-            }
-        };
-        let daemon = daemon.clone();
-        tokio::spawn(async move {
-            match admit(stream, &expected).await {
-                Ok(stream) => crate::daemon::serve_connection(daemon, stream).await,
-                // One line per refusal, on stderr (the pod's log): the daemon has no other.
-                Err(why) => eprintln!("sandboxd: refused a connection from {peer}: {why}"),
-            }
-        });
-    }
-}
-
 /// Reads and checks the preamble; the stream, ready for HTTP/2, when it admits the
 /// connection. Dropping the stream on refusal closes it without an answer.
-async fn admit(mut stream: TcpStream, expected: &TokenHash) -> Result<TcpStream, String> {
+pub(crate) async fn admit(
+    mut stream: TcpStream,
+    expected: &TokenHash,
+) -> Result<TcpStream, String> {
     let _ = stream.set_nodelay(true);
     keepalive(&stream).map_err(|e| format!("cannot set keepalive: {e}"))?;
     let mut line = [0u8; PREAMBLE_LEN];

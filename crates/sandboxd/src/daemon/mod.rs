@@ -107,6 +107,33 @@ where
     }
 }
 
+/// Accepts connections on `listener` for ever, serving each whose preamble carries the token
+/// that hashes to `expected` (`crate::tcp`). A transient accept failure (out of descriptors,
+/// a connection aborted before it was taken) is logged and the loop goes on; another ends it.
+async fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    daemon: Arc<Daemon>,
+    expected: crate::tcp::TokenHash,
+) -> std::io::Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                accept_failed("TCP", e).await?;
+                continue;
+            }
+        };
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            match crate::tcp::admit(stream, &expected).await {
+                Ok(stream) => serve_connection(daemon, stream).await,
+                // One line per refusal, on stderr (the pod's log): the daemon has no other.
+                Err(why) => eprintln!("sandboxd: refused a connection from {peer}: {why}"),
+            }
+        });
+    }
+}
+
 /// Accepts connections on `listener` for ever.
 pub async fn serve(listener: tokio::net::UnixListener) -> std::io::Result<()> {
     serve_on(Some(listener), None).await
@@ -124,9 +151,7 @@ pub async fn serve_on(
     tokio::spawn(crate::egress::forward());
     let tcp = async {
         match tcp {
-            Some((listener, expected)) => {
-                crate::tcp::serve(listener, daemon.clone(), expected).await
-            }
+            Some((listener, expected)) => serve_tcp(listener, daemon.clone(), expected).await,
             None => std::future::pending().await,
         }
     };
@@ -153,7 +178,7 @@ pub async fn serve_on(
 /// connection aborted before it was taken) is a line on stderr and a pause, so that a
 /// listener out of descriptors does not spin while connections close and free some; any
 /// other is the daemon's end.
-pub(crate) async fn accept_failed(listener: &str, e: std::io::Error) -> std::io::Result<()> {
+async fn accept_failed(listener: &str, e: std::io::Error) -> std::io::Result<()> {
     use nix::errno::Errno;
     let transient = matches!(
         e.raw_os_error().map(Errno::from_raw),
