@@ -51,11 +51,7 @@ async fn a_background_process_outlives_its_request_and_dies_with_the_sandbox() {
         .await;
     let (status, _) = app.get_json(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(status, 409, "no processes without a running sandbox");
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
+    app.start_session(&id).await;
     app.wait_for_status(&id, "running", Duration::from_secs(60))
         .await;
     let (_, listed) = app.get_json(&format!("/api/sessions/{id}/processes")).await;

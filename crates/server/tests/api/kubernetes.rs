@@ -50,11 +50,7 @@ async fn a_session_runs_in_a_pod_and_its_workspace_outlives_a_stop() {
         async || pods(&ns).await.is_empty().then_some(()),
     )
     .await;
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
+    app.start_session(&id).await;
     app.wait_for_status(&id, "running", Duration::from_secs(90))
         .await;
     let (code, out, err) = app.exec(&id, "cat /workspace/kept.txt").await;
@@ -63,13 +59,7 @@ async fn a_session_runs_in_a_pod_and_its_workspace_outlives_a_stop() {
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].metadata.uid, first[0].metadata.uid, "a new pod");
 
-    let r = app
-        .http
-        .delete(app.url(&format!("/api/sessions/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    app.delete_session(&id).await;
     eventually(
         "the deleted session's pod is gone",
         Duration::from_secs(30),
@@ -290,11 +280,7 @@ async fn a_pod_that_ends_on_its_own_fails_its_session_and_its_run_with_the_reaso
         "{detail}"
     );
 
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
+    app.start_session(&id).await;
     app.wait_for_status(&id, "running", Duration::from_secs(90))
         .await;
     let (code, out, _) = app.exec(&id, "echo back").await;

@@ -249,11 +249,7 @@ async fn an_idle_sandbox_is_released_and_wakes_with_its_workspace() {
         (s["status"].as_str(), s["stopped_reason"].as_str()),
         (Some("stopped"), Some("idle"))
     );
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
+    app.start_session(&id).await;
     app.wait_for_status(&id, "running", BOOT).await;
     assert_eq!(app.exec(&id, "cat kept.txt").await.1, "kept\n");
     app.http
@@ -597,11 +593,7 @@ async fn a_sandbox_that_exited_while_the_server_was_down_keeps_its_workspace() {
         app.runtime_backend_inspect(&container).await.is_none(),
         "the dead container was removed"
     );
-    app.http
-        .post(app.url(&format!("/api/sessions/{id}/start")))
-        .send()
-        .await
-        .unwrap();
+    app.start_session(&id).await;
     app.wait_for_status(&id, "running", BOOT).await;
     assert_eq!(app.exec(&id, "cat state.txt").await.1, "survived\n");
     app.http
