@@ -20,6 +20,9 @@
 //! 6. Egress (`--parts egress`): an HTTPS request on a new connection and a 256 MiB download
 //!    from a sandbox through the egress proxy, beside a sandbox attached to the server's
 //!    network directly, and the proxy alone from the host; see `egress.rs`.
+//! 7. Kubernetes (`--parts kubernetes`, issue 37): the API server's own request latency, a
+//!    cold boot of the Kubernetes backend beside the same pod created and watched with kube's
+//!    client, and a warm claim of a pooled pod, on the test cluster; see `kubernetes.rs`.
 //!
 //! Each iteration runs every variant once, sequentially, in an order that rotates, so drift in
 //! the machine's load hits all of them alike; sessions and containers are removed between
@@ -39,6 +42,10 @@ mod egress_host;
 mod egress_upstream;
 #[path = "sandbox_bench/files.rs"]
 mod files;
+#[path = "sandbox_bench/kube_raw.rs"]
+mod kube_raw;
+#[path = "sandbox_bench/kubernetes.rs"]
+mod kubernetes;
 #[path = "sandbox_bench/ours.rs"]
 mod ours;
 #[path = "sandbox_bench/raw.rs"]
@@ -65,7 +72,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(
     name = "sandbox-bench",
     about = "Benchmarks create-to-running and exec round trips beside raw bollard baselines"
@@ -85,7 +92,7 @@ struct Args {
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
     /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`,
-    /// `burst100`, `egress`.
+    /// `burst100`, `egress`, `kubernetes`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -505,6 +512,17 @@ async fn parts(
     }
     if wants("egress") {
         out.extend(egress::parts(args, app, docker).await?);
+    }
+    if wants("kubernetes") {
+        let settings = app.sessions.settings();
+        let template = SandboxSpec {
+            session: String::new(),
+            image: settings.default_image.clone(),
+            env: Default::default(),
+            exposed_ports: Vec::new(),
+            limits: settings.limits.clone(),
+        };
+        out.extend(kubernetes::parts(args, &template, docker).await?);
     }
     Ok(out)
 }
