@@ -310,11 +310,10 @@ async fn warm_claim(args: &Args, cluster: &Cluster, pooled: &str) -> anyhow::Res
     // The other replica: a backend of its own per iteration (made outside the timed region).
     let others = RefCell::new(Vec::new());
     for _ in 0..args.warmup + args.iterations {
-        others.borrow_mut().push(
-            KubernetesBackend::connect(&cluster.settings, DEPLOYMENT)
-                .await
-                .context("connecting another replica's backend")?,
-        );
+        let other = KubernetesBackend::connect(&cluster.settings, DEPLOYMENT)
+            .await
+            .context("connecting another replica's backend")?;
+        others.borrow_mut().push(other);
     }
     interleaved(args, &mut rows, |v| {
         let (req, others) = (&req, &others);
