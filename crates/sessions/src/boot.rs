@@ -274,18 +274,19 @@ impl Sessions {
             // A first prompt dies with the boot: its session.status_error (no run)
             // already ends every wait for it.
             sandbox_agents_store::runs::take_first_prompt(&mut tx, id).await?;
-            events::append(
-                &mut tx,
-                id,
-                &[NewEvent::new(
-                    EventType::SessionStatusError,
-                    None,
-                    json!({"error": msg}),
-                )],
-            )
-            .await?;
+            events::append(&mut tx, id, &[status_error(&msg)]).await?;
             tx.commit().await?;
         }
         Ok(())
     }
+}
+
+/// The session's `session.status_error` (no run) saying `message`: a failed boot's, or a
+/// sandbox's that ended on its own (`lost.rs`).
+pub(crate) fn status_error(message: &str) -> NewEvent {
+    NewEvent::new(
+        EventType::SessionStatusError,
+        None,
+        json!({"error": message}),
+    )
 }

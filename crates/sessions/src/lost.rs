@@ -12,11 +12,9 @@
 
 use crate::Sessions;
 use futures::StreamExt;
-use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_errors::Result;
 use sandbox_agents_sandbox::SandboxEnded;
 use sandbox_agents_store::{events, sessions};
-use serde_json::json;
 
 impl Sessions {
     /// Follows the backend's ends of sandboxes until shutdown; nothing for a backend that does
@@ -61,16 +59,7 @@ impl Sessions {
             let mut tx = st.db.begin().await?;
             let lost = sessions::mark_sandbox_lost(&mut tx, id, &end.id, &message).await?;
             if lost.is_some() {
-                events::append(
-                    &mut tx,
-                    id,
-                    &[NewEvent::new(
-                        EventType::SessionStatusError,
-                        None,
-                        json!({"error": message}),
-                    )],
-                )
-                .await?;
+                events::append(&mut tx, id, &[crate::boot::status_error(&message)]).await?;
             }
             tx.commit().await?;
             Ok::<_, sandbox_agents_errors::ServiceError>(lost.is_some())
