@@ -39,6 +39,9 @@ impl PodNetwork {
                     config: Some(vec![IpamConfig {
                         subnet: Some(cidr.to_string()),
                         ip_range: Some(upper.to_string()),
+                        // Named: left to Docker, the host's address is taken from the range
+                        // (10.244.128.0 here, whatever the Node reports).
+                        gateway: cidr.hosts().next().map(|g| g.to_string()),
                         ..Default::default()
                     }]),
                     ..Default::default()

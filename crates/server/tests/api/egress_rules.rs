@@ -211,13 +211,29 @@ async fn under_open_other_sandboxes_the_default_bridge_the_host_and_udp_are_unre
     );
     // The host reaches it: a refusal below is the proxy's, not a server that is not there.
     listening(&bridged_ip, PORT).await;
-    let bridge_gateway = docker(&[
+    // The host's address on it: the IPAM gateway, which a Docker Engine whose default bridge
+    // was set up by its own start may leave out of `inspect`; then the subnet's first host,
+    // which Docker always gives the bridge.
+    let bridge_gateway = match docker(&[
         "network",
         "inspect",
         "-f",
         "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
         "bridge",
-    ]);
+    ]) {
+        g if !g.is_empty() => g,
+        _ => {
+            let subnet = docker(&[
+                "network",
+                "inspect",
+                "-f",
+                "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                "bridge",
+            ]);
+            let subnet: ipnet::Ipv4Net = subnet.parse().expect("the default bridge's subnet");
+            subnet.hosts().next().expect("a host").to_string()
+        }
+    };
     let app = app(&net).await;
     let id = app.running_session("egress-reach", json!({})).await;
     let url = |host: &str| format!("http://{host}:{PORT}/");

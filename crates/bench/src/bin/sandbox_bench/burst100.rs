@@ -1,8 +1,8 @@
 //! `--parts burst100`: a hundred sessions created at once (issue 33), each timed from its
 //! `POST /api/sessions` to its `session.status_running` frame, on a server of default
 //! settings (a database pool of 32, the warm pool between 2 and 8, boots at once sized from
-//! the cores and the pool) and on one with a pool of 8, beside a hundred raw create + start
-//! + upload through bollard at once. The pool's wait is read from `/metrics`
+//! the cores and the pool) and on one with a pool of 8, beside a hundred raw creates, starts
+//! and uploads through bollard at once. The pool's wait is read from `/metrics`
 //! (`sandbox_agents_db_pool_wait_seconds`, the probe a serving process runs) over each
 //! server's bursts.
 //!
