@@ -259,6 +259,16 @@ fn body(
         pod.metadata.uid.as_deref().unwrap_or_default(),
     );
     docker_labels.insert(labels::CONTAINER.to_owned(), container.name.clone());
+    // The pod's sysctls go with the container that holds its network namespace (namespaced
+    // ones only, as here), as the kubelet gives them to the pod's sandbox.
+    let owns_network = matches!(placement, Placement::PodIp(_));
+    let sysctls: HashMap<String, String> = pod_sc
+        .sysctls
+        .iter()
+        .flatten()
+        .filter(|_| owns_network)
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect();
     let group_add: Vec<String> = pod_sc
         .supplemental_groups
         .iter()
@@ -294,6 +304,7 @@ fn body(
             cap_drop: capabilities.as_ref().and_then(|c| c.drop.clone()),
             security_opt: Some(security_opt),
             group_add: (!group_add.is_empty()).then_some(group_add),
+            sysctls: (!sysctls.is_empty()).then_some(sysctls),
             ..Default::default()
         }),
         networking_config,
@@ -395,6 +406,15 @@ fn field_value(ctx: &Context, pod: &Pod, path: &str, pod_ip: Option<&str>) -> Op
 /// The container's volume mounts: each names an `emptyDir` of the pod (checked before).
 fn mounts(pod: &Pod, container: &Container) -> Result<Vec<Mount>, String> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    // `dnsPolicy: None`: the resolver configuration the agent wrote from the pod's `dnsConfig`
+    // (`dns::write`), read-only, as the kubelet mounts its own.
+    let resolv_conf = crate::dns::custom_dns(pod).then(|| Mount {
+        target: Some("/etc/resolv.conf".to_owned()),
+        source: Some(crate::dns::resolv_conf(uid).to_string_lossy().into_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(true),
+        ..Default::default()
+    });
     container
         .volume_mounts
         .iter()
@@ -420,5 +440,6 @@ fn mounts(pod: &Pod, container: &Container) -> Result<Vec<Mount>, String> {
                 ..Default::default()
             })
         })
+        .chain(resolv_conf.map(Ok))
         .collect()
 }

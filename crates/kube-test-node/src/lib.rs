@@ -10,7 +10,8 @@
 //!   gets `PodScheduled=False`, reason `Unschedulable` ([`schedule`]);
 //! - runs the pods bound to it: `emptyDir` volumes as Docker volumes, init containers in
 //!   order, then the app containers, with the spec's command, args, env, working directory,
-//!   limits and security context ([`containers`]), and reports phase, pod IP, conditions and
+//!   limits and security context, the pod's namespaced sysctls and, with `dnsPolicy: None`,
+//!   the `resolv.conf` of its `dnsConfig` ([`containers`], [`dns`]), and reports phase, pod IP, conditions and
 //!   container states through the `status` subresource ([`status`]); deletion stops the
 //!   containers within the grace period and ends with the kubelet's final delete ([`pods`]).
 //!
@@ -37,6 +38,7 @@
 //! the Node NotReady when the agent stops (no node lifecycle controller runs).
 
 pub mod containers;
+pub mod dns;
 pub mod events;
 pub mod labels;
 pub mod network;

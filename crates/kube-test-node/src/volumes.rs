@@ -6,6 +6,8 @@
 //! the mounts turn off Docker's copy of the image's files into a new volume
 //! ([`crate::containers`]).
 //!
+//! A pod's `resolv.conf` (`dnsPolicy: None`) is written and removed with them ([`crate::dns`]).
+//!
 //! Other volume kinds (Secrets, ConfigMaps, projected, hostPath, PVCs) are refused: the pod
 //! fails with the reason [`UNSUPPORTED`].
 
@@ -29,10 +31,11 @@ pub fn unsupported(pod: &Pod) -> Option<String> {
     ))
 }
 
-/// Creates the pod's volumes that do not exist yet.
+/// Creates the pod's volumes that do not exist yet, and writes its resolver configuration.
 pub async fn ensure(ctx: &Context, pod: &Pod) -> anyhow::Result<()> {
     let meta = &pod.metadata;
     let uid = meta.uid.as_deref().unwrap_or_default();
+    crate::dns::write(pod)?;
     let labels = ctx.owner.pod_labels(
         meta.namespace.as_deref().unwrap_or_default(),
         meta.name.as_deref().unwrap_or_default(),
@@ -81,8 +84,9 @@ pub async fn ensure(ctx: &Context, pod: &Pod) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes the pod's volumes (its containers must be gone).
+/// Removes the pod's volumes and files (its containers must be gone).
 pub async fn remove(ctx: &Context, uid: &str) -> anyhow::Result<()> {
+    crate::dns::remove(uid)?;
     let options = ListVolumesOptions {
         filters: Some(ctx.owner.filters(Some(uid))),
     };
