@@ -1,6 +1,7 @@
 //! The egress proxy: a sandbox's only way out. Sandboxes have no route of their own; what
 //! they send through `HTTP_PROXY`/`HTTPS_PROXY` reaches [`Proxy`] on a listener that tells
-//! which sandbox is speaking (on Docker, a Unix socket per sandbox: [`gateway`]), and each
+//! which sandbox is speaking (on Docker, a Unix socket per sandbox: [`gateway`]; on Kubernetes, a TCP listener whose
+//! connections name their pod and prove it: [`pods`]), and each
 //! connection is decided against the session's network policy ([`decide`]) and the
 //! addresses no policy opens ([`guard`]) before anything is connected.
 //!
@@ -18,6 +19,7 @@ mod held;
 mod http;
 mod intercept;
 pub mod observe;
+pub mod pods;
 pub mod proxy;
 pub mod resolve;
 pub mod tls;
@@ -28,6 +30,7 @@ pub use decide::{Decision, Denial, Host, Policy};
 pub use gateway::UnixGateway;
 pub use guard::{Guard, GuardSettings};
 pub use observe::{Observer, Unobserved};
+pub use pods::PodGateway;
 pub use proxy::{PolicySource, Proxy, DENIED_HEADER};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 pub use tls::Authority;

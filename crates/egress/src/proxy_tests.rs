@@ -525,3 +525,50 @@ async fn an_intercepted_request_naming_another_host_is_refused_with_its_credenti
     assert!(seen.contains("needs a tunnel of its own"), "{seen}");
     assert!(!seen.contains("injected-secret"), "{seen}");
 }
+
+/// A pod's connection as its daemon opens it: the preamble, then what the tool sent.
+async fn pod_get(addr: std::net::SocketAddr, preamble: &[u8], url: &str) -> Option<StatusCode> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(preamble).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    let req = Request::get(url).body(Empty::<Bytes>::new()).unwrap();
+    Some(sender.send_request(req).await.ok()?.status())
+}
+
+#[tokio::test]
+async fn a_pod_speaks_as_itself_with_its_own_token_and_as_nobody_without_it() {
+    use sandbox_agents_sandbox::kubernetes::egress_token;
+    let h = harness().await;
+    h.set("sa-a-1", allowlist(&["allowed.test"]));
+    h.set("sa-b-2", allowlist(&["other.test"]));
+    let key = [9u8; 32];
+    let gateway = crate::pods::PodGateway::new(h.proxy.clone(), key, "sandboxes");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(gateway.serve(listener));
+    let allowed = format!("http://allowed.test:{}/", h.http_port);
+    let own = egress_token(&key, "sandboxes", "sa-a-1");
+
+    let as_itself = sandboxd::egress::preamble("sa-a-1", &own);
+    assert_eq!(
+        pod_get(addr, &as_itself, &allowed).await,
+        Some(StatusCode::OK)
+    );
+    // Its policy, not another's: sa-b-2's host is refused to it.
+    let other = format!("http://other.test:{}/", h.http_port);
+    assert_eq!(
+        pod_get(addr, &as_itself, &other).await,
+        Some(StatusCode::FORBIDDEN)
+    );
+
+    // Its token under another pod's name, a token of another namespace, no preamble at all:
+    // the connection is closed without an answer.
+    let claimed = sandboxd::egress::preamble("sa-b-2", &own);
+    assert_eq!(pod_get(addr, &claimed, &other).await, None);
+    let elsewhere = sandboxd::egress::preamble("sa-a-1", &egress_token(&key, "other", "sa-a-1"));
+    assert_eq!(pod_get(addr, &elsewhere, &allowed).await, None);
+    assert_eq!(pod_get(addr, b"", &allowed).await, None);
+}

@@ -3,7 +3,7 @@
 //! review as a change of these files. `UPDATE_GOLDEN=1` rewrites them. That the real API
 //! server accepts them is the conformance suite's part (`backends.rs`, `kubernetes`).
 
-use sandbox_agents_sandbox::kubernetes::pod;
+use sandbox_agents_sandbox::kubernetes::{network, pod};
 use sandbox_agents_sandbox::{KubernetesSettings, Limits, SandboxSpec};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -54,6 +54,51 @@ fn a_sessions_pod() {
         (&spec, pod::Owner::Session),
         &spec.image,
         &hash,
+        None,
     );
     golden("pod.json", &serde_json::to_value(&pod).unwrap());
+}
+
+/// Under the egress proxy: the daemon's way to it, the tools' proxy variables, names asked
+/// of the daemon (no cluster DNS), and the sysctl that lets it answer on port 53.
+#[test]
+fn a_pod_under_the_egress_proxy() {
+    let settings =
+        KubernetesSettings::new("sandboxes", "registry.example/sandbox-agents:0.8", [7; 32]);
+    let spec = SandboxSpec {
+        session: "0b6f3a52-8f4e-4d6e-9a51-4c1a2e3f4d5b".into(),
+        image: "registry.example/sandbox:1".into(),
+        env: BTreeMap::new(),
+        exposed_ports: vec![],
+        limits: Limits::default(),
+    };
+    let name = format!("{}-0123abcd", pod::pod_name(&spec.session));
+    let egress = pod::PodEgress {
+        proxy: "10.96.0.20:3129".parse().unwrap(),
+        token: format!("{name} {}", "cd".repeat(32)),
+    };
+    let pod = pod::pod(
+        &settings,
+        "deployment-1",
+        &name,
+        (&spec, pod::Owner::Session),
+        &spec.image,
+        &"ab".repeat(32),
+        Some(&egress),
+    );
+    golden("pod-egress.json", &serde_json::to_value(&pod).unwrap());
+}
+
+#[test]
+fn a_sandboxs_network_policy_without_and_with_the_egress_proxy() {
+    let settings =
+        KubernetesSettings::new("sandboxes", "registry.example/sandbox-agents:0.8", [7; 32]);
+    let name = "sa-0b6f3a52-8f4e-4d6e-9a51-4c1a2e3f4d5b-0123abcd";
+    let open = network::network_policy(&settings, "deployment-1", name, None);
+    golden("networkpolicy.json", &serde_json::to_value(&open).unwrap());
+    let proxied = network::network_policy(&settings, "deployment-1", name, Some(3129));
+    golden(
+        "networkpolicy-egress.json",
+        &serde_json::to_value(&proxied).unwrap(),
+    );
 }

@@ -28,6 +28,12 @@ fn main() -> ExitCode {
     // the place its `unsafe` block belongs.
     let token_hash = std::env::var_os(TOKEN_ENV);
     std::env::remove_var(TOKEN_ENV);
+    // The way to the egress proxy on a pod network, likewise: the daemon dials it, the
+    // sandbox's tools reach it through the daemon's forwarder and need neither.
+    let egress_proxy = std::env::var_os(sandboxd::egress::PROXY_ENV);
+    let egress_token = std::env::var_os(sandboxd::egress::TOKEN_ENV);
+    std::env::remove_var(sandboxd::egress::PROXY_ENV);
+    std::env::remove_var(sandboxd::egress::TOKEN_ENV);
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = args.first().cloned().unwrap_or_default();
@@ -46,7 +52,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            runtime().and_then(|rt| rt.block_on(serve(tcp)))
+            let egress = match sandboxd::egress::Upstream::from_env(egress_proxy, egress_token) {
+                Ok(egress) => egress,
+                Err(e) => {
+                    eprintln!("sandboxd serve: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            runtime().and_then(|rt| rt.block_on(serve(tcp, egress)))
         }
         "connect" => runtime().and_then(|rt| rt.block_on(sandboxd::bridge::run())),
         "install" => match rest {
@@ -111,10 +124,13 @@ fn token(hash: Option<OsString>) -> Result<TokenHash, String> {
     TokenHash::parse(&hash.to_string_lossy())
 }
 
-async fn serve(tcp: Option<(SocketAddr, TokenHash)>) -> std::io::Result<()> {
+async fn serve(
+    tcp: Option<(SocketAddr, TokenHash)>,
+    egress: Option<sandboxd::egress::Upstream>,
+) -> std::io::Result<()> {
     let Some((addr, expected)) = tcp else {
         return match sandboxd::socket::bind() {
-            Ok(listener) => sandboxd::daemon::serve(listener).await,
+            Ok(listener) => sandboxd::daemon::serve_on(Some(listener), None, egress).await,
             // Another daemon listens already: nothing to do.
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(()),
             Err(e) => Err(e),
@@ -135,7 +151,7 @@ async fn serve(tcp: Option<(SocketAddr, TokenHash)>) -> std::io::Result<()> {
         }
         Err(e) => return Err(e),
     };
-    sandboxd::daemon::serve_on(unix, Some((listener, expected))).await
+    sandboxd::daemon::serve_on(unix, Some((listener, expected)), egress).await
 }
 
 /// Copies this executable to `<dir>/sandboxd`, 0755, through a temporary name renamed over

@@ -216,16 +216,21 @@ pub async fn services(
                 )?);
                 settings.sessions.egress_proxy = true;
                 let started = crate::egress::start(egress, db, &credentials, Some(authority))?;
-                docker.egress = Some(started.gateway);
+                docker.egress = Some(crate::egress::unix_gateway(&started.proxy, egress)?);
                 egress_writer = Some(started.writer);
             }
             // Its sandboxes are records: they have no network to confine.
             BackendSettings::Memory(_) => {}
-            BackendSettings::Kubernetes(_) => anyhow::bail!(
-                "--egress-proxy is not built for --backend kubernetes yet (its NetworkPolicy \
-                 is the next step of issue 37): a sandbox pod would have the cluster's network \
-                 unfiltered, so the server refuses to start rather than pretend"
-            ),
+            // Pods reach the proxy on TCP, only it (their NetworkPolicy). No CA: a pod has no
+            // root to install it with, so a host with a bound credential is refused rather
+            // than intercepted with a certificate the sandbox would not trust.
+            BackendSettings::Kubernetes(k) => {
+                settings.sessions.egress_proxy = true;
+                let started = crate::egress::start(egress, db, &credentials, None)?;
+                crate::egress::serve_pods(&started.proxy, egress, k.daemon_key, &k.namespace)
+                    .await?;
+                egress_writer = Some(started.writer);
+            }
         }
     }
     let backend = backend_settings

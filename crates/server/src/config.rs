@@ -153,6 +153,36 @@ pub struct Config {
     )]
     pub kubernetes_image_pull_secret: Option<String>,
 
+    /// With `--backend kubernetes`: the namespace this server's pods run in. Each sandbox's
+    /// NetworkPolicy admits only pods of this namespace carrying
+    /// --kubernetes-control-plane-labels (to its daemon) and, with --egress-proxy, lets the
+    /// sandbox reach only them (the proxy).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_KUBERNETES_CONTROL_PLANE_NAMESPACE",
+        default_value = "sandbox-agents",
+        global = true
+    )]
+    pub kubernetes_control_plane_namespace: String,
+
+    /// With `--backend kubernetes`: labels every pod of this server carries, as
+    /// `key=value,key=value` (see --kubernetes-control-plane-namespace).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_KUBERNETES_CONTROL_PLANE_LABELS",
+        default_value = "app.kubernetes.io/name=sandbox-agents",
+        global = true
+    )]
+    pub kubernetes_control_plane_labels: String,
+
+    /// With `--backend kubernetes` and --egress-proxy: the proxy's address as sandbox pods
+    /// reach it, `host:port` (the Service in front of this server's --egress-listen). This
+    /// server resolves the name when it makes a pod: sandboxes have no cluster DNS. Default:
+    /// `sandbox-agents-egress.<--kubernetes-control-plane-namespace>.svc:3129`, the Service
+    /// of deploy/kubernetes/.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_EGRESS_PROXY", global = true)]
+    pub kubernetes_egress_proxy: Option<String>,
+
     /// The image sessions boot when their agent names none. Docker reads DOCKER_HOST to find
     /// the Engine (default: the local socket).
     #[arg(
@@ -201,6 +231,16 @@ pub struct Config {
     /// under /tmp named for the deployment.
     #[arg(long, env = "SANDBOX_AGENTS_EGRESS_SOCKET_DIR", global = true)]
     pub egress_socket_dir: Option<PathBuf>,
+
+    /// With `--backend kubernetes` and --egress-proxy: where the proxy listens for sandbox
+    /// pods (TCP; each connection names its pod and proves it with the pod's token).
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_EGRESS_LISTEN",
+        default_value = "0.0.0.0:3129",
+        global = true
+    )]
+    pub egress_listen: std::net::SocketAddr,
 
     /// Networks (CIDRs, comma-separated) sandboxes never reach through the egress proxy,
     /// whatever the policy and --egress-allow-private say: the control plane's own networks

@@ -14,6 +14,7 @@ use sandbox_agents_domain::network::LayerSource;
 use sandbox_agents_domain::SessionId;
 use sandbox_agents_egress::gateway::UnixGateway;
 use sandbox_agents_egress::Authority;
+use sandbox_agents_egress::PodGateway;
 use sandbox_agents_egress::{
     Denial, Guard, GuardSettings, Host, Observer, Policy, PolicySource, Proxy, Resolve,
 };
@@ -35,6 +36,8 @@ mod summary;
 pub struct EgressSettings {
     /// Where the per-sandbox sockets live (a path of the Docker host).
     pub socket_dir: PathBuf,
+    /// Where the proxy listens for Kubernetes pods (`--egress-listen`; with that backend).
+    pub pod_listen: Option<std::net::SocketAddr>,
     /// `--egress-allow-private`.
     pub allow_private: Vec<IpNet>,
     /// `--egress-deny`.
@@ -106,8 +109,40 @@ pub fn trusted_by_sandboxes(
 /// writer of what the proxy observes.
 pub struct Started {
     pub proxy: Arc<Proxy>,
-    pub gateway: Arc<UnixGateway>,
     pub writer: Writer,
+}
+
+/// Docker's way in to `proxy`: a socket per sandbox under the settings' directory.
+pub fn unix_gateway(
+    proxy: &Arc<Proxy>,
+    settings: &EgressSettings,
+) -> anyhow::Result<Arc<UnixGateway>> {
+    UnixGateway::new(proxy.clone(), settings.socket_dir.clone()).with_context(|| {
+        format!(
+            "making the egress socket directory {}",
+            settings.socket_dir.display()
+        )
+    })
+}
+
+/// Kubernetes' way in to `proxy`: its TCP listener for the pods of `namespace`, whose egress
+/// tokens derive from `key`, served until the process ends.
+pub async fn serve_pods(
+    proxy: &Arc<Proxy>,
+    settings: &EgressSettings,
+    key: [u8; 32],
+    namespace: &str,
+) -> anyhow::Result<std::net::SocketAddr> {
+    let addr = settings
+        .pod_listen
+        .context("the egress proxy has no listener for pods (--egress-listen)")?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("listening for sandbox pods' egress on {addr} (--egress-listen)")
+    })?;
+    let bound = listener.local_addr()?;
+    tracing::info!(%bound, %namespace, "the egress proxy listens for sandbox pods");
+    tokio::spawn(PodGateway::new(proxy.clone(), key, namespace).serve(listener));
+    Ok(bound)
 }
 
 /// The task writing what the proxy observes (denial events, the egress log's sums). It runs
@@ -166,16 +201,8 @@ pub fn start(
         }),
         authority,
     );
-    let gateway =
-        UnixGateway::new(proxy.clone(), settings.socket_dir.clone()).with_context(|| {
-            format!(
-                "making the egress socket directory {}",
-                settings.socket_dir.display()
-            )
-        })?;
     Ok(Started {
         proxy,
-        gateway,
         writer: Writer {
             task,
             _stop: stop.drop_guard(),

@@ -65,6 +65,24 @@ impl Sessions {
                     st.backend.name()
                 )));
             }
+            let for_egress = agent
+                .spec
+                .secret_bindings
+                .iter()
+                .chain(&body.secret_bindings)
+                .find(|b| b.inject.is_some() || b.placeholder.is_some());
+            if let Some(binding) = for_egress.filter(|_| st.settings.egress_proxy) {
+                // The proxy adds these inside TLS it ends with the deployment's egress CA,
+                // which only root can make a sandbox trust: refused now, not a 502 later.
+                return Err(ServiceError::Conflict(format!(
+                    "the secret binding of '{}' is for egress (inject or placeholder), which \
+                     this deployment's sandbox backend ({}) cannot apply: the proxy adds it \
+                     inside TLS with the deployment's CA, and a sandbox without root cannot \
+                     trust that CA; bind it as env, or use a deployment on the docker backend",
+                    binding.secret,
+                    st.backend.name()
+                )));
+            }
         }
         let snapshot = match &body.from_snapshot_id {
             None => None,

@@ -20,12 +20,27 @@ use std::sync::Mutex;
 
 /// The token of the pod `name` in `namespace`.
 pub fn token(key: &[u8; 32], namespace: &str, name: &str) -> [u8; 32] {
+    derive(key, b"sandbox-agents sandboxd token\0", namespace, name)
+}
+
+/// An HMAC-SHA-256 under `key` of `label` (which keeps tokens of different uses apart), the
+/// namespace and the pod's name.
+fn derive(key: &[u8; 32], label: &[u8], namespace: &str, name: &str) -> [u8; 32] {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(b"sandbox-agents sandboxd token\0");
+    mac.update(label);
     mac.update(namespace.as_bytes());
     mac.update(b"\0");
     mac.update(name.as_bytes());
     mac.finalize().into_bytes().into()
+}
+
+/// The egress token of the pod `name` in `namespace`: what its daemon opens each connection
+/// to the egress proxy with (`sandboxd::egress::preamble`). The same key as the daemon's
+/// tokens under another label, so neither token is ever the other. Unlike the daemon's, the
+/// pod holds this token itself (it must send it), so the sandbox's code can read it: it
+/// proves only that sandbox's own identity, which the sandbox has anyway.
+pub fn egress_token(key: &[u8; 32], namespace: &str, name: &str) -> [u8; 32] {
+    derive(key, b"sandbox-agents egress token\0", namespace, name)
 }
 
 /// Opens connections to pods' daemons at their addresses.

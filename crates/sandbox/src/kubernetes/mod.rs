@@ -17,14 +17,15 @@
 mod daemon;
 mod disk;
 mod error;
+pub mod network;
 pub mod pod;
 mod settings;
 mod start;
 pub mod status;
 mod watch;
 
-pub use daemon::token;
-pub use settings::{DaemonRoute, KubernetesSettings};
+pub use daemon::{egress_token, token};
+pub use settings::{ControlPlanePods, DaemonRoute, KubernetesSettings};
 
 use crate::daemon_link::DaemonLinks;
 use crate::{
@@ -36,6 +37,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
@@ -47,11 +49,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The field manager of what the backend applies (server-side apply).
+const FIELD_MANAGER: &str = "sandbox-agents";
+
 /// The Kubernetes backend. Cheap to clone.
 #[derive(Clone)]
 pub struct KubernetesBackend {
     client: Client,
     pods: Api<Pod>,
+    policies: Api<NetworkPolicy>,
     settings: KubernetesSettings,
     deployment: String,
     network: Arc<daemon::PodNetwork>,
@@ -84,6 +90,7 @@ impl KubernetesBackend {
         });
         KubernetesBackend {
             links: DaemonLinks::new(network.clone()),
+            policies: Api::namespaced(client.clone(), &settings.namespace),
             client,
             pods,
             settings,
@@ -92,8 +99,15 @@ impl KubernetesBackend {
         }
     }
 
-    /// The pod of `spec` under `name` for `owner`, with the hash of that pod's daemon token.
-    fn pod_of(&self, spec: &SandboxSpec, owner: pod::Owner<'_>, name: &str) -> Pod {
+    /// The pod of `spec` under `name` for `owner`, with the hash of that pod's daemon token
+    /// and, under the proxy, its way to it.
+    fn pod_of(
+        &self,
+        spec: &SandboxSpec,
+        owner: pod::Owner<'_>,
+        name: &str,
+        egress: Option<&pod::PodEgress>,
+    ) -> Pod {
         let token = daemon::token(&self.settings.daemon_key, &self.settings.namespace, name);
         let image = self.settings.image.as_deref().unwrap_or(&spec.image);
         pod::pod(
@@ -103,7 +117,30 @@ impl KubernetesBackend {
             (spec, owner),
             image,
             &sandboxd::tcp::token_hash(&token),
+            egress,
         )
+    }
+
+    /// The pod `name`'s way to the egress proxy, when the deployment runs it: the proxy's
+    /// address resolved here (a Service's name, say: the sandbox has no cluster DNS).
+    async fn egress_of(&self, name: &str) -> Result<Option<pod::PodEgress>> {
+        let Some(proxy) = &self.settings.egress_proxy else {
+            return Ok(None);
+        };
+        let proxy = tokio::net::lookup_host(proxy.as_str())
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| {
+                SandboxError::Backend(format!(
+                    "the egress proxy's address {proxy} (--kubernetes-egress-proxy) does not resolve"
+                ))
+            })?;
+        let token = daemon::egress_token(&self.settings.daemon_key, &self.settings.namespace, name);
+        Ok(Some(pod::PodEgress {
+            proxy,
+            token: format!("{name} {}", hex::encode(token)),
+        }))
     }
 
     /// This deployment's pods, or those of one session.
@@ -130,6 +167,13 @@ impl KubernetesBackend {
             ..Default::default()
         };
         match self.pods.delete(name, &params).await {
+            Ok(_) => {}
+            Err(e) if error::is_not_found(&e) => {}
+            Err(e) => return Err(error::api(e)),
+        }
+        // Its garbage collector deletes the policy with the pod; a cluster that has none (the
+        // test cluster), or a policy whose owner was never set, is covered here.
+        match self.policies.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(e) if error::is_not_found(&e) => Ok(()),
             Err(e) => Err(error::api(e)),
@@ -204,12 +248,50 @@ fn on_path(path: &str, what: &'static str) -> impl Fn(ClientError) -> SandboxErr
 impl KubernetesBackend {
     /// Creates the pod `name`, waits until it runs and its daemon answers; removes it when it
     /// does not.
-    async fn start_pod(&self, name: &str, pod: Pod, spec: &SandboxSpec) -> Result<Sandbox> {
+    /// The pod's NetworkPolicy is applied first (`network.rs`: under the namespace's default
+    /// deny the pod has no traffic until it exists), then handed to the pod.
+    async fn start_pod(
+        &self,
+        name: &str,
+        pod: Pod,
+        spec: &SandboxSpec,
+        egress: Option<&pod::PodEgress>,
+    ) -> Result<Sandbox> {
         let name = name.to_owned();
-        self.pods
-            .create(&PostParams::default(), &pod)
+        let policy = network::network_policy(
+            &self.settings,
+            &self.deployment,
+            &name,
+            egress.map(|e| e.proxy.port()),
+        );
+        self.policies
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&policy),
+            )
             .await
             .map_err(error::api)?;
+        let created = match self.pods.create(&PostParams::default(), &pod).await {
+            Ok(created) => created,
+            Err(e) => {
+                let _ = self.delete_now(&name).await;
+                return Err(error::api(e));
+            }
+        };
+        if let Some(uid) = created.metadata.uid.as_deref() {
+            let owner = serde_json::json!({
+                "metadata": {"ownerReferences": [network::owned_by_pod(&name, uid)]}
+            });
+            if let Err(e) = self
+                .policies
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&owner))
+                .await
+            {
+                // The policy still holds; only the cluster's own clean-up of it is lost.
+                tracing::warn!(error = %e, pod = %name, "the pod's NetworkPolicy could not be handed to it");
+            }
+        }
         let started = async {
             let ip = self.until_running(&name).await?;
             self.network.remember(&name, ip);
@@ -275,8 +357,9 @@ impl SandboxBackend for KubernetesBackend {
         let nonce = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let name = format!("{}-{nonce}", pod::pod_name(&spec.session));
         tracing::Span::current().record("pod", name.as_str());
-        self.start_pod(&name, self.pod_of(spec, pod::Owner::Session, &name), spec)
-            .await
+        let egress = self.egress_of(&name).await?;
+        let pod = self.pod_of(spec, pod::Owner::Session, &name, egress.as_ref());
+        self.start_pod(&name, pod, spec, egress.as_ref()).await
     }
 
     #[tracing::instrument(skip_all, fields(pod = %name, image = %spec.image))]
@@ -286,8 +369,9 @@ impl SandboxBackend for KubernetesBackend {
                 "a pooled sandbox has no exposed ports: they are the session's".into(),
             ));
         }
-        let pod = self.pod_of(spec, pod::Owner::Pool(&spec.image), name);
-        self.start_pod(name, pod, spec).await
+        let egress = self.egress_of(name).await?;
+        let pod = self.pod_of(spec, pod::Owner::Pool(&spec.image), name, egress.as_ref());
+        self.start_pod(name, pod, spec, egress.as_ref()).await
     }
 
     fn pooled_name(&self, key: &str) -> String {

@@ -9,8 +9,8 @@ use crate::docker::{SANDBOX_GID, SANDBOX_UID};
 use crate::{SandboxSpec, WORKDIR};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, LocalObjectReference,
-    Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, SecurityContext,
-    Volume, VolumeMount,
+    Pod, PodDNSConfig, PodDNSConfigOption, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Sysctl, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,6 +21,9 @@ use std::collections::BTreeMap;
 pub const LABEL_DEPLOYMENT: &str = "sandbox-agents.io/deployment";
 /// Label naming the session a pod belongs to.
 pub const LABEL_SESSION: &str = "sandbox-agents.io/session";
+/// Label naming the pod itself (its NetworkPolicy selects it by this: a pod's name is no
+/// label).
+pub const LABEL_SANDBOX: &str = "sandbox-agents.io/sandbox";
 /// Label of a warm-pool pod: a digest of the image it was pooled for (a label value cannot
 /// hold an image reference); the image itself is the annotation [`ANNOTATION_POOL_IMAGE`].
 pub const LABEL_POOL: &str = "sandbox-agents.io/pool";
@@ -108,8 +111,35 @@ fn empty_dir(name: &str, limit: Option<&str>) -> Volume {
     }
 }
 
+/// How a pod reaches the egress proxy when the deployment runs it: the proxy's address on
+/// the pod network, and the pod's name and egress token as its daemon sends them
+/// (`sandboxd::egress::TOKEN_ENV`).
+#[derive(Clone)]
+pub struct PodEgress {
+    pub proxy: std::net::SocketAddr,
+    pub token: String,
+}
+
+impl std::fmt::Debug for PodEgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodEgress")
+            .field("proxy", &self.proxy)
+            .finish_non_exhaustive()
+    }
+}
+
+fn var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
+    }
+}
+
 /// The pod of `spec`, named `name`, running `image`, whose daemon accepts only the token
-/// whose hash is `token_hash`.
+/// whose hash is `token_hash`; with `egress`, confined to the proxy: its tools are pointed at
+/// the daemon's forwarder, its names at the daemon's DNS (which ask the proxy), and its
+/// NetworkPolicy (`network.rs`) leaves it no other route.
 /// Hardening, limits, user and volumes do not depend on `owner`: a pooled pod is the pod a
 /// session would get, bar its label.
 pub fn pod(
@@ -119,6 +149,7 @@ pub fn pod(
     (spec, owner): (&SandboxSpec, Owner<'_>),
     image: &str,
     token_hash: &str,
+    egress: Option<&PodEgress>,
 ) -> Pod {
     let (owner_label, annotations) = match owner {
         Owner::Session => ((LABEL_SESSION.to_owned(), spec.session.clone()), None),
@@ -132,6 +163,7 @@ pub fn pod(
     };
     let labels = BTreeMap::from([
         (LABEL_DEPLOYMENT.to_owned(), deployment.to_owned()),
+        (LABEL_SANDBOX.to_owned(), name.to_owned()),
         owner_label,
         (
             "app.kubernetes.io/managed-by".to_owned(),
@@ -142,25 +174,16 @@ pub fn pod(
             "sandbox".to_owned(),
         ),
     ]);
-    let mut env: Vec<EnvVar> = spec
-        .env
-        .iter()
-        .map(|(k, v)| EnvVar {
-            name: k.clone(),
-            value: Some(v.clone()),
-            value_from: None,
-        })
-        .collect();
-    env.push(EnvVar {
-        name: "HOME".to_owned(),
-        value: Some(HOME.to_owned()),
-        value_from: None,
-    });
-    env.push(EnvVar {
-        name: sandboxd::tcp::TOKEN_ENV.to_owned(),
-        value: Some(token_hash.to_owned()),
-        value_from: None,
-    });
+    let mut env: Vec<EnvVar> = spec.env.iter().map(|(k, v)| var(k, v)).collect();
+    env.push(var("HOME", HOME));
+    env.push(var(sandboxd::tcp::TOKEN_ENV, token_hash));
+    if let Some(egress) = egress {
+        // The daemon takes its two out of its environment at start; the proxy variables are
+        // the tools'.
+        env.push(var(sandboxd::egress::PROXY_ENV, &egress.proxy.to_string()));
+        env.push(var(sandboxd::egress::TOKEN_ENV, &egress.token));
+        env.extend(crate::egress::proxy_env().iter().map(|(k, v)| var(k, v)));
+    }
     let limits = &spec.limits;
     // Millicores, rounded up to one: the API refuses finer.
     let cpu = format!("{}m", ((limits.cpus * 1000.0).ceil() as i64).max(1));
@@ -278,7 +301,25 @@ pub fn pod(
                 .image_pull_secret
                 .as_ref()
                 .map(|s| vec![LocalObjectReference { name: s.clone() }]),
+            // Under the proxy, names are the daemon's to answer (`sandboxd::egress::dns`, on
+            // port 53 of the pod's loopback, which the sandbox user may bind): the cluster's
+            // DNS would be a way out.
+            dns_policy: egress.map(|_| "None".to_owned()),
+            dns_config: egress.map(|_| PodDNSConfig {
+                nameservers: Some(vec!["127.0.0.1".to_owned()]),
+                options: Some(vec![PodDNSConfigOption {
+                    name: Some("ndots".to_owned()),
+                    value: Some("1".to_owned()),
+                }]),
+                searches: None,
+            }),
             security_context: Some(PodSecurityContext {
+                sysctls: egress.map(|_| {
+                    vec![Sysctl {
+                        name: "net.ipv4.ip_unprivileged_port_start".to_owned(),
+                        value: "53".to_owned(),
+                    }]
+                }),
                 run_as_non_root: Some(true),
                 run_as_user: Some(SANDBOX_UID as i64),
                 run_as_group: Some(SANDBOX_GID as i64),

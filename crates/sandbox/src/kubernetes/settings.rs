@@ -13,6 +13,29 @@ pub enum DaemonRoute {
     PodNetwork,
 }
 
+/// The control plane's pods, as a sandbox pod's NetworkPolicy names them: the only peers
+/// that reach its daemon and, under the egress proxy, the only ones it reaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlPlanePods {
+    /// Their namespace (`--kubernetes-control-plane-namespace`).
+    pub namespace: String,
+    /// Labels they all carry (`--kubernetes-control-plane-labels k=v,...`).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Default for ControlPlanePods {
+    /// What `deploy/kubernetes/` deploys.
+    fn default() -> Self {
+        ControlPlanePods {
+            namespace: "sandbox-agents".to_owned(),
+            labels: BTreeMap::from([(
+                "app.kubernetes.io/name".to_owned(),
+                "sandbox-agents".to_owned(),
+            )]),
+        }
+    }
+}
+
 /// The Kubernetes backend's settings.
 #[derive(Clone)]
 pub struct KubernetesSettings {
@@ -36,6 +59,14 @@ pub struct KubernetesSettings {
     pub image_pull_secret: Option<String>,
     /// How the daemon is reached.
     pub route: DaemonRoute,
+    /// The control plane's pods (each sandbox's NetworkPolicy admits them alone).
+    pub control_plane: ControlPlanePods,
+    /// The egress proxy as pods reach it, `host:port` (`--kubernetes-egress-proxy`: the
+    /// proxy's Service, say), when the deployment runs it: the name is resolved by the
+    /// control plane when it makes a pod, so the sandbox needs no DNS of the cluster. `None`:
+    /// no proxy, and a pod's NetworkPolicy lets it reach the internet but no private,
+    /// link-local or metadata address.
+    pub egress_proxy: Option<String>,
     /// The key the per-sandbox daemon tokens are derived from (the server derives it from its
     /// master key, so every replica reaches every sandbox). Never sent anywhere: a pod holds
     /// only the hash of its own token.
@@ -55,6 +86,8 @@ impl std::fmt::Debug for KubernetesSettings {
             .field("node_selector", &self.node_selector)
             .field("image_pull_secret", &self.image_pull_secret)
             .field("route", &self.route)
+            .field("control_plane", &self.control_plane)
+            .field("egress_proxy", &self.egress_proxy)
             .finish_non_exhaustive()
     }
 }
@@ -71,6 +104,8 @@ impl KubernetesSettings {
             node_selector: BTreeMap::new(),
             image_pull_secret: None,
             route: DaemonRoute::PodNetwork,
+            control_plane: ControlPlanePods::default(),
+            egress_proxy: None,
             daemon_key,
             start_timeout: std::time::Duration::from_secs(120),
         }

@@ -16,11 +16,13 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
-/// What the backend does to pods, each of which the server's identity must be allowed.
+/// What the backend does to pods and their NetworkPolicies, each of which the server's
+/// identity must be allowed.
 const POD_VERBS: &[(&str, &str)] = &[
     ("pods", "create"),
     ("pods", "get"),
@@ -28,6 +30,9 @@ const POD_VERBS: &[(&str, &str)] = &[
     ("pods", "watch"),
     ("pods", "patch"),
     ("pods", "delete"),
+    ("networkpolicies", "create"),
+    ("networkpolicies", "patch"),
+    ("networkpolicies", "delete"),
 ];
 
 fn config_error(message: String) -> SandboxError {
@@ -109,6 +114,7 @@ async fn allowed(client: &Client, ns: &str, resource: &str, verb: &str) -> kube:
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
+                group: (resource == "networkpolicies").then(|| "networking.k8s.io".to_owned()),
                 namespace: Some(ns.to_owned()),
                 verb: Some(verb.to_owned()),
                 resource: Some(resource.to_owned()),
@@ -126,8 +132,8 @@ async fn allowed(client: &Client, ns: &str, resource: &str, verb: &str) -> kube:
 }
 
 impl KubernetesBackend {
-    /// Creates, with `dryRun`, the pod a session would get: the cluster's validation and
-    /// admission judge it, and nothing is made.
+    /// Creates, with `dryRun`, the pod a session would get and its NetworkPolicy: the
+    /// cluster's validation and admission judge them, and nothing is made.
     async fn admits_its_pods(&self, url: &str) -> Result<(), SandboxError> {
         let spec = SandboxSpec {
             session: "00000000-0000-0000-0000-000000000000".to_owned(),
@@ -140,27 +146,36 @@ impl KubernetesBackend {
             exposed_ports: vec![],
             limits: Default::default(),
         };
-        let pod = self.pod_of(
-            &spec,
-            super::pod::Owner::Session,
-            &super::pod::pod_name(&spec.session),
+        let name = super::pod::pod_name(&spec.session);
+        let egress = self.egress_of(&name).await?;
+        let pod = self.pod_of(&spec, super::pod::Owner::Session, &name, egress.as_ref());
+        let policy = super::network::network_policy(
+            &self.settings,
+            &self.deployment,
+            &name,
+            egress.as_ref().map(|e| e.proxy.port()),
         );
         let params = PostParams {
             dry_run: true,
             ..Default::default()
         };
         let ns = &self.settings.namespace;
-        match Api::<Pod>::namespaced(self.client.clone(), ns)
-            .create(&params, &pod)
-            .await
-        {
+        let admitted = async {
+            Api::<NetworkPolicy>::namespaced(self.client.clone(), ns)
+                .create(&params, &policy)
+                .await?;
+            Api::<Pod>::namespaced(self.client.clone(), ns)
+                .create(&params, &pod)
+                .await
+        };
+        match admitted.await {
             Ok(_) => Ok(()),
             Err(e) if super::error::is_not_found(&e) => Err(config_error(format!(
                 "the namespace {ns} (--kubernetes-namespace) does not exist in the cluster at \
                  {url}: create it (kubectl create namespace {ns})"
             ))),
             Err(e) => Err(config_error(format!(
-                "the cluster at {url} refuses the pods sandboxes run in, in the namespace \
+                "the cluster at {url} refuses the pods sandboxes run in, or their NetworkPolicies, in the namespace \
                  {ns}: {e}"
             ))),
         }

@@ -136,19 +136,21 @@ async fn serve_tcp(
 
 /// Accepts connections on `listener` for ever.
 pub async fn serve(listener: tokio::net::UnixListener) -> std::io::Result<()> {
-    serve_on(Some(listener), None).await
+    serve_on(Some(listener), None, None).await
 }
 
 /// Accepts connections on the abstract socket's `listener` and on `tcp` (behind its token),
-/// whichever are given, for ever; all share one [`Daemon`].
+/// whichever are given, for ever; all share one [`Daemon`]. `egress`: the proxy on a pod
+/// network, when the sandbox has no socket to it mounted.
 pub async fn serve_on(
     unix: Option<tokio::net::UnixListener>,
     tcp: Option<(tokio::net::TcpListener, crate::tcp::TokenHash)>,
+    egress: Option<crate::egress::Upstream>,
 ) -> std::io::Result<()> {
     let daemon = Arc::new(Daemon::default());
     // The daemon starts with the sandbox (the control plane connects right after the
     // start), before anything runs in it: the proxy is there for the first command.
-    tokio::spawn(crate::egress::forward());
+    tokio::spawn(crate::egress::forward(egress));
     let tcp = async {
         match tcp {
             Some((listener, expected)) => serve_tcp(listener, daemon.clone(), expected).await,

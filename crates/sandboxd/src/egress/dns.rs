@@ -10,8 +10,8 @@
 //! in [`TIMEOUT`], is `SERVFAIL`: never a query left without an answer.
 
 use super::{
-    DNS_ADDR, DNS_CONTENT_TYPE as CONTENT_TYPE, DNS_HOST, DNS_MAX_MESSAGE as MAX_MESSAGE, DNS_PATH,
-    SOCKET,
+    Upstream, DNS_ADDR, DNS_CONTENT_TYPE as CONTENT_TYPE, DNS_HOST, DNS_MAX_MESSAGE as MAX_MESSAGE,
+    DNS_PATH,
 };
 use bytes::Bytes;
 use hickory_server::authority::MessageResponseBuilder;
@@ -21,17 +21,18 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::ServerFuture;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, UdpSocket, UnixStream};
+use tokio::net::{TcpListener, UdpSocket};
 
 /// How long one query may take the control plane (a resolution upstream included).
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a TCP client may stay silent before its connection is closed.
 const TCP_IDLE: Duration = Duration::from_secs(10);
 
-/// Serves DNS on [`DNS_ADDR`] until the sockets fail. Logs and returns when it cannot
-/// listen: the sandbox then has no names, as before.
-pub async fn serve() {
+/// Serves DNS on [`DNS_ADDR`], asking `upstream`, until the sockets fail. Logs and returns
+/// when it cannot listen: the sandbox then has no names, as before.
+pub async fn serve(upstream: Arc<Upstream>) {
     let udp = match UdpSocket::bind(DNS_ADDR).await {
         Ok(s) => s,
         Err(e) => {
@@ -46,7 +47,7 @@ pub async fn serve() {
             return;
         }
     };
-    let mut server = ServerFuture::new(Relay);
+    let mut server = ServerFuture::new(Relay(upstream));
     server.register_socket(udp);
     server.register_listener(tcp, TCP_IDLE);
     if let Err(e) = server.block_until_done().await {
@@ -55,7 +56,7 @@ pub async fn serve() {
 }
 
 /// Relays each query to the control plane.
-struct Relay;
+struct Relay(Arc<Upstream>);
 
 #[async_trait::async_trait]
 impl RequestHandler for Relay {
@@ -64,7 +65,7 @@ impl RequestHandler for Relay {
         request: &Request,
         mut response: R,
     ) -> ResponseInfo {
-        let answer = match tokio::time::timeout(TIMEOUT, ask(request)).await {
+        let answer = match tokio::time::timeout(TIMEOUT, ask(&self.0, request)).await {
             Ok(Ok(m)) => Some(m),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "a DNS query got no answer from the control plane");
@@ -113,11 +114,12 @@ impl RequestHandler for Relay {
 }
 
 /// The control plane's answer to `request`.
-async fn ask(request: &Request) -> Result<Message, String> {
+async fn ask(upstream: &Upstream, request: &Request) -> Result<Message, String> {
     let query = request.to_bytes().map_err(|e| e.to_string())?;
-    let stream = UnixStream::connect(SOCKET)
+    let stream = upstream
+        .connect()
         .await
-        .map_err(|e| format!("the egress socket: {e}"))?;
+        .map_err(|e| format!("the egress proxy: {e}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;

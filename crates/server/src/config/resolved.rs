@@ -241,6 +241,27 @@ impl Config {
             k.runtime_class = self.kubernetes_runtime_class.clone();
             k.image_pull_secret = self.kubernetes_image_pull_secret.clone();
             k.node_selector = node_selector(self.kubernetes_node_selector.as_deref())?;
+            k.control_plane = sandbox_agents_sandbox::kubernetes::ControlPlanePods {
+                namespace: self.kubernetes_control_plane_namespace.clone(),
+                labels: labels(
+                    "--kubernetes-control-plane-labels",
+                    Some(self.kubernetes_control_plane_labels.as_str()),
+                )?,
+            };
+            if k.control_plane.labels.is_empty() {
+                anyhow::bail!(
+                    "--kubernetes-control-plane-labels names no label: sandboxes' NetworkPolicies would admit every pod of {}",
+                    k.control_plane.namespace
+                );
+            }
+            k.egress_proxy = self.egress_proxy.then(|| {
+                self.kubernetes_egress_proxy.clone().unwrap_or_else(|| {
+                    format!(
+                        "sandbox-agents-egress.{}.svc:3129",
+                        self.kubernetes_control_plane_namespace
+                    )
+                })
+            });
             return Ok(BackendSettings::Kubernetes(k));
         }
         // clap accepts nothing but the two names.
@@ -263,7 +284,7 @@ impl Config {
         }
         // The sandbox's end of the proxy is the daemon's: without it a sandbox would have no
         // network at all, which is a configuration to refuse, not to discover at a boot.
-        if self.sandboxd_bin().is_none() {
+        if self.sandboxd_bin().is_none() && self.backend != "kubernetes" {
             anyhow::bail!(
                 "--egress-proxy needs the sandbox daemon (--sandboxd-bin, or sandboxd beside this executable): it is the sandbox's way to the proxy"
             );
@@ -287,6 +308,7 @@ impl Config {
         let resolver = sandbox_agents_egress::SystemResolver::new().map_err(anyhow::Error::msg)?;
         tracing::info!(socket_dir = %socket_dir.display(), allow_private = ?self.egress_allow_private, deny = ?self.egress_deny, "sandboxes reach the network through the egress proxy");
         Ok(Some(crate::egress::EgressSettings {
+            pod_listen: (self.backend == "kubernetes").then_some(self.egress_listen),
             socket_dir,
             allow_private: self.egress_allow_private.clone(),
             denied: self.egress_deny.clone(),
@@ -453,6 +475,14 @@ pub fn redact_url(url: &str) -> String {
 
 /// `--kubernetes-node-selector`: `key=value` pairs separated by commas.
 fn node_selector(flag: Option<&str>) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    labels("--kubernetes-node-selector", flag)
+}
+
+/// A flag of `key=value` labels separated by commas.
+fn labels(
+    name: &str,
+    flag: Option<&str>,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
     let mut labels = std::collections::BTreeMap::new();
     for pair in flag
         .unwrap_or_default()
@@ -461,7 +491,7 @@ fn node_selector(flag: Option<&str>) -> anyhow::Result<std::collections::BTreeMa
         .filter(|p| !p.is_empty())
     {
         let Some((k, v)) = pair.split_once('=') else {
-            anyhow::bail!("--kubernetes-node-selector: '{pair}' is not key=value");
+            anyhow::bail!("{name}: '{pair}' is not key=value");
         };
         labels.insert(k.trim().to_owned(), v.trim().to_owned());
     }
@@ -677,5 +707,62 @@ mod tests {
         );
         let bad = Cli::try_parse_from(["sandbox-agents", "--egress-deny", "10.0.0.0/33"]);
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn kubernetes_sandboxes_are_confined_to_the_control_plane_and_its_proxy_as_the_flags_say() {
+        use sandbox_agents_sandbox::BackendSettings;
+        let key = sandbox_agents_vault::MasterKey::from_bytes(&[3u8; 32]).unwrap();
+        let k8s = |extra: &[&str]| {
+            let mut args = vec![
+                "sandbox-agents",
+                "--backend",
+                "kubernetes",
+                "--kubernetes-sandboxd-image",
+                "sa:1",
+            ];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).unwrap().config
+        };
+        let BackendSettings::Kubernetes(k) = k8s(&[]).backend_settings(&key).unwrap() else {
+            panic!("kubernetes settings");
+        };
+        // What deploy/kubernetes/ deploys; no proxy unless asked for.
+        assert_eq!(k.control_plane.namespace, "sandbox-agents");
+        assert_eq!(
+            k.control_plane.labels,
+            [(
+                "app.kubernetes.io/name".to_owned(),
+                "sandbox-agents".to_owned()
+            )]
+            .into()
+        );
+        assert_eq!(k.egress_proxy, None);
+
+        let config = k8s(&[
+            "--egress-proxy",
+            "--kubernetes-control-plane-namespace",
+            "cp",
+        ]);
+        let BackendSettings::Kubernetes(k) = config.backend_settings(&key).unwrap() else {
+            panic!("kubernetes settings");
+        };
+        assert_eq!(
+            k.egress_proxy.as_deref(),
+            Some("sandbox-agents-egress.cp.svc:3129")
+        );
+        // Pods reach the proxy on its listener; no daemon binary is needed on this host.
+        let egress = config.egress_settings().unwrap().unwrap();
+        assert_eq!(egress.pod_listen, Some("0.0.0.0:3129".parse().unwrap()));
+
+        let none = k8s(&["--kubernetes-control-plane-labels", " "]).backend_settings(&key);
+        let why = none.unwrap_err().to_string();
+        assert!(why.contains("admit every pod of sandbox-agents"), "{why}");
+        let bad = k8s(&["--kubernetes-control-plane-labels", "app"]).backend_settings(&key);
+        let why = bad.unwrap_err().to_string();
+        assert!(
+            why.contains("--kubernetes-control-plane-labels: 'app' is not key=value"),
+            "{why}"
+        );
     }
 }

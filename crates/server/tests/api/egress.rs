@@ -154,6 +154,7 @@ pub(crate) fn builder(net: &TestNetwork) -> TestAppBuilder<'static> {
     ]);
     let settings = EgressSettings {
         socket_dir: net.sockets.clone(),
+        pod_listen: None,
         allow_private: vec![net.subnet.parse().unwrap()],
         denied: vec![format!("{}/32", net.denied_ip()).parse().unwrap()],
         resolver: Arc::new(resolver),

@@ -99,6 +99,7 @@ async fn a_bound_secret_reaches_the_https_host_as_a_header_and_never_the_sandbox
     ]);
     let settings = EgressSettings {
         socket_dir: net.sockets.clone(),
+        pod_listen: None,
         allow_private: vec![net.subnet.parse().unwrap()],
         denied: Vec::new(),
         resolver: Arc::new(resolver),

@@ -33,6 +33,7 @@ mod isolation;
 mod kernel;
 mod key_rotation;
 mod kubernetes;
+mod kubernetes_egress;
 mod memory;
 mod memory_kept;
 mod metrics;

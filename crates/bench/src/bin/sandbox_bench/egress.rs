@@ -299,6 +299,7 @@ async fn measure(
     let resolver = Arc::new(StaticResolver::new([(HOST, up.ip.as_str())]));
     let settings = EgressSettings {
         socket_dir: sockets.to_owned(),
+        pod_listen: None,
         allow_private: vec![subnet],
         denied: Vec::new(),
         resolver: resolver.clone(),

@@ -159,6 +159,7 @@ async fn api_requests(
         (&spec, pod::Owner::Session),
         &image,
         &hash,
+        None,
     );
     let params = PostParams {
         dry_run: true,
@@ -244,6 +245,7 @@ async fn cold_boot(
                         (&spec, pod::Owner::Session),
                         &spec.image,
                         &sandboxd::tcp::token_hash(&secret),
+                        None,
                     );
                     let boot = kube_raw::boot(&cluster.pods, &pod, &secret).await;
                     let uid = match &boot {
