@@ -69,13 +69,22 @@ pub const PREAMBLE_PREFIX: &[u8] = b"SANDBOX-EGRESS ";
 /// label value), a space, 64 hex digits, the newline.
 pub const MAX_PREAMBLE: usize = PREAMBLE_PREFIX.len() + 63 + 1 + 64 + 1;
 
+/// What [`TOKEN_ENV`] holds for the sandbox `sandbox` with `token`: its name, a space, the
+/// token in hex (the preamble between its prefix and its newline).
+pub fn token_value(sandbox: &str, token: &[u8; 32]) -> String {
+    format!("{sandbox} {}", hex::encode(token))
+}
+
 /// The line a pod's connection to the proxy starts with.
 pub fn preamble(sandbox: &str, token: &[u8; 32]) -> Vec<u8> {
+    line_of(&token_value(sandbox, token))
+}
+
+/// [`PREAMBLE_PREFIX`], `value` and the newline.
+fn line_of(value: &str) -> Vec<u8> {
     let mut line = Vec::with_capacity(MAX_PREAMBLE);
     line.extend_from_slice(PREAMBLE_PREFIX);
-    line.extend_from_slice(sandbox.as_bytes());
-    line.push(b' ');
-    line.extend_from_slice(hex::encode(token).as_bytes());
+    line.extend_from_slice(value.as_bytes());
     line.push(b'\n');
     line
 }
@@ -148,9 +157,7 @@ impl Upstream {
         let addr: SocketAddr = proxy.trim().parse().map_err(|_| {
             format!("{PROXY_ENV} must be an address and port such as 10.0.0.5:3129, not '{proxy}'")
         })?;
-        let mut line = PREAMBLE_PREFIX.to_vec();
-        line.extend_from_slice(token.trim().as_bytes());
-        line.push(b'\n');
+        let line = line_of(token.trim());
         if parse_preamble(&line).is_none() {
             return Err(format!(
                 "{TOKEN_ENV} must be the pod's name, a space and 64 hex digits"

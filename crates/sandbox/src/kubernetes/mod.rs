@@ -142,7 +142,7 @@ impl KubernetesBackend {
         let token = daemon::egress_token(&self.settings.daemon_key, &self.settings.namespace, name);
         Ok(Some(pod::PodEgress {
             proxy,
-            token: format!("{name} {}", hex::encode(token)),
+            token: sandboxd::egress::token_value(name, &token),
         }))
     }
 
