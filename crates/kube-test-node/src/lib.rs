@@ -13,7 +13,9 @@
 //!   limits and security context, the pod's namespaced sysctls and, with `dnsPolicy: None`,
 //!   the `resolv.conf` of its `dnsConfig` ([`containers`], [`dns`]), and reports phase, pod IP, conditions and
 //!   container states through the `status` subresource ([`status`]); deletion stops the
-//!   containers within the grace period and ends with the kubelet's final delete ([`pods`]).
+//!   containers within the grace period and ends with the kubelet's final delete ([`pods`]);
+//! - serves `pods/portforward` over WebSocket, as the kubelet's streaming server does
+//!   ([`streaming`]).
 //!
 //! The pod network ([`network`]): one Docker bridge network (`--docker-network`, created with
 //! `--pod-cidr` if missing). A pod's IP is chosen by the agent from the lower half of that
@@ -29,8 +31,8 @@
 //! `imagePullPolicy: Never`: a missing image is `ErrImageNeverPull`); no restarts (every pod
 //! is run as `restartPolicy: Never`, whatever it says: an exited container stays terminated);
 //! no probes (a running container is ready); no CNI, NetworkPolicy, Services or kube-proxy;
-//! no exec, attach, logs or port-forward server (the API server's `pods/exec`, `pods/log` and
-//! `pods/portforward` fail against this node); no Secrets, ConfigMaps, projected or
+//! no exec, attach or logs server (the API server's `pods/exec` and `pods/log` fail against this
+//! node), and port-forward over WebSocket only, not SPDY ([`streaming`]); no Secrets, ConfigMaps, projected or
 //! service-account volumes, no `envFrom`, no `$(VAR)` expansion, no Service environment
 //! variables, no `subPath`; requests, node affinity, taints and tolerations are not
 //! considered when binding; `ephemeral-storage` limits and an on-disk `emptyDir`'s
@@ -47,6 +49,7 @@ pub mod pods;
 pub mod quantity;
 pub mod schedule;
 pub mod status;
+pub mod streaming;
 pub mod teardown;
 pub mod volumes;
 
@@ -118,6 +121,9 @@ pub struct Context {
     /// Who this agent's containers belong to ([`labels::Owner`]).
     pub owner: labels::Owner,
     pub network: std::sync::Arc<network::PodNetwork>,
+    /// The port of the streaming server ([`streaming`]) on the network's gateway: the Node's
+    /// kubelet endpoint.
+    pub streaming_port: u16,
 }
 
 /// Runs the agent until `shutdown` is cancelled; containers are left running for the next
@@ -142,6 +148,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         .context("asking Docker its API version (is dockerd running?)")?;
     let network =
         network::PodNetwork::ensure(&docker, &settings.docker_network, settings.pod_cidr).await?;
+    let streaming_port =
+        streaming::start(client.clone(), network.gateway, shutdown.clone()).await?;
     let owner = labels::Owner {
         node: settings.node_name.clone(),
         cluster,
@@ -152,6 +160,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         settings,
         owner,
         network: std::sync::Arc::new(network),
+        streaming_port,
     };
     node::register(&ctx).await?;
     tracing::info!(node = %ctx.settings.node_name, "the node is registered and Ready");

@@ -127,6 +127,8 @@ async fn status(ctx: &Context) -> anyhow::Result<NodeStatus> {
         ],
         "capacity": capacity,
         "allocatable": capacity,
+        // The field is spelled `Port` in the API.
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": ctx.streaming_port}},
         "nodeInfo": {
             "architecture": crate::kube_arch(),
             "bootID": read("/proc/sys/kernel/random/boot_id"),

@@ -10,6 +10,8 @@ use crate::{Result, SandboxBackend};
 use std::sync::Arc;
 
 /// The backend of a deployment and its settings.
+// Made once at start and cloned a handful of times: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum BackendSettings {
     /// Sandboxes are containers of one Docker Engine.

@@ -183,6 +183,20 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_EGRESS_PROXY", global = true)]
     pub kubernetes_egress_proxy: Option<String>,
 
+    /// With `--backend kubernetes`: how this server reaches each sandbox pod's daemon:
+    /// `pod-network` (the pod's IP: this server runs in the cluster, or on a network routed to
+    /// its pods), `port-forward` (the API server's pods/portforward, over WebSocket: a server
+    /// outside the cluster), or `auto`: `pod-network` with the in-cluster configuration,
+    /// `port-forward` with a kubeconfig.
+    #[arg(
+        long,
+        env = "SANDBOX_AGENTS_KUBERNETES_DAEMON_ROUTE",
+        default_value = "auto",
+        value_parser = ["auto", "pod-network", "port-forward"],
+        global = true
+    )]
+    pub kubernetes_daemon_route: String,
+
     /// The image sessions boot when their agent names none. Docker reads DOCKER_HOST to find
     /// the Engine (default: the local socket).
     #[arg(

@@ -136,15 +136,24 @@ impl<'a> TestAppBuilder<'a> {
 
     /// Sandboxes on Kubernetes (`--backend kubernetes`): the test cluster's namespace `ns`,
     /// under its service account (the Role of `deploy/kubernetes/` only), with the test
-    /// daemon image.
+    /// daemon image, reaching daemons over the pod network (the test cluster's host routes to
+    /// its pods; [`Self::with_kubernetes_route`] for another route).
     pub fn with_kubernetes(self, ns: &crate::kube::TestNamespace) -> Self {
+        self.with_kubernetes_route(ns, "pod-network")
+    }
+
+    /// As [`Self::with_kubernetes`], reaching daemons by `route`
+    /// (`--kubernetes-daemon-route`: `pod-network`, `port-forward` or `auto`).
+    pub fn with_kubernetes_route(self, ns: &crate::kube::TestNamespace, route: &str) -> Self {
         let (namespace, kubeconfig) = (ns.name.clone(), ns.kubeconfig.clone());
         let sandboxd_image = crate::kube::sandboxd_image();
+        let route = route.to_owned();
         self.with_config(move |c| {
             c.backend = "kubernetes".to_owned();
             c.kubernetes_namespace = namespace;
             c.kubernetes_kubeconfig = Some(kubeconfig);
             c.kubernetes_sandboxd_image = Some(sandboxd_image);
+            c.kubernetes_daemon_route = route;
         })
     }
 

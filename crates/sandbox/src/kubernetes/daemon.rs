@@ -101,3 +101,52 @@ impl DaemonTransport for PodNetwork {
         Ok(Box::new(stream))
     }
 }
+
+/// Opens connections to pods' daemons through the API server's `pods/portforward`: for a
+/// control plane outside the cluster. The token and the protocol on the stream are the pod
+/// network's; only the way there differs (the node connects to the daemon's port inside the
+/// pod, so the pod's NetworkPolicy, which admits the control plane's pods, is not in the way).
+pub struct PortForward {
+    pub(crate) pods: Api<Pod>,
+    pub(crate) namespace: String,
+    pub(crate) key: [u8; 32],
+}
+
+#[async_trait]
+impl DaemonTransport for PortForward {
+    async fn open(&self, sandbox_id: &str) -> Result<Box<dyn DaemonIo>> {
+        use tokio::io::AsyncWriteExt;
+        let port = super::pod::DAEMON_PORT;
+        let failed = |e: String| {
+            SandboxError::Backend(format!(
+                "a port-forward to the daemon of {sandbox_id} (port {port}) through the API \
+                 server failed: {e}"
+            ))
+        };
+        let mut forward = self
+            .pods
+            .portforward(sandbox_id, &[port])
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let mut stream = forward
+            .take_stream(port)
+            .ok_or_else(|| failed("the API server opened no stream".to_owned()))?;
+        // What the node says when it cannot reach the port (the daemon not listening): the
+        // handshake on the stream then fails on its own deadline, and this says why.
+        if let Some(error) = forward.take_error(port) {
+            let pod = sandbox_id.to_owned();
+            tokio::spawn(async move {
+                if let Some(e) = error.await {
+                    tracing::warn!(%pod, error = %e, "the node could not forward to the daemon");
+                }
+            });
+        }
+        // The forward's task lives as long as the stream: dropping the stream ends it.
+        let token = token(&self.key, &self.namespace, sandbox_id);
+        stream
+            .write_all(&sandboxd::tcp::preamble(&token))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(Box::new(stream))
+    }
+}

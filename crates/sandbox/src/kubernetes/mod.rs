@@ -91,8 +91,17 @@ impl KubernetesBackend {
             key: settings.daemon_key,
             addresses: Default::default(),
         });
+        let transport: Arc<dyn crate::daemon_link::DaemonTransport> = match settings.route {
+            DaemonRoute::PortForward => Arc::new(daemon::PortForward {
+                pods: pods.clone(),
+                namespace: settings.namespace.clone(),
+                key: settings.daemon_key,
+            }),
+            // `start::connect` resolves `Auto` before the backend is made.
+            DaemonRoute::PodNetwork | DaemonRoute::Auto => network.clone(),
+        };
         KubernetesBackend {
-            links: DaemonLinks::new(network.clone()),
+            links: DaemonLinks::new(transport),
             policies: Api::namespaced(client.clone(), &settings.namespace),
             client,
             pods,
@@ -144,6 +153,20 @@ impl KubernetesBackend {
             proxy,
             token: sandboxd::egress::token_value(name, &token),
         }))
+    }
+
+    /// Where the control plane reaches the pod's exposed `ports`: at the pod's address on the
+    /// pod network; through a port-forward, nowhere (they are reached through the daemon's
+    /// tunnel, `connect_port`, as on Docker behind the egress proxy).
+    fn port_addresses(
+        &self,
+        ip: IpAddr,
+        ports: impl Iterator<Item = u16>,
+    ) -> BTreeMap<u16, SocketAddr> {
+        if self.settings.route == DaemonRoute::PortForward {
+            return BTreeMap::new();
+        }
+        ports.map(|p| (p, SocketAddr::new(ip, p))).collect()
     }
 
     /// This deployment's pods, or those of one session.
@@ -303,7 +326,11 @@ impl KubernetesBackend {
                 .await
                 .map_err(|e| {
                     SandboxError::Backend(format!(
-                        "the pod {name} runs but its daemon at {ip}:{} does not answer: {e}",
+                        "the pod {name} runs but its daemon ({}, port {}) does not answer: {e}",
+                        match self.settings.route {
+                            DaemonRoute::PortForward => "through a port-forward".to_owned(),
+                            _ => format!("at {ip}"),
+                        },
                         pod::DAEMON_PORT
                     ))
                 })?;
@@ -316,11 +343,7 @@ impl KubernetesBackend {
                 return Err(e);
             }
         };
-        let ports = spec
-            .exposed_ports
-            .iter()
-            .map(|p| (*p, SocketAddr::new(ip, *p)))
-            .collect();
+        let ports = self.port_addresses(ip, spec.exposed_ports.iter().copied());
         tracing::debug!(%ip, "sandbox pod running");
         Ok(Sandbox {
             id: name,
@@ -420,16 +443,16 @@ impl SandboxBackend for KubernetesBackend {
             return Ok(None);
         };
         let ports = match status::address(&pod) {
-            Some(ip) => pod
-                .spec
-                .iter()
-                .flat_map(|s| &s.containers)
-                .filter(|c| c.name == pod::CONTAINER)
-                .flat_map(|c| c.ports.iter().flatten())
-                .filter_map(|p| u16::try_from(p.container_port).ok())
-                .filter(|p| *p != pod::DAEMON_PORT)
-                .map(|p| (p, SocketAddr::new(ip, p)))
-                .collect(),
+            Some(ip) => self.port_addresses(
+                ip,
+                pod.spec
+                    .iter()
+                    .flat_map(|s| &s.containers)
+                    .filter(|c| c.name == pod::CONTAINER)
+                    .flat_map(|c| c.ports.iter().flatten())
+                    .filter_map(|p| u16::try_from(p.container_port).ok())
+                    .filter(|p| *p != pod::DAEMON_PORT),
+            ),
             None => BTreeMap::new(),
         };
         Ok(Some(SandboxStatus {

@@ -4,13 +4,32 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// How the control plane reaches a sandbox pod's daemon.
+/// How the control plane reaches a sandbox pod's daemon (`--kubernetes-daemon-route`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DaemonRoute {
+    /// The pod network when the server runs in the cluster (its configuration is the
+    /// in-cluster one), the API server's port-forward otherwise: resolved at connect.
+    #[default]
+    Auto,
     /// The pod's address on the cluster network: the control plane runs in the cluster (or
     /// on a network that routes to pods, as the test cluster's host does).
-    #[default]
     PodNetwork,
+    /// The API server's `pods/portforward` (over WebSocket) to the daemon's port: a control
+    /// plane outside the cluster, which has no route to pods. Each sandbox's one connection
+    /// costs a WebSocket through the API server and the node; exposed ports are reached
+    /// through the daemon's tunnel on that connection (`connect_port`), not at the pod's IP.
+    PortForward,
+}
+
+impl DaemonRoute {
+    /// The route as the flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DaemonRoute::Auto => "auto",
+            DaemonRoute::PodNetwork => "pod-network",
+            DaemonRoute::PortForward => "port-forward",
+        }
+    }
 }
 
 /// The control plane's pods, as a sandbox pod's NetworkPolicy names them: the only peers

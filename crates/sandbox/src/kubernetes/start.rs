@@ -9,7 +9,7 @@
 //! `dryRun` (the namespace exists, the runtime class exists, admission such as Pod Security
 //! accepts it), so nothing is created by the check.
 
-use super::settings::KubernetesSettings;
+use super::settings::{DaemonRoute, KubernetesSettings};
 use super::KubernetesBackend;
 use crate::{SandboxError, SandboxSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -20,6 +20,12 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
+
+/// What the `port-forward` daemon route needs beside [`POD_VERBS`]: the WebSocket upgrade
+/// is a `get`, which recent API servers also authorize as `create`
+/// (`AuthorizePodWebsocketUpgradeCreatePermission`).
+const PORT_FORWARD_VERBS: &[(&str, &str)] =
+    &[("pods/portforward", "get"), ("pods/portforward", "create")];
 
 /// What the backend does to pods and their NetworkPolicies, each of which the server's
 /// identity must be allowed.
@@ -39,8 +45,9 @@ fn config_error(message: String) -> SandboxError {
     SandboxError::Backend(message)
 }
 
-/// The client configuration and a sentence on where it came from.
-async fn load(settings: &KubernetesSettings) -> Result<(Config, String), SandboxError> {
+/// The client configuration, a sentence on where it came from, and whether it is the
+/// in-cluster one.
+async fn load(settings: &KubernetesSettings) -> Result<(Config, String, bool), SandboxError> {
     if let Some(path) = &settings.kubeconfig {
         let where_ = format!("the kubeconfig {}", path.display());
         let kubeconfig = Kubeconfig::read_from(path)
@@ -48,9 +55,10 @@ async fn load(settings: &KubernetesSettings) -> Result<(Config, String), Sandbox
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| config_error(format!("{where_} cannot be used: {e}")))?;
-        return Ok((config, where_));
+        return Ok((config, where_, false));
     }
-    let where_ = if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let where_ = if in_cluster {
         "the in-cluster configuration (this pod's service account)".to_owned()
     } else {
         match std::env::var("KUBECONFIG") {
@@ -65,7 +73,17 @@ async fn load(settings: &KubernetesSettings) -> Result<(Config, String), Sandbox
              set --kubernetes-kubeconfig or KUBECONFIG"
         ))
     })?;
-    Ok((config, where_))
+    Ok((config, where_, in_cluster))
+}
+
+/// The route to daemons: `Auto` is the pod network for a server in the cluster, which
+/// reaches pods, and the API server's port-forward for one outside, which need not.
+fn resolve_route(route: DaemonRoute, in_cluster: bool) -> DaemonRoute {
+    match route {
+        DaemonRoute::Auto if in_cluster => DaemonRoute::PodNetwork,
+        DaemonRoute::Auto => DaemonRoute::PortForward,
+        chosen => chosen,
+    }
 }
 
 /// Connects, checks, and makes the backend of `deployment`.
@@ -73,7 +91,9 @@ pub(crate) async fn connect(
     settings: &KubernetesSettings,
     deployment: &str,
 ) -> Result<KubernetesBackend, SandboxError> {
-    let (config, where_) = load(settings).await?;
+    let (config, where_, in_cluster) = load(settings).await?;
+    let mut settings = settings.clone();
+    settings.route = resolve_route(settings.route, in_cluster);
     let url = config.cluster_url.to_string();
     let client = Client::try_from(config)
         .map_err(|e| config_error(format!("{where_} cannot be used: {e}")))?;
@@ -85,7 +105,11 @@ pub(crate) async fn connect(
     tracing::info!(%url, version = %version.git_version, "connected to the Kubernetes API server");
     let ns = &settings.namespace;
     let mut refused = Vec::new();
-    for (resource, verb) in POD_VERBS {
+    let port_forward = match settings.route {
+        DaemonRoute::PortForward => PORT_FORWARD_VERBS,
+        _ => &[],
+    };
+    for (resource, verb) in POD_VERBS.iter().chain(port_forward) {
         if !allowed(&client, ns, resource, verb).await.map_err(|e| {
             config_error(format!(
                 "the Kubernetes API server at {url} refused to say what this server may do ({e})"
@@ -101,7 +125,11 @@ pub(crate) async fn connect(
             refused.join(", ")
         )));
     }
-    let backend = KubernetesBackend::new(client, settings.clone(), deployment);
+    tracing::info!(
+        route = settings.route.as_str(),
+        "sandbox daemons are reached by this route"
+    );
+    let backend = KubernetesBackend::new(client, settings, deployment);
     backend.admits_its_pods(&url).await?;
     Ok(backend)
 }
@@ -178,6 +206,27 @@ impl KubernetesBackend {
                 "the cluster at {url} refuses the pods sandboxes run in, or their NetworkPolicies, in the namespace \
                  {ns}: {e}"
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{resolve_route, DaemonRoute};
+
+    #[test]
+    fn auto_is_the_pod_network_in_the_cluster_and_a_port_forward_outside() {
+        assert_eq!(
+            resolve_route(DaemonRoute::Auto, true),
+            DaemonRoute::PodNetwork
+        );
+        assert_eq!(
+            resolve_route(DaemonRoute::Auto, false),
+            DaemonRoute::PortForward
+        );
+        for chosen in [DaemonRoute::PodNetwork, DaemonRoute::PortForward] {
+            assert_eq!(resolve_route(chosen, true), chosen);
+            assert_eq!(resolve_route(chosen, false), chosen);
         }
     }
 }

@@ -225,6 +225,14 @@ impl Kubernetes {
         settings.kubeconfig = Some(ns.kubeconfig.clone());
         Kubernetes { settings }
     }
+
+    /// As [`Kubernetes::new`], reaching the daemons through the API server's port-forward
+    /// (the route of a control plane outside the cluster) instead of the pod network.
+    pub async fn port_forward() -> Self {
+        let mut k = Self::new().await;
+        k.settings.route = sandbox_agents_sandbox::kubernetes::DaemonRoute::PortForward;
+        k
+    }
 }
 
 fn rand_key() -> [u8; 32] {

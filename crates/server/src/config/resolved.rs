@@ -225,6 +225,7 @@ impl Config {
         &self,
         master_key: &sandbox_agents_vault::MasterKey,
     ) -> anyhow::Result<sandbox_agents_sandbox::BackendSettings> {
+        use sandbox_agents_sandbox::kubernetes::DaemonRoute;
         use sandbox_agents_sandbox::{BackendSettings, DockerSettings, KubernetesSettings};
         if self.backend == "kubernetes" {
             let Some(sandboxd_image) = self.kubernetes_sandboxd_image.as_deref() else {
@@ -240,6 +241,12 @@ impl Config {
             k.image = self.kubernetes_image.clone();
             k.runtime_class = self.kubernetes_runtime_class.clone();
             k.image_pull_secret = self.kubernetes_image_pull_secret.clone();
+            k.route = match self.kubernetes_daemon_route.as_str() {
+                "pod-network" => DaemonRoute::PodNetwork,
+                "port-forward" => DaemonRoute::PortForward,
+                // clap accepts nothing but the three names.
+                _ => DaemonRoute::Auto,
+            };
             k.node_selector = node_selector(self.kubernetes_node_selector.as_deref())?;
             k.control_plane = sandbox_agents_sandbox::kubernetes::ControlPlanePods {
                 namespace: self.kubernetes_control_plane_namespace.clone(),

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// GETs `url` until it answers 200; its body.
-async fn body_of(app: &TestApp, url: &str) -> String {
+pub(crate) async fn body_of(app: &TestApp, url: &str) -> String {
     eventually(
         &format!("{url} to answer 200"),
         Duration::from_secs(20),

@@ -34,6 +34,7 @@ mod kernel;
 mod key_rotation;
 mod kubernetes;
 mod kubernetes_egress;
+mod kubernetes_port_forward;
 mod memory;
 mod memory_kept;
 mod metrics;
