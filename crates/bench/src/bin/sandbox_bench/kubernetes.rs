@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use sandbox_agents_sandbox::kubernetes::{pod, token};
+use sandbox_agents_sandbox::kubernetes::{pod, token, DaemonRoute};
 use sandbox_agents_sandbox::{
     sandboxd, ExecRequest, KubernetesBackend, KubernetesSettings, SandboxBackend, SandboxSpec,
 };
@@ -119,7 +119,7 @@ pub async fn parts(
         ));
         out.push(cold_boot(&cold, &cluster, template, docker, floor).await?);
         log(format!(
-            "kubernetes: warm claims, {} + {} iterations × 5 variants",
+            "kubernetes: warm claims, {} + {} iterations × 7 variants",
             args.warmup, args.iterations
         ));
         out.push(warm_claim(args, &cluster, &pooled).await?);
@@ -307,18 +307,38 @@ async fn warm_claim(args: &Args, cluster: &Cluster, pooled: &str) -> anyhow::Res
             "kube: one merge `PATCH` of the labels",
             "what `assign` writes, without reading the version first",
         ),
+        Row::new(
+            "claim on another replica through a port-forward: `assign` + `exec true`",
+            "as on another replica, with `--kubernetes-daemon-route port-forward`: the connect is a WebSocket through the API server and the node instead of TCP to the pod",
+        ),
+        Row::new(
+            "`exec true` alone through a port-forward, connection open",
+            "one HTTP/2 stream to the daemon, inside the port-forward's WebSocket",
+        ),
     ];
     let req = exec_true();
-    // The other replica: a backend of its own per iteration (made outside the timed region).
-    let others = RefCell::new(Vec::new());
+    // The other replicas: a backend of their own per iteration (made outside the timed
+    // region), on each route.
+    let mut forwarded = cluster.settings.clone();
+    forwarded.route = DaemonRoute::PortForward;
+    let (others, others_forwarded) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
     for _ in 0..args.warmup + args.iterations {
         let other = KubernetesBackend::connect(&cluster.settings, DEPLOYMENT)
             .await
             .context("connecting another replica's backend")?;
         others.borrow_mut().push(other);
+        let other = KubernetesBackend::connect(&forwarded, DEPLOYMENT)
+            .await
+            .context("connecting another replica's backend, through port-forwards")?;
+        others_forwarded.borrow_mut().push(other);
     }
+    // One replica on the port-forward route whose connection to the pod stays open.
+    let forwarding = KubernetesBackend::connect(&forwarded, DEPLOYMENT)
+        .await
+        .context("connecting a backend through port-forwards")?;
     interleaved(args, &mut rows, |v| {
-        let (req, others) = (&req, &others);
+        let (req, others, others_forwarded) = (&req, &others, &others_forwarded);
+        let forwarding = &forwarding;
         async move {
             let session = uuid::Uuid::new_v4().to_string();
             let backend = &cluster.backend;
@@ -344,6 +364,19 @@ async fn warm_claim(args: &Args, cluster: &Cluster, pooled: &str) -> anyhow::Res
                 2 => backend.assign(pooled, &session).await?,
                 3 => {
                     let out = backend.exec(pooled, req).await?;
+                    anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
+                }
+                5 => {
+                    let other = others_forwarded
+                        .borrow_mut()
+                        .pop()
+                        .context("a backend per iteration")?;
+                    let t0 = Instant::now();
+                    claim(other).await?;
+                    return Ok(t0.elapsed());
+                }
+                6 => {
+                    let out = forwarding.exec(pooled, req).await?;
                     anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
                 }
                 _ => {
