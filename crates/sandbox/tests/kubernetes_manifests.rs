@@ -34,6 +34,8 @@ fn a_sessions_pod() {
     settings.runtime_class = Some("gvisor".into());
     settings.node_selector = BTreeMap::from([("pool".into(), "sandboxes".into())]);
     settings.image_pull_secret = Some("registry".into());
+    // 4 GiB: `ephemeral-storage` requested at 1 GiB, limited at 5 GiB.
+    settings.disk_limit = Some(4 << 30);
     let spec = SandboxSpec {
         session: "0b6f3a52-8f4e-4d6e-9a51-4c1a2e3f4d5b".into(),
         image: "registry.example/sandbox:1".into(),
@@ -57,6 +59,16 @@ fn a_sessions_pod() {
         None,
     );
     golden("pod.json", &serde_json::to_value(&pod).unwrap());
+}
+
+#[test]
+fn the_kubelets_disk_limit_leaves_the_measurement_room_and_the_request_is_at_most_a_gib() {
+    assert_eq!(pod::ephemeral_storage_limit(4 << 30), 5 << 30);
+    // Small limits get at least 256 MiB of room.
+    assert_eq!(pod::ephemeral_storage_limit(512 << 20), 768 << 20);
+    assert_eq!(pod::ephemeral_storage_limit(u64::MAX), u64::MAX);
+    assert_eq!(pod::ephemeral_storage_request(4 << 30), 1 << 30);
+    assert_eq!(pod::ephemeral_storage_request(512 << 20), 512 << 20);
 }
 
 /// Under the egress proxy: the daemon's way to it, the tools' proxy variables, names asked

@@ -69,6 +69,49 @@ fn quantity(s: impl Into<String>) -> Quantity {
     Quantity(s.into())
 }
 
+/// What the kubelet's `ephemeral-storage` limit allows beyond the disk limit: a quarter of it,
+/// at least 256 MiB. The control plane enforces the disk limit itself, by measurement, and
+/// stops the session with its own event (`sessions/src/disk.rs`); the kubelet's eviction is the
+/// backstop for a sandbox that writes faster than that measurement runs, so it must not fire
+/// first on a sandbox that is merely at its limit.
+pub fn ephemeral_storage_limit(disk: u64) -> u64 {
+    disk.saturating_add((disk / 4).max(256 * 1024 * 1024))
+}
+
+/// The `ephemeral-storage` a sandbox's pod requests with a disk limit `disk`: the limit up to
+/// 1 GiB. Requesting the whole limit (10 GiB by default) would let a node with 50 GiB of disk
+/// hold five sandboxes, most of which write little; requesting none would let the scheduler
+/// fill a node whose disk is gone. (A request left out would default to the limit.)
+pub fn ephemeral_storage_request(disk: u64) -> u64 {
+    disk.min(1 << 30)
+}
+
+/// The sandbox container's requests and limits: CPU and memory requested as much as they are
+/// limited (the scheduler places what the sandbox may use), and with a disk limit,
+/// `ephemeral-storage` requested at [`ephemeral_storage_request`] and limited at
+/// [`ephemeral_storage_limit`]. The pod's other containers set none, so the pod's ephemeral
+/// storage (its `emptyDir`s, logs and writable layers together) is held to this container's
+/// limit.
+fn sandbox_resources(
+    cpu_memory: BTreeMap<String, Quantity>,
+    disk: Option<u64>,
+) -> ResourceRequirements {
+    let (mut limits, mut requests) = (cpu_memory.clone(), cpu_memory);
+    if let Some(disk) = disk {
+        let storage = "ephemeral-storage".to_owned();
+        requests.insert(
+            storage.clone(),
+            quantity(ephemeral_storage_request(disk).to_string()),
+        );
+        limits.insert(storage, quantity(ephemeral_storage_limit(disk).to_string()));
+    }
+    ResourceRequirements {
+        limits: Some(limits),
+        requests: Some(requests),
+        ..Default::default()
+    }
+}
+
 /// The hardening every container of the pod gets: no privilege, no escalation, no
 /// capability, the runtime's default seccomp profile, a read-only root filesystem.
 fn hardened() -> SecurityContext {
@@ -264,12 +307,7 @@ pub fn pod(
         env: Some(env),
         working_dir: Some(WORKDIR.to_owned()),
         ports: Some(ports),
-        resources: Some(ResourceRequirements {
-            // Requests equal to limits: the scheduler places what the sandbox may use.
-            limits: Some(resources.clone()),
-            requests: Some(resources),
-            ..Default::default()
-        }),
+        resources: Some(sandbox_resources(resources, settings.disk_limit)),
         security_context: Some(hardened()),
         volume_mounts: Some(vec![
             mount("sandboxd", DAEMON_DIR, true),

@@ -72,6 +72,10 @@ pub struct KubernetesSettings {
     /// The runtime class sandboxes run under (`--kubernetes-runtime-class`: gVisor, Kata);
     /// `None`: the cluster's default runtime.
     pub runtime_class: Option<String>,
+    /// The disk a sandbox may fill, in bytes (`--sandbox-disk-mb`; `None`: no limit): its
+    /// pod's `ephemeral-storage` request, and its limit with headroom
+    /// (`pod::ephemeral_storage_limit`: the control plane's measurement acts first).
+    pub disk_limit: Option<u64>,
     /// Node labels a sandbox's pod must land on (`--kubernetes-node-selector k=v,...`).
     pub node_selector: BTreeMap<String, String>,
     /// The Secret the kubelet pulls the images with (`--kubernetes-image-pull-secret`).
@@ -102,6 +106,7 @@ impl std::fmt::Debug for KubernetesSettings {
             .field("image", &self.image)
             .field("sandboxd_image", &self.sandboxd_image)
             .field("runtime_class", &self.runtime_class)
+            .field("disk_limit", &self.disk_limit)
             .field("node_selector", &self.node_selector)
             .field("image_pull_secret", &self.image_pull_secret)
             .field("route", &self.route)
@@ -120,6 +125,7 @@ impl KubernetesSettings {
             image: None,
             sandboxd_image: sandboxd_image.to_owned(),
             runtime_class: None,
+            disk_limit: None,
             node_selector: BTreeMap::new(),
             image_pull_secret: None,
             route: DaemonRoute::PodNetwork,
