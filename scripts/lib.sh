@@ -1,7 +1,14 @@
 # Shared by the scripts: install what is missing, quietly, as root on Debian.
 # shellcheck shell=bash
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each line carries the minutes and seconds since the outermost script started (exported, so
+# scripts it runs count from the same moment), so a slow stage of a run (CI's) shows in its log.
+SA_LOG_START=${SA_LOG_START:-$(date +%s)}
+export SA_LOG_START
+log() {
+  local t=$(($(date +%s) - SA_LOG_START))
+  printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((t / 60)) $((t % 60)) "$*" >&2
+}
 
 # How much disk is left where the checkout is: the test command says it between stages, so a
 # run that fills the disk shows where.
