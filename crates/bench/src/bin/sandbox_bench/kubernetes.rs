@@ -352,8 +352,9 @@ async fn warm_claim(args: &Args, cluster: &Cluster, pooled: &str) -> anyhow::Res
             let t0 = Instant::now();
             match v {
                 0 => claim(backend.clone()).await?,
-                1 => {
-                    let other = others
+                1 | 5 => {
+                    let replicas = if v == 1 { others } else { others_forwarded };
+                    let other = replicas
                         .borrow_mut()
                         .pop()
                         .context("a backend per iteration")?;
@@ -362,21 +363,9 @@ async fn warm_claim(args: &Args, cluster: &Cluster, pooled: &str) -> anyhow::Res
                     return Ok(t0.elapsed());
                 }
                 2 => backend.assign(pooled, &session).await?,
-                3 => {
-                    let out = backend.exec(pooled, req).await?;
-                    anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
-                }
-                5 => {
-                    let other = others_forwarded
-                        .borrow_mut()
-                        .pop()
-                        .context("a backend per iteration")?;
-                    let t0 = Instant::now();
-                    claim(other).await?;
-                    return Ok(t0.elapsed());
-                }
-                6 => {
-                    let out = forwarding.exec(pooled, req).await?;
+                3 | 6 => {
+                    let on = if v == 3 { backend } else { forwarding };
+                    let out = on.exec(pooled, req).await?;
                     anyhow::ensure!(out.exit_code == 0, "exec true: {out:?}");
                 }
                 _ => {
