@@ -445,10 +445,12 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// Removes this deployment's workspace volumes that no container uses any more (their
-    /// sandbox was removed by someone else without its volumes, e.g. `docker rm -f`); returns
-    /// how many. A volume in use is never one of them. Backends without volumes have none.
-    async fn remove_stray_volumes(&self) -> Result<usize> {
+    /// Removes what this deployment's sandboxes left behind once they were gone: on Docker,
+    /// workspace volumes no container uses any more (their sandbox was removed by someone else
+    /// without its volumes, e.g. `docker rm -f`); on Kubernetes, NetworkPolicies whose pod was
+    /// never made or is gone. Returns how many. Nothing a live sandbox uses is ever one of
+    /// them. Backends that leave nothing behind have none.
+    async fn remove_strays(&self) -> Result<usize> {
         Ok(0)
     }
 

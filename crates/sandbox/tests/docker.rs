@@ -68,7 +68,7 @@ async fn ports_are_published_on_loopback_and_reachable() {
 }
 
 /// The workspace volume goes with its sandbox; one whose container someone else removed
-/// without `-v` is removed by the sweep's `remove_stray_volumes`, and one in use never is.
+/// without `-v` is removed by the sweep's `remove_strays`, and one in use never is.
 #[tokio::test]
 async fn workspace_volumes_go_with_their_sandbox_and_strays_are_swept() {
     let t = harness().await;
@@ -106,13 +106,13 @@ async fn workspace_volumes_go_with_their_sandbox_and_strays_are_swept() {
         volume_exists(&dropped_volume),
         "docker rm without -v leaves the volume"
     );
-    assert_eq!(t.backend.remove_stray_volumes().await.unwrap(), 1);
+    assert_eq!(t.backend.remove_strays().await.unwrap(), 1);
     assert!(!volume_exists(&dropped_volume));
     assert!(volume_exists(&kept_volume), "a volume in use stays");
     // The backend's own removal takes the volume with the container.
     t.backend.remove(&kept.id).await.unwrap();
     assert!(!volume_exists(&kept_volume));
-    assert_eq!(t.backend.remove_stray_volumes().await.unwrap(), 0);
+    assert_eq!(t.backend.remove_strays().await.unwrap(), 0);
     t.finish().await;
 }
 

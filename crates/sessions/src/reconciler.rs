@@ -132,7 +132,7 @@ impl Sessions {
             }
         }
         self.sweep_pool(&pool_rows, &listed).await?;
-        st.backend.remove_stray_volumes().await?;
+        st.backend.remove_strays().await?;
         // Replace what the sweep removed (a no-op without a pool or before `start_pool`).
         st.pool.want();
         Ok(())

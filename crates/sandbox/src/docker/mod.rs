@@ -628,7 +628,7 @@ impl SandboxBackend for DockerBackend {
     }
 
     #[tracing::instrument(skip_all, fields(deployment = %self.deployment))]
-    async fn remove_stray_volumes(&self) -> Result<usize> {
+    async fn remove_strays(&self) -> Result<usize> {
         workspace::remove_stray(&self.docker, &self.deployment).await
     }
 

@@ -605,6 +605,36 @@ impl SandboxBackend for KubernetesBackend {
         self.measure_pods().await
     }
 
+    async fn remove_strays(&self) -> Result<usize> {
+        let selector = format!("{}={}", pod::LABEL_DEPLOYMENT, self.deployment);
+        let policies = self
+            .policies
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(error::api)?
+            .items;
+        if policies.is_empty() {
+            return Ok(0);
+        }
+        // Listed after the policies: a pod made since is listed, so its policy is kept.
+        let pods: std::collections::HashSet<String> = self
+            .pods_of(None)
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let strays = network::strays(&policies, &pods, k8s_openapi::jiff::Timestamp::now());
+        for name in &strays {
+            tracing::warn!(policy = %name, "removing a NetworkPolicy whose pod is gone");
+            match self.policies.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if error::is_not_found(&e) => {}
+                Err(e) => return Err(error::api(e)),
+            }
+        }
+        Ok(strays.len())
+    }
+
     async fn snapshot_image(&self, id: &str, _name: &str) -> Result<String> {
         Err(SandboxError::Backend(format!(
             "the kubernetes backend keeps a snapshot of {id} as its workspace archive only: a pod cannot be committed to an image"

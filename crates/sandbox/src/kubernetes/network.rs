@@ -14,7 +14,9 @@
 //! (`deploy/kubernetes/`) leaves a pod no traffic at all until its own exists: the policy is
 //! made before its pod, so there is no moment when a sandbox is open. It is owned by its pod
 //! (an owner reference set once the pod exists), so the cluster's garbage collector deletes it
-//! with the pod; the backend deletes it too when it removes the pod. Enforcing it is the
+//! with the pod; the backend deletes it too when it removes the pod, and the reconciler's sweep
+//! deletes one whose pod was never made (a process that died between the two requests) or is
+//! gone without it (a cluster with no garbage collector): [`strays`]. Enforcing it is the
 //! network plugin's part: a cluster whose plugin ignores NetworkPolicies (flannel alone)
 //! enforces none of this.
 
@@ -184,5 +186,67 @@ pub fn owned_by_pod(name: &str, uid: &str) -> OwnerReference {
         uid: uid.to_owned(),
         controller: None,
         block_owner_deletion: None,
+    }
+}
+
+/// How long a policy may exist without its pod before the sweep deletes it: the policy is
+/// applied just before its pod is created, by this process or another replica, and a pod
+/// create (with the API server's retries) takes far less.
+pub const STRAY_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The names of `policies` whose pod is not among `pods` and that are older than
+/// [`STRAY_GRACE`] at `now`: what the sweep deletes. A policy with no creation time (never the
+/// API server's) is kept.
+pub fn strays(
+    policies: &[NetworkPolicy],
+    pods: &std::collections::HashSet<String>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    let grace = k8s_openapi::jiff::SignedDuration::try_from(STRAY_GRACE)
+        .expect("the grace fits a signed duration");
+    policies
+        .iter()
+        .filter(|p| {
+            let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            created.is_some_and(|c| now.duration_since(c) > grace)
+        })
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|name| !pods.contains(name))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{strays, STRAY_GRACE};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use std::collections::HashSet;
+
+    fn policy(name: &str, created: Option<Timestamp>) -> NetworkPolicy {
+        NetworkPolicy {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                creation_timestamp: created.map(Time),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_policy_is_a_stray_only_without_its_pod_and_past_the_grace() {
+        let now = Timestamp::now();
+        let grace = SignedDuration::try_from(STRAY_GRACE).unwrap();
+        let old = now - grace - SignedDuration::from_secs(1);
+        let recent = now - grace + SignedDuration::from_secs(60);
+        let policies = [
+            policy("sa-with-pod", Some(old)),
+            policy("sa-gone", Some(old)),
+            policy("sa-being-made", Some(recent)),
+            policy("sa-no-time", None),
+        ];
+        let pods = HashSet::from(["sa-with-pod".to_owned()]);
+        assert_eq!(strays(&policies, &pods, now), ["sa-gone"]);
     }
 }

@@ -37,6 +37,7 @@ const POD_VERBS: &[(&str, &str)] = &[
     ("pods", "patch"),
     ("pods", "delete"),
     ("networkpolicies", "create"),
+    ("networkpolicies", "list"),
     ("networkpolicies", "patch"),
     ("networkpolicies", "delete"),
 ];

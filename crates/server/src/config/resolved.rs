@@ -240,8 +240,8 @@ impl Config {
             k.kubeconfig = self.kubernetes_kubeconfig.clone();
             k.image = self.kubernetes_image.clone();
             k.runtime_class = self.kubernetes_runtime_class.clone();
-            k.disk_limit =
-                (self.sandbox_disk_mb > 0).then(|| self.sandbox_disk_mb.saturating_mul(1024 * 1024));
+            k.disk_limit = (self.sandbox_disk_mb > 0)
+                .then(|| self.sandbox_disk_mb.saturating_mul(1024 * 1024));
             k.image_pull_secret = self.kubernetes_image_pull_secret.clone();
             k.route = match self.kubernetes_daemon_route.as_str() {
                 "pod-network" => DaemonRoute::PodNetwork,
