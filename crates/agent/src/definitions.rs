@@ -16,13 +16,15 @@ use sandbox_agents_store::{agents, Db};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-/// Creates an agent at version 1.
+/// Creates an agent at version 1. `runtime_classes`: those the server offers.
 pub async fn create(
     db: &Db,
     project: ProjectId,
     slug: &Slug,
     mut spec: AgentSpec,
+    runtime_classes: &[String],
 ) -> Result<AgentRecord> {
+    check_runtime_class(&spec, runtime_classes)?;
     let mut tx = db.begin().await?;
     check_subagents(&mut tx, project, slug, &spec).await?;
     hold_referenced_key(&mut tx, project, &mut spec).await?;
@@ -34,12 +36,14 @@ pub async fn create(
 }
 
 /// Applies `patch` to the agent `r` names, under the optimistic lock. The store's
-/// `NotFound` when there is no such agent.
+/// `NotFound` when there is no such agent. `runtime_classes`: those the server offers (a
+/// stored class the server stopped offering does not block edits of other fields).
 pub async fn update(
     db: &Db,
     project: ProjectId,
     r: &AgentRef,
     patch: AgentPatch,
+    runtime_classes: &[String],
 ) -> Result<AgentRecord> {
     let mut tx = db.begin().await?;
     let current = agents::get(&mut *tx, project, r).await?;
@@ -51,10 +55,14 @@ pub async fn update(
     // stored one as it is (already visible to deletes), whatever its age.
     let sets_skills = matches!(patch.skills_source, Patch::Value(_));
     let sets_environment = matches!(patch.environment_id, Patch::Value(_));
+    let sets_runtime_class = matches!(patch.runtime_class, Patch::Value(_));
     let mut spec = current.spec.clone();
     patch
         .apply(&current.slug, &mut spec)
         .map_err(ServiceError::Validation)?;
+    if sets_runtime_class {
+        check_runtime_class(&spec, runtime_classes)?;
+    }
     check_subagents(&mut tx, project, &current.slug, &spec).await?;
     if sets_skills {
         hold_referenced_key(&mut tx, project, &mut spec).await?;
@@ -66,6 +74,21 @@ pub async fn update(
     tx.commit().await?;
     tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
     Ok(updated)
+}
+
+/// The runtime class must be one the server offers (422 otherwise).
+fn check_runtime_class(spec: &AgentSpec, offered: &[String]) -> Result<()> {
+    let Some(class) = &spec.runtime_class else {
+        return Ok(());
+    };
+    match sandbox_agents_domain::runtime_class::not_offered(class, offered) {
+        None => Ok(()),
+        Some(why) => Err(ServiceError::field(
+            &["runtime_class"],
+            why,
+            Value::from(class.as_str()),
+        )),
+    }
 }
 
 /// The default environment must be one of the project's (422 otherwise); it is stored by

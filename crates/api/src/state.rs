@@ -46,6 +46,9 @@ pub struct BackendInfo {
     pub default: bool,
     /// What it can do, as the backend declares it.
     pub capabilities: BackendCapabilities,
+    /// The runtime classes an agent's or environment's `runtime_class` may name
+    /// (`--kubernetes-runtime-classes`); empty when there is none to choose.
+    pub runtime_classes: Vec<String>,
 }
 
 /// What a backend can do, as it declares it.
@@ -85,12 +88,17 @@ impl From<sandbox_agents_sandbox::Capabilities> for BackendCapabilities {
 }
 
 impl BackendInfo {
-    /// The configured backend, as the one (and so default) entry of `GET /api/backends`.
-    pub fn configured(backend: &dyn sandbox_agents_sandbox::SandboxBackend) -> Self {
+    /// The configured backend, as the one (and so default) entry of `GET /api/backends`, with
+    /// the runtime classes it offers.
+    pub fn configured(
+        backend: &dyn sandbox_agents_sandbox::SandboxBackend,
+        runtime_classes: &[String],
+    ) -> Self {
         BackendInfo {
             name: backend.name().to_owned(),
             default: true,
             capabilities: backend.capabilities().into(),
+            runtime_classes: runtime_classes.to_vec(),
         }
     }
 }

@@ -101,6 +101,9 @@ pub struct AgentSpec {
     /// Older definitions have none: open.
     #[serde(default)]
     pub network: NetworkPolicy,
+    /// Stored only when set (older definitions have none: the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class: Option<String>,
 }
 
 /// Steps a subagent called as a tool takes when its caller sets no `subagent_max_steps`.
@@ -225,6 +228,17 @@ pub struct AgentCreate {
     /// its own policy can only narrow it. Default `{"egress": "open"}`; not null.
     #[serde(default, deserialize_with = "non_null")]
     pub network: NetworkPolicy,
+    /// The runtime its sessions' sandboxes run under (a Kubernetes RuntimeClass: gVisor,
+    /// Kata), one of those the server offers (`runtime_classes` in `GET /api/backends`, 422
+    /// otherwise); null: its environment's, else the server's default. A sandbox with a
+    /// runtime class of its own boots cold (the warm pool holds the default's).
+    #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 253,
+        pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )]
+    pub runtime_class: Option<String>,
 }
 
 impl AgentCreate {
@@ -263,6 +277,7 @@ impl AgentCreate {
             environment_id: self.environment_id,
             subagent_max_steps: self.subagent_max_steps,
             network: self.network,
+            runtime_class: self.runtime_class,
         }
         .normalized();
         spec.validate(&mut v);
@@ -369,6 +384,11 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = NetworkPolicy)]
     pub network: Patch<NetworkPolicy>,
+    /// A new runtime class (one the server offers, 422 otherwise); null goes back to its
+    /// environment's, else the server's default. Sessions boot under it from their next boot.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 253, pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+    pub runtime_class: Patch<String>,
 }
 
 /// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
@@ -442,6 +462,7 @@ impl AgentPatch {
         clearable(self.environment_id, &mut spec.environment_id);
         clearable(self.subagent_max_steps, &mut spec.subagent_max_steps);
         required("network", self.network, &mut spec.network, &mut v);
+        clearable(self.runtime_class, &mut spec.runtime_class);
         *spec = spec.clone().normalized();
         spec.validate(&mut v);
         v.into_result()
@@ -517,6 +538,7 @@ impl AgentSpec {
                 }
             }
         }
+        crate::runtime_class::validate(self.runtime_class.as_deref(), v, &["runtime_class"]);
         if let Some(p) = self.exposed_ports.iter().find(|p| **p == 0) {
             v.push(
                 "value_error",
@@ -613,6 +635,7 @@ impl AgentRecord {
             environment_id: s.environment_id.clone(),
             subagent_max_steps: s.subagent_max_steps.unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
             network: s.network.clone(),
+            runtime_class: s.runtime_class.clone(),
             version: self.version,
             archived_at: self.archived_at,
             created_at: self.created_at,
@@ -672,6 +695,9 @@ pub struct Agent {
     /// What its sessions' sandboxes may connect to (`{"egress": "open", ...}` unless set).
     /// Sessions copy it when they are created.
     pub network: NetworkPolicy,
+    /// The runtime its sessions' sandboxes run under (a Kubernetes RuntimeClass); null: its
+    /// environment's, else the server's default.
+    pub runtime_class: Option<String>,
     /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
     /// unarchive leave it). Send it back on PATCH.
     pub version: i64,

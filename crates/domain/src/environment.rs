@@ -169,6 +169,16 @@ pub struct EnvironmentConfig {
     /// `{"egress": "open"}`; not null.
     #[serde(default, deserialize_with = "crate::patch::non_null")]
     pub network: NetworkPolicy,
+    /// The runtime its sessions' sandboxes run under (a Kubernetes RuntimeClass: gVisor,
+    /// Kata), one of those the server offers (`runtime_classes` in `GET /api/backends`, 422
+    /// otherwise), unless their agent names one; null: the server's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 253,
+        pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )]
+    pub runtime_class: Option<String>,
 }
 
 impl EnvironmentConfig {
@@ -209,6 +219,11 @@ impl EnvironmentConfig {
         }
         self.packages.validate(v);
         self.network.validate(v, &["config", "network"]);
+        crate::runtime_class::validate(
+            self.runtime_class.as_deref(),
+            v,
+            &["config", "runtime_class"],
+        );
     }
 
     /// Why the server refuses to run this configuration (a 400), given the backends it runs.

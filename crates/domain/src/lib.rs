@@ -19,6 +19,7 @@ pub mod notebook;
 pub mod openapi;
 pub mod patch;
 pub mod process;
+pub mod runtime_class;
 pub mod secret;
 pub mod secret_binding;
 pub mod session;

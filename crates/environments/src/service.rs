@@ -72,7 +72,23 @@ impl Environments {
     }
 
     /// The 422s, then the 400s, of a configuration.
-    fn check_config(&self, config: &EnvironmentConfig, v: Violations) -> Result<()> {
+    fn check_config(&self, config: &EnvironmentConfig, mut v: Violations) -> Result<()> {
+        // A malformed name is already a violation; an offered one is judged only when well-formed.
+        let well_formed = config
+            .runtime_class
+            .as_ref()
+            .filter(|c| sandbox_agents_domain::runtime_class::is_valid(c));
+        if let Some(class) = well_formed {
+            let offered = &self.inner.sessions.settings().runtime_classes;
+            if let Some(why) = sandbox_agents_domain::runtime_class::not_offered(class, offered) {
+                v.push(
+                    "value_error",
+                    &["config", "runtime_class"],
+                    why,
+                    serde_json::Value::from(class.as_str()),
+                );
+            }
+        }
         v.into_result().map_err(ServiceError::Validation)?;
         if let Some(reason) = config.refusal(&self.inner.backends) {
             return Err(ServiceError::BadRequest(reason));

@@ -60,6 +60,9 @@ pub async fn start(
                 accepted = listener.accept() => accepted,
             };
             let Ok((tcp, peer)) = accepted else { continue };
+            // Small writes both ways (a command's request, its answer): Nagle's algorithm
+            // against the peer's delayed ACK would add 40 ms to each.
+            let _ = tcp.set_nodelay(true);
             let (tls, app) = (tls.clone(), app.clone());
             tokio::spawn(async move {
                 let stream = match tls.accept(tcp).await {
@@ -182,6 +185,7 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
         let (data, error) = ((2 * i) as u8, (2 * i + 1) as u8);
         match tokio::net::TcpStream::connect((ip, *port)).await {
             Ok(stream) => {
+                let _ = stream.set_nodelay(true);
                 let (mut read, write) = stream.into_split();
                 writers.insert(data, write);
                 let out = out_tx.clone();

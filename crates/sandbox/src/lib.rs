@@ -123,6 +123,10 @@ pub struct SandboxSpec {
     /// sandbox network.
     pub exposed_ports: Vec<u16>,
     pub limits: Limits,
+    /// The runtime class to run under (a Kubernetes RuntimeClass), one the operator offers;
+    /// `None`: the backend's default. Backends without runtime classes get `None` only (the
+    /// sessions layer refuses a session naming one on them).
+    pub runtime_class: Option<String>,
 }
 
 /// A created, running sandbox.

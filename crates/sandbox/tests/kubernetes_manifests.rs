@@ -46,6 +46,7 @@ fn a_sessions_pod() {
             memory_bytes: 1 << 30,
             pids: 512,
         },
+        runtime_class: None,
     };
     let name = format!("{}-0123abcd", pod::pod_name(&spec.session));
     let hash = "ab".repeat(32);
@@ -83,6 +84,7 @@ fn a_pod_under_the_egress_proxy() {
         env: BTreeMap::new(),
         exposed_ports: vec![],
         limits: Limits::default(),
+        runtime_class: None,
     };
     let name = format!("{}-0123abcd", pod::pod_name(&spec.session));
     let egress = pod::PodEgress {

@@ -70,6 +70,7 @@ impl ServiceSettings {
             master_key,
             sessions: SessionSettings {
                 default_image: config.image.clone(),
+                runtime_classes: config.runtime_classes()?,
                 default_model: config.default_model.clone(),
                 default_max_input_tokens: config.default_max_input_tokens,
                 limits: Limits {
@@ -335,7 +336,10 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         .context("setting up webhook delivery")?;
     let dispatcher = Dispatcher::new(db.clone(), webhooks.clone());
     // What is configured, as the backend itself declares it (not a constant).
-    let backends = vec![BackendInfo::configured(sessions.backend().as_ref())];
+    let backends = vec![BackendInfo::configured(
+        sessions.backend().as_ref(),
+        &sessions.settings().runtime_classes,
+    )];
     let state = AppState {
         project_ids: sandbox_agents_store::ProjectIds::new(db.clone(), hub.clone()),
         db,

@@ -139,6 +139,12 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_RUNTIME_CLASS", global = true)]
     pub kubernetes_runtime_class: Option<String>,
 
+    /// With `--backend kubernetes`: the RuntimeClasses an agent or environment may name for
+    /// its sandboxes (`runtime_class`), as `name,name` (each must exist in the cluster).
+    /// --kubernetes-runtime-class, when set, may always be named. Default: none to choose.
+    #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_RUNTIME_CLASSES", global = true)]
+    pub kubernetes_runtime_classes: Option<String>,
+
     /// With `--backend kubernetes`: node labels sandboxes' pods must land on, as
     /// `key=value,key=value`.
     #[arg(long, env = "SANDBOX_AGENTS_KUBERNETES_NODE_SELECTOR", global = true)]

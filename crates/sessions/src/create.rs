@@ -89,6 +89,21 @@ impl Sessions {
             Some(raw) => Some(self.fork_source(project, raw).await?),
         };
         let environment = self.environment_of(project, &body, &agent).await?;
+        // Refused now rather than at its boot: a runtime class this server does not offer
+        // (any more: agents and environments are checked when they are saved).
+        let runtime_class = agent.spec.runtime_class.as_ref().or_else(|| {
+            environment
+                .as_ref()
+                .and_then(|e| e.config.0.runtime_class.as_ref())
+        });
+        if let Some(class) = runtime_class {
+            if let Some(why) = sandbox_agents_domain::runtime_class::not_offered(
+                class,
+                &st.settings.runtime_classes,
+            ) {
+                return Err(ServiceError::Conflict(why));
+            }
+        }
         if let Some(env) = environment.as_ref().filter(|e| e.build_digest.is_some()) {
             // Refused now rather than left to wait for a build that can never happen.
             if !st.backend.capabilities().image_builds {

@@ -122,6 +122,7 @@ impl Sessions {
             env: BTreeMap::new(),
             exposed_ports: Vec::new(),
             limits: settings.limits.clone(),
+            runtime_class: None,
         }
     }
 
@@ -131,6 +132,8 @@ impl Sessions {
         self.inner.settings.warm_pool > 0
             && spec.image == pooled.image
             && spec.limits == pooled.limits
+            // A pooled sandbox runs under the default runtime.
+            && spec.runtime_class == pooled.runtime_class
             && (spec.exposed_ports.is_empty() || self.inner.settings.egress_proxy)
             && spec.env.is_empty()
     }

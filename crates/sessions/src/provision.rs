@@ -56,6 +56,7 @@ impl Sessions {
                 "this session binds secrets for egress (inject or placeholder), which only a server run with --egress-proxy applies; without it the sandbox would send the placeholder, or nothing, instead of the secret. Bind them as env, or run the server with --egress-proxy".into(),
             ));
         }
+        let runtime_class = self.runtime_class_of(s, &agent).await?;
         let spec = SandboxSpec {
             session: s.id.to_string(),
             image: s
@@ -72,6 +73,7 @@ impl Sessions {
                 .filter_map(|p| u16::try_from(*p).ok())
                 .collect(),
             limits: limits_of(&st.settings.limits, s.resources.as_ref().map(|r| &r.0)),
+            runtime_class,
         };
         if let Some(stale) = &s.sandbox_id {
             // A provisioning row with a sandbox: an earlier boot took one from the pool and
@@ -181,6 +183,37 @@ impl Sessions {
             .get(key)
             .await
             .map_err(|e| anyhow::anyhow!("reading {key}: {e}").into())
+    }
+}
+
+impl Sessions {
+    /// The runtime class a boot of `s` runs under: its agent's, else its environment's, else
+    /// none (the backend's default); read at each boot, so an edit applies from the next. One
+    /// the server no longer offers (its operator changed the list) fails the boot saying so.
+    async fn runtime_class_of(
+        &self,
+        s: &SessionRecord,
+        agent: &sandbox_agents_domain::agent::AgentRecord,
+    ) -> Result<Option<String>> {
+        let class = match &agent.spec.runtime_class {
+            Some(c) => Some(c.clone()),
+            None => {
+                sandbox_agents_store::environments::session_runtime_class(
+                    &self.inner.db,
+                    s.session_id(),
+                )
+                .await?
+            }
+        };
+        if let Some(c) = &class {
+            if let Some(why) = sandbox_agents_domain::runtime_class::not_offered(
+                c,
+                &self.inner.settings.runtime_classes,
+            ) {
+                return Err(ServiceError::Conflict(why));
+            }
+        }
+        Ok(class)
     }
 }
 

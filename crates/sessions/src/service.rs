@@ -21,6 +21,9 @@ const POOL_STOP: Duration = Duration::from_secs(30);
 pub struct SessionSettings {
     /// The image sessions boot when neither the agent nor a snapshot names one.
     pub default_image: String,
+    /// The runtime classes an agent or environment may name for its sandboxes
+    /// (`--kubernetes-runtime-classes`); empty on a backend without them.
+    pub runtime_classes: Vec<String>,
     /// The model a session uses when neither it nor its agent names one.
     pub default_model: String,
     /// The input window (tokens) runs compact against when the model catalogue gives none

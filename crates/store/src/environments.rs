@@ -516,6 +516,24 @@ pub async fn of_sessions(
         .collect())
 }
 
+/// The runtime class the configuration of the environment `session` was created in names,
+/// if it was created in one that names one (read at each boot: an edit applies from the next).
+pub async fn session_runtime_class(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Option<String>> {
+    Ok(sqlx::query_scalar!(
+        "select e.config ->> 'runtime_class'
+           from environment_sessions s
+           join environments e on e.id = s.environment_id
+          where s.session_id = $1",
+        session.0,
+    )
+    .fetch_optional(db)
+    .await?
+    .flatten())
+}
+
 /// `None` when the session has no environment build to wait for.
 pub async fn session_build(
     db: impl PgExecutor<'_>,

@@ -232,6 +232,23 @@ impl TestApp {
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
     }
 
+    /// `PATCH path` with `body` (JSON) as (status, JSON body; null when the body is not JSON).
+    pub async fn patch_json(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let r = self
+            .http
+            .patch(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("PATCH");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
     /// `POST /api/sessions/{id}/start`, which must answer 200.
     pub async fn start_session(&self, id: &str) {
         let (status, body) = self

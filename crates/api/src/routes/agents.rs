@@ -63,7 +63,8 @@ pub async fn create(
     ApiJson(body): ApiJson<AgentCreate>,
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
     let (slug, spec) = body.into_spec().map_err(ApiError::Validation)?;
-    let agent = definitions::create(&st.db, project, &slug, spec).await?;
+    let offered = &st.sessions.settings().runtime_classes;
+    let agent = definitions::create(&st.db, project, &slug, spec, offered).await?;
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
 
@@ -101,7 +102,8 @@ pub async fn update(
     Path(r): Path<String>,
     ApiJson(patch): ApiJson<AgentPatch>,
 ) -> ApiResult<Json<Agent>> {
-    let updated = definitions::update(&st.db, project, &AgentRef::parse(&r), patch)
+    let offered = &st.sessions.settings().runtime_classes;
+    let updated = definitions::update(&st.db, project, &AgentRef::parse(&r), patch, offered)
         .await
         .or_not_found(not_found(&r))?;
     Ok(Json(wire(&st, &updated)))

@@ -206,6 +206,7 @@ async fn create_to_running(
                         env: Default::default(),
                         exposed_ports: Vec::new(),
                         limits: limits.clone(),
+                        runtime_class: None,
                     };
                     let t0 = Instant::now();
                     let sandbox = backend.create(&spec).await?;
@@ -521,6 +522,7 @@ async fn parts(
             env: Default::default(),
             exposed_ports: Vec::new(),
             limits: settings.limits.clone(),
+            runtime_class: None,
         };
         out.extend(kubernetes::parts(args, &template, docker).await?);
     }

@@ -197,6 +197,7 @@ mod tests {
                 memory_bytes: 1 << 30,
                 pids: 100,
             },
+            runtime_class: None,
         };
         let body = container_body("dep", &spec, Owner::Session, None);
         let pooled = container_body("dep", &spec, Owner::Pool("img:1"), None);
@@ -265,6 +266,7 @@ mod tests {
             env: BTreeMap::new(),
             exposed_ports: vec![8080, 3000],
             limits: Limits::default(),
+            runtime_class: None,
         };
         let body = container_body("dep", &spec, Owner::Session, Some("sbx"));
         let hc = body.host_config.as_ref().unwrap();

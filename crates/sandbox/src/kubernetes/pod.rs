@@ -332,7 +332,12 @@ pub fn pod(
             enable_service_links: Some(false),
             restart_policy: Some("Never".to_owned()),
             termination_grace_period_seconds: Some(5),
-            runtime_class_name: settings.runtime_class.clone(),
+            // The session's own (an agent's or environment's choice, from the operator's
+            // list), else the deployment's.
+            runtime_class_name: spec
+                .runtime_class
+                .clone()
+                .or_else(|| settings.runtime_class.clone()),
             node_selector: (!settings.node_selector.is_empty())
                 .then(|| settings.node_selector.clone()),
             image_pull_secrets: settings

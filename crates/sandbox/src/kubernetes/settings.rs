@@ -72,6 +72,10 @@ pub struct KubernetesSettings {
     /// The runtime class sandboxes run under (`--kubernetes-runtime-class`: gVisor, Kata);
     /// `None`: the cluster's default runtime.
     pub runtime_class: Option<String>,
+    /// The runtime classes an agent or environment may name (`--kubernetes-runtime-classes`,
+    /// with `runtime_class`): each is tried at connect (a `dryRun` pod), so one the cluster
+    /// lacks stops the server instead of failing boots.
+    pub runtime_classes: Vec<String>,
     /// The disk a sandbox may fill, in bytes (`--sandbox-disk-mb`; `None`: no limit): its
     /// pod's `ephemeral-storage` request, and its limit with headroom
     /// (`pod::ephemeral_storage_limit`: the control plane's measurement acts first).
@@ -106,6 +110,7 @@ impl std::fmt::Debug for KubernetesSettings {
             .field("image", &self.image)
             .field("sandboxd_image", &self.sandboxd_image)
             .field("runtime_class", &self.runtime_class)
+            .field("runtime_classes", &self.runtime_classes)
             .field("disk_limit", &self.disk_limit)
             .field("node_selector", &self.node_selector)
             .field("image_pull_secret", &self.image_pull_secret)
@@ -125,6 +130,7 @@ impl KubernetesSettings {
             image: None,
             sandboxd_image: sandboxd_image.to_owned(),
             runtime_class: None,
+            runtime_classes: Vec::new(),
             disk_limit: None,
             node_selector: BTreeMap::new(),
             image_pull_secret: None,

@@ -174,6 +174,7 @@ impl KubernetesBackend {
             env: Default::default(),
             exposed_ports: vec![],
             limits: Default::default(),
+            runtime_class: None,
         };
         let name = super::pod::pod_name(&spec.session);
         let egress = self.egress_of(&name).await?;
@@ -198,7 +199,7 @@ impl KubernetesBackend {
                 .await
         };
         match admitted.await {
-            Ok(_) => Ok(()),
+            Ok(_) => self.admits_runtime_classes(url, &pod, &params).await,
             Err(e) if super::error::is_not_found(&e) => Err(config_error(format!(
                 "the namespace {ns} (--kubernetes-namespace) does not exist in the cluster at \
                  {url}: create it (kubectl create namespace {ns})"
@@ -208,6 +209,32 @@ impl KubernetesBackend {
                  {ns}: {e}"
             ))),
         }
+    }
+}
+
+impl KubernetesBackend {
+    /// The same pod, with `dryRun`, under each runtime class agents and environments may
+    /// name: the API server's RuntimeClass admission refuses one the cluster does not have,
+    /// which would otherwise fail the boots of every session that names it.
+    async fn admits_runtime_classes(
+        &self,
+        url: &str,
+        pod: &Pod,
+        params: &PostParams,
+    ) -> Result<(), SandboxError> {
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.settings.namespace);
+        for class in &self.settings.runtime_classes {
+            let mut under = pod.clone();
+            if let Some(spec) = under.spec.as_mut() {
+                spec.runtime_class_name = Some(class.clone());
+            }
+            if let Err(e) = pods.create(params, &under).await {
+                return Err(config_error(format!(
+                    "the cluster at {url} refuses sandbox pods under the runtime class {class}                      (--kubernetes-runtime-classes; is there a RuntimeClass of that name?): {e}"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

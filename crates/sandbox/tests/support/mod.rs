@@ -29,6 +29,7 @@ pub fn spec_of(image: String, session: &str) -> SandboxSpec {
             memory_bytes: 512 << 20,
             pids: 256,
         },
+        runtime_class: None,
     }
 }
 

@@ -63,6 +63,42 @@ impl fmt::Debug for Config {
 }
 
 impl Config {
+    /// The runtime classes agents and environments may name: `--kubernetes-runtime-classes`
+    /// and `--kubernetes-runtime-class`, on Kubernetes; none on another backend (a list given
+    /// there stops the server rather than be silently ignored).
+    pub(crate) fn runtime_classes(&self) -> anyhow::Result<Vec<String>> {
+        let listed: Vec<String> = self
+            .kubernetes_runtime_classes
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if self.backend != "kubernetes" {
+            if !listed.is_empty() {
+                anyhow::bail!(
+                    "--kubernetes-runtime-classes is for --backend kubernetes; the {} backend has no runtime classes",
+                    self.backend
+                );
+            }
+            return Ok(Vec::new());
+        }
+        let mut classes = Vec::new();
+        for name in self.kubernetes_runtime_class.iter().chain(&listed) {
+            if !sandbox_agents_domain::runtime_class::is_valid(name) {
+                anyhow::bail!(
+                    "--kubernetes-runtime-classes: '{name}' is not a RuntimeClass name (lowercase letters, digits, '-' and '.')"
+                );
+            }
+            if !classes.contains(name) {
+                classes.push(name.clone());
+            }
+        }
+        Ok(classes)
+    }
+
     /// The webhook settings from the `--webhook-*` flags (the extra CA certificates aside).
     pub(crate) fn webhook_settings(
         &self,
@@ -240,6 +276,7 @@ impl Config {
             k.kubeconfig = self.kubernetes_kubeconfig.clone();
             k.image = self.kubernetes_image.clone();
             k.runtime_class = self.kubernetes_runtime_class.clone();
+            k.runtime_classes = self.runtime_classes()?;
             k.disk_limit = (self.sandbox_disk_mb > 0)
                 .then(|| self.sandbox_disk_mb.saturating_mul(1024 * 1024));
             k.image_pull_secret = self.kubernetes_image_pull_secret.clone();
@@ -581,6 +618,42 @@ mod tests {
         assert_eq!(boots(&["--db-max-connections", "2"]), 1);
         assert_eq!(boots(&["--max-concurrent-boots", "40"]), 40);
         assert!(Cli::try_parse_from(["sandbox-agents", "--max-concurrent-boots", "0"]).is_err());
+    }
+
+    #[test]
+    fn runtime_classes_are_the_listed_and_the_default_on_kubernetes_only() {
+        let classes = |args: &[&str]| {
+            let mut all = vec!["sandbox-agents"];
+            all.extend(args);
+            Cli::try_parse_from(all).unwrap().config.runtime_classes()
+        };
+        assert_eq!(classes(&[]).unwrap(), Vec::<String>::new());
+        let k8s = ["--backend", "kubernetes"];
+        assert_eq!(
+            classes(
+                &[
+                    &k8s[..],
+                    &[
+                        "--kubernetes-runtime-class",
+                        "gvisor",
+                        "--kubernetes-runtime-classes",
+                        "kata, gvisor,,runc"
+                    ]
+                ]
+                .concat()
+            )
+            .unwrap(),
+            ["gvisor", "kata", "runc"]
+        );
+        let e = classes(&["--kubernetes-runtime-classes", "gvisor"]).unwrap_err();
+        assert!(e.to_string().contains("--backend kubernetes"), "{e}");
+        let e =
+            classes(&[&k8s[..], &["--kubernetes-runtime-classes", "GVisor"]].concat()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("'GVisor' is not a RuntimeClass name"),
+            "{e}"
+        );
     }
 
     #[test]

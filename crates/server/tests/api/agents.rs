@@ -402,3 +402,37 @@ async fn a_patch_without_version_is_a_422() {
     assert_eq!(body["detail"][0]["loc"], json!(["body", "version"]));
     assert_eq!(body["detail"][0]["type"], "missing");
 }
+
+/// A server whose backend offers no runtime class to choose (Docker) refuses an agent naming
+/// one, at its field, saying how an operator offers them; a malformed name is refused too.
+#[tokio::test]
+async fn a_runtime_class_the_server_does_not_offer_is_a_422_at_its_field() {
+    let app = TestApp::builder().spawn().await;
+    let (_, backends) = app.get_json("/api/backends").await;
+    assert_eq!(backends[0]["runtime_classes"], json!([]), "{backends}");
+    for (name, wanted) in [
+        ("gvisor", "--kubernetes-runtime-classes"),
+        ("GVisor", "lowercase letters"),
+    ] {
+        let mut body = client_create("rc");
+        body["runtime_class"] = json!(name);
+        let r = app
+            .http
+            .post(app.url("/api/agents"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            v["detail"][0]["loc"],
+            json!(["body", "runtime_class"]),
+            "{v}"
+        );
+        let msg = v["detail"][0]["msg"].as_str().unwrap();
+        assert!(msg.contains(wanted), "{msg}");
+    }
+    let (code, _) = app.get_json("/api/agents/rc").await;
+    assert_eq!(code, 404, "nothing was made");
+}

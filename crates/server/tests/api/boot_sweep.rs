@@ -88,6 +88,7 @@ async fn a_boot_whose_process_died_is_booted_again_by_the_sweep_and_its_half_mad
             env: Default::default(),
             exposed_ports: Vec::new(),
             limits: app.sessions.settings().limits.clone(),
+            runtime_class: None,
         })
         .await
         .unwrap();

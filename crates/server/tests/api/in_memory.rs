@@ -146,6 +146,7 @@ async fn a_restart_adopts_live_sandboxes_stops_lost_ones_and_removes_orphans() {
             env: BTreeMap::new(),
             exposed_ports: vec![],
             limits: Default::default(),
+            runtime_class: None,
         })
         .await
         .unwrap();

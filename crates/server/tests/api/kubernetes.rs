@@ -70,7 +70,7 @@ async fn a_session_runs_in_a_pod_and_its_workspace_outlives_a_stop() {
 }
 
 /// Builds a server with `change` on top of the namespace's settings; the error it stops with.
-async fn refused(
+pub(crate) async fn refused(
     ns: &TestNamespace,
     change: impl FnOnce(&mut sandbox_agents_server::config::Config) + Send,
 ) -> String {

@@ -35,6 +35,7 @@ mod key_rotation;
 mod kubernetes;
 mod kubernetes_egress;
 mod kubernetes_port_forward;
+mod kubernetes_runtime_class;
 mod memory;
 mod memory_kept;
 mod metrics;

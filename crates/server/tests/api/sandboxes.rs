@@ -435,6 +435,7 @@ impl BackendHelpers for TestApp {
             env: Default::default(),
             exposed_ports: vec![],
             limits: Default::default(),
+            runtime_class: None,
         };
         self.sessions.backend().create(&spec).await.unwrap().id
     }
