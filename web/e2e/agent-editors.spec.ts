@@ -1,6 +1,7 @@
 // The agent form's structured editors, end to end: a manifest entry and a skills source made
 // as rows of fields (a row added, edited, another removed), the JSON view in between (switched
-// to and back, a broken edit there reported and not dropped), then the agent as the API has it.
+// to and back, a broken edit there reported and not dropped), then the agent as the API has it;
+// and the runtime class, which a server on Docker offers none of.
 // In a project of its own: ui.spec.ts counts the default project's agents.
 import { expect, test } from '@playwright/test';
 import { tail } from './harness';
@@ -34,6 +35,10 @@ test('an agent made with manifest rows and a skills source of fields is saved as
   await page.getByLabel('Name', { exact: false }).first().fill('Rows agent');
 
   await page.getByRole('tab', { name: 'Sandbox' }).click();
+  // The test server runs on Docker, which offers no runtime class: the field says so and
+  // cannot be changed (a Kubernetes server lists its classes there).
+  await expect(page.getByRole('textbox', { name: 'Runtime class' })).toBeDisabled();
+  await expect(page.getByText('This server offers no runtime class to choose')).toBeVisible();
   const entries = page.getByTestId('manifest-entries');
   await entries.getByRole('button', { name: 'Add entry' }).click();
   await entries.getByRole('button', { name: 'Add entry' }).click();
@@ -87,6 +92,7 @@ test('an agent made with manifest rows and a skills source of fields is saved as
   await expect(page).toHaveURL(/\/agents\/rows-agent$/);
   // The detail page shows the subagent step limit, resolved to its default.
   await expect(page.getByText('10 (no subagents)')).toBeVisible();
+  await expect(page.getByTestId('agent-runtime-class')).toHaveText(/^default/);
   const r = await fetch(`${API()}/api/agents/rows-agent`, { headers: { 'X-Project': PROJECT } });
   expect(r.ok).toBeTruthy();
   const agent = await r.json();

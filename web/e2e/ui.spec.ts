@@ -784,6 +784,9 @@ test('the Developers page shows the sandbox backend the server runs and what it 
   }
   // What the Docker backend with the daemon declares, in the card's words.
   const docker = card.locator('[data-backend="docker"]');
+  // Docker offers no runtime class to choose; the card says so and how one is offered.
+  expect(backends.find((b) => b.name === 'docker')!.runtime_classes).toEqual([]);
+  await expect(docker.getByTestId('backend-runtime-classes')).toContainText('none (an operator lists them with --kubernetes-runtime-classes)');
   const declared = backends.find((b) => b.name === 'docker')!.capabilities;
   await expect(docker.getByTestId('capability-snapshots')).toContainText(declared.snapshots === 'image' ? 'Snapshots keep installed packages' : 'Snapshots keep the workspace only');
   await expect(docker.getByTestId('capability-daemon')).toHaveAttribute('data-mark', declared.daemon ? 'yes' : 'no');

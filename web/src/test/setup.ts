@@ -15,3 +15,5 @@ class RO {
   disconnect() {}
 }
 (globalThis as unknown as { ResizeObserver: typeof RO }).ResizeObserver ??= RO;
+// Mantine's Combobox scrolls the selected option into view when its dropdown opens.
+Element.prototype.scrollIntoView ??= function scrollIntoView() {};

@@ -140,6 +140,9 @@ export default function AgentDetailPage() {
                 <Field label="Subagent step limit">{a.subagents.length ? `${a.subagent_max_steps} model calls per subagent task` : `${a.subagent_max_steps} (no subagents)`}</Field>
                 <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
                 <Field label="Environment">{a.environment_id ?? 'server default'}</Field>
+                <Field label="Runtime class">
+                  <span data-testid="agent-runtime-class">{a.runtime_class ?? 'default (its environment’s, else the server’s)'}</span>
+                </Field>
                 <Field label="Network">
                   <span data-testid="agent-network">{policySummary(formFromAgent(a).network)}</span>
                 </Field>

@@ -1,3 +1,4 @@
+import { RuntimeClassSelect } from '../../components/RuntimeClassSelect';
 import {
   ActionIcon,
   Alert,
@@ -223,7 +224,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
             Basics
           </Tabs.Tab>
           <Tabs.Tab value="instructions">Instructions</Tabs.Tab>
-          <Tabs.Tab value="sandbox" color={sectionHasErrors(['image', 'exposed_ports', 'idle_ttl_seconds', 'environment_id', 'env', 'entries']) ? 'red' : undefined}>
+          <Tabs.Tab value="sandbox" color={sectionHasErrors(['image', 'exposed_ports', 'idle_ttl_seconds', 'environment_id', 'runtime_class', 'env', 'entries']) ? 'red' : undefined}>
             Sandbox
           </Tabs.Tab>
           <Tabs.Tab value="network" color={Object.keys(networkErrors).length > 0 ? 'red' : undefined}>
@@ -308,6 +309,7 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
               <TextInput label="Environment" placeholder="server default" description="An environment of this project, by name or id: its sessions boot in it." value={values.environment_id} error={err('environment_id')} onChange={(e) => set('environment_id', e.currentTarget.value)} />
               <TextInput label="Exposed ports" description="Comma-separated, 1–65535, for previews." value={values.exposed_ports} error={err('exposed_ports')} onChange={(e) => set('exposed_ports', e.currentTarget.value)} />
               <NumberInput label="Idle TTL (seconds)" description="Empty: server default; 0: never released." min={0} allowDecimal={false} value={values.idle_ttl_seconds === '' ? '' : Number(values.idle_ttl_seconds)} error={err('idle_ttl_seconds')} onChange={(v) => set('idle_ttl_seconds', v === '' ? '' : String(v))} />
+              <RuntimeClassSelect value={values.runtime_class} error={err('runtime_class') ?? fieldErrors(save.error).runtime_class} onChange={(v) => set('runtime_class', v)} description="The runtime its sessions' sandboxes run under (gVisor, Kata): default, its environment's, else the server's. Such a sandbox boots cold." />
             </SimpleGrid>
             <Input.Wrapper label="Environment variables" description="Set in the container for every command.">
               <Stack gap="xs" mt={4}>

@@ -50,6 +50,7 @@ export type AgentFormValues = {
   idle_ttl_seconds: string;
   subagent_max_steps: string; // '' for the default (10)
   environment_id: string;
+  runtime_class: string; // '' for the environment's, else the server's default
   env: { key: string; value: string }[];
   entries: EntryRow[]; // the manifest's entries, one row each
   entriesJson: string | null; // the advanced view's text while it is shown (then it is what counts)
@@ -78,6 +79,7 @@ export function emptyAgentForm(): AgentFormValues {
     idle_ttl_seconds: '',
     subagent_max_steps: '',
     environment_id: '',
+    runtime_class: '',
     env: [],
     entries: [],
     entriesJson: null,
@@ -108,6 +110,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
     idle_ttl_seconds: a.idle_ttl_seconds == null ? '' : String(a.idle_ttl_seconds),
     subagent_max_steps: a.subagent_max_steps == null ? '' : String(a.subagent_max_steps),
     environment_id: a.environment_id ?? '',
+    runtime_class: a.runtime_class ?? '',
     env: Object.entries(a.manifest?.environment ?? {}).map(([key, value]) => ({ key, value: String(value) })),
     entries: entryRowsOf((a.manifest?.entries ?? {}) as Record<string, unknown>),
     entriesJson: null,
@@ -280,13 +283,14 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     idle_ttl_seconds: v.idle_ttl_seconds.trim() === '' ? null : Number(v.idle_ttl_seconds),
     subagent_max_steps: v.subagent_max_steps.trim() === '' ? null : Number(v.subagent_max_steps),
     environment_id: orNull(v.environment_id),
+    runtime_class: orNull(v.runtime_class),
     network: policyBody(v.network),
   } as AgentCreate;
 }
 
 /** Fields whose values differ between two agents (what changed under a stale edit). */
 export function changedFields(a: Agent, b: Agent): string[] {
-  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network'] as const;
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network', 'runtime_class'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
 }
 

@@ -57,6 +57,10 @@ function Backend({ backend }: { backend: BackendInfo }) {
           ))}
         </Table.Tbody>
       </Table>
+      <Text size="sm" data-testid="backend-runtime-classes">
+        Runtime classes agents and environments may choose:{' '}
+        {backend.runtime_classes?.length ? backend.runtime_classes.map((c) => <Code key={c}>{c}</Code>).reduce<React.ReactNode[]>((all, c, i) => (i ? [...all, ', ', c] : [c]), []) : 'none (an operator lists them with --kubernetes-runtime-classes)'}
+      </Text>
     </Stack>
   );
 }

@@ -1,11 +1,12 @@
 import { Code, SimpleGrid, Stack, Text, TextInput, Textarea } from '@mantine/core';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
+import { RuntimeClassSelect } from '../../components/RuntimeClassSelect';
 import { LAYERS_HELP, type NetworkErrors } from '../../lib/network';
 import { EXAMPLES, MANAGERS, type ConfigValues, type EnvironmentErrors } from './environments';
 
 /** The image, the packages of each manager (one per line, in its own syntax) and the network
  * policy of the environment's sessions (`networkErrors`: the server's, keyed below `config.network`). */
-export function ConfigFields({ values, errors, networkErrors, onChange }: { values: ConfigValues; errors: EnvironmentErrors; networkErrors?: NetworkErrors; onChange: (v: ConfigValues) => void }) {
+export function ConfigFields({ values, errors, networkErrors, runtimeClassError, onChange }: { values: ConfigValues; errors: EnvironmentErrors; networkErrors?: NetworkErrors; runtimeClassError?: string; onChange: (v: ConfigValues) => void }) {
   return (
     <Stack gap="sm">
       <TextInput
@@ -17,6 +18,14 @@ export function ConfigFields({ values, errors, networkErrors, onChange }: { valu
         description="Packages are installed on top of it. It needs the sandbox user (uid 1000)."
         maw={480}
       />
+      <div style={{ maxWidth: 480 }}>
+        <RuntimeClassSelect
+          value={values.runtime_class}
+          error={runtimeClassError}
+          onChange={(runtime_class) => onChange({ ...values, runtime_class })}
+          description="The runtime its sessions' sandboxes run under (gVisor, Kata), unless their agent names one. Such a sandbox boots cold."
+        />
+      </div>
       <Text size="sm" c="dimmed">
         Packages install in this order, each in its manager's own syntax, one per line. cargo, gem, go and npm need their tool in the base image (or install it with apt).
       </Text>

@@ -108,7 +108,7 @@ export default function EnvironmentDetailPage() {
             noValidate
           >
             <fieldset disabled={archived} style={{ border: 0, padding: 0, margin: 0 }}>
-              <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(save.error), 'config.network', save.variables?.network, values.network)} onChange={setValues} />
+              <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(save.error), 'config.network', save.variables?.network, values.network)} runtimeClassError={fieldErrors(save.error)['config.runtime_class']} onChange={setValues} />
               <Group mt="sm">
                 <Button type="submit" loading={save.isPending} disabled={archived}>Save configuration</Button>
                 <Text size="xs" c="dimmed">{archived ? 'Archived environments are read-only.' : 'Saving replaces the whole configuration; a changed one builds again (sessions created before keep their image).'}</Text>

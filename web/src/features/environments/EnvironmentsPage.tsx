@@ -51,7 +51,7 @@ export default function EnvironmentsPage() {
             <TextInput label="Name" required value={values.name} error={(touched || values.name) && errors.name} onChange={(e) => setValues({ ...values, name: e.currentTarget.value })} placeholder="data-tools" w={240} />
             <Textarea label="Description" value={values.description} error={errors.description} onChange={(e) => setValues({ ...values, description: e.currentTarget.value })} autosize minRows={1} maxRows={4} w={360} />
           </Group>
-          <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(create.error), 'config.network', create.variables?.network, values.network)} onChange={(c) => setValues({ ...values, ...c })} />
+          <ConfigFields values={values} errors={errors} networkErrors={networkErrorsOf(fieldErrors(create.error), 'config.network', create.variables?.network, values.network)} runtimeClassError={fieldErrors(create.error)['config.runtime_class']} onChange={(c) => setValues({ ...values, ...c })} />
           <Group mt="sm">
             <Button type="submit" loading={create.isPending}>Create environment</Button>
           </Group>

@@ -25,19 +25,19 @@ export const EXAMPLES: Record<Manager, string> = {
 export const NAME_MAX = 128;
 export const DESCRIPTION_MAX = 4000;
 
-export type ConfigValues = { image: string; packages: Record<Manager, string>; network: NetworkPolicy };
+export type ConfigValues = { image: string; packages: Record<Manager, string>; network: NetworkPolicy; runtime_class: string };
 export type EnvironmentValues = { name: string; description: string } & ConfigValues;
 export type EnvironmentErrors = Partial<Record<'name' | 'description' | 'image' | Manager, string>>;
 
 export function emptyValues(): EnvironmentValues {
-  return { name: '', description: '', image: '', packages: { apt: '', cargo: '', gem: '', go: '', npm: '', pip: '' }, network: defaultPolicy() };
+  return { name: '', description: '', image: '', packages: { apt: '', cargo: '', gem: '', go: '', npm: '', pip: '' }, network: defaultPolicy(), runtime_class: '' };
 }
 
 /** A stored configuration as form values. */
 export function configValues(c: EnvironmentConfig): ConfigValues {
   const p = c.packages ?? {};
   const lines = (m: Manager) => ((p as Record<Manager, string[] | undefined>)[m] ?? []).join('\n');
-  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') }, network: policyOf(c.network) };
+  return { image: c.image ?? '', packages: { apt: lines('apt'), cargo: lines('cargo'), gem: lines('gem'), go: lines('go'), npm: lines('npm'), pip: lines('pip') }, network: policyOf(c.network), runtime_class: c.runtime_class ?? '' };
 }
 
 /** One entry per line (or separated by spaces); blank lines dropped. */
@@ -85,6 +85,7 @@ export function toConfig(v: ConfigValues, keep?: EnvironmentConfig): Environment
     packages,
     networking: keep?.networking ?? { type: 'unrestricted' },
     network: policyBody(v.network),
+    runtime_class: v.runtime_class || null,
   };
 }
 
