@@ -5,10 +5,12 @@
 //! 1000 with no privilege, no capability, seccomp `RuntimeDefault`, a read-only root
 //! filesystem and no service-account token. An init container copies the daemon in from its
 //! own image; the daemon is the container's process and listens on the pod network for the
-//! control plane only (`daemon.rs`: a per-pod token). Each pod has a NetworkPolicy of its own
-//! (`network.rs`): the control plane in, the egress proxy (or public addresses) out. Every
-//! operation after creation goes through the daemon; the API server is asked only to create,
-//! watch, list, relabel and delete pods, and to apply and delete their policies.
+//! control plane only (`daemon.rs`: a per-pod token), which reaches it there or, from outside
+//! the cluster, through the API server's port-forward (`DaemonRoute`). Each pod has a
+//! NetworkPolicy of its own (`network.rs`): the control plane in, the egress proxy (or public
+//! addresses) out. Every operation after creation goes through the daemon; the API server is
+//! asked only to create, watch, list, relabel and delete pods (and to port-forward to them),
+//! and to apply, list and delete their policies.
 //!
 //! What differs from Docker (`docs/kubernetes.md`): snapshots keep the workspace archive only
 //! (a pod has no commit), there are no writes as root (no extra CA or `s3_mount` staging), the
