@@ -416,15 +416,8 @@ async fn a_runtime_class_the_server_does_not_offer_is_a_422_at_its_field() {
     ] {
         let mut body = client_create("rc");
         body["runtime_class"] = json!(name);
-        let r = app
-            .http
-            .post(app.url("/api/agents"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 422);
-        let v: Value = r.json().await.unwrap();
+        let (code, v) = app.post_json("/api/agents", body).await;
+        assert_eq!(code, 422, "{v}");
         assert_eq!(
             v["detail"][0]["loc"],
             json!(["body", "runtime_class"]),
