@@ -85,7 +85,13 @@ impl KubernetesBackend {
         start::connect(settings, deployment).await
     }
 
-    fn new(client: Client, settings: KubernetesSettings, deployment: &str) -> Self {
+    /// `streams`: the client of the port-forward route (`start::streaming_client`).
+    fn new(
+        client: Client,
+        streams: Option<Client>,
+        settings: KubernetesSettings,
+        deployment: &str,
+    ) -> Self {
         let pods = Api::<Pod>::namespaced(client.clone(), &settings.namespace);
         let network = Arc::new(daemon::PodNetwork {
             pods: pods.clone(),
@@ -95,7 +101,10 @@ impl KubernetesBackend {
         });
         let transport: Arc<dyn crate::daemon_link::DaemonTransport> = match settings.route {
             DaemonRoute::PortForward => Arc::new(daemon::PortForward {
-                pods: pods.clone(),
+                pods: Api::namespaced(
+                    streams.unwrap_or_else(|| client.clone()),
+                    &settings.namespace,
+                ),
                 namespace: settings.namespace.clone(),
                 key: settings.daemon_key,
             }),

@@ -77,6 +77,29 @@ async fn load(settings: &KubernetesSettings) -> Result<(Config, String, bool), S
     Ok((config, where_, in_cluster))
 }
 
+/// A client for the port-forwards that carry daemon connections: the default client's
+/// connections leave Nagle's algorithm on, which against the API server's delayed ACK held
+/// each small write of a request that followed another (an HTTP/2 frame after the headers)
+/// for up to 40 ms; these set `TCP_NODELAY`. Nor do they carry the default client's read
+/// timeout, which would end a daemon connection idle for five minutes (the daemon link's own
+/// keepalive judges it instead).
+fn streaming_client(config: &Config) -> kube::Result<Client> {
+    use kube::client::ConfigExt;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(https),
+        );
+    Ok(Client::new(service, config.default_namespace.clone()))
+}
+
 /// The route to daemons: `Auto` is the pod network for a server in the cluster, which
 /// reaches pods, and the API server's port-forward for one outside, which need not.
 fn resolve_route(route: DaemonRoute, in_cluster: bool) -> DaemonRoute {
@@ -96,6 +119,12 @@ pub(crate) async fn connect(
     let mut settings = settings.clone();
     settings.route = resolve_route(settings.route, in_cluster);
     let url = config.cluster_url.to_string();
+    let streams = match settings.route {
+        DaemonRoute::PortForward => Some(streaming_client(&config).map_err(|e| {
+            config_error(format!("{where_} cannot be used for port-forwards: {e}"))
+        })?),
+        _ => None,
+    };
     let client = Client::try_from(config)
         .map_err(|e| config_error(format!("{where_} cannot be used: {e}")))?;
     let version = client.apiserver_version().await.map_err(|e| {
@@ -130,7 +159,7 @@ pub(crate) async fn connect(
         route = settings.route.as_str(),
         "sandbox daemons are reached by this route"
     );
-    let backend = KubernetesBackend::new(client, settings, deployment);
+    let backend = KubernetesBackend::new(client, streams, settings, deployment);
     backend.admits_its_pods(&url).await?;
     Ok(backend)
 }
