@@ -81,8 +81,9 @@ async fn load(settings: &KubernetesSettings) -> Result<(Config, String, bool), S
 /// connections leave Nagle's algorithm on, which against the API server's delayed ACK held
 /// each small write of a request that followed another (an HTTP/2 frame after the headers)
 /// for up to 40 ms; these set `TCP_NODELAY`. Nor do they carry the default client's read
-/// timeout, which would end a daemon connection idle for five minutes (the daemon link's own
-/// keepalive judges it instead).
+/// timeout, which would end a daemon connection idle for five minutes: an idle one lasts until
+/// the node ends it (a kubelet's `--streaming-connection-idle-timeout`, 4 h by default), and the
+/// daemon link opens another at the next call, as after any drop.
 fn streaming_client(config: &Config) -> kube::Result<Client> {
     use kube::client::ConfigExt;
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
