@@ -1,7 +1,9 @@
 """Runs through a real LiteLLM proxy, end to end: the server's `proxy` transport talks to
 `litellm --config` (offline: `LITELLM_LOCAL_MODEL_COST_MAP=True`, a master key), which forwards
 to the scripted fake model. Streaming, tool calls and usage must survive the translation, and
-`GET /api/models` must show the proxy's catalogue.
+`GET /api/models` must show the proxy's catalogue. The proxy prices the calls (its
+`include_cost_in_streaming_usage`, from the prices its config gives the model), and the run's
+usage carries that cost.
 
 `scripts/test` installs LiteLLM into `target/litellm-venv` and sets `SA_REQUIRE_LITELLM=1`, so
 CI fails rather than skips when it is missing; elsewhere a missing LiteLLM skips the module.
@@ -23,6 +25,9 @@ from fakemodel import text, tool_calls
 from sandboxes import Janitor
 
 MASTER_KEY = "sk-contract-litellm"
+# The fake model's prices in the proxy's config, US dollars per token.
+INPUT_PRICE = 0.000002
+OUTPUT_PRICE = 0.00001
 
 
 def litellm_binary() -> Path:
@@ -45,6 +50,11 @@ def litellm(fake_model, tmp_path_factory):
         "      model: openai/fake-model\n"
         f"      api_base: {fake_model.url}/v1\n"
         "      api_key: fake\n"
+        "    model_info:\n"
+        f"      input_cost_per_token: {INPUT_PRICE}\n"
+        f"      output_cost_per_token: {OUTPUT_PRICE}\n"
+        "litellm_settings:\n"
+        "  include_cost_in_streaming_usage: true\n"
     )
     port = harness.free_port()
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_MASTER_KEY=MASTER_KEY, NO_COLOR="1")
@@ -101,6 +111,15 @@ def test_models_come_from_the_proxy(via_litellm):
     assert "fake-model" in [m.id for m in client.models.list()]
 
 
+def test_the_proxy_lists_prices_where_the_server_reads_them(litellm):
+    # The server prices a call the proxy did not price from /model/info's per-token prices:
+    # the real proxy lists them under the names the server reads.
+    info = httpx.get(f"{litellm}/model/info", headers={"Authorization": f"Bearer {MASTER_KEY}"}, timeout=30).json()
+    entry = next(e for e in info["data"] if e["model_name"] == "fake-model")
+    assert entry["model_info"]["input_cost_per_token"] == pytest.approx(INPUT_PRICE)
+    assert entry["model_info"]["output_cost_per_token"] == pytest.approx(OUTPUT_PRICE)
+
+
 def test_a_turn_with_sandbox_and_client_tools_runs_through_litellm(via_litellm, fake_model, new_slug):
     client, janitor = via_litellm
     fake_model.set_script(
@@ -125,6 +144,11 @@ def test_a_turn_with_sandbox_and_client_tools_runs_through_litellm(via_litellm, 
     assert result.turns == 3
     assert result.usage["requests"] == 3 and result.usage["total_tokens"] > 0
     assert "fake-model" in result.usage["by_model"]
+    # Priced by the proxy, at its config's prices.
+    usage = result.usage
+    assert usage["unpriced_requests"] == 0, usage
+    want = usage["input_tokens"] * INPUT_PRICE + usage["output_tokens"] * OUTPUT_PRICE
+    assert usage["cost_usd"] == pytest.approx(want, rel=1e-6), usage
     assert any(e.type == "agent.text_delta" for e in seen)
     assert client.sessions.read_text(session.id, "ada.txt") == "Ada\n"
     # The model behind the proxy saw our request shapes.

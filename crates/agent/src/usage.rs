@@ -1,5 +1,7 @@
 //! Usage in the shape the published client reads: tokens, requests and active seconds, split
-//! `by_model` and `by_agent` (the [`Ledger`] a turn keeps); and the sum that keeps a session's whole-conversation usage.
+//! `by_model` and `by_agent` (the [`Ledger`] a turn keeps), each with its cost (`cost_usd`, and
+//! `unpriced_requests` for the calls no price was found for); and the sum that keeps a
+//! session's whole-conversation usage.
 
 use sandbox_agents_model::Usage;
 use serde::{Deserialize, Serialize};
@@ -12,6 +14,8 @@ fn tokens(u: &Usage) -> Value {
         "output_tokens": u.output_tokens,
         "total_tokens": u.total_tokens,
         "requests": u.requests,
+        "cost_usd": u.cost_usd,
+        "unpriced_requests": u.unpriced_requests,
     })
 }
 
@@ -92,6 +96,8 @@ mod tests {
             output_tokens: 2,
             total_tokens: 5,
             requests: 1,
+            cost_usd: 0.25,
+            ..Usage::default()
         };
         let mut total = Map::new();
         let mut a = Ledger::default();
@@ -106,5 +112,8 @@ mod tests {
         assert_eq!(total["by_model"]["m"]["requests"], 2);
         assert_eq!(total["by_model"]["n"]["requests"], 1);
         assert_eq!(total["by_agent"]["b"]["input_tokens"], 6);
+        assert_eq!(total["cost_usd"], 0.75);
+        assert_eq!(total["by_model"]["n"]["cost_usd"], 0.25);
+        assert_eq!(total["unpriced_requests"], 0);
     }
 }

@@ -426,6 +426,21 @@ fn usage_tokens() -> ObjectBuilder {
         .property("output_tokens", count("Tokens the model wrote"))
         .property("total_tokens", count("Both"))
         .property("requests", count("Model calls"))
+        .property(
+            "cost_usd",
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0))
+                .description(Some(
+                    "What the priced model calls cost, in US dollars: the provider's figure for \
+                     each call (LiteLLM's), else the model catalogue's per-token prices. Calls \
+                     with neither are not in it: `unpriced_requests` counts them",
+                )),
+        )
+        .property(
+            "unpriced_requests",
+            count("Model calls no price was found for, so not in `cost_usd` (0: every call is priced)"),
+        )
 }
 
 /// A usage split by name (a model's, or an agent's slug): the tokens of each.

@@ -161,6 +161,12 @@ pub struct UsageTotals {
     pub memory_tokens: i64,
     /// Of `requests`, the memory consolidations' model requests.
     pub memory_requests: i64,
+    /// What the priced model requests cost, in US dollars (the provider's figure for each,
+    /// else the model catalogue's per-token prices).
+    pub cost_usd: f64,
+    /// Model requests without a price, so not in `cost_usd`: a model the catalogue has no
+    /// prices for, or requests made before this server priced calls.
+    pub unpriced_requests: i64,
 }
 
 impl UsageTotals {
@@ -178,6 +184,8 @@ impl UsageTotals {
             t.sandbox_seconds += u.sandbox_seconds;
             t.memory_tokens += u.memory_tokens;
             t.memory_requests += u.memory_requests;
+            t.cost_usd += u.cost_usd;
+            t.unpriced_requests += u.unpriced_requests;
         }
         t
     }

@@ -103,6 +103,12 @@ pub struct ModelEntry {
     pub max_input_tokens: Option<u64>,
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
+    /// Prices per token in US dollars, in `/model/info` as LiteLLM names them; both, or the
+    /// model is listed without prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_cost_per_token: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_cost_per_token: Option<f64>,
 }
 
 fn default_owner() -> String {
@@ -116,7 +122,16 @@ impl ModelEntry {
             owned_by: default_owner(),
             max_input_tokens: None,
             max_output_tokens: None,
+            input_cost_per_token: None,
+            output_cost_per_token: None,
         }
+    }
+
+    /// Lists the model with these per-token prices (US dollars) in `/model/info`.
+    pub fn prices(mut self, input: f64, output: f64) -> Self {
+        self.input_cost_per_token = Some(input);
+        self.output_cost_per_token = Some(output);
+        self
     }
 
     pub fn limits(mut self, max_input: Option<u64>, max_output: Option<u64>) -> Self {
@@ -230,6 +245,10 @@ pub struct ScriptedUsage {
     /// Default: the sum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
+    /// The call's cost in US dollars, reported as `usage.cost` (as LiteLLM does with
+    /// `include_cost_in_streaming_usage`); absent, no cost is reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// An HTTP error answer.
@@ -309,6 +328,18 @@ impl Rule {
             prompt_tokens,
             completion_tokens,
             total_tokens: None,
+            cost: None,
+        });
+        self
+    }
+
+    /// Reports these tokens and `cost` US dollars as the call's `usage.cost`.
+    pub fn usage_costing(mut self, prompt_tokens: u64, completion_tokens: u64, cost: f64) -> Self {
+        self.reply.usage = Some(ScriptedUsage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: None,
+            cost: Some(cost),
         });
         self
     }

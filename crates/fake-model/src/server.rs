@@ -283,6 +283,8 @@ async fn model_info(
                     "max_input_tokens": m.max_input_tokens,
                     "max_output_tokens": m.max_output_tokens,
                     "max_tokens": m.max_output_tokens,
+                    "input_cost_per_token": m.input_cost_per_token,
+                    "output_cost_per_token": m.output_cost_per_token,
                 },
             })
         })

@@ -60,11 +60,17 @@ impl Answer {
             .to_owned()
         });
         let usage = match reply.usage {
-            Some(u) => json!({
-                "prompt_tokens": u.prompt_tokens,
-                "completion_tokens": u.completion_tokens,
-                "total_tokens": u.total_tokens.unwrap_or(u.prompt_tokens + u.completion_tokens),
-            }),
+            Some(u) => {
+                let mut usage = json!({
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                    "total_tokens": u.total_tokens.unwrap_or(u.prompt_tokens + u.completion_tokens),
+                });
+                if let Some(cost) = u.cost {
+                    usage["cost"] = json!(cost);
+                }
+                usage
+            }
             None => {
                 let output_chars = [&reply.text, &reply.reasoning]
                     .iter()

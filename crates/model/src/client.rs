@@ -15,6 +15,7 @@ use reqwest::header::CONTENT_TYPE;
 
 use crate::config::ModelConfig;
 use crate::error::{describe, provider_message, ModelError};
+use crate::pricing::PriceBook;
 use crate::types::{ChatRequest, Completion, StreamEvent};
 use crate::{retry, sse, wire};
 
@@ -28,6 +29,8 @@ pub struct ModelClient {
 pub(crate) struct Inner {
     pub(crate) config: ModelConfig,
     pub(crate) http: reqwest::Client,
+    /// The catalogue's prices, for calls the provider did not price itself.
+    pub(crate) prices: PriceBook,
 }
 
 /// A failed attempt: the error, and the provider's `Retry-After` if it sent one.
@@ -60,7 +63,11 @@ impl ModelClient {
             ))
         })?;
         Ok(ModelClient {
-            inner: Arc::new(Inner { config, http }),
+            inner: Arc::new(Inner {
+                config,
+                http,
+                prices: PriceBook::default(),
+            }),
         })
     }
 
@@ -69,18 +76,24 @@ impl ModelClient {
     }
 
     /// Streams one completion: text and reasoning deltas as they arrive, then one `Done` with
-    /// the whole answer (tool calls assembled, usage). After an `Err` the stream ends.
+    /// the whole answer (tool calls assembled, usage and its cost). After an `Err` the stream
+    /// ends.
     pub fn stream(
         &self,
         req: ChatRequest,
     ) -> impl Stream<Item = Result<StreamEvent, ModelError>> + Send + 'static {
         let call = crate::metrics::CallMetrics::start(&req.model);
+        let model = req.model.clone();
         let events = self.attempts(req);
+        let this = self.clone();
         // The call's outcome, for the process's metrics: its answer, or its first error.
         async_stream::stream! {
             let mut call = Some(call);
             futures::pin_mut!(events);
-            while let Some(event) = events.next().await {
+            while let Some(mut event) = events.next().await {
+                if let Ok(StreamEvent::Done(c)) = &mut event {
+                    this.price(&model, &mut c.usage).await;
+                }
                 match &event {
                     Ok(StreamEvent::Done(c)) => if let Some(m) = call.take() { m.ok(&c.usage) },
                     Err(e) => if let Some(m) = call.take() { m.failed(e) },
@@ -106,9 +119,10 @@ impl ModelClient {
                 let failure = match inner.open(&url, &body).await {
                     Err(failure) => failure,
                     Ok(response) => {
+                        let mut assembler = wire::Assembler::default();
+                        assembler.header_cost = crate::pricing::header_cost(response.headers());
                         let frames = sse::data(response.bytes_stream(), config.idle_timeout);
                         futures::pin_mut!(frames);
-                        let mut assembler = wire::Assembler::default();
                         let mut emitted = false;
                         loop {
                             let data = match frames.next().await {
@@ -165,6 +179,34 @@ impl ModelClient {
                 yield Err(gave_up(failure.error, attempt + 1));
                 return;
             }
+        }
+    }
+
+    /// Prices a call the provider did not price from the catalogue's per-token prices, when
+    /// it has some for `model` (`crate::pricing`).
+    async fn price(&self, model: &str, usage: &mut crate::Usage) {
+        if usage.unpriced_requests == 0 {
+            return;
+        }
+        let Some(url) = self.inner.config.transport.model_info_url() else {
+            return;
+        };
+        let prices = self
+            .inner
+            .prices
+            .prices(model, || async {
+                match self.get_json(&url).await {
+                    Ok(info) => Some(crate::pricing::prices_by_name(&info)),
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read the model catalogue's prices; the call stays unpriced");
+                        None
+                    }
+                }
+            })
+            .await;
+        if let Some(p) = prices {
+            usage.cost_usd = p.cost(usage);
+            usage.unpriced_requests = 0;
         }
     }
 

@@ -30,6 +30,7 @@ mod config;
 mod error;
 mod metrics;
 mod models;
+mod pricing;
 mod retry;
 mod sse;
 mod types;
@@ -39,6 +40,7 @@ pub use catalogue::Catalogue;
 pub use client::ModelClient;
 pub use config::{ModelConfig, Transport, OPENAI_DEFAULT_BASE};
 pub use error::ModelError;
+pub use pricing::Prices;
 pub use types::{
     ChatRequest, Completion, Message, ModelInfo, StreamEvent, ToolCall, ToolSpec, Usage,
 };

@@ -67,7 +67,7 @@ impl ModelClient {
     }
 
     /// GETs a JSON document, retrying transient failures up to [`LIST_RETRIES`] times.
-    async fn get_json(&self, url: &str) -> Result<Value, ModelError> {
+    pub(crate) async fn get_json(&self, url: &str) -> Result<Value, ModelError> {
         let config = &self.inner.config;
         let retries = config.max_retries.min(LIST_RETRIES);
         let mut attempt = 0;

@@ -112,15 +112,28 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Tokens spent, in the shape of the API's `usage` objects. `requests` counts model
-/// calls, so usages of several steps add up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Tokens spent and what they cost, in the shape of the API's `usage` objects. `requests`
+/// counts model calls, so usages of several steps add up (`crate::pricing` says where a
+/// call's cost comes from).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub total_tokens: u64,
     #[serde(default)]
     pub requests: u64,
+    /// Of `input_tokens`, those the provider read from its prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Of `output_tokens`, the model's reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// What the priced calls cost, in US dollars.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Calls no price was found for (their cost is not in `cost_usd`).
+    #[serde(default)]
+    pub unpriced_requests: u64,
 }
 
 impl std::ops::AddAssign for Usage {
@@ -129,6 +142,10 @@ impl std::ops::AddAssign for Usage {
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
         self.requests += other.requests;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.cost_usd += other.cost_usd;
+        self.unpriced_requests += other.unpriced_requests;
     }
 }
 
@@ -148,7 +165,9 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     /// `stop`, `tool_calls`, `length`, `content_filter`, ... as the provider said it.
     pub finish_reason: String,
-    /// All zeros (but `requests: 1`) when the provider sent no usage.
+    /// All zeros (but `requests: 1`) when the provider sent no usage. Its cost is the
+    /// provider's figure, else the catalogue's prices, else the call is unpriced
+    /// (`unpriced_requests: 1`).
     pub usage: Usage,
 }
 

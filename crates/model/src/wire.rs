@@ -132,6 +132,26 @@ struct WireUsage {
     completion_tokens: u64,
     #[serde(default)]
     total_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+    /// The call's cost in US dollars, where the provider reports it (LiteLLM with
+    /// `include_cost_in_streaming_usage`, OpenRouter).
+    #[serde(default)]
+    cost: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 /// Folds streamed chunks into deltas for the caller and, at the end, a [`Completion`].
@@ -142,6 +162,10 @@ pub struct Assembler {
     calls: BTreeMap<usize, ToolCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// The provider's figure for the call: the usage chunk's `cost`, else the response's
+    /// `x-litellm-response-cost` header (`header_cost`).
+    reported_cost: Option<f64>,
+    pub(crate) header_cost: Option<f64>,
 }
 
 impl Assembler {
@@ -161,6 +185,7 @@ impl Assembler {
             )));
         }
         if let Some(u) = chunk.usage {
+            self.reported_cost = u.cost;
             self.usage = Some(Usage {
                 input_tokens: u.prompt_tokens,
                 output_tokens: u.completion_tokens,
@@ -168,6 +193,15 @@ impl Assembler {
                     .total_tokens
                     .unwrap_or(u.prompt_tokens + u.completion_tokens),
                 requests: 1,
+                cached_input_tokens: u
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
+                    .unwrap_or(0),
+                reasoning_tokens: u
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0),
+                ..Usage::default()
             });
         }
         let mut events = Vec::new();
@@ -238,15 +272,26 @@ impl Assembler {
             }
             .to_owned()
         });
+        let mut usage = self.usage.unwrap_or(Usage {
+            requests: 1,
+            ..Usage::default()
+        });
+        // Unpriced until a figure is found: the provider's here, the catalogue's later
+        // (`ModelClient::stream`).
+        match self
+            .reported_cost
+            .or(self.header_cost)
+            .and_then(|c| crate::pricing::reported(c, &usage))
+        {
+            Some(cost) => usage.cost_usd = cost,
+            None => usage.unpriced_requests = 1,
+        }
         Ok(Completion {
             text: self.text,
             reasoning: self.reasoning,
             tool_calls,
             finish_reason,
-            usage: self.usage.unwrap_or(Usage {
-                requests: 1,
-                ..Usage::default()
-            }),
+            usage,
         })
     }
 }
@@ -292,6 +337,39 @@ mod tests {
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         let plain = request_body(&ChatRequest::new("m", vec![Message::user("hi")]));
         assert!(plain.get("tools").is_none() && plain.get("reasoning_effort").is_none());
+    }
+
+    #[test]
+    fn the_usage_chunk_gives_the_details_and_the_providers_cost() {
+        let mut a = Assembler::default();
+        a.push(r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}"#)
+            .unwrap();
+        a.push(
+            r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,
+                "prompt_tokens_details":{"cached_tokens":40},"completion_tokens_details":{"reasoning_tokens":5},
+                "cost":0.0125}}"#,
+        )
+        .unwrap();
+        a.header_cost = Some(9.0);
+        let u = a.finish().unwrap().usage;
+        assert_eq!((u.cached_input_tokens, u.reasoning_tokens), (40, 5));
+        assert_eq!((u.cost_usd, u.unpriced_requests), (0.0125, 0));
+
+        // Without a figure the call stays unpriced (the client asks the catalogue next).
+        let mut b = Assembler::default();
+        b.push(r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#)
+            .unwrap();
+        let u = b.finish().unwrap().usage;
+        assert_eq!((u.cost_usd, u.unpriced_requests), (0.0, 1));
+
+        // The header stands in for a usage without a cost.
+        let mut c = Assembler {
+            header_cost: Some(0.5),
+            ..Assembler::default()
+        };
+        c.push(r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#)
+            .unwrap();
+        assert_eq!(c.finish().unwrap().usage.cost_usd, 0.5);
     }
 
     #[test]

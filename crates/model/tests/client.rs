@@ -119,7 +119,13 @@ async fn several_tool_calls_in_one_step_are_assembled_in_order() {
     }
     let answer = client.complete(next).await.unwrap();
     assert_eq!(answer.text, "Both done.");
-    let sent = &fake.requests()[1].body["messages"];
+    // The second chat request (the first call's pricing read the catalogue in between).
+    let chats: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    let sent = &chats[1].body["messages"];
     assert_eq!(sent[2]["tool_calls"][1]["function"]["name"], "read_file");
     assert_eq!(sent[4]["tool_call_id"], "call_b");
 }
@@ -136,9 +142,55 @@ async fn usage_comes_from_the_final_chunk() {
             input_tokens: 1200,
             output_tokens: 34,
             total_tokens: 1234,
-            requests: 1
+            requests: 1,
+            // The fake's catalogue has no prices for its model: unpriced, not free.
+            unpriced_requests: 1,
+            ..Usage::default()
         }
     );
+}
+
+#[tokio::test]
+async fn a_call_is_priced_by_the_providers_figure_else_the_catalogue_read_once() {
+    let fake = FakeModel::start(
+        Script::new([
+            Rule::when()
+                .last_user_contains("reported")
+                .reply_text("a")
+                .usage_costing(100, 10, 0.5),
+            Rule::always().reply_text("b").usage(1000, 100),
+        ])
+        .model(ModelEntry::new("fake-model").prices(2e-6, 10e-6)),
+    );
+    let client = client(&fake);
+    let reported = client.complete(request("reported")).await.unwrap().usage;
+    assert_eq!((reported.cost_usd, reported.unpriced_requests), (0.5, 0));
+    assert!(
+        fake.requests().iter().all(|r| r.path != "/model/info"),
+        "a call the provider priced does not read the catalogue"
+    );
+    for _ in 0..3 {
+        let u = client.complete(request("other")).await.unwrap().usage;
+        assert!(
+            (u.cost_usd - (1000.0 * 2e-6 + 100.0 * 10e-6)).abs() < 1e-12,
+            "{u:?}"
+        );
+        assert_eq!(u.unpriced_requests, 0);
+    }
+    let reads = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/model/info")
+        .count();
+    assert_eq!(reads, 1, "the prices are read once and kept");
+
+    // A model the catalogue has no prices for stays unpriced.
+    let other = client
+        .complete(ChatRequest::new("unlisted", vec![Message::user("other")]))
+        .await
+        .unwrap()
+        .usage;
+    assert_eq!((other.cost_usd, other.unpriced_requests), (0.0, 1));
 }
 
 #[tokio::test]

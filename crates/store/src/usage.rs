@@ -36,13 +36,14 @@ pub async fn report(
     project: ProjectId,
     q: &UsageQuery,
     default_model: &str,
+    agent: Option<uuid::Uuid>,
 ) -> Result<Vec<UsageGroup>> {
     let rows = sqlx::query!(
         r#"
 with scope as (
     select s.id, a.slug, coalesce(s.model, a.spec->>'model', $5::text) as model
     from sessions s join agents a on a.id = s.agent_id
-    where s.project_id = $1 and s.created_at < $3
+    where s.project_id = $1 and s.created_at < $3 and ($6::uuid is null or s.agent_id = $6)
 ),
 turns as (
     select r.usage, r.created_at, 1 as runs
@@ -52,6 +53,7 @@ turns as (
     select c.usage, c.created_at, 0
     from memory_consolidations c
     where c.project_id = $1 and c.created_at >= $2 and c.created_at < $3 and c.usage <> '{}'
+      and ($6::uuid is null or c.agent_id = $6)
 ),
 turn_groups as (
     select to_char(t.created_at at time zone 'UTC', 'YYYY-MM-DD') as key, t.usage as u,
@@ -109,10 +111,13 @@ parts as (
            (u->>'total_tokens')::numeric as total, (u->>'requests')::numeric as requests,
            runs, coalesce(active, 0) as active, 0::float8 as sandbox,
            case when runs = 0 then (u->>'total_tokens')::numeric else 0 end as memory_tokens,
-           case when runs = 0 then (u->>'requests')::numeric else 0 end as memory_requests
+           case when runs = 0 then (u->>'requests')::numeric else 0 end as memory_requests,
+           coalesce((u->>'cost_usd')::float8, 0) as cost,
+           coalesce((u->>'unpriced_requests')::numeric,
+                    case when u ? 'cost_usd' then 0 else (u->>'requests')::numeric end) as unpriced
     from turn_groups
     union all
-    select key, 0, 0, 0, 0, 0, 0, secs, 0, 0
+    select key, 0, 0, 0, 0, 0, 0, secs, 0, 0, 0, 0
     from up_groups
 )
 select key as "key!",
@@ -124,7 +129,9 @@ select key as "key!",
        sum(active)::float8 as "active_seconds!",
        sum(sandbox)::float8 as "sandbox_seconds!",
        coalesce(sum(memory_tokens), 0)::bigint as "memory_tokens!",
-       coalesce(sum(memory_requests), 0)::bigint as "memory_requests!"
+       coalesce(sum(memory_requests), 0)::bigint as "memory_requests!",
+       coalesce(sum(cost), 0)::float8 as "cost_usd!",
+       coalesce(sum(unpriced), 0)::bigint as "unpriced_requests!"
 from parts
 where key is not null
 group by key
@@ -135,6 +142,7 @@ order by case when $4 = 'day' then key end, 4 desc, key
         q.to,
         q.group_by.as_str(),
         default_model,
+        agent,
     )
     .fetch_all(db)
     .await?;
@@ -152,6 +160,8 @@ order by case when $4 = 'day' then key end, 4 desc, key
                 sandbox_seconds: r.sandbox_seconds,
                 memory_tokens: r.memory_tokens,
                 memory_requests: r.memory_requests,
+                cost_usd: r.cost_usd,
+                unpriced_requests: r.unpriced_requests,
             },
         })
         .collect())

@@ -10,6 +10,7 @@ mod chaos;
 mod client_tools;
 mod compaction;
 mod conventions;
+mod cost;
 mod daemon;
 mod db_pool;
 mod egress;
