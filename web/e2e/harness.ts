@@ -48,8 +48,12 @@ export async function startFakeModel(): Promise<{ url: string; proc: ChildProces
   return { url: line.slice(prefix.length), proc };
 }
 
-export async function setScript(fakeModelUrl: string, rules: unknown[]) {
-  const r = await fetch(`${fakeModelUrl}/_script`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ rules }) });
+/**
+ * Scripts the fake model: its `rules`, and with `models` the models it lists (with their limits
+ * and per-token prices, as LiteLLM's `/model/info` gives them) instead of the one `fake-model`.
+ */
+export async function setScript(fakeModelUrl: string, rules: unknown[], { models }: { models?: unknown[] } = {}) {
+  const r = await fetch(`${fakeModelUrl}/_script`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(models ? { rules, models } : { rules }) });
   if (!r.ok) throw new Error(`PUT /_script: ${r.status} ${await r.text()}`);
   await fetch(`${fakeModelUrl}/_requests`, { method: 'DELETE' });
 }

@@ -94,10 +94,15 @@ describe('what an invalidation refetches', () => {
     expect(invalidated([list, detail], list, true)).toEqual([list]);
   });
 
+  it("usage refetches the page's reports and the agents' figures together, and no session", () => {
+    const reports = [keys.usage.report({ from: 'a', to: 'b', groupBy: 'day', agent: null }), keys.usage.report({ from: 'a', to: 'b', groupBy: 'model', agent: 'x' }), keys.usage.ofAgent('x')];
+    expect(invalidated([...reports, keys.sessions.detail('s'), keys.agents.detail('x')], keys.usage.all())).toEqual(reports);
+  });
+
   it('a change of project keeps only what no project owns', () => {
     const kept = [keys.me(), keys.projects.all(), keys.webhooks.eventTypes(), keys.models(), keys.backends()];
     expect(kept.filter(isProjectScoped)).toEqual([]);
-    const scoped = [keys.agents.all(), keys.sessions.detail('s'), keys.secrets(), keys.projects.detail('p'), keys.usage({ from: 'a', to: 'b', groupBy: 'model' })];
+    const scoped = [keys.agents.all(), keys.sessions.detail('s'), keys.secrets(), keys.projects.detail('p'), keys.usage.report({ from: 'a', to: 'b', groupBy: 'model', agent: null }), keys.usage.ofAgent('a')];
     expect(scoped.every(isProjectScoped)).toBe(true);
   });
 });

@@ -89,7 +89,14 @@ export const keys = {
     eventTypes: () => ['event-types'] as const,
   },
 
-  usage: (filter: { from: string; to: string; groupBy: string }) => ['usage', filter] as const,
+  usage: {
+    /** Every usage report, whatever its window, grouping or agent. */
+    all: () => ['usage'] as const,
+    /** The usage page's report: a window of whole days, grouped, of the project or of one agent. */
+    report: (filter: { from: string; to: string; groupBy: string; agent: string | null }) => ['usage', filter] as const,
+    /** One agent's usage over the API's default window (the last 30 days), for its page. */
+    ofAgent: (agent: string) => ['usage', { agent, window: 'default' }] as const,
+  },
 };
 
 /**

@@ -6,11 +6,12 @@ import { render } from '@testing-library/react';
 import type { ReactNode } from 'react';
 import { MemoryRouter } from 'react-router-dom';
 
-export function renderInApp(ui: ReactNode) {
+/** `route` is the URL the memory router starts at (`/usage?agent=a`), `/` by default. */
+export function renderInApp(ui: ReactNode, { route = '/' }: { route?: string } = {}) {
   return render(
     <MantineProvider>
       <QueryClientProvider client={new QueryClient()}>
-        <MemoryRouter>{ui}</MemoryRouter>
+        <MemoryRouter initialEntries={[route]}>{ui}</MemoryRouter>
       </QueryClientProvider>
     </MantineProvider>,
   );

@@ -16,6 +16,7 @@ import { agentBody, agentSnippets, formFromAgent } from './model';
 import { describeBinding } from '../../lib/secretBindings';
 
 import { StartSessionModal, StatusBadge } from '../sessions';
+import { AgentUsage } from '../usage';
 
 function Field({ label, children }: { label: string; children: React.ReactNode }) {
   return (
@@ -153,6 +154,7 @@ export default function AgentDetailPage() {
                 </Text>
               )}
             </Card>
+            <AgentUsage agent={a} />
             <Card withBorder>
               <Title order={4} mb="xs">
                 Instructions

@@ -8,6 +8,7 @@ import { api, unwrap, type SessionEvent } from '../../api/client';
 import { ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../components/PageFallback';
 import { download } from '../../lib/download';
+import { describeCost } from '../../lib/money';
 import { formatDuration, RelTime } from '../../lib/time';
 import { activeRun } from './events/eventLog';
 import { transcriptMarkdown } from './events/transcript';
@@ -121,6 +122,7 @@ export default function SessionDetailPage() {
   // python call (the agent may have lost the capability since), or when the URL names it.
   const showNotebook = !!agent?.capabilities?.includes('python') || pythonInLog || tab === 'notebook';
   const resources = resourcesText(s.resources);
+  const cost = s.usage?.requests ? describeCost(s.usage) : null;
   const idleTtl = idleTtlText(s.idle_ttl_seconds);
 
   return (
@@ -161,6 +163,13 @@ export default function SessionDetailPage() {
             <Text span size="sm" c="dimmed">
               created <RelTime value={s.created_at} />
             </Text>
+            {cost && (
+              <Tooltip label="What this session's model calls cost; the Usage tab splits it by model, agent and run">
+                <Anchor component={Link} to={`/sessions/${s.id}/usage`} size="sm" c={cost.unpriced ? 'orange.8' : 'dimmed'} data-testid="session-cost">
+                  {cost.text === 'Unpriced' ? `cost unknown: ${cost.note}` : `${cost.text} spent${cost.note ? ` ${cost.note}` : ''}`}
+                </Anchor>
+              </Tooltip>
+            )}
             {s.expires_at && !ended && (
               <Tooltip label={`Its max lifetime (${formatDuration(s.max_lifetime_seconds)}) ends then: the sandbox stops, and cannot be started again.`}>
                 <Text span size="sm" c="orange.8" data-testid="session-expires" style={{ display: 'inline-flex', alignItems: 'center', gap: 4 }}>
