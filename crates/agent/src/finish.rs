@@ -5,6 +5,7 @@
 
 use crate::usage;
 use crate::Runs;
+use sandbox_agents_domain::budget::{Budget, BudgetHit};
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::{RunStatus, RunStopReason};
 use sandbox_agents_domain::{RunId, SessionId};
@@ -19,6 +20,11 @@ pub(crate) enum Outcome {
     Completed(String),
     Cancelled,
     MaxTurns(i64),
+    /// A limit of the session's budget was reached before a model call: not a failure.
+    BudgetReached {
+        hit: BudgetHit,
+        budget: Budget,
+    },
     Failed(String),
 }
 
@@ -58,6 +64,13 @@ impl Runs {
                     "the turn reached its limit of {n} model steps before the model finished"
                 )),
                 EventType::SessionStatusError,
+            ),
+            Outcome::BudgetReached { .. } => (
+                RunStatus::Completed,
+                RunStopReason::BudgetReached,
+                None,
+                None,
+                EventType::SessionStatusIdle,
             ),
             Outcome::Failed(e) => (
                 RunStatus::Failed,
@@ -105,7 +118,25 @@ impl Runs {
         if let Some(e) = &error {
             payload["error"] = Value::from(e.as_str());
         }
-        events::append(&mut tx, session, &[NewEvent::new(kind, Some(run), payload)]).await?;
+        let mut written = Vec::with_capacity(2);
+        if let Outcome::BudgetReached { hit, budget } = outcome {
+            // Which limit, in the terminal event and in an event (and webhook) of its own.
+            let reached = json!({
+                "limit": hit.limit,
+                "max": hit.max,
+                "used": hit.used,
+                "budget": budget,
+            });
+            payload["budget"] = reached.clone();
+            written.push(NewEvent::new(
+                EventType::SessionBudgetReached,
+                Some(run),
+                reached,
+            ));
+            tracing::info!(run.id = %run, limit = hit.limit, max = hit.max, used = hit.used, "a turn stopped at its session's budget");
+        }
+        written.push(NewEvent::new(kind, Some(run), payload));
+        events::append(&mut tx, session, &written).await?;
         tx.commit().await?;
         tracing::info!(run.id = %run, %status, %stop_reason, turns, "run finished");
         let took = finished

@@ -171,6 +171,7 @@ impl Runs {
         let (id, run) = (cast.id, cast.run);
         while frame.steps < frame.max {
             crate::stop::cancelled_here(token)?;
+            turn.check_budget()?;
             let sp = &frame.speaker;
             // Compaction works on the model's view (the system prompt included), which
             // becomes the frame's messages again.
@@ -190,6 +191,8 @@ impl Runs {
             .await?;
             if summarising.requests > 0 {
                 turn.ledger.add(&sp.model, &sp.slug, summarising);
+                // The summary was a call of its own: the step's is checked again.
+                turn.check_budget()?;
             }
             let seen = view.len();
             frame.messages = sp.strip_system(view.clone());

@@ -38,6 +38,7 @@
 //! Entry point: [`Runs`].
 
 mod admission;
+mod budget;
 mod cancel;
 mod client_tools;
 mod compaction;

@@ -16,4 +16,24 @@ pub(crate) struct Turn {
     pub earlier_active: f64,
     /// Time spent waiting for a slot under the run limits, which is not active time.
     pub queued: std::time::Duration,
+    /// The session's budget, checked before every model call; None without one.
+    pub budget: Option<crate::budget::Guard>,
+}
+
+impl Turn {
+    /// Before a model call: the budget's limit the session has reached, as the run's end.
+    pub fn check_budget(&self) -> Result<(), crate::stop::Stop> {
+        let Some(guard) = &self.budget else {
+            return Ok(());
+        };
+        match guard.reached(self) {
+            None => Ok(()),
+            Some(hit) => Err(crate::stop::Stop::Outcome(
+                crate::finish::Outcome::BudgetReached {
+                    hit,
+                    budget: guard.budget,
+                },
+            )),
+        }
+    }
 }

@@ -49,6 +49,7 @@ impl Runs {
         if resumed && frame.steps >= frame.max {
             return Ok(Outcome::MaxTurns(frame.max));
         }
+        turn.budget = self.budget_guard(&cast.session, run).await?;
         // Subagent calls that parked with the run answer first (or park it again).
         let still = self
             .resume_nested(&cast, &mut frame, turn, nested, token)

@@ -104,6 +104,9 @@ pub struct AgentSpec {
     /// Stored only when set (older definitions have none: the server's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_class: Option<String>,
+    /// Stored only when set (older definitions have none: no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// Steps a subagent called as a tool takes when its caller sets no `subagent_max_steps`.
@@ -239,6 +242,10 @@ pub struct AgentCreate {
         pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
     )]
     pub runtime_class: Option<String>,
+    /// The budget its sessions start with when they are created without one of their own
+    /// (copied then: an edit applies to sessions created afterwards); null: none.
+    #[serde(default)]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 impl AgentCreate {
@@ -278,6 +285,7 @@ impl AgentCreate {
             subagent_max_steps: self.subagent_max_steps,
             network: self.network,
             runtime_class: self.runtime_class,
+            budget: self.budget,
         }
         .normalized();
         spec.validate(&mut v);
@@ -389,6 +397,10 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 253, pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
     pub runtime_class: Patch<String>,
+    /// A new default budget for sessions created afterwards; null removes it.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::budget::Budget>)]
+    pub budget: Patch<crate::budget::Budget>,
 }
 
 /// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
@@ -463,6 +475,7 @@ impl AgentPatch {
         clearable(self.subagent_max_steps, &mut spec.subagent_max_steps);
         required("network", self.network, &mut spec.network, &mut v);
         clearable(self.runtime_class, &mut spec.runtime_class);
+        clearable(self.budget, &mut spec.budget);
         *spec = spec.clone().normalized();
         spec.validate(&mut v);
         v.into_result()
@@ -539,6 +552,9 @@ impl AgentSpec {
             }
         }
         crate::runtime_class::validate(self.runtime_class.as_deref(), v, &["runtime_class"]);
+        if let Some(b) = &self.budget {
+            b.validate(v, &["budget"]);
+        }
         if let Some(p) = self.exposed_ports.iter().find(|p| **p == 0) {
             v.push(
                 "value_error",
@@ -636,6 +652,7 @@ impl AgentRecord {
             subagent_max_steps: s.subagent_max_steps.unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
             network: s.network.clone(),
             runtime_class: s.runtime_class.clone(),
+            budget: s.budget,
             version: self.version,
             archived_at: self.archived_at,
             created_at: self.created_at,
@@ -698,6 +715,8 @@ pub struct Agent {
     /// The runtime its sessions' sandboxes run under (a Kubernetes RuntimeClass); null: its
     /// environment's, else the server's default.
     pub runtime_class: Option<String>,
+    /// The budget its sessions start with unless created with their own; null: none.
+    pub budget: Option<crate::budget::Budget>,
     /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
     /// unarchive leave it). Send it back on PATCH.
     pub version: i64,

@@ -23,6 +23,8 @@ pub enum EventType {
     SessionS3Conflict,
     /// An addition: the egress proxy refused a connection of the session's sandbox.
     SandboxEgressDenied,
+    /// An addition: a turn stopped at a limit of the session's budget.
+    SessionBudgetReached,
     UserMessage,
     UserFile,
     AgentMessage,
@@ -41,7 +43,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 22] = [
+    pub const ALL: [EventType; 23] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -51,6 +53,7 @@ impl EventType {
         Self::SessionRunQueued,
         Self::SessionS3Conflict,
         Self::SandboxEgressDenied,
+        Self::SessionBudgetReached,
         Self::UserMessage,
         Self::UserFile,
         Self::AgentMessage,
@@ -77,6 +80,7 @@ impl EventType {
             Self::SessionRunQueued => "session.run_queued",
             Self::SessionS3Conflict => "session.s3_conflict",
             Self::SandboxEgressDenied => "sandbox.egress_denied",
+            Self::SessionBudgetReached => "session.budget_reached",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
             Self::AgentMessage => "agent.message",
@@ -149,6 +153,9 @@ impl EventType {
             }
             Self::SandboxEgressDenied => {
                 "The egress proxy refused a connection of the sandbox (`host`, `port`, `reason`: what refused it, e.g. the allowlist of one policy layer or a private address)."
+            }
+            Self::SessionBudgetReached => {
+                "A turn stopped before a model call because the session reached a limit of its budget (`limit`: `max_cost_usd`, `max_total_tokens`, `max_turns` or `max_sandbox_seconds`; `max`; `used`; `budget`: the whole budget). The run's `session.status_idle` follows, with `stop_reason: \"budget_reached\"` and `run_status: \"completed\"`; raising the limit lets the next message go on."
             }
             Self::UserMessage => "A prompt that started a turn.",
             Self::UserFile => "A file uploaded into the workspace.",

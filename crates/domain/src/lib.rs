@@ -3,6 +3,7 @@
 //! published client expects. Nothing here performs IO.
 
 pub mod agent;
+pub mod budget;
 pub mod bundle;
 pub mod ca;
 pub mod egress;

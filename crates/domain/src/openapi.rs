@@ -116,6 +116,89 @@ pub fn field_error_input() -> RefOr<Schema> {
         .into()
 }
 
+/// A usage's token counts: `input_tokens`, `output_tokens`, `total_tokens` and `requests`
+/// (model calls), each a whole number (`agent::usage::tokens` writes them).
+fn usage_tokens() -> ObjectBuilder {
+    let count = |description: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .description(Some(description))
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("input_tokens", count("Tokens the model read"))
+        .property("output_tokens", count("Tokens the model wrote"))
+        .property("total_tokens", count("Both"))
+        .property("requests", count("Model calls"))
+        .property(
+            "cost_usd",
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0))
+                .description(Some(
+                    "What the priced model calls cost, in US dollars: the provider's figure for \
+                     each call (LiteLLM's), else the model catalogue's per-token prices. Calls \
+                     with neither are not in it: `unpriced_requests` counts them",
+                )),
+        )
+        .property(
+            "unpriced_requests",
+            count("Model calls no price was found for, so not in `cost_usd` (0: every call is priced)"),
+        )
+}
+
+/// A usage split by name (a model's, or an agent's slug): the tokens of each.
+fn usage_split(description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(usage_tokens()))
+        .description(Some(description))
+}
+
+/// What a turn or a whole conversation spent (`agent::usage`): the tokens, `active_seconds`
+/// (wall-clock seconds turns were working), the same tokens `by_model` and `by_agent`, and
+/// `memory` (the part memory consolidation spent). Every key may be missing: `{}` before the
+/// first turn.
+fn usage(description: &str) -> RefOr<Schema> {
+    usage_tokens()
+        .property(
+            "active_seconds",
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0))
+                .description(Some("Seconds turns were working")),
+        )
+        .property("by_model", usage_split("The tokens by model"))
+        .property(
+            "by_agent",
+            usage_split("The tokens by agent (the session's, or a subagent's slug)"),
+        )
+        .property(
+            "memory",
+            usage_tokens().description(Some(
+                "The part of the tokens memory consolidation spent (included in the totals)",
+            )),
+        )
+        .description(Some(description))
+        .into()
+}
+
+/// `Session.usage`.
+pub fn session_usage() -> RefOr<Schema> {
+    usage(
+        "What the whole conversation has spent so far: tokens, requests and `active_seconds`, \
+         the same split `by_model` and `by_agent`, and `memory` (consolidation's part). `{}` \
+         before the first turn.",
+    )
+}
+
+/// `Run.usage`.
+pub fn run_usage() -> RefOr<Schema> {
+    usage("What this turn spent, in the shape of `Session.usage`.")
+}
+
 #[cfg(test)]
 mod tests {
     //! The document's rules must accept exactly what the validators accept. Each rule is
@@ -408,87 +491,4 @@ mod tests {
         }
         assert!(!listed.contains(&"agent.text_delta".into()));
     }
-}
-
-/// A usage's token counts: `input_tokens`, `output_tokens`, `total_tokens` and `requests`
-/// (model calls), each a whole number (`agent::usage::tokens` writes them).
-fn usage_tokens() -> ObjectBuilder {
-    let count = |description: &str| {
-        ObjectBuilder::new()
-            .schema_type(Type::Integer)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-            .minimum(Some(0))
-            .description(Some(description))
-    };
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property("input_tokens", count("Tokens the model read"))
-        .property("output_tokens", count("Tokens the model wrote"))
-        .property("total_tokens", count("Both"))
-        .property("requests", count("Model calls"))
-        .property(
-            "cost_usd",
-            ObjectBuilder::new()
-                .schema_type(Type::Number)
-                .minimum(Some(0))
-                .description(Some(
-                    "What the priced model calls cost, in US dollars: the provider's figure for \
-                     each call (LiteLLM's), else the model catalogue's per-token prices. Calls \
-                     with neither are not in it: `unpriced_requests` counts them",
-                )),
-        )
-        .property(
-            "unpriced_requests",
-            count("Model calls no price was found for, so not in `cost_usd` (0: every call is priced)"),
-        )
-}
-
-/// A usage split by name (a model's, or an agent's slug): the tokens of each.
-fn usage_split(description: &str) -> ObjectBuilder {
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .additional_properties(Some(usage_tokens()))
-        .description(Some(description))
-}
-
-/// What a turn or a whole conversation spent (`agent::usage`): the tokens, `active_seconds`
-/// (wall-clock seconds turns were working), the same tokens `by_model` and `by_agent`, and
-/// `memory` (the part memory consolidation spent). Every key may be missing: `{}` before the
-/// first turn.
-fn usage(description: &str) -> RefOr<Schema> {
-    usage_tokens()
-        .property(
-            "active_seconds",
-            ObjectBuilder::new()
-                .schema_type(Type::Number)
-                .minimum(Some(0))
-                .description(Some("Seconds turns were working")),
-        )
-        .property("by_model", usage_split("The tokens by model"))
-        .property(
-            "by_agent",
-            usage_split("The tokens by agent (the session's, or a subagent's slug)"),
-        )
-        .property(
-            "memory",
-            usage_tokens().description(Some(
-                "The part of the tokens memory consolidation spent (included in the totals)",
-            )),
-        )
-        .description(Some(description))
-        .into()
-}
-
-/// `Session.usage`.
-pub fn session_usage() -> RefOr<Schema> {
-    usage(
-        "What the whole conversation has spent so far: tokens, requests and `active_seconds`, \
-         the same split `by_model` and `by_agent`, and `memory` (consolidation's part). `{}` \
-         before the first turn.",
-    )
-}
-
-/// `Run.usage`.
-pub fn run_usage() -> RefOr<Schema> {
-    usage("What this turn spent, in the shape of `Session.usage`.")
 }

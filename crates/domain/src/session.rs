@@ -85,6 +85,10 @@ pub struct Session {
     /// its agent and environment allow, never widen it. `[]` for a session from before
     /// policies (open). An addition.
     pub network_layers: Vec<NetworkLayer>,
+    /// Limits on what the session's turns spend, checked before every model call (a turn
+    /// that reaches one stops with `stop_reason: "budget_reached"`); null: none. Set at
+    /// create (else copied from the agent's `budget`) and by PATCH. An addition.
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// One turn of the tool-calling loop, started by a message. Every event of the turn carries
@@ -163,6 +167,11 @@ pub struct SessionPatch {
     #[serde(default)]
     #[schema(value_type = Option<NetworkPolicy>)]
     pub network: crate::Patch<NetworkPolicy>,
+    /// A new budget, replacing the whole one; null removes it. It applies from the session's
+    /// next turn: raising a limit a turn stopped at lets the next message go on. An addition.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::budget::Budget>)]
+    pub budget: crate::Patch<crate::budget::Budget>,
 }
 
 /// The body of `POST /api/sessions`: a new session of an agent. Only `agent_id` is required;
@@ -236,6 +245,10 @@ pub struct SessionCreate {
     /// contract.
     #[serde(default)]
     pub network: Option<NetworkPolicy>,
+    /// Limits on what the session's turns spend (see `Session.budget`); absent or null: the
+    /// agent's `budget`, copied now. `{}` sets none even when the agent has one. An addition.
+    #[serde(default)]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// The most seconds `idle_ttl_seconds` and `max_lifetime_seconds` take (a year).

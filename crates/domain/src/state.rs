@@ -109,11 +109,13 @@ text_enum!(
 
 text_enum!(
     /// How a run ended: `end_turn` (the model finished), `cancelled` (interrupt or stop),
-    /// `max_turns` (the step limit) or `error`.
+    /// `max_turns` (the step limit), `budget_reached` (a limit of the session's budget, an
+    /// addition: the run is `completed`) or `error`.
     RunStopReason {
         EndTurn = "end_turn",
         Cancelled = "cancelled",
         MaxTurns = "max_turns",
+        BudgetReached = "budget_reached",
         Error = "error",
     }
 );

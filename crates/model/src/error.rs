@@ -71,24 +71,6 @@ pub fn provider_message(body: &str) -> String {
     cut
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_providers_message_is_found_in_the_usual_shapes() {
-        assert_eq!(
-            provider_message(r#"{"error":{"message":"bad model","type":"x"}}"#),
-            "bad model"
-        );
-        assert_eq!(provider_message(r#"{"error":"quota"}"#), "quota");
-        assert_eq!(provider_message(r#"{"detail":"nope"}"#), "nope");
-        assert_eq!(provider_message("<html>502</html>\n"), "<html>502</html>");
-        assert_eq!(provider_message(""), "(no error message)");
-        assert_eq!(provider_message(&"x".repeat(600)).chars().count(), 501);
-    }
-}
-
 /// A reqwest error by its causes ("tcp connect error: Connection refused (os error 111)"),
 /// without reqwest's own "error sending request for url (...)", which names the URL again.
 pub(crate) fn describe(e: &reqwest::Error) -> String {
@@ -105,5 +87,23 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
         e.to_string()
     } else {
         parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_providers_message_is_found_in_the_usual_shapes() {
+        assert_eq!(
+            provider_message(r#"{"error":{"message":"bad model","type":"x"}}"#),
+            "bad model"
+        );
+        assert_eq!(provider_message(r#"{"error":"quota"}"#), "quota");
+        assert_eq!(provider_message(r#"{"detail":"nope"}"#), "nope");
+        assert_eq!(provider_message("<html>502</html>\n"), "<html>502</html>");
+        assert_eq!(provider_message(""), "(no error message)");
+        assert_eq!(provider_message(&"x".repeat(600)).chars().count(), 501);
     }
 }

@@ -151,6 +151,8 @@ impl Sessions {
             max_lifetime_seconds: body.max_lifetime_seconds,
             resources: body.resources.clone().filter(|r| !r.is_default()),
             network: network_of(&body, &agent, environment.as_ref()),
+            // Its own (`{}`: none, whatever the agent's), else the agent's, copied now.
+            budget: body.budget.or(agent.spec.budget).filter(|b| !b.is_empty()),
         };
         // Stamped with this process's key in the transaction that makes the row, so no sweep
         // ever sees it provisioning with nobody on its boot.
@@ -263,6 +265,9 @@ fn check_request(
     validate_secret_bindings(&body.secret_bindings, "secret_bindings", &mut v);
     if let Some(n) = &body.network {
         n.validate(&mut v, &["network"]);
+    }
+    if let Some(b) = &body.budget {
+        b.validate(&mut v, &["budget"]);
     }
     for (field, value) in [("model", &body.model), ("instructions", &body.instructions)] {
         if value

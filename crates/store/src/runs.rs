@@ -452,6 +452,22 @@ pub async fn session_usage(
     Ok(row.ok_or(Error::NotFound)?.0)
 }
 
+/// The model steps of a session's runs other than `except` (a budget's `max_turns` counts
+/// them with the running turn's own).
+pub async fn session_turns(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+    except: RunId,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar!(
+        r#"select coalesce(sum(turns), 0)::bigint as "turns!" from runs where session_id = $1 and id <> $2"#,
+        session.0,
+        except.0
+    )
+    .fetch_one(db)
+    .await?)
+}
+
 /// Locks the session row and returns its whole-conversation usage.
 pub async fn lock_session_usage(
     tx: &mut sqlx::PgConnection,

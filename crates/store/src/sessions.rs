@@ -3,6 +3,7 @@
 //! it takes the lock in the same order: row first, then events.
 
 use crate::error::{Error, Result};
+use sandbox_agents_domain::budget::Budget;
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::network::{NetworkPolicy, SessionNetwork};
 use sandbox_agents_domain::session::{
@@ -65,6 +66,8 @@ pub struct SessionRecord {
     pub resources: Option<Json<SandboxResources>>,
     /// Its network policies (inherited and own); None on rows from before them: open.
     pub network: Option<Json<SessionNetwork>>,
+    /// Limits on what its turns spend; None: no budget.
+    pub budget: Option<Json<Budget>>,
 }
 
 impl SessionRecord {
@@ -99,7 +102,13 @@ impl SessionRecord {
             environment_name: None,
             network: self.network().own,
             network_layers: self.network().layers(),
+            budget: self.budget(),
         }
+    }
+
+    /// Its budget, when it has one.
+    pub fn budget(&self) -> Option<Budget> {
+        self.budget.as_ref().map(|b| b.0)
     }
 
     /// Its network policies; a row from before them has none (open).
@@ -147,7 +156,8 @@ macro_rules! session_query {
                     sandbox_env as "sandbox_env: Json<BTreeMap<String, String>>",
                     sandbox_secrets, idle_ttl_seconds, max_lifetime_seconds,
                     resources as "resources: Json<SandboxResources>",
-                    network as "network: Json<SessionNetwork>""#
+                    network as "network: Json<SessionNetwork>",
+                    budget as "budget: Json<Budget>""#
                 + $tail
             $(, $arg)*
         )
@@ -176,6 +186,8 @@ pub struct NewSession {
     pub resources: Option<SandboxResources>,
     /// The agent's and the environment's policies, copied now, and the session's own.
     pub network: SessionNetwork,
+    /// Its own budget, else the agent's, copied now.
+    pub budget: Option<Budget>,
 }
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
@@ -183,8 +195,8 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
     Ok(session_query!(
         "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
                                metadata, image, secret_bindings, boot_snapshot_id, workdir,
-                               idle_ttl_seconds, max_lifetime_seconds, resources, network)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16, $17)
+                               idle_ttl_seconds, max_lifetime_seconds, resources, network, budget)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16, $17, $18)
          returning ",
         "",
         s.id.0,
@@ -204,6 +216,7 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
         s.max_lifetime_seconds,
         s.resources.as_ref().map(Json) as _,
         Json(&s.network) as _,
+        s.budget.as_ref().map(Json) as _,
     )
     .fetch_one(db)
     .await?)
@@ -288,6 +301,8 @@ pub struct SessionUpdate<'a> {
     /// The session's own network policy: `Some(None)` removes it. The inherited ones never
     /// change.
     pub network: Option<Option<&'a NetworkPolicy>>,
+    /// A new budget: `Some(None)` removes it.
+    pub budget: Option<Option<&'a Budget>>,
 }
 
 /// Changes the title, merges metadata and sets the session's own network policy, in one
@@ -320,6 +335,7 @@ pub async fn update(
          set title = coalesce($3, title), metadata = (metadata || $4) - $5::text[],
              network = case when $6::jsonb is null then network
                             else jsonb_set(coalesce(network, '{\"inherited\": []}'), '{own}', $6) end,
+             budget = case when $7 then $8 else budget end,
              updated_at = now()
          where project_id = $1 and id = $2
          returning ",
@@ -330,6 +346,8 @@ pub async fn update(
         Json(set) as _,
         &remove,
         own as _,
+        u.budget.is_some(),
+        u.budget.flatten().map(Json) as _,
     )
     .fetch_optional(db)
     .await?

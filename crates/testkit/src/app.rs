@@ -97,6 +97,7 @@ impl TestApp {
                 max_lifetime_seconds: None,
                 resources: None,
                 network: Default::default(),
+                budget: None,
             },
         )
         .await

@@ -173,9 +173,9 @@ pub async fn get(
 
 /// Update a session
 ///
-/// Renames a session, merges its metadata (a key sent as null is removed) and sets or
-/// removes its own network policy, in any sandbox state. A new policy applies from the
-/// sandbox's next connection, without a restart.
+/// Renames a session, merges its metadata (a key sent as null is removed), sets or removes
+/// its own network policy and its budget, in any sandbox state. A new policy applies from
+/// the sandbox's next connection, without a restart; a new budget from the next turn.
 /// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", operation_id = "update_session", tag = "sessions", request_body = SessionPatch,
     params(("session_id" = String, Path, description = "The session's id")),
@@ -209,11 +209,20 @@ pub async fn update(
     if let Some(Some(n)) = &network {
         n.validate(&mut errors, &["network"]);
     }
+    // `{}` sets no limit: stored as none.
+    let budget = patch
+        .budget
+        .into_option()
+        .map(|b| b.filter(|b| !b.is_empty()));
+    if let Some(Some(b)) = &budget {
+        b.validate(&mut errors, &["budget"]);
+    }
     errors.into_result().map_err(ApiError::Validation)?;
     let update = sessions::SessionUpdate {
         title: title.as_deref(),
         metadata: metadata.as_ref(),
         network: network.as_ref().map(Option::as_ref),
+        budget: budget.as_ref().map(Option::as_ref),
     };
     let session = st
         .sessions

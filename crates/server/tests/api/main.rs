@@ -5,6 +5,7 @@ mod agents;
 mod auth;
 mod blob_store;
 mod boot_sweep;
+mod budgets;
 mod burst;
 mod chaos;
 mod client_tools;
