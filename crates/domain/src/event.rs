@@ -265,8 +265,9 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            19
+            20
         );
+        assert_eq!(EventType::SessionBudgetReached.group(), "session");
         assert_eq!(EventType::SandboxEgressDenied.group(), "session");
         assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");

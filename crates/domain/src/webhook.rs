@@ -262,7 +262,8 @@ mod tests {
             errors[0].loc,
             vec![Value::from("body"), "event_types".into(), "1".into()]
         );
-        assert_eq!(subscribable().count(), 19);
+        assert_eq!(subscribable().count(), 20);
+        assert!(subscribable().any(|t| t == EventType::SessionBudgetReached));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 // steps nested under the call that invoked it (`payload.subagent.call_id`), and the text being
 // streamed right now where it belongs.
 import type { SessionEvent } from '../../../api/client';
+import { budgetReachedText } from '../../../lib/budget';
 import { subagentOf, type LiveToolOutput, type StreamingText, type SubagentRef } from './eventLog';
 
 export type ToolItem = {
@@ -31,6 +32,7 @@ export type Item =
   | { kind: 'compaction'; id: string; seq: number; event: SessionEvent; before: number | null; after: number | null }
   | { kind: 'status'; id: string; seq: number; event: SessionEvent }
   | { kind: 'terminal'; id: string; seq: number; event: SessionEvent }
+  | { kind: 'budget'; id: string; seq: number; event: SessionEvent }
   | { kind: 'streaming'; id: string; text: string; subagent: SubagentRef | null; runId: string | null };
 
 const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
@@ -94,6 +96,8 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
       return `File uploaded: ${str(p.path)}`;
     case 'sandbox.egress_denied':
       return `Egress refused: ${str(p.host)}:${str(p.port)} — ${str(p.reason) || 'no reason given'}`;
+    case 'session.budget_reached':
+      return budgetReachedText(p);
     default:
       return event.type;
   }
@@ -170,6 +174,9 @@ export function buildTranscript(events: SessionEvent[], streaming: StreamingText
       case 'session.status_error':
         top.push({ kind: 'terminal', id, seq, event: e });
         break;
+      case 'session.budget_reached':
+        top.push({ kind: 'budget', id, seq, event: e });
+        break;
       default:
         top.push({ kind: 'status', id, seq, event: e });
     }
@@ -215,6 +222,9 @@ export function transcriptMarkdown(title: string, events: SessionEvent[]): strin
           break;
         case 'terminal':
           out.push(`${q}_${it.event.type}: ${str(p.stop_reason) || str(p.run_status)}${p.error ? ` — ${str(p.error)}` : ''}_`, '');
+          break;
+        case 'budget':
+          out.push(`${q}_${budgetReachedText(p)}_`, '');
           break;
         case 'status':
           out.push(`${q}_${it.event.type}_`, '');
