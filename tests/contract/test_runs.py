@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import pytest
 import sandbox_agents
 from sandbox_agents import ConflictError, NotFoundError, RunFailedError, Tool
@@ -230,3 +231,23 @@ def test_a_server_killed_mid_run_leaves_no_run_running(fake_model, new_slug):
         if process.running:
             process.stop()
         process.cleanup()
+
+
+def test_a_budget_reached_ends_the_run_as_a_result_not_an_error(client, server, janitor, new_slug, fake_model):
+    # A budget is an addition the published client does not know: set with a plain PATCH, and
+    # the turn it stops still reads as a completed result (run() returns, it does not raise).
+    fake_model.set_script(
+        [{"when": {}, "reply": {"tool_calls": [{"name": "shell", "arguments": {"command": "true"}}],
+                                "usage": {"prompt_tokens": 100, "completion_tokens": 10, "cost": 0.1}}}]
+    )
+    agent = client.agents.create(slug=new_slug("budgeted"), name="Budgeted")
+    janitor.track_agent(agent)
+    session = janitor.create_and_wait(client, agent.id)
+    r = httpx.patch(f"{server.base_url}/api/sessions/{session.id}", json={"budget": {"max_cost_usd": 0.25}}, timeout=30)
+    assert r.status_code == 200 and r.json()["budget"] == {"max_cost_usd": 0.25}, r.text
+    result = client.sessions.run(session.id, "spend", max_turns=20)
+    assert result.status == "completed" and result.stop_reason == "budget_reached"
+    assert result.usage["requests"] == 3 and abs(result.usage["cost_usd"] - 0.3) < 1e-9
+    assert len(fake_model.chat_requests()) == 3
+    reached = [e for e in client.sessions.history(session.id) if e.type == "session.budget_reached"]
+    assert len(reached) == 1 and reached[0].payload["limit"] == "max_cost_usd"

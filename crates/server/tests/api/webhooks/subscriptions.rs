@@ -3,7 +3,7 @@
 use super::*;
 
 #[tokio::test]
-async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
+async fn the_catalogue_lists_the_stored_types_without_a_project() {
     let app = TestApp::builder().spawn().await;
     let r = app
         .http
@@ -14,7 +14,7 @@ async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let types: Vec<Value> = r.json().await.unwrap();
-    assert_eq!(types.len(), 19);
+    assert_eq!(types.len(), 20);
     assert!(types
         .iter()
         .all(|t| t["type"] != "agent.text_delta" && t["type"] != "stream_gap"));
@@ -33,6 +33,9 @@ async fn the_catalogue_lists_the_eighteen_stored_types_without_a_project() {
     assert!(types
         .iter()
         .any(|t| t["type"] == "sandbox.egress_denied" && t["group"] == "session"));
+    assert!(types
+        .iter()
+        .any(|t| t["type"] == "session.budget_reached" && t["group"] == "session"));
     app.stop().await;
 }
 
