@@ -14,16 +14,26 @@ use sandbox_agents_store::runs::{self, Finish};
 use sandbox_agents_store::{events, tool_calls};
 use serde_json::{json, Map, Value};
 
+/// Whose limit a turn reached.
+#[derive(Clone, Debug)]
+pub(crate) enum BudgetScope {
+    /// The session's budget (the whole of it, for the event).
+    Session(Budget),
+    /// The project's monthly spend limit.
+    Project,
+}
+
 /// How a run ended, before it is written down.
 #[derive(Clone, Debug)]
 pub(crate) enum Outcome {
     Completed(String),
     Cancelled,
     MaxTurns(i64),
-    /// A limit of the session's budget was reached before a model call: not a failure.
+    /// A limit of the session's budget, or the project's monthly spend limit, was reached
+    /// before a model call: not a failure.
     BudgetReached {
         hit: BudgetHit,
-        budget: Budget,
+        scope: BudgetScope,
     },
     Failed(String),
 }
@@ -119,14 +129,17 @@ impl Runs {
             payload["error"] = Value::from(e.as_str());
         }
         let mut written = Vec::with_capacity(2);
-        if let Outcome::BudgetReached { hit, budget } = outcome {
+        if let Outcome::BudgetReached { hit, scope } = outcome {
             // Which limit, in the terminal event and in an event (and webhook) of its own.
-            let reached = json!({
+            let mut reached = json!({
                 "limit": hit.limit,
                 "max": hit.max,
                 "used": hit.used,
-                "budget": budget,
             });
+            match scope {
+                BudgetScope::Session(budget) => reached["budget"] = json!(budget),
+                BudgetScope::Project => reached["scope"] = json!("project"),
+            }
             payload["budget"] = reached.clone();
             written.push(NewEvent::new(
                 EventType::SessionBudgetReached,

@@ -191,6 +191,8 @@ impl Runs {
             .await?;
             if summarising.requests > 0 {
                 turn.ledger.add(&sp.model, &sp.slug, summarising);
+                self.count_call(cast.project, id, Some(run), &summarising, Some(&mut *turn))
+                    .await;
                 // The summary was a call of its own: the step's is checked again.
                 turn.check_budget()?;
             }
@@ -208,6 +210,14 @@ impl Runs {
                 turn.steps += 1;
             }
             turn.ledger.add(&sp.model, &sp.slug, completion.usage);
+            self.count_call(
+                cast.project,
+                id,
+                Some(run),
+                &completion.usage,
+                Some(&mut *turn),
+            )
+            .await;
             let mut handed = false;
             let kinds: Vec<Kind> = completion
                 .tool_calls

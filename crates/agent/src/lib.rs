@@ -55,6 +55,7 @@ mod models;
 mod park;
 mod service;
 mod speaker;
+mod spend;
 mod start;
 mod step;
 mod stop;

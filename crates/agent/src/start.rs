@@ -69,6 +69,8 @@ impl Runs {
         );
         v.into_result().map_err(ServiceError::Validation)?;
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
+        // Before anything is written: a project over its month's limit starts no turn.
+        sandbox_agents_sessions::refuse_over_monthly_limit(&st.db, project).await?;
         let driver = self.driver().await?;
         let run_id = RunId::new();
         let mut tx = st.db.begin().await?;

@@ -18,22 +18,27 @@ pub(crate) struct Turn {
     pub queued: std::time::Duration,
     /// The session's budget, checked before every model call; None without one.
     pub budget: Option<crate::budget::Guard>,
+    /// The project's month and its spend limit, as last read; None without a limit.
+    pub month: Option<crate::spend::Month>,
 }
 
 impl Turn {
     /// Before a model call: the budget's limit the session has reached, as the run's end.
     pub fn check_budget(&self) -> Result<(), crate::stop::Stop> {
-        let Some(guard) = &self.budget else {
-            return Ok(());
+        let reached = |hit, scope| {
+            Err(crate::stop::Stop::Outcome(
+                crate::finish::Outcome::BudgetReached { hit, scope },
+            ))
         };
-        match guard.reached(self) {
+        if let Some(hit) = self.month.and_then(|m| m.reached()) {
+            return reached(hit, crate::finish::BudgetScope::Project);
+        }
+        match &self.budget {
+            Some(guard) => match guard.reached(self) {
+                Some(hit) => reached(hit, crate::finish::BudgetScope::Session(guard.budget)),
+                None => Ok(()),
+            },
             None => Ok(()),
-            Some(hit) => Err(crate::stop::Stop::Outcome(
-                crate::finish::Outcome::BudgetReached {
-                    hit,
-                    budget: guard.budget,
-                },
-            )),
         }
     }
 }

@@ -50,6 +50,7 @@ impl Runs {
             return Ok(Outcome::MaxTurns(frame.max));
         }
         turn.budget = self.budget_guard(&cast.session, run).await?;
+        turn.month = self.month_at_start(project).await?;
         // Subagent calls that parked with the run answer first (or park it again).
         let still = self
             .resume_nested(&cast, &mut frame, turn, nested, token)

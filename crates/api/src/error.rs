@@ -47,6 +47,9 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 402: a spending limit is reached (the project's monthly spend); retrying does not help.
+    #[error("{0}")]
+    PaymentRequired(String),
     /// 415: a body in a format the endpoint does not take (JSON bodies need
     /// `Content-Type: application/json`).
     #[error("{0}")]
@@ -101,6 +104,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PaymentRequired(_) => StatusCode::PAYMENT_REQUIRED,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -162,6 +166,7 @@ impl From<ServiceError> for ApiError {
             Status::NotFound => ApiError::NotFound(text),
             Status::Conflict => ApiError::Conflict(text),
             Status::PayloadTooLarge => ApiError::PayloadTooLarge(text),
+            Status::PaymentRequired => ApiError::PaymentRequired(text),
             // The map gives a 422 only with field errors; a sentence alone still is one.
             Status::UnprocessableEntity => ApiError::Validation(vec![FieldError {
                 kind: "value_error".into(),

@@ -99,6 +99,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
             routes::projects::update,
             routes::projects::delete
         ))
+        .routes(routes!(routes::projects::spend))
         .routes(routes!(
             routes::projects::members,
             routes::projects::add_member

@@ -68,11 +68,17 @@ impl Credentials {
                 v.into_result().expect_err("one violation"),
             ));
         }
+        if let Some(limits) = &patch.limits {
+            let mut v = Violations::new();
+            limits.validate(&mut v, &["limits"]);
+            v.into_result().map_err(ServiceError::Validation)?;
+        }
         Ok(projects::update(
             &self.db,
             project,
             patch.name.as_deref().map(str::trim),
             patch.description.as_deref(),
+            patch.limits.as_ref(),
         )
         .await?)
     }

@@ -495,6 +495,8 @@ impl AgentSpec {
                 new
             });
         }
+        // `{}` limits nothing: stored as no budget, as a session stores it.
+        self.budget = self.budget.filter(|b| !b.is_empty());
         self
     }
 

@@ -42,6 +42,60 @@ pub const MAX_TURNS: i64 = 1_000_000;
 /// A year, as `MAX_SESSION_SECONDS`.
 pub const MAX_SANDBOX_SECONDS: f64 = 31_536_000.0;
 
+/// A project's limits that an operator sets (`PATCH /api/projects/{ref}`), over every server
+/// process: counted in PostgreSQL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectLimits {
+    /// US dollars the project's model calls may cost in a calendar month (UTC). Over it, no
+    /// turn starts (402) and a turn in flight stops before its next call; at 80 % a
+    /// `session.spend_warning` event (and webhook) goes out once a month. Calls without a
+    /// price are not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub monthly_cost_usd: Option<f64>,
+}
+
+impl ProjectLimits {
+    /// The monthly limit, when `spent` this month has reached it.
+    pub fn month_reached(&self, spent: f64) -> Option<BudgetHit> {
+        let max = self.monthly_cost_usd?;
+        (spent >= max).then_some(BudgetHit {
+            limit: "monthly_cost_usd",
+            max,
+            used: spent,
+        })
+    }
+
+    pub fn validate(&self, v: &mut Violations, path: &[&str]) {
+        if self
+            .monthly_cost_usd
+            .is_some_and(|x| !x.is_finite() || !(0.0..=MAX_COST_USD).contains(&x))
+        {
+            let mut loc = path.to_vec();
+            loc.push("monthly_cost_usd");
+            v.push(
+                "value_error",
+                &loc,
+                format!("monthly_cost_usd is a limit: a number from 0 to {MAX_COST_USD}"),
+                self.monthly_cost_usd.into(),
+            );
+        }
+    }
+}
+
+/// The share of the monthly limit at which the warning goes out.
+pub const SPEND_WARNING_AT: f64 = 0.8;
+
+/// Why a turn may not start: the project's monthly spend has reached its limit.
+pub fn monthly_limit_reached(limit: f64, spent: f64, month: &str) -> String {
+    format!(
+        "the project's monthly spend limit (monthly_cost_usd: ${limit}) is reached: ${spent:.4} \
+         spent on model calls in {month} (UTC); no turn starts until an operator raises the \
+         limit (PATCH /api/projects/{{ref}} with limits.monthly_cost_usd) or the month ends"
+    )
+}
+
 /// What a session has used, in a budget's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BudgetUse {
@@ -92,34 +146,42 @@ impl Budget {
         *self == Budget::default()
     }
 
-    /// Every limit is a finite number, zero or more.
+    /// Every limit is a finite number from 0 to its maximum (`MAX_*`).
     pub fn validate(&self, v: &mut Violations, path: &[&str]) {
-        let mut check = |field: &str, value: Option<f64>, input: Value| {
-            if value.is_some_and(|x| !x.is_finite() || x < 0.0) {
+        let mut check = |field: &str, value: Option<f64>, max: f64, input: Value| {
+            if value.is_some_and(|x| !x.is_finite() || !(0.0..=max).contains(&x)) {
                 let mut loc = path.to_vec();
                 loc.push(field);
                 v.push(
-                    "greater_than_equal",
+                    "value_error",
                     &loc,
-                    format!("{field} is a limit: a number, 0 or more"),
+                    format!("{field} is a limit: a number from 0 to {max}"),
                     input,
                 );
             }
         };
-        check("max_cost_usd", self.max_cost_usd, self.max_cost_usd.into());
+        check(
+            "max_cost_usd",
+            self.max_cost_usd,
+            MAX_COST_USD,
+            self.max_cost_usd.into(),
+        );
         check(
             "max_total_tokens",
             self.max_total_tokens.map(|n| n as f64),
+            MAX_TOTAL_TOKENS as f64,
             self.max_total_tokens.into(),
         );
         check(
             "max_turns",
             self.max_turns.map(|n| n as f64),
+            MAX_TURNS as f64,
             self.max_turns.into(),
         );
         check(
             "max_sandbox_seconds",
             self.max_sandbox_seconds,
+            MAX_SANDBOX_SECONDS,
             self.max_sandbox_seconds.into(),
         );
     }
@@ -157,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn negative_limits_are_refused_by_name() {
+    fn limits_below_zero_or_over_their_maximum_are_refused_by_name() {
         let mut v = Violations::new();
         Budget {
             max_cost_usd: Some(-1.0),
@@ -175,7 +237,8 @@ mod tests {
             locs,
             [
                 r#"["body","budget","max_cost_usd"]"#,
-                r#"["body","budget","max_turns"]"#
+                r#"["body","budget","max_turns"]"#,
+                r#"["body","budget","max_sandbox_seconds"]"#
             ]
         );
     }

@@ -25,6 +25,8 @@ pub enum EventType {
     SandboxEgressDenied,
     /// An addition: a turn stopped at a limit of the session's budget.
     SessionBudgetReached,
+    /// An addition: the project's month passed 80 % of its spend limit.
+    SessionSpendWarning,
     UserMessage,
     UserFile,
     AgentMessage,
@@ -43,7 +45,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 23] = [
+    pub const ALL: [EventType; 24] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -54,6 +56,7 @@ impl EventType {
         Self::SessionS3Conflict,
         Self::SandboxEgressDenied,
         Self::SessionBudgetReached,
+        Self::SessionSpendWarning,
         Self::UserMessage,
         Self::UserFile,
         Self::AgentMessage,
@@ -81,6 +84,7 @@ impl EventType {
             Self::SessionS3Conflict => "session.s3_conflict",
             Self::SandboxEgressDenied => "sandbox.egress_denied",
             Self::SessionBudgetReached => "session.budget_reached",
+            Self::SessionSpendWarning => "session.spend_warning",
             Self::UserMessage => "user.message",
             Self::UserFile => "user.file",
             Self::AgentMessage => "agent.message",
@@ -156,6 +160,9 @@ impl EventType {
             }
             Self::SessionBudgetReached => {
                 "A turn stopped before a model call because the session reached a limit of its budget (`limit`: `max_cost_usd`, `max_total_tokens`, `max_turns` or `max_sandbox_seconds`; `max`; `used`; `budget`: the whole budget). The run's `session.status_idle` follows, with `stop_reason: \"budget_reached\"` and `run_status: \"completed\"`; raising the limit lets the next message go on."
+            }
+            Self::SessionSpendWarning => {
+                "The project's model calls this month passed 80 % of its monthly spend limit, with this session's call (`limit`: `monthly_cost_usd`, `max`, `spent`, `month`: `YYYY-MM` in UTC, `at`: 0.8). Once a month per project; at the limit no turn starts (402) and turns in flight stop before their next call."
             }
             Self::UserMessage => "A prompt that started a turn.",
             Self::UserFile => "A file uploaded into the workspace.",
@@ -265,9 +272,10 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            20
+            21
         );
         assert_eq!(EventType::SessionBudgetReached.group(), "session");
+        assert_eq!(EventType::SessionSpendWarning.group(), "session");
         assert_eq!(EventType::SandboxEgressDenied.group(), "session");
         assert_eq!(EventType::SessionS3Conflict.group(), "session");
         assert_eq!(EventType::AgentCompaction.group(), "agent");

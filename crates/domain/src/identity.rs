@@ -26,6 +26,25 @@ pub struct Project {
     /// The caller's role in it: `admin` or `member` for a person, null for a credential that
     /// reaches projects without a membership (the shared token, an API key, open mode).
     pub role: Option<String>,
+    /// Its limits, set by operators; `{}` for none. An addition.
+    pub limits: crate::budget::ProjectLimits,
+}
+
+/// A project's spend this calendar month (UTC) against its limits.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ProjectSpend {
+    /// `YYYY-MM`.
+    pub month: String,
+    /// What its priced model calls cost this month, every server process together.
+    pub cost_usd: f64,
+    /// Its model calls this month.
+    pub requests: i64,
+    /// Of them, those without a price (not in `cost_usd`).
+    pub unpriced_requests: i64,
+    pub limits: crate::budget::ProjectLimits,
+    /// When this month's 80 % warning went out; null before.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub warned_at: Option<OffsetDateTime>,
 }
 
 /// The body of `POST /api/projects`. The creator, when a person, becomes its admin.
@@ -66,6 +85,11 @@ pub struct ProjectPatch {
     #[serde(default, deserialize_with = "crate::patch::non_null")]
     #[schema(value_type = String)]
     pub description: Option<String>,
+    /// New limits, replacing the whole set (`{}` removes them). Operators only: a limit a
+    /// project's own admins could lift would not limit them (403 otherwise). Not null.
+    #[serde(default, deserialize_with = "crate::patch::non_null")]
+    #[schema(value_type = crate::budget::ProjectLimits)]
+    pub limits: Option<crate::budget::ProjectLimits>,
 }
 
 /// Lowercase, runs of anything else as one `-`, trimmed, at most 63 characters; `project`

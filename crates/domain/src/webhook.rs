@@ -262,7 +262,7 @@ mod tests {
             errors[0].loc,
             vec![Value::from("body"), "event_types".into(), "1".into()]
         );
-        assert_eq!(subscribable().count(), 20);
+        assert_eq!(subscribable().count(), 21);
         assert!(subscribable().any(|t| t == EventType::SessionBudgetReached));
     }
 

@@ -26,6 +26,10 @@ pub enum ServiceError {
     /// Over a documented limit.
     #[error("{0}")]
     TooLarge(String),
+    /// A spending limit is reached (the project's monthly spend): nothing is done until an
+    /// operator raises it or the period ends. Not retried by clients, unlike a 429.
+    #[error("{0}")]
+    SpendLimit(String),
     #[error("validation failed")]
     Validation(Vec<FieldError>),
     #[error(transparent)]

@@ -20,6 +20,8 @@ pub enum Status {
     NotFound,
     Conflict,
     PayloadTooLarge,
+    /// A spending limit is reached (402: what the caller's account allows is used up).
+    PaymentRequired,
     /// Only with [`Detail::Fields`].
     UnprocessableEntity,
     /// Only with an `internal error (reference <id>)` detail.
@@ -36,6 +38,7 @@ impl Status {
             Status::NotFound => 404,
             Status::Conflict => 409,
             Status::PayloadTooLarge => 413,
+            Status::PaymentRequired => 402,
             Status::UnprocessableEntity => 422,
             Status::InternalServerError => 500,
             Status::ServiceUnavailable => 503,
@@ -103,6 +106,7 @@ impl ServiceError {
             ServiceError::BadRequest(m) => UserError::text(Status::BadRequest, m),
             ServiceError::Forbidden(m) => UserError::text(Status::Forbidden, m),
             ServiceError::TooLarge(m) => UserError::text(Status::PayloadTooLarge, m),
+            ServiceError::SpendLimit(m) => UserError::text(Status::PaymentRequired, m),
             ServiceError::Validation(errors) => UserError {
                 status: Status::UnprocessableEntity,
                 detail: Detail::Fields(errors.clone()),

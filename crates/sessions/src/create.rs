@@ -104,6 +104,10 @@ impl Sessions {
                 return Err(ServiceError::Conflict(why));
             }
         }
+        if body.prompt.is_some() {
+            // The first prompt is a turn: none starts over the project's monthly limit.
+            crate::refuse_over_monthly_limit(&st.db, project).await?;
+        }
         if let Some(env) = environment.as_ref().filter(|e| e.build_digest.is_some()) {
             // Refused now rather than left to wait for a build that can never happen.
             if !st.backend.capabilities().image_builds {

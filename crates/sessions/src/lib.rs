@@ -69,6 +69,7 @@ mod sandbox_files;
 mod service;
 mod skills;
 mod snapshots;
+mod spend_limit;
 mod start;
 mod stop;
 mod terminal;
@@ -86,6 +87,7 @@ pub use running::{not_running, require_running};
 pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;
 pub use service::{SessionHooks, SessionSettings, Sessions};
+pub use spend_limit::refuse_over_monthly_limit;
 pub use terminal::{
     terminal_size, Terminal, TerminalTarget, MAX_TERMINALS_PER_SESSION, MAX_TERMINAL_SIDE,
 };

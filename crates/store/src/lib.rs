@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod notebook;
 pub mod people;
 pub mod project_ids;
+pub mod project_spend;
 pub mod projects;
 pub mod run_admission;
 pub mod runs;

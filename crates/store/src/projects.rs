@@ -3,8 +3,10 @@
 //! created.
 
 use crate::error::{constraint, Error, Result};
+use sandbox_agents_domain::budget::ProjectLimits;
 use sandbox_agents_domain::identity::Project;
 use sandbox_agents_domain::ProjectId;
+use sqlx::types::Json;
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -22,6 +24,7 @@ pub struct ProjectRecord {
     pub description: String,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    pub limits: Json<ProjectLimits>,
 }
 
 impl ProjectRecord {
@@ -39,6 +42,7 @@ impl ProjectRecord {
             created_at: Some(self.created_at),
             updated_at: Some(self.updated_at),
             role: role.map(str::to_owned),
+            limits: self.limits.0,
         }
     }
 }
@@ -49,7 +53,8 @@ macro_rules! project_query {
     ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
         sqlx::query_as!(
             ProjectRecord,
-            $head + "id, slug, name, description, created_at, updated_at" + $tail
+            $head + r#"id, slug, name, description, created_at, updated_at,
+                       limits as "limits: Json<ProjectLimits>""# + $tail
             $(, $arg)*
         )
     };
@@ -146,15 +151,17 @@ pub async fn update(
     id: ProjectId,
     name: Option<&str>,
     description: Option<&str>,
+    limits: Option<&ProjectLimits>,
 ) -> Result<ProjectRecord> {
     project_query!(
         "update projects set name = coalesce($2, name), description = coalesce($3, description),
-                             updated_at = now()
+                             limits = coalesce($4, limits), updated_at = now()
          where id = $1 returning ",
         "",
         id.0,
         name,
         description,
+        limits.map(Json) as _,
     )
     .fetch_optional(db)
     .await?

@@ -137,6 +137,14 @@ impl Runs {
             );
             let completion = client.complete(req).await?;
             ledger.add(&model, agent.slug.as_str(), completion.usage);
+            self.count_call(
+                job.project_id,
+                job.session_id,
+                None,
+                &completion.usage,
+                None,
+            )
+            .await;
             let Merged { memory, summary } = reply::parse(&completion.text).map_err(|e| {
                 anyhow::anyhow!("the model's answer is not in the format asked: {e}")
             })?;

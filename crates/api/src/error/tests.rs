@@ -35,9 +35,10 @@ fn arm(e: &ServiceError) -> usize {
         ServiceError::Sandbox(SandboxError::DaemonLost) => 16,
         ServiceError::Sandbox(SandboxError::Backend(_)) => 17,
         ServiceError::Internal(_) => 18,
+        ServiceError::SpendLimit(_) => 19,
     }
 }
-const ARMS: usize = 19;
+const ARMS: usize = 20;
 
 /// What a client must read.
 enum Said {
@@ -73,6 +74,7 @@ fn table() -> Vec<Row> {
         (|| ServiceError::BadRequest("not a tar archive".into()), 400, Exactly("not a tar archive")),
         (|| ServiceError::Forbidden("permission denied: a.txt".into()), 403, Exactly("permission denied: a.txt")),
         (|| ServiceError::TooLarge("over 64 MiB".into()), 413, Exactly("over 64 MiB")),
+        (|| ServiceError::SpendLimit("the limit is reached".into()), 402, Exactly("the limit is reached")),
         (|| ServiceError::Validation(vec![field_error()]), 422, Fields),
         (|| ServiceError::Store(StoreError::NotFound), 404, Exactly("Not Found")),
         (|| ServiceError::Store(StoreError::Conflict("the name is taken".into())), 409, Exactly("the name is taken")),

@@ -19,6 +19,7 @@ use sandbox_agents_domain::session::{Session, SessionCreate};
 /// body is at most 8 MiB (413 above).
 #[utoipa::path(post, path = "/api/sessions", operation_id = "create_session", tag = "sessions", request_body = SessionCreate,
     responses((status = 202, body = Session), (status = 404, description = "No such agent or snapshot"),
+              (status = 402, description = "With a `prompt`: the project's monthly spend limit is reached (the detail names the limit and the month's spend); nothing is created"),
               (status = 409, description = "The agent is archived"), (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all)]
 pub async fn create(

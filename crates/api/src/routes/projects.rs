@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_domain::identity::{MemberCreate, ProjectMember};
-use sandbox_agents_domain::identity::{Project, ProjectCreate, ProjectPatch};
+use sandbox_agents_domain::identity::{Project, ProjectCreate, ProjectPatch, ProjectSpend};
 use sandbox_agents_domain::ProjectId;
 use sandbox_agents_store::memberships::{self, MemberRecord};
 use sandbox_agents_store::projects;
@@ -87,8 +87,10 @@ pub async fn get(
 
 /// Update a project
 ///
-/// Changes the name and/or description (operators); the slug is immutable.
-/// The body is at most 64 KiB (413 above).
+/// Changes the name and/or description (operators and the project's admins); the slug is
+/// immutable. `limits` (the monthly spend limit) replaces the project's limits, and only an
+/// operator may change it: a limit the project's own admins could lift would not limit
+/// them (403). The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/projects/{ref}", operation_id = "update_project", tag = "projects",
     params(("ref" = String, Path, description = "The project's id or slug")), request_body = ProjectPatch,
     responses((status = 200, body = Project), (status = 403, description = "Not an operator"),
@@ -101,6 +103,14 @@ pub async fn update(
 ) -> ApiResult<Json<Project>> {
     let project = by_ref(&st.db, &p, &r).await?;
     require_admin(&p, project.project_id(), &st)?;
+    if body.limits.is_some() {
+        require_operator(&p, &st.settings.auth).map_err(|_| {
+            ApiError::Forbidden(
+                "only an operator may change a project's limits (its admins may not lift their own)"
+                    .into(),
+            )
+        })?;
+    }
     let updated = st
         .credentials
         .update_project(project.project_id(), &body)
@@ -108,6 +118,31 @@ pub async fn update(
     st.project_ids.invalidate();
     let updated = updated?;
     Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
+}
+
+/// Get a project's spend this month
+///
+/// What the project's model calls cost in the current calendar month (UTC), every server
+/// process together, against its limits: how close it is to `monthly_cost_usd`. Calls
+/// without a price are counted apart (`unpriced_requests`).
+#[utoipa::path(get, path = "/api/projects/{ref}/spend", operation_id = "get_project_spend", tag = "projects",
+    params(("ref" = String, Path, description = "The project's id or slug")),
+    responses((status = 200, body = ProjectSpend), (status = 404, description = "Not found or not reachable")))]
+pub async fn spend(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(r): Path<String>,
+) -> ApiResult<Json<ProjectSpend>> {
+    let project = by_ref(&st.db, &p, &r).await?;
+    let s = sandbox_agents_store::project_spend::standing(&st.db, project.project_id()).await?;
+    Ok(Json(ProjectSpend {
+        month: s.spend.month_name(),
+        cost_usd: s.spend.cost_usd,
+        requests: s.spend.requests,
+        unpriced_requests: s.spend.unpriced_requests,
+        limits: s.limits,
+        warned_at: s.spend.warned_at,
+    }))
 }
 
 /// Delete a project

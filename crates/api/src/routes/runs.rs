@@ -20,6 +20,7 @@ use sandbox_agents_domain::session::{ClientToolCall, MessageCreate, Run, ToolRes
 #[utoipa::path(post, path = "/api/sessions/{session_id}/messages", operation_id = "send_message", tag = "sessions",
     params(("session_id" = String, Path, description = "The session's id")), request_body = MessageCreate,
     responses((status = 202, body = Run), (status = 404, description = "No such session"),
+              (status = 402, description = "The project's monthly spend limit is reached (the detail names the limit and the month's spend); no turn starts and nothing is written"),
               (status = 409, description = "The session cannot take a message now"),
               (status = 422, description = "The body is invalid")))]
 #[tracing::instrument(skip_all, fields(session.id = %raw))]

@@ -122,6 +122,8 @@ async fn the_agent_s_budget_is_copied_at_create_and_turns_and_tokens_count_over_
         )
         .await;
     assert_eq!(agent["budget"], json!({"max_turns": 3}), "{agent}");
+    let none = app.create_agent("uncapped", json!({"budget": {}})).await;
+    assert_eq!(none["budget"], Value::Null, "`{{}}` is no budget: {none}");
     let s = app.create_session(json!({"agent_id": "capped"})).await;
     assert_eq!(s["budget"], json!({"max_turns": 3}));
     let own = app
@@ -174,6 +176,14 @@ async fn a_bad_budget_is_a_422_that_names_the_field_and_changes_nothing() {
             json!(["body", "budget", "max_turns"]),
         ),
         (json!({"max_dollars": 1}), json!(["body", "budget"])),
+        (
+            json!({"max_cost_usd": 5000000}),
+            json!(["body", "budget", "max_cost_usd"]),
+        ),
+        (
+            json!({"max_sandbox_seconds": 99999999}),
+            json!(["body", "budget", "max_sandbox_seconds"]),
+        ),
     ] {
         let r = app
             .http

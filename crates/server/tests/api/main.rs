@@ -63,6 +63,7 @@ mod session_limits;
 mod sessions;
 mod skill_bundles;
 mod skills;
+mod spend_limits;
 mod streaming;
 mod subagent_steps;
 mod subagents;

@@ -14,7 +14,7 @@ async fn the_catalogue_lists_the_stored_types_without_a_project() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let types: Vec<Value> = r.json().await.unwrap();
-    assert_eq!(types.len(), 20);
+    assert_eq!(types.len(), 21);
     assert!(types
         .iter()
         .all(|t| t["type"] != "agent.text_delta" && t["type"] != "stream_gap"));
@@ -36,6 +36,9 @@ async fn the_catalogue_lists_the_stored_types_without_a_project() {
     assert!(types
         .iter()
         .any(|t| t["type"] == "session.budget_reached" && t["group"] == "session"));
+    assert!(types
+        .iter()
+        .any(|t| t["type"] == "session.spend_warning" && t["group"] == "session"));
     app.stop().await;
 }
 
