@@ -25,6 +25,23 @@ pub struct MonthSpend {
 }
 
 impl MonthSpend {
+    /// The columns both queries read, in their order.
+    fn from_row(
+        month: Date,
+        cost_usd: f64,
+        requests: i64,
+        unpriced_requests: i64,
+        warned_at: Option<OffsetDateTime>,
+    ) -> Self {
+        MonthSpend {
+            month,
+            cost_usd,
+            requests,
+            unpriced_requests,
+            warned_at,
+        }
+    }
+
     /// `YYYY-MM`, as people and the events name it.
     pub fn month_name(&self) -> String {
         format!("{}-{:02}", self.month.year(), u8::from(self.month.month()))
@@ -70,13 +87,13 @@ pub async fn add(
     .await?;
     Ok(Standing {
         limits: r.limits.0,
-        spend: MonthSpend {
-            month: r.month,
-            cost_usd: r.cost_usd,
-            requests: r.requests,
-            unpriced_requests: r.unpriced_requests,
-            warned_at: r.warned_at,
-        },
+        spend: MonthSpend::from_row(
+            r.month,
+            r.cost_usd,
+            r.requests,
+            r.unpriced_requests,
+            r.warned_at,
+        ),
     })
 }
 
@@ -98,13 +115,13 @@ pub async fn standing(db: impl PgExecutor<'_>, project: ProjectId) -> Result<Sta
     .ok_or(crate::Error::NotFound)?;
     Ok(Standing {
         limits: r.limits.0,
-        spend: MonthSpend {
-            month: r.month,
-            cost_usd: r.cost_usd,
-            requests: r.requests,
-            unpriced_requests: r.unpriced_requests,
-            warned_at: r.warned_at,
-        },
+        spend: MonthSpend::from_row(
+            r.month,
+            r.cost_usd,
+            r.requests,
+            r.unpriced_requests,
+            r.warned_at,
+        ),
     })
 }
 
