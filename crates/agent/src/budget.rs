@@ -1,6 +1,7 @@
 //! The session's budget, checked before every model call of a turn (the run's frame's steps,
 //! its subagents' and compaction's): what the session had used when the turn began, plus
-//! what the turn has used since ([`Turn`]'s ledger and steps, and the time it has run).
+//! what the turn has used since (its ledger and steps in `tally::Turn`, and the time it has
+//! run).
 //!
 //! Invariants:
 //! * A call starts only while every limit is above what was used, so the session overshoots
@@ -9,11 +10,11 @@
 //!   from the next turn. A turn is one session's, and a session runs one turn at a time, so
 //!   what it had used then is not changed by anyone else meanwhile.
 
-use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::budget::{Budget, BudgetHit, BudgetUse};
 use sandbox_agents_domain::RunId;
 use sandbox_agents_errors::Result;
+use sandbox_agents_model::Usage;
 use sandbox_agents_store::sessions::SessionRecord;
 use sandbox_agents_store::{events, runs};
 use std::time::Instant;
@@ -27,17 +28,16 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// The limit the session has reached, counting what `turn` used so far; None while a
-    /// model call may start.
-    pub(crate) fn reached(&self, turn: &Turn) -> Option<BudgetHit> {
-        let t = &turn.ledger.total;
+    /// The limit the session has reached, counting what the turn used so far (`t`, over
+    /// `steps` steps of its own); None while a model call may start.
+    pub(crate) fn reached(&self, t: &Usage, steps: i32) -> Option<BudgetHit> {
         let used = BudgetUse {
             cost_usd: self.before.cost_usd + t.cost_usd,
             total_tokens: self
                 .before
                 .total_tokens
                 .saturating_add(i64::try_from(t.total_tokens).unwrap_or(i64::MAX)),
-            turns: self.before.turns + i64::from(turn.steps),
+            turns: self.before.turns + i64::from(steps),
             sandbox_seconds: self.before.sandbox_seconds + self.since.elapsed().as_secs_f64(),
         };
         self.budget.reached(&used)

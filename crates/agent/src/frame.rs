@@ -191,8 +191,14 @@ impl Runs {
             .await?;
             if summarising.requests > 0 {
                 turn.ledger.add(&sp.model, &sp.slug, summarising);
-                self.count_call(cast.project, id, Some(run), &summarising, Some(&mut *turn))
-                    .await;
+                self.count_call(
+                    cast.project,
+                    id,
+                    Some(run),
+                    &summarising,
+                    Some(&mut turn.month),
+                )
+                .await;
                 // The summary was a call of its own: the step's is checked again.
                 turn.check_budget()?;
             }
@@ -215,7 +221,7 @@ impl Runs {
                 id,
                 Some(run),
                 &completion.usage,
-                Some(&mut *turn),
+                Some(&mut turn.month),
             )
             .await;
             let mut handed = false;

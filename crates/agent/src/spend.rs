@@ -12,7 +12,6 @@
 //! * Counting is not the turn's business: a failed write is logged and the turn goes on
 //!   (the next call's write adds the figure it reads back).
 
-use crate::tally::Turn;
 use crate::Runs;
 use sandbox_agents_domain::budget::{BudgetHit, ProjectLimits, SPEND_WARNING_AT};
 use sandbox_agents_domain::event::{EventType, NewEvent};
@@ -53,14 +52,15 @@ impl Runs {
     }
 
     /// Counts a model call of `run` into its project's month, keeps what the turn knows of
-    /// the month current, and sends the month's 80 % warning when this call crossed it.
+    /// the month (`month`) current, and sends the month's 80 % warning when this call
+    /// crossed it.
     pub(crate) async fn count_call(
         &self,
         project: ProjectId,
         session: SessionId,
         run: Option<RunId>,
         usage: &Usage,
-        turn: Option<&mut Turn>,
+        month: Option<&mut Option<Month>>,
     ) {
         let db = &self.inner.db;
         let standing = match project_spend::add(
@@ -78,11 +78,11 @@ impl Runs {
                 return;
             }
         };
-        let month = Month::of(&standing);
-        if let Some(turn) = turn {
-            turn.month = month;
+        let now = Month::of(&standing);
+        if let Some(month) = month {
+            *month = now;
         }
-        let (Some(limit), Some(m)) = (standing.limits.monthly_cost_usd, month) else {
+        let (Some(limit), Some(m)) = (standing.limits.monthly_cost_usd, now) else {
             return;
         };
         if standing.spend.warned_at.is_some() || m.spent < limit * SPEND_WARNING_AT {

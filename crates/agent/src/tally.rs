@@ -34,7 +34,7 @@ impl Turn {
             return reached(hit, crate::finish::BudgetScope::Project);
         }
         match &self.budget {
-            Some(guard) => match guard.reached(self) {
+            Some(guard) => match guard.reached(&self.ledger.total, self.steps) {
                 Some(hit) => reached(hit, crate::finish::BudgetScope::Session(guard.budget)),
                 None => Ok(()),
             },
