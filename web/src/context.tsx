@@ -25,6 +25,11 @@ export function useAppContext(): Context {
   return c;
 }
 
+/** The context, or null outside its provider (a component rendered alone, as in its tests). */
+export function useOptionalAppContext(): Context | null {
+  return useContext(Ctx);
+}
+
 export function loginRedirect(me: Me): string | null {
   if (!me.auth_required || me.authenticated) return null;
   const base = me.login_url || '/login';

@@ -31,6 +31,9 @@ export const keys = {
     all: () => ['projects'] as const,
     detail: (ref: string) => ['project', ref] as const,
     members: (ref: string) => ['members', ref] as const,
+    /** Its spend this calendar month against its limits (GET /api/projects/{ref}/spend): read
+     * again after a change of its limits, and after a turn ends. */
+    spend: (ref: string) => ['project-spend', ref] as const,
   },
 
   agents: {

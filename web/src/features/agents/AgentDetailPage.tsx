@@ -9,6 +9,7 @@ import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { PageFallback } from '../../components/PageFallback';
+import { budgetSummary, limitsOf } from '../../lib/budget';
 import { policySummary } from '../../lib/network';
 import { RelTime } from '../../lib/time';
 import { AgentMemoryTab } from './AgentMemoryTab';
@@ -146,6 +147,11 @@ export default function AgentDetailPage() {
                 </Field>
                 <Field label="Network">
                   <span data-testid="agent-network">{policySummary(formFromAgent(a).network)}</span>
+                </Field>
+                <Field label="Session budget">
+                  <span data-testid="agent-budget" title="Copied to each session created without a budget of its own">
+                    {limitsOf(a.budget).length ? `${budgetSummary(a.budget)} per session` : 'none'}
+                  </span>
                 </Field>
               </SimpleGrid>
               {a.description && (

@@ -28,6 +28,7 @@ import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, ApiError, fieldErrors, unwrap, type Agent } from '../../api/client';
 import { keys } from '../../api/queryKeys';
+import { BudgetFields } from '../../components/BudgetFields';
 import { ErrorAlert, PageHeader } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { NetworkPolicyEditor } from '../../components/NetworkPolicyEditor';
@@ -133,6 +134,11 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
     const same = sent !== undefined && JSON.stringify(sent) === JSON.stringify(values.secret_bindings[i]);
     return err(k) ?? (same ? serverBindings[k] : undefined);
   };
+  // The server's word on the budget (a 422 names the limit), under the client's.
+  const serverErrors = fieldErrors(save.error);
+  const budgetErrors = Object.fromEntries(
+    Object.entries({ ...serverErrors, ...errors }).filter(([k]) => k === 'budget' || k.startsWith('budget.')),
+  );
   const sectionHasErrors = (prefixes: string[]) => Object.keys(errors).some((k) => prefixes.some((p) => k === p || k.startsWith(p + '.')));
 
   return (
@@ -229,6 +235,9 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           </Tabs.Tab>
           <Tabs.Tab value="network" color={Object.keys(networkErrors).length > 0 ? 'red' : undefined}>
             Network
+          </Tabs.Tab>
+          <Tabs.Tab value="budget" color={Object.keys(budgetErrors).length > 0 ? 'red' : undefined}>
+            Budget
           </Tabs.Tab>
           <Tabs.Tab value="tools" color={sectionHasErrors(['client_tools']) ? 'red' : undefined}>
             Client tools
@@ -340,6 +349,20 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
               onChange={(p) => set('network', p)}
               errors={networkErrors}
             />
+          </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="budget">
+          <Stack maw={820}>
+            <Text size="sm" c="dimmed">
+              The default budget of its sessions: limits on what a session’s turns spend, checked before every model call. A turn that reaches one stops there (nothing fails); raising the session’s budget lets its next message go on. A session created without a budget of its own gets a copy of this one then, so a change here applies to sessions created afterwards. All empty: no budget.
+            </Text>
+            <BudgetFields values={values.budget} onChange={(b) => set('budget', b)} errors={budgetErrors} />
+            {budgetErrors.budget && (
+              <Text size="sm" c="red" role="alert">
+                {budgetErrors.budget}
+              </Text>
+            )}
           </Stack>
         </Tabs.Panel>
 

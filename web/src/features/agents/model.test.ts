@@ -33,6 +33,18 @@ describe('validateAgentForm', () => {
     expect(agentBody(valid()).subagent_max_steps).toBeNull();
     expect(formFromAgent({ ...({} as Agent), manifest: { entries: {}, environment: {} }, subagent_max_steps: 7 } as Agent).subagent_max_steps).toBe('7');
   });
+  it('sends the default session budget (none when every limit is empty), reads it back and checks it', () => {
+    expect(agentBody(valid()).budget).toBeNull();
+    const v = { ...valid(), budget: { max_cost_usd: '0.35', max_total_tokens: '', max_turns: '50', max_sandbox_seconds: '' } };
+    expect(validateAgentForm(v)).toEqual({});
+    expect(agentBody(v).budget).toEqual({ max_cost_usd: 0.35, max_turns: 50 });
+    const a = { ...({} as Agent), manifest: { entries: {}, environment: {} }, budget: { max_total_tokens: 20000 } } as Agent;
+    expect(formFromAgent(a).budget).toEqual({ max_cost_usd: '', max_total_tokens: '20000', max_turns: '', max_sandbox_seconds: '' });
+    expect(formFromAgent({ ...a, budget: null }).budget.max_total_tokens).toBe('');
+    expect(Object.keys(validateAgentForm({ ...v, budget: { ...v.budget, max_turns: '1.5', max_cost_usd: '-2' } }))).toEqual(['budget.max_cost_usd', 'budget.max_turns']);
+    // A budget changed meanwhile is one of the fields a stale save names.
+    expect(changedFields(a, { ...a, budget: { max_total_tokens: 30000 } })).toEqual(['budget']);
+  });
   it('sends the network policy as the server takes it, and reads it back', () => {
     expect(agentBody(valid()).network).toEqual({ egress: 'open', allow: [], presets: [] });
     const network: NetworkPolicy = { egress: 'allowlist', allow: ['pypi.org', ' ', 'github.com:443'], presets: ['npm'] };

@@ -2,6 +2,7 @@
 // the rules of openapi.json's AgentCreate (patterns, lengths, ranges), so the form says what
 // is wrong before the server does. The server's 422 is still shown as it says it.
 import type { Agent, AgentCreate, ClientTool } from '../../api/client';
+import { budgetBody, budgetValuesOf, emptyBudget, validateBudget, type BudgetValues } from '../../lib/budget';
 import { defaultPolicy, policyBody, policyOf, samePolicy, type NetworkPolicy } from '../../lib/network';
 import { ENV_RE, SANDBOX_TOOLS, SLUG_RE, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
 import { bindingBody, bindingErrors, bindingRowOf, type BindingRow } from '../../lib/secretBindings';
@@ -61,6 +62,8 @@ export type AgentFormValues = {
   workspace_source: string; // JSON object or ''
   /** The egress policy; its entries are checked by the server (the editor shows its rules as hints). */
   network: NetworkPolicy;
+  /** The default budget of its sessions (copied when one is created without its own); all empty: none. */
+  budget: BudgetValues;
 };
 
 export function emptyAgentForm(): AgentFormValues {
@@ -89,6 +92,7 @@ export function emptyAgentForm(): AgentFormValues {
     skills_source: '',
     workspace_source: '',
     network: defaultPolicy(),
+    budget: emptyBudget(),
   };
 }
 
@@ -131,6 +135,7 @@ export function formFromAgent(a: Agent): AgentFormValues {
     skills_source: a.skills_source ? pretty(a.skills_source) : '',
     workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
     network: policyOf(a.network),
+    budget: budgetValuesOf(a.budget),
   };
 }
 
@@ -227,6 +232,7 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     else if (x.agent && named.has(name)) e[`subagents.${i}.tool_name`] = `Another subagent is already called ${name}.`;
     named.add(name);
   });
+  Object.assign(e, validateBudget(v.budget));
   for (const field of ['skills_source', 'workspace_source'] as const) {
     if (v[field].trim() === '') continue;
     const p = parseJson(v[field]);
@@ -285,12 +291,13 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     environment_id: orNull(v.environment_id),
     runtime_class: orNull(v.runtime_class),
     network: policyBody(v.network),
+    budget: budgetBody(v.budget),
   } as AgentCreate;
 }
 
 /** Fields whose values differ between two agents (what changed under a stale edit). */
 export function changedFields(a: Agent, b: Agent): string[] {
-  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network', 'runtime_class'] as const;
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network', 'runtime_class', 'budget'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
 }
 

@@ -10,9 +10,10 @@ import { BackendCard } from './BackendCard';
 export const PAYLOAD_KEYS: Record<string, string[]> = {
   'session.created': ['agent_id', 'title'],
   'session.status_running': ['backend', 'container_id'],
-  'session.status_idle': ['final_output', 'stop_reason', 'run_status', 'turns', 'usage', 'session_usage', 'sandbox_seconds', 'call_ids'],
+  'session.status_idle': ['final_output', 'stop_reason', 'run_status', 'turns', 'usage', 'session_usage', 'sandbox_seconds', 'call_ids', 'budget'],
   'session.status_error': ['error', 'run_status', 'stop_reason', 'turns', 'usage', 'session_usage', 'sandbox_seconds'],
   'session.status_stopped': ['reason'],
+  'session.budget_reached': ['limit', 'max', 'used', 'budget'],
   'user.message': ['text'],
   'user.file': ['path', 'size', 'filename'],
   'agent.message': ['text', 'subagent'],

@@ -7,12 +7,16 @@ import { api, unwrap } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../components/PageFallback';
+import { useOptionalAppContext } from '../../context';
 import { RelTime } from '../../lib/time';
+import { ProjectLimitsCard } from './ProjectLimitsCard';
 
 export default function ProjectDetailPage() {
   const { ref } = useParams();
   const qc = useQueryClient();
   const navigate = useNavigate();
+  // Outside the app's context (a test rendering the page alone) the server's 403 says who may.
+  const operator = useOptionalAppContext()?.operator ?? true;
   const path = { params: { path: { ref: ref! } } };
   const project = useQuery({ queryKey: keys.projects.detail(ref!), queryFn: () => unwrap(api.GET('/api/projects/{ref}', path)) });
   const members = useQuery({ queryKey: keys.projects.members(ref!), queryFn: () => unwrap(api.GET('/api/projects/{ref}/members', path)) });
@@ -41,6 +45,7 @@ export default function ProjectDetailPage() {
           </Stack>
         </form>
       </Card>
+      <ProjectLimitsCard project={project.data} operator={operator} />
       <Card withBorder>
         <Title order={4} mb="xs">Members</Title>
         <form onSubmit={(e) => { e.preventDefault(); if (email) add.mutate(); }}>

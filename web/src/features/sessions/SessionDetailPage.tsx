@@ -1,10 +1,11 @@
 import { Alert, Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconBox, IconClockStop, IconDatabase, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconBox, IconClockStop, IconCoin, IconDatabase, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, unwrap, type SessionEvent } from '../../api/client';
+import { useOptionalAppContext } from '../../context';
 import { ConfirmButton, ErrorAlert, PageHeader } from '../../components/common';
 import { PageFallback } from '../../components/PageFallback';
 import { download } from '../../lib/download';
@@ -17,6 +18,9 @@ import type { StreamStatus } from './events/sse';
 import { StatusBadge } from './StatusBadge';
 import { RequiresActionBanner, Transcript } from './Transcript';
 import { EditSessionModal } from './EditSessionModal';
+import { isSpendLimitRefusal, SpendLimitRefusal } from './SpendLimitRefusal';
+import { BudgetIndicator, BudgetModal } from './SessionBudget';
+import { budgetUseOf, limitRows } from './budget';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { parseTurnClientTools } from './startSession';
 import type { ClientTool } from '../../api/client';
@@ -59,6 +63,9 @@ export default function SessionDetailPage() {
   const tab = (TABS as readonly string[]).includes(tabParam ?? '') ? (tabParam as (typeof TABS)[number]) : 'transcript';
   const navigate = useNavigate();
   const qc = useQueryClient();
+  // The project the session is in (the one picked): its page holds the monthly spend limit.
+  const projectSlug = useOptionalAppContext()?.project?.slug ?? null;
+  const projectPath = projectSlug ? `/projects/${projectSlug}` : undefined;
 
   const detail = useQuery({
     queryKey: keys.sessions.detail(sessionId),
@@ -74,19 +81,25 @@ export default function SessionDetailPage() {
   const onEvents = useCallback(
     (events: SessionEvent[]) => {
       const types = new Set(events.map((e) => e.type));
-      const refreshSession = ['session.queued', 'session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'user.message', 'session.created', 'agent.handoff'];
+      const refreshSession = ['session.queued', 'session.status_running', 'session.status_stopped', 'session.status_idle', 'session.status_error', 'session.budget_reached', 'user.message', 'session.created', 'agent.handoff'];
       if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: keys.sessions.detail(sessionId) });
       if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
         qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) });
       }
       if (types.has('user.file')) qc.invalidateQueries({ queryKey: keys.sessions.files(sessionId) });
+      // The project's spend this month moved (a run ended, or its limit was neared or reached).
+      if (projectSlug && ['session.status_idle', 'session.status_error', 'session.spend_warning', 'session.budget_reached'].some((t) => types.has(t))) {
+        qc.invalidateQueries({ queryKey: keys.projects.spend(projectSlug) });
+      }
       // A python cell started or ended: the notebook changed.
       if (events.some(isPythonToolEvent)) qc.invalidateQueries({ queryKey: keys.sessions.notebook(sessionId) });
     },
-    [qc, sessionId],
+    [qc, sessionId, projectSlug],
   );
   const { log, status: streamStatus, error: streamError, reconnect } = useEventLog(sessionId, onEvents);
   const [editing, setEditing] = useState(false);
+  const [budgetOpen, setBudgetOpen] = useState(false);
+  const openBudget = useCallback(() => setBudgetOpen(true), []);
   const pythonInLog = useMemo(() => log.events.some(isPythonToolEvent), [log.events]);
 
   const act = useMutation({
@@ -124,6 +137,8 @@ export default function SessionDetailPage() {
   const resources = resourcesText(s.resources);
   const cost = s.usage?.requests ? describeCost(s.usage) : null;
   const idleTtl = idleTtlText(s.idle_ttl_seconds);
+  // A limit reached now: the next message stops before any model call.
+  const budgetSpent = limitRows(s.budget, budgetUseOf(s)).some((r) => r.reached);
 
   return (
     <Stack gap="sm">
@@ -170,6 +185,7 @@ export default function SessionDetailPage() {
                 </Anchor>
               </Tooltip>
             )}
+            <BudgetIndicator session={s} onOpen={openBudget} />
             {s.expires_at && !ended && (
               <Tooltip label={`Its max lifetime (${formatDuration(s.max_lifetime_seconds)}) ends then: the sandbox stops, and cannot be started again.`}>
                 <Text span size="sm" c="orange.8" data-testid="session-expires" style={{ display: 'inline-flex', alignItems: 'center', gap: 4 }}>
@@ -215,6 +231,9 @@ export default function SessionDetailPage() {
             <Button variant="default" leftSection={<IconPencil size={16} />} onClick={() => setEditing(true)}>
               Details
             </Button>
+            <Button variant="default" leftSection={<IconCoin size={16} />} onClick={openBudget} data-testid="edit-budget">
+              Budget
+            </Button>
             <Menu position="bottom-end">
               <Menu.Target>
                 <Button variant="default" leftSection={<IconDownload size={16} />}>
@@ -233,6 +252,7 @@ export default function SessionDetailPage() {
         }
       />
       <EditSessionModal key={s.updated_at} session={s} opened={editing} onClose={() => setEditing(false)} />
+      {budgetOpen && <BudgetModal session={s} onClose={() => setBudgetOpen(false)} />}
       <ErrorAlert error={act.error} />
       {s.status === 'error' && s.error && <ErrorAlert error={new Error(s.error)} title="The sandbox failed to start" />}
       {ended && (
@@ -268,8 +288,8 @@ export default function SessionDetailPage() {
         </Tabs.List>
         <Tabs.Panel value="transcript" pt="sm">
           <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) })} />
-          <Transcript log={log} pending={pending} height="calc(100vh - 400px)" />
-          <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} />
+          <Transcript log={log} pending={pending} height="calc(100vh - 400px)" onRaiseBudget={openBudget} projectPath={projectPath} />
+          <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} budgetSpent={budgetSpent} projectPath={projectPath} />
         </Tabs.Panel>
         <Suspense fallback={<PageFallback />}>
           <Tabs.Panel value="notebook" pt="sm">
@@ -310,7 +330,7 @@ export default function SessionDetailPage() {
 
 const TOOLS_PLACEHOLDER = '[\n  {\n    "name": "lookup_order",\n    "description": "Look an order up by its number",\n    "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},\n    "deferrable": false,\n    "timeout_seconds": 120\n  }\n]';
 
-function Composer({ sessionId, disabled, ended, busy }: { sessionId: string; disabled: boolean; ended: boolean; busy: boolean }) {
+function Composer({ sessionId, disabled, ended, busy, budgetSpent, projectPath }: { sessionId: string; disabled: boolean; ended: boolean; busy: boolean; budgetSpent: boolean; projectPath?: string }) {
   const [prompt, setPrompt] = useState('');
   const [maxTurns, setMaxTurns] = useState<number | ''>('');
   const [withTools, setWithTools] = useState(false);
@@ -347,7 +367,11 @@ function Composer({ sessionId, disabled, ended, busy }: { sessionId: string; dis
       }}
     >
       <Stack gap={6} mt="sm">
-        <ErrorAlert error={send.error} title="The message was not accepted" />
+        {isSpendLimitRefusal(send.error) ? (
+          <SpendLimitRefusal detail={send.error.detail} projectPath={projectPath} />
+        ) : (
+          <ErrorAlert error={send.error} title="The message was not accepted" />
+        )}
         {withTools && (
           <Input.Wrapper
             label="Client tools for this turn"
@@ -367,7 +391,15 @@ function Composer({ sessionId, disabled, ended, busy }: { sessionId: string; dis
           <Textarea
             style={{ flex: 1 }}
             aria-label="Message"
-            placeholder={ended ? 'Its lifetime ended: start a new session to go on' : busy ? 'A turn is in flight: interrupt it, or wait for it to end' : 'Message the agent (Ctrl+Enter to send)'}
+            placeholder={
+              ended
+                ? 'Its lifetime ended: start a new session to go on'
+                : busy
+                  ? 'A turn is in flight: interrupt it, or wait for it to end'
+                  : budgetSpent
+                    ? 'Its budget is reached: raise it (Budget, above) first, or a message stops before any model call'
+                    : 'Message the agent (Ctrl+Enter to send)'
+            }
             autosize
             minRows={2}
             maxRows={8}

@@ -89,6 +89,48 @@ describe('StartSessionModal', () => {
     expect(posted).toEqual([expect.objectContaining({ secret_bindings: [{ secret: 'GH', placeholder: { env: 'GITHUB_TOKEN', hosts: ['a.test', 'b.test.'] } }] })]);
   }, 30_000);
 
+  it('starts with the agent’s budget, or its own (from the agent’s), or none, and puts a 422 on its limit', async () => {
+    const posted: Record<string, unknown>[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      if (new URL(req.url).pathname === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'budget', 'max_sandbox_seconds'], msg: 'max_sandbox_seconds is a limit: a number, 0 or more' }] }, 422);
+      }
+      return json([]);
+    });
+    const capped = { ...agent, budget: { max_cost_usd: 0.5, max_turns: 30 } } as Agent;
+    renderInApp(<StartSessionModal agent={capped} opened onClose={() => {}} />);
+    const user = userEvent.setup({ delay: null });
+    await user.click(await screen.findByRole('button', { name: /Budget/ }));
+    expect(screen.getByTestId('agent-budget')).toHaveTextContent('The agent’s, copied now: $0.50 · 30 model steps.');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(1));
+    expect(posted[0].budget).toBeNull();
+
+    await user.click(screen.getByText('None'));
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(2));
+    expect(posted[1].budget).toEqual({});
+
+    // Its own: the agent's limits to start from.
+    await user.click(screen.getByText('Its own'));
+    expect(screen.getByRole('textbox', { name: 'Cost (US dollars)' })).toHaveValue('0.5');
+    await user.clear(screen.getByRole('textbox', { name: 'Cost (US dollars)' }));
+    await user.type(screen.getByRole('textbox', { name: 'Cost (US dollars)' }), '0.35');
+    await user.type(screen.getByRole('textbox', { name: 'Sandbox time (seconds)' }), '600');
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(3));
+    expect(posted[2].budget).toEqual({ max_cost_usd: 0.35, max_turns: 30, max_sandbox_seconds: 600 });
+    await waitFor(() => expect(screen.getByRole('textbox', { name: 'Sandbox time (seconds)' })).toHaveAccessibleDescription(/max_sandbox_seconds is a limit/));
+
+    // Its own with every field emptied: said, not sent.
+    for (const name of ['Cost (US dollars)', 'Model steps', 'Sandbox time (seconds)']) await user.clear(screen.getByRole('textbox', { name }));
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    expect(await screen.findByTestId('budget-error')).toHaveTextContent('Set at least one limit');
+    expect(posted).toHaveLength(3);
+  }, 30_000);
+
   it('checks fields before sending anything', async () => {
     const fetch = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
     renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);

@@ -1,21 +1,24 @@
-import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, NumberInput, type NumberInputProps, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
+import { Accordion, ActionIcon, Alert, Autocomplete, Button, Group, Input, Modal, NumberInput, type NumberInputProps, SegmentedControl, Select, SimpleGrid, Stack, Switch, Text, TextInput, Textarea } from '@mantine/core';
 import { IconPlayerPlay, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useNavigate } from 'react-router-dom';
 import { api, unwrap, type Agent } from '../../api/client';
 import { keys } from '../../api/queryKeys';
+import { BudgetFields } from '../../components/BudgetFields';
 import { ErrorAlert } from '../../components/common';
+import { isSpendLimitRefusal, SpendLimitRefusal } from './SpendLimitRefusal';
+import { budgetSummary, budgetValuesOf, hasLimits } from '../../lib/budget';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { MAX_SESSION_SECONDS, MIN_DISK_MB } from './limits';
 import { SecretBindingsEditor } from '../../components/SecretBindingsEditor';
-import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type Errors, type StartSessionValues } from './startSession';
+import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type BudgetMode, type Errors, type StartSessionValues } from './startSession';
 
 const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
 
 /**
  * "Start a session": with an agent (from its page) or a picker (from the sessions list), and
- * under "Advanced" and "Limits" everything else POST /api/sessions takes. Checked as the
+ * under "Advanced", "Limits" and "Budget" everything else POST /api/sessions takes. Checked as the
  * server checks; a 422's field errors land next to their fields, their section unfolded.
  */
 export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { agent?: Agent; defaultAgent?: string; opened: boolean; onClose: () => void }) {
@@ -226,13 +229,50 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
                 </SimpleGrid>
               </Accordion.Panel>
             </Accordion.Item>
+            <Accordion.Item value="budget">
+              <Accordion.Control>Budget: cost, tokens, model steps, sandbox time</Accordion.Control>
+              <Accordion.Panel>
+                <Stack gap="sm">
+                  <Text size="xs" c="dimmed">
+                    Limits on what its turns spend, checked before every model call: a turn that reaches one stops there, and raising it lets the next message go on. It can be changed on the session’s page.
+                  </Text>
+                  <SegmentedControl
+                    aria-label="Budget"
+                    data={[
+                      { value: 'agent', label: 'The agent’s' },
+                      { value: 'own', label: 'Its own' },
+                      { value: 'none', label: 'None' },
+                    ]}
+                    value={v.budgetMode}
+                    onChange={(x) => {
+                      const mode = x as BudgetMode;
+                      // Its own starts from the agent's, when there is one and nothing was typed yet.
+                      setV((old) => ({ ...old, budgetMode: mode, budget: mode === 'own' && !hasLimits(old.budget) ? budgetValuesOf(picked?.budget) : old.budget }));
+                    }}
+                    data-testid="budget-mode"
+                  />
+                  {v.budgetMode === 'agent' && (
+                    <Text size="sm" data-testid="agent-budget">
+                      {picked ? `The agent’s, copied now: ${budgetSummary(picked.budget)}.` : 'The agent’s default budget, copied now (if it has one).'}
+                    </Text>
+                  )}
+                  {v.budgetMode === 'none' && <Text size="sm">No budget, whatever the agent’s default.</Text>}
+                  {v.budgetMode === 'own' && <BudgetFields values={v.budget} onChange={(b) => set('budget', b)} errors={errors} />}
+                  {err('budget') && (
+                    <Text size="sm" c="red" role="alert" data-testid="budget-error">
+                      {err('budget')}
+                    </Text>
+                  )}
+                </Stack>
+              </Accordion.Panel>
+            </Accordion.Item>
           </Accordion>
           {Object.keys(errors).length > 0 && !start.error && (
             <Alert color="red" role="alert" data-testid="start-errors">
               Fix the fields marked above first.
             </Alert>
           )}
-          <ErrorAlert error={start.error} />
+          {isSpendLimitRefusal(start.error) ? <SpendLimitRefusal detail={start.error.detail} /> : <ErrorAlert error={start.error} />}
           <Group justify="flex-end">
             <Button variant="default" onClick={onClose}>
               Cancel

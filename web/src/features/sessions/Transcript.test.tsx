@@ -1,8 +1,10 @@
 import { screen, waitFor } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { renderInApp as wrap } from '../../test/render';
-import { RequiresActionBanner } from './Transcript';
+import type { SessionEvent } from '../../api/client';
+import { emptyLog } from './events/eventLog';
+import { RequiresActionBanner, Transcript } from './Transcript';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -24,5 +26,79 @@ describe('RequiresActionBanner', () => {
     await userEvent.click(screen.getByRole('button', { name: 'Send answer' }));
     await waitFor(() => expect(onAnswered).toHaveBeenCalled());
     expect(bodies).toEqual([{ call_id: 'c1', output: 'yes', is_error: true }]);
+  });
+});
+
+const ev = (seq: number, type: string, payload: Record<string, unknown> = {}): SessionEvent =>
+  ({ seq, type, payload, run_id: 'R', session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
+
+describe('a turn stopped at the budget', () => {
+  // jsdom lays nothing out: give the transcript's scroll box (and each row) a size, so the
+  // virtual list renders its rows.
+  beforeEach(() => {
+    vi.spyOn(Element.prototype, 'clientHeight', 'get').mockReturnValue(600);
+    vi.spyOn(Element.prototype, 'clientWidth', 'get').mockReturnValue(800);
+    vi.spyOn(HTMLElement.prototype, 'getBoundingClientRect').mockReturnValue({ x: 0, y: 0, top: 0, left: 0, bottom: 60, right: 800, width: 800, height: 60, toJSON: () => ({}) } as DOMRect);
+  });
+  const hit = (used: number, max: number) => ({ limit: 'max_cost_usd', max, used, budget: { max_cost_usd: max } });
+  const stop = (seq: number, used: number, max: number) => [
+    ev(seq, 'session.budget_reached', hit(used, max)),
+    ev(seq + 1, 'session.status_idle', { stop_reason: 'budget_reached', run_status: 'completed', turns: 4, budget: hit(used, max), usage: { input_tokens: 400, output_tokens: 40, requests: 4 } }),
+  ];
+
+  it('names the limit in words, ends as a normal run, and offers to raise the budget on the newest end only', async () => {
+    const onRaise = vi.fn();
+    const log = { ...emptyLog(), events: [ev(1, 'user.message', { text: 'loop' }), ...stop(2, 0.4000000000000001, 0.35), ev(4, 'user.message', { text: 'go on' }), ...stop(5, 0.6, 0.55)] };
+    wrap(<Transcript log={log} pending={[]} height="600px" onRaiseBudget={onRaise} />);
+    const reached = await screen.findAllByTestId('budget-reached');
+    expect(reached.map((r) => r.getAttribute('data-limit'))).toEqual(['max_cost_usd', 'max_cost_usd']);
+    expect(screen.getAllByTestId('budget-reached-text').map((t) => t.textContent)).toEqual([
+      'Stopped at the budget: cost $0.40 of the $0.35 limit',
+      'Stopped at the budget: cost $0.60 of the $0.55 limit',
+    ]);
+    expect(reached[0]).toHaveTextContent('nothing failed');
+    const ends = screen.getAllByTestId('run-end');
+    expect(ends.map((e) => e.textContent)).toEqual([expect.stringContaining('Run finished · stopped at the budget · 4 turns'), expect.stringContaining('Run finished · stopped at the budget · 4 turns')]);
+    // Not an error: not said as a failure, and no red.
+    expect(ends[1]).not.toHaveTextContent(/failed/i);
+    expect(screen.getAllByTestId('raise-budget-hint')).toHaveLength(1);
+    expect(ends[1]).toContainElement(screen.getByTestId('raise-budget-hint'));
+    await userEvent.click(screen.getByRole('button', { name: 'Raise the budget' }));
+    expect(onRaise).toHaveBeenCalledTimes(1);
+  });
+
+  it('offers nothing once a later turn ended otherwise', async () => {
+    const log = { ...emptyLog(), events: [...stop(1, 0.4, 0.35), ev(3, 'user.message', { text: 'hi' }), ev(4, 'session.status_idle', { stop_reason: 'end_turn', turns: 1 })] };
+    wrap(<Transcript log={log} pending={[]} height="600px" onRaiseBudget={() => {}} />);
+    expect(await screen.findAllByTestId('run-end')).toHaveLength(2);
+    expect(screen.queryByTestId('raise-budget-hint')).toBeNull();
+  });
+
+  it('says a stop at the project’s monthly limit apart, and points to the project’s page, not the session’s budget', async () => {
+    const onRaise = vi.fn();
+    const hit = { limit: 'monthly_cost_usd', max: 0.5, used: 0.5, scope: 'project' };
+    const log = {
+      ...emptyLog(),
+      events: [
+        ev(1, 'user.message', { text: 'loop' }),
+        ev(2, 'session.spend_warning', { limit: 'monthly_cost_usd', max: 0.5, spent: 0.4, month: '2026-12', at: 0.8 }),
+        ev(3, 'session.budget_reached', hit),
+        ev(4, 'session.status_idle', { stop_reason: 'budget_reached', run_status: 'completed', turns: 5, budget: hit }),
+      ],
+    };
+    wrap(<Transcript log={log} pending={[]} height="600px" onRaiseBudget={onRaise} projectPath="/projects/default" />);
+    expect(await screen.findByTestId('spend-warning-text')).toHaveTextContent('The project has spent $0.40 of its $0.50 monthly limit (80 %)');
+    expect(screen.getByTestId('spend-warning')).toHaveTextContent('This month (2026-12, UTC)');
+    const reached = screen.getByTestId('budget-reached');
+    expect(reached).toHaveAttribute('data-scope', 'project');
+    expect(screen.getByTestId('budget-reached-text')).toHaveTextContent("Stopped at the project's monthly spend limit: $0.50 spent of $0.50");
+    expect(reached).not.toHaveTextContent('session’s budget');
+    expect(screen.getByTestId('run-end')).toHaveTextContent('Run finished · stopped at the project’s monthly spend limit · 5 turns');
+    // No session budget dialog: the project's page instead.
+    expect(screen.queryByTestId('raise-budget-hint')).toBeNull();
+    expect(screen.queryByRole('button', { name: 'Raise the budget' })).toBeNull();
+    expect(screen.getByTestId('project-limit-hint')).toHaveTextContent('until an operator raises its monthly limit');
+    expect(screen.getByRole('link', { name: /Project’s spend limit/ })).toHaveAttribute('href', '/projects/default');
+    expect(onRaise).not.toHaveBeenCalled();
   });
 });

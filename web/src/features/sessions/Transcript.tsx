@@ -1,10 +1,13 @@
 import { Alert, Badge, Box, Button, Checkbox, Code, Group, Paper, Stack, Text, Textarea, UnstyledButton } from '@mantine/core';
-import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
+import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconCoin, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
 import { useMutation } from '@tanstack/react-query';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import { Link } from 'react-router-dom';
 import { api, unwrap, type ClientToolCall } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
+import { budgetReachedText, budgetSummary, type Budget } from '../../lib/budget';
+import { isProjectScope, spendWarningText } from '../../lib/spendLimit';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
 import type { EventLogState } from './events/eventLog';
 import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, statusLabel, type Item, type ToolItem } from './events/transcript';
@@ -13,6 +16,12 @@ type Ctx = {
   expanded: Set<string>;
   toggle: (id: string) => void;
   pending: Map<string, ClientToolCall>;
+  /** Opens the session's budget, from the end of a turn that stopped at it. */
+  onRaiseBudget?: () => void;
+  /** The newest run end's id: only it offers to raise the budget. */
+  lastEndId: string | null;
+  /** The project's page (its monthly spend limit), from a turn that stopped at that limit. */
+  projectPath?: string;
 };
 
 const text = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v, null, 2));
@@ -284,12 +293,18 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
     case 'terminal': {
       const error = item.event.type === 'session.status_error';
       const requiresAction = p.stop_reason === 'requires_action';
+      // A stop at the budget is an ordinary end (the run completed): said in words, with the
+      // way on (raise the budget, send again) on the newest end.
+      const atBudget = !error && p.stop_reason === 'budget_reached';
+      // The project's monthly limit is not the session's budget: its admins cannot raise it
+      // here, so the way on is the project's page (an operator's), not the budget dialog.
+      const atProjectLimit = atBudget && isProjectScope(p.budget);
       return (
-        <Paper p="xs" radius="sm" bg={error ? 'var(--mantine-color-red-light)' : requiresAction ? 'var(--mantine-color-orange-light)' : 'var(--mantine-color-default-hover)'} data-testid="run-end">
+        <Paper p="xs" radius="sm" bg={error ? 'var(--mantine-color-red-light)' : requiresAction ? 'var(--mantine-color-orange-light)' : 'var(--mantine-color-default-hover)'} data-testid="run-end" data-stop-reason={typeof p.stop_reason === 'string' ? p.stop_reason : undefined}>
           <Group gap="xs" justify="space-between">
             <Text size="xs" fw={600}>
               {error ? 'Run failed' : requiresAction ? 'Paused: requires action' : p.stop_reason === 'cancelled' ? 'Run cancelled' : 'Run finished'}
-              {p.stop_reason ? ` · ${text(p.stop_reason)}` : ''}
+              {atProjectLimit ? ' · stopped at the project’s monthly spend limit' : atBudget ? ' · stopped at the budget' : p.stop_reason ? ` · ${text(p.stop_reason)}` : ''}
               {typeof p.turns === 'number' ? ` · ${p.turns} turns` : ''}
             </Text>
             <RelTime value={item.event.created_at} size="xs" c="dimmed" />
@@ -300,9 +315,70 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
             </Text>
           )}
           <Usage usage={p.usage as Record<string, unknown>} />
+          {atProjectLimit && ctx.lastEndId === item.id && (
+            <Group gap="xs" mt={4} data-testid="project-limit-hint">
+              <Text size="xs" c="dimmed">
+                No turn starts in this project until next month (UTC), or until an operator raises its monthly limit.
+              </Text>
+              {ctx.projectPath && (
+                <Button component={Link} to={ctx.projectPath} size="compact-xs" variant="light" color="orange" leftSection={<IconCoin size={12} />}>
+                  Project’s spend limit
+                </Button>
+              )}
+            </Group>
+          )}
+          {atBudget && !atProjectLimit && ctx.onRaiseBudget && ctx.lastEndId === item.id && (
+            <Group gap="xs" mt={4} data-testid="raise-budget-hint">
+              <Text size="xs" c="dimmed">
+                Raise the budget (or remove it), then send a message to go on from here.
+              </Text>
+              <Button size="compact-xs" variant="light" color="orange" leftSection={<IconCoin size={12} />} onClick={ctx.onRaiseBudget}>
+                Raise the budget
+              </Button>
+            </Group>
+          )}
         </Paper>
       );
     }
+    case 'budget': {
+      const budget = (p.budget ?? null) as Budget | null;
+      const project = isProjectScope(p);
+      return (
+        <Paper p="xs" radius="sm" bg="var(--mantine-color-orange-light)" data-testid="budget-reached" data-limit={typeof p.limit === 'string' ? p.limit : undefined} data-scope={project ? 'project' : 'session'}>
+          <Group gap="xs" justify="space-between" wrap="nowrap">
+            <Group gap={6} wrap="nowrap" style={{ minWidth: 0 }}>
+              <IconCoin size={16} style={{ flex: 'none' }} />
+              <Text size="sm" fw={600} data-testid="budget-reached-text">
+                {budgetReachedText(p)}
+              </Text>
+            </Group>
+            <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+          </Group>
+          <Text size="xs" c="dimmed">
+            {project
+              ? 'The turn ended before its next model call; nothing failed. The limit is the project’s, over all its sessions this calendar month (UTC).'
+              : `The turn ended before its next model call; nothing failed. The session’s budget: ${budgetSummary(budget)}.`}
+          </Text>
+        </Paper>
+      );
+    }
+    case 'spend_warning':
+      return (
+        <Paper p="xs" radius="sm" bg="var(--mantine-color-yellow-light)" data-testid="spend-warning">
+          <Group gap="xs" justify="space-between" wrap="nowrap">
+            <Group gap={6} wrap="nowrap" style={{ minWidth: 0 }}>
+              <IconAlertTriangle size={16} style={{ flex: 'none' }} color="var(--mantine-color-orange-8)" />
+              <Text size="sm" fw={600} data-testid="spend-warning-text">
+                {spendWarningText(p)}
+              </Text>
+            </Group>
+            <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+          </Group>
+          <Text size="xs" c="dimmed">
+            {typeof p.month === 'string' ? `This month (${p.month}, UTC)` : 'This month'}, over all its sessions. At the limit no turn starts, and turns in flight stop before their next model call.
+          </Text>
+        </Paper>
+      );
     case 'status': {
       return (
         <Group gap={6} justify="center">
@@ -315,8 +391,9 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
   }
 });
 
-export function Transcript({ log, pending, height }: { log: EventLogState; pending: ClientToolCall[]; height: string }) {
+export function Transcript({ log, pending, height, onRaiseBudget, projectPath }: { log: EventLogState; pending: ClientToolCall[]; height: string; onRaiseBudget?: () => void; projectPath?: string }) {
   const items = useMemo(() => buildTranscript(log.events, log.streaming, log.toolOutput), [log.events, log.streaming, log.toolOutput]);
+  const lastEndId = useMemo(() => items.findLast((i) => i.kind === 'terminal')?.id ?? null, [items]);
   const [expanded, setExpanded] = useState<Set<string>>(() => new Set());
   const pendingMap = useMemo(() => new Map(pending.map((c) => [c.call_id, c])), [pending]);
   const ctx: Ctx = useMemo(
@@ -330,8 +407,11 @@ export function Transcript({ log, pending, height }: { log: EventLogState; pendi
           return n;
         }),
       pending: pendingMap,
+      onRaiseBudget,
+      lastEndId,
+      projectPath,
     }),
-    [expanded, pendingMap],
+    [expanded, pendingMap, onRaiseBudget, lastEndId, projectPath],
   );
   const parent = useRef<HTMLDivElement>(null);
   const stick = useRef(true);

@@ -1,7 +1,11 @@
-import { Alert, Card, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
+import { Alert, Button, Card, Group, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
+import { IconCoin } from '@tabler/icons-react';
+import { useState } from 'react';
 import type { SessionDetail } from '../../api/client';
 import { CostCard, CostText, StatCard } from '../../components/Stat';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
+import { budgetUseOf, limitRows } from './budget';
+import { BudgetMeters, BudgetModal } from './SessionBudget';
 
 type Tokens = { input_tokens?: number; output_tokens?: number; total_tokens?: number; requests?: number; active_seconds?: number; cost_usd?: number; unpriced_requests?: number };
 
@@ -49,6 +53,30 @@ function Breakdown({ title, data, testId }: { title: string; data: Record<string
   );
 }
 
+/** The session's budget: each limit against what was used, and the way to change it. */
+function BudgetCard({ session }: { session: SessionDetail }) {
+  const [open, setOpen] = useState(false);
+  const rows = limitRows(session.budget, budgetUseOf(session));
+  return (
+    <Card withBorder data-testid="usage-budget">
+      <Group justify="space-between" mb="xs">
+        <Title order={5}>Budget</Title>
+        <Button size="xs" variant="light" leftSection={<IconCoin size={14} />} onClick={() => setOpen(true)}>
+          {rows.length ? 'Change' : 'Set a budget'}
+        </Button>
+      </Group>
+      {rows.length ? (
+        <BudgetMeters rows={rows} />
+      ) : (
+        <Text size="sm" c="dimmed">
+          No budget: its turns end when the model finishes or at their step limit. A budget stops a turn before the model call that would go past a limit of cost, tokens, model steps or sandbox time.
+        </Text>
+      )}
+      {open && <BudgetModal session={session} onClose={() => setOpen(false)} />}
+    </Card>
+  );
+}
+
 /** What the session used: tokens, cost and time in all, by model and by agent, and each run's share. */
 export default function UsageTab({ session }: { session: SessionDetail }) {
   if (session.status === 'error') return <Alert color="red">{session.error}</Alert>;
@@ -63,6 +91,7 @@ export default function UsageTab({ session }: { session: SessionDetail }) {
         <StatCard label="Model time" value={formatDuration(u.active_seconds)} />
         <StatCard label="Sandbox time" value={formatDuration(session.sandbox_seconds)} />
       </SimpleGrid>
+      <BudgetCard session={session} />
       <SimpleGrid cols={{ base: 1, md: 2 }}>
         <Breakdown title="By model" data={u.by_model} testId="usage-by-model" />
         <Breakdown title="By agent" data={u.by_agent} testId="usage-by-agent" />
@@ -96,7 +125,7 @@ export default function UsageTab({ session }: { session: SessionDetail }) {
                     </Table.Td>
                     <Table.Td>
                       {r.status}
-                      {r.stop_reason ? ` · ${r.stop_reason}` : ''}
+                      {r.stop_reason === 'budget_reached' ? ' · stopped at the budget' : r.stop_reason ? ` · ${r.stop_reason}` : ''}
                     </Table.Td>
                     <Table.Td>{r.turns}</Table.Td>
                     <Table.Td>{formatNumber((r.usage as Tokens)?.total_tokens)}</Table.Td>

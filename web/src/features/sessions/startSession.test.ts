@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../api/client';
 import { emptyBindingRow, type BindingRow } from '../../lib/secretBindings';
-import { emptyStartSession, fieldErrorsOf, metadataValue, parseTurnClientTools, startSessionBody, validateManifest, validateStartSession } from './startSession';
+import { emptyStartSession, fieldErrorsOf, metadataValue, parseTurnClientTools, sectionsWithErrors, startSessionBody, validateManifest, validateStartSession } from './startSession';
 
 const valid = () => emptyStartSession('analyst');
 const row = (secret: string, env: string): BindingRow => ({ ...emptyBindingRow(), secret, env });
@@ -9,7 +9,7 @@ const row = (secret: string, env: string): BindingRow => ({ ...emptyBindingRow()
 describe('validateStartSession', () => {
   it('accepts the agent alone, and sends null for everything left alone', () => {
     expect(validateStartSession(valid())).toEqual({});
-    expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null, idle_ttl_seconds: null, max_lifetime_seconds: null, resources: null });
+    expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null, budget: null, idle_ttl_seconds: null, max_lifetime_seconds: null, resources: null });
     expect(startSessionBody({ ...valid(), environment: ' 01a2321d-484e-7689-af64-6c1f20a7dba8 ' }).environment_id).toBe('01a2321d-484e-7689-af64-6c1f20a7dba8');
   });
   it('needs an agent and a model that is not blank', () => {
@@ -42,6 +42,27 @@ describe('validateStartSession', () => {
       metadata: [{ key: 'n', value: '42' }, { key: 'j', value: '{"a":1}' }, { key: 's', value: 'plain text' }],
     });
     expect(body).toMatchObject({ title: 'T', prompt: 'Hi', model: 'gpt-x', instructions: '', manifest: { environment: { MODE: 'x' } }, secret_bindings: [{ secret: 'TOKEN', env: 'API_TOKEN' }], metadata: { n: 42, j: { a: 1 }, s: 'plain text' } });
+  });
+});
+
+describe('a new session’s budget', () => {
+  it('is the agent’s (null), none ({}) or its own limits, checked before sending', () => {
+    expect(startSessionBody({ ...valid(), budgetMode: 'none' }).budget).toEqual({});
+    const own = { ...valid(), budgetMode: 'own' as const, budget: { max_cost_usd: '0.35', max_total_tokens: '', max_turns: '40', max_sandbox_seconds: '' } };
+    expect(validateStartSession(own)).toEqual({});
+    expect(startSessionBody(own).budget).toEqual({ max_cost_usd: 0.35, max_turns: 40 });
+    // Typed but then set back to the agent's: the fields are not sent.
+    expect(startSessionBody({ ...own, budgetMode: 'agent' }).budget).toBeNull();
+    const empty = validateStartSession({ ...valid(), budgetMode: 'own' });
+    expect(empty.budget).toMatch(/at least one limit/);
+    const bad = validateStartSession({ ...own, budget: { ...own.budget, max_turns: '2.5', max_cost_usd: '2000000' } });
+    expect(Object.keys(bad).sort()).toEqual(['budget.max_cost_usd', 'budget.max_turns']);
+    expect(sectionsWithErrors(bad)).toEqual(['budget']);
+    expect(sectionsWithErrors({ ...bad, 'resources.cpus': 'x', model: 'y' })).toEqual(['advanced', 'limits', 'budget']);
+  });
+  it('puts a 422 on the limit it names', () => {
+    const err = new ApiError(422, 'x', { detail: [{ loc: ['body', 'budget', 'max_cost_usd'], msg: 'max_cost_usd is a limit: a number, 0 or more' }] });
+    expect(fieldErrorsOf(err)).toEqual({ 'budget.max_cost_usd': 'max_cost_usd is a limit: a number, 0 or more' });
   });
 });
 

@@ -2,8 +2,9 @@
 // validation with the rules of openapi.json (SessionCreate, SecretBinding, ManifestSpec,
 // ClientTool), their conversion to the API's bodies, and a 422's field list mapped back onto
 // the fields, so the dialog says what is wrong where it is wrong. The limits (idle TTL,
-// lifetime, resources) are in limits.ts.
+// lifetime, resources) are in limits.ts, the budget's fields in lib/budget.ts.
 import { ApiError, fieldErrorList, type ClientTool, type Schemas } from '../../api/client';
+import { budgetBody, emptyBudget, hasLimits, validateBudget, type BudgetValues } from '../../lib/budget';
 import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
 import { bindingBody, bindingErrors, serverBindingErrors, type BindingRow } from '../../lib/secretBindings';
 import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
@@ -24,17 +25,25 @@ export type StartSessionValues = {
   manifest: string; // JSON text; '' for none
   secret_bindings: BindingRow[];
   metadata: { key: string; value: string }[];
+  /** `agent`: the agent's budget, copied at create (null); `own`: the fields; `none`: no budget even if the agent has one (`{}`). */
+  budgetMode: BudgetMode;
+  budget: BudgetValues;
 } & LimitValues;
 
+export type BudgetMode = 'agent' | 'own' | 'none';
+
 export function emptyStartSession(agent = ''): StartSessionValues {
-  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], ...emptyLimits() };
+  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], budgetMode: 'agent', budget: emptyBudget(), ...emptyLimits() };
 }
 
-/** The dialog's folded sections ("advanced", "limits") holding a field with an error. */
+const isBudgetKey = (k: string) => k === 'budget' || k.startsWith('budget.');
+
+/** The dialog's folded sections ("advanced", "limits", "budget") holding a field with an error. */
 export function sectionsWithErrors(errors: Errors): string[] {
   const keys = Object.keys(errors).filter((k) => !['agent_id', 'title', 'prompt'].includes(k));
   const limits = keys.filter((k) => LIMIT_FIELDS.includes(k));
-  return [...(keys.length > limits.length ? ['advanced'] : []), ...(limits.length ? ['limits'] : [])];
+  const budget = keys.filter(isBudgetKey);
+  return [...(keys.length > limits.length + budget.length ? ['advanced'] : []), ...(limits.length ? ['limits'] : []), ...(budget.length ? ['budget'] : [])];
 }
 
 export const MAX_SECRET_BINDINGS = 32;
@@ -95,6 +104,10 @@ export function metadataValue(text: string): unknown {
 /** Every field error at once, keyed by field (`secret_bindings.0.env` for rows). */
 export function validateStartSession(v: StartSessionValues): Errors {
   const e: Errors = validateLimits(v);
+  if (v.budgetMode === 'own') {
+    Object.assign(e, validateBudget(v.budget));
+    if (!hasLimits(v.budget)) e.budget = 'Set at least one limit, or choose the agent’s budget or none.';
+  }
   if (blank(v.agent)) e.agent_id = 'Pick an agent.';
   if (v.model !== '' && blank(v.model)) e.model = 'Leave empty for the agent’s model, or name one.';
   const m = validateManifest(v.manifest);
@@ -123,6 +136,7 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
     from_snapshot_id: null,
     environment_id: blank(v.environment) ? null : v.environment.trim(),
     prompt: v.prompt.trim() ? v.prompt : null,
+    budget: v.budgetMode === 'none' ? {} : v.budgetMode === 'own' ? budgetBody(v.budget) : null,
     ...limitsBody(v),
   };
 }

@@ -5,10 +5,12 @@ import { useQuery } from '@tanstack/react-query';
 import { useSearchParams } from 'react-router-dom';
 import { EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { CostCard, CostText, StatCard } from '../../components/Stat';
+import { useOptionalAppContext } from '../../context';
 import { formatUsd } from '../../lib/money';
 import { formatDuration, formatNumber } from '../../lib/time';
 import { fetchUsage, type GroupBy, type UsageGroup, type UsageReport } from './usageApi';
 import { keys } from '../../api/queryKeys';
+import { MonthlyLimitCard } from './MonthlyLimitCard';
 
 const day = (d: Date) => d.toISOString().slice(0, 10);
 const calls = (n: number) => `${formatNumber(n)} call${n === 1 ? '' : 's'}`;
@@ -50,6 +52,8 @@ export default function UsagePage() {
     else n.set(k, v);
     setParams(n, { replace: true });
   };
+  // The project picked (none when the page is rendered alone, as in its tests).
+  const projectSlug = useOptionalAppContext()?.project?.slug ?? null;
   const usage = useQuery({ queryKey: keys.usage.report({ from, to, groupBy, agent }), queryFn: () => fetchUsage({ from, to, groupBy, agent }), retry: false });
   const groups = usage.data?.groups ?? [];
   const total = usage.data?.total;
@@ -67,6 +71,7 @@ export default function UsagePage() {
           </Badge>
         )}
       </Group>
+      <MonthlyLimitCard projectSlug={projectSlug} />
       <ErrorAlert error={usage.error} />
       {total && (
         <>

@@ -60,6 +60,36 @@ describe('buildTranscript', () => {
     expect(transcriptMarkdown('T', events)).toContain('```python\nx = 6 * 7\nprint(x)\n```');
   });
 
+  it('shows the project’s spend warning and a stop at its monthly limit in words of their own', () => {
+    const hit = { limit: 'monthly_cost_usd', max: 0.5, used: 0.5, scope: 'project' };
+    const events = [
+      ev(1, 'user.message', { text: 'loop' }),
+      ev(2, 'session.spend_warning', { limit: 'monthly_cost_usd', max: 0.5, spent: 0.4, month: '2026-12', at: 0.8 }),
+      ev(3, 'session.budget_reached', hit),
+      ev(4, 'session.status_idle', { stop_reason: 'budget_reached', run_status: 'completed', budget: hit }),
+    ];
+    expect(buildTranscript(events).map((i) => i.kind)).toEqual(['user', 'spend_warning', 'budget', 'terminal']);
+    expect(statusLabel(events[1])).toBe('The project has spent $0.40 of its $0.50 monthly limit (80 %)');
+    expect(statusLabel(events[2])).toBe("Stopped at the project's monthly spend limit: $0.50 spent of $0.50");
+    const md = transcriptMarkdown('t', events);
+    expect(md).toContain('_The project has spent $0.40 of its $0.50 monthly limit (80 %)_');
+    expect(md).toContain("_Stopped at the project's monthly spend limit: $0.50 spent of $0.50_");
+  });
+
+  it('shows a stop at the budget as its own row before the run’s end, in the Markdown too', () => {
+    const hit = { limit: 'max_cost_usd', max: 0.35, used: 0.4, budget: { max_cost_usd: 0.35 } };
+    const events = [
+      ev(1, 'user.message', { text: 'go' }),
+      ev(2, 'session.budget_reached', hit),
+      ev(3, 'session.status_idle', { stop_reason: 'budget_reached', run_status: 'completed', budget: hit }),
+    ];
+    expect(buildTranscript(events).map((i) => i.kind)).toEqual(['user', 'budget', 'terminal']);
+    expect(statusLabel(events[1])).toBe('Stopped at the budget: cost $0.40 of the $0.35 limit');
+    const md = transcriptMarkdown('T', events);
+    expect(md).toContain('_Stopped at the budget: cost $0.40 of the $0.35 limit_');
+    expect(md).toContain('_session.status_idle: budget_reached_');
+  });
+
   it('exports Markdown', () => {
     const md = transcriptMarkdown('T', [ev(1, 'user.message', { text: 'hi' }), ev(2, 'agent.message', { text: 'hello' })]);
     expect(md).toContain('# T');

@@ -4,6 +4,7 @@
 // streamed right now where it belongs.
 import type { SessionEvent } from '../../../api/client';
 import { budgetReachedText } from '../../../lib/budget';
+import { spendWarningText } from '../../../lib/spendLimit';
 import { subagentOf, type LiveToolOutput, type StreamingText, type SubagentRef } from './eventLog';
 
 export type ToolItem = {
@@ -33,6 +34,7 @@ export type Item =
   | { kind: 'status'; id: string; seq: number; event: SessionEvent }
   | { kind: 'terminal'; id: string; seq: number; event: SessionEvent }
   | { kind: 'budget'; id: string; seq: number; event: SessionEvent }
+  | { kind: 'spend_warning'; id: string; seq: number; event: SessionEvent }
   | { kind: 'streaming'; id: string; text: string; subagent: SubagentRef | null; runId: string | null };
 
 const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
@@ -98,6 +100,8 @@ export function statusLabel(event: { type: string; payload?: unknown }): string 
       return `Egress refused: ${str(p.host)}:${str(p.port)} — ${str(p.reason) || 'no reason given'}`;
     case 'session.budget_reached':
       return budgetReachedText(p);
+    case 'session.spend_warning':
+      return spendWarningText(p);
     default:
       return event.type;
   }
@@ -177,6 +181,9 @@ export function buildTranscript(events: SessionEvent[], streaming: StreamingText
       case 'session.budget_reached':
         top.push({ kind: 'budget', id, seq, event: e });
         break;
+      case 'session.spend_warning':
+        top.push({ kind: 'spend_warning', id, seq, event: e });
+        break;
       default:
         top.push({ kind: 'status', id, seq, event: e });
     }
@@ -225,6 +232,9 @@ export function transcriptMarkdown(title: string, events: SessionEvent[]): strin
           break;
         case 'budget':
           out.push(`${q}_${budgetReachedText(p)}_`, '');
+          break;
+        case 'spend_warning':
+          out.push(`${q}_${spendWarningText(p)}_`, '');
           break;
         case 'status':
           out.push(`${q}_${it.event.type}_`, '');
