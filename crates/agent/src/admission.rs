@@ -1,12 +1,13 @@
-//! The limits on turns in flight (`--max-runs`, `--max-runs-per-project`): before its first
-//! step, once its sandbox is up (and again when it continues after parking), a run asks the
-//! store to admit it (one count and one fair queue in PostgreSQL for every process,
-//! `store::run_admission`). A run that must wait says so once with `session.run_queued` and
-//! waits, with its session busy, until a turn in flight ends or parks: at once when that
-//! happens in this process, within a second when another process frees the room. An
-//! interrupt ends the wait, like any other. A process without limits stamps its runs admitted
-//! as it starts them (`liveness::Driver`): they never wait, but they count for the processes
-//! that have limits.
+//! The limits on turns in flight (`--max-runs`, `--max-runs-per-project`, and a project's own
+//! `limits.max_runs` in place of the latter): before its first step, once its sandbox is up
+//! (and again when it continues after parking), a run asks the store to admit it (one count
+//! and one fair queue in PostgreSQL for every process, `store::run_admission`). A run that
+//! must wait says so once with `session.run_queued` and waits, with its session busy, until a
+//! turn in flight ends or parks: at once when that happens in this process, within a second
+//! when another process frees the room (or an operator raises the project's limit). An
+//! interrupt ends the wait, like any other. A run no limit applies to is stamped admitted as
+//! it starts (`liveness::Driver`): it never waits, but it counts for the processes and
+//! projects that have limits.
 
 use crate::finish::Outcome;
 use crate::stop::Stop;
@@ -14,7 +15,7 @@ use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_store::admission::Admission;
-use sandbox_agents_store::{events, run_admission};
+use sandbox_agents_store::{events, projects, run_admission};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -37,7 +38,7 @@ impl Runs {
         token: &CancellationToken,
     ) -> Result<Duration, Stop> {
         let limits = self.inner.run_limits;
-        if !limits.any() {
+        if !self.run_limits_apply(&self.inner.db, project).await? {
             return Ok(Duration::ZERO);
         }
         let asked = Instant::now();
@@ -63,7 +64,8 @@ impl Runs {
             {
                 let reason = match limit {
                     "project" => {
-                        "the project has as many turns in flight as it may (--max-runs-per-project)"
+                        "the project has as many turns in flight as it may (its limits.max_runs, \
+                         else --max-runs-per-project)"
                     }
                     "deployment" => {
                         "the deployment has as many turns in flight as it may (--max-runs)"
@@ -106,10 +108,22 @@ impl Runs {
         }
     }
 
-    /// A turn of this process ended or parked: the runs waiting here ask again.
+    /// A turn of this process ended or parked: the runs waiting here ask again (none wait
+    /// when no limit applies, and waking nobody costs nothing).
     pub(crate) fn room_for_runs(&self) {
+        self.inner.run_room.notify_waiters();
+    }
+
+    /// Whether turns of `project` are admitted under limits: this process's flags, or the
+    /// project's own `limits.max_runs` (set by an operator, seen by every process).
+    pub(crate) async fn run_limits_apply(
+        &self,
+        db: impl sqlx::PgExecutor<'_>,
+        project: ProjectId,
+    ) -> sandbox_agents_errors::Result<bool> {
         if self.inner.run_limits.any() {
-            self.inner.run_room.notify_waiters();
+            return Ok(true);
         }
+        Ok(projects::limits(db, project).await?.max_runs.is_some())
     }
 }

@@ -139,7 +139,7 @@ impl Runs {
         sessions::get(db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        let driver = self.driver().await?;
+        let driver = self.driver(db, project).await?;
         let mut tx = db.begin().await?;
         let call = tool_calls::lock_pending(&mut tx, id, call_id)
             .await?
@@ -191,10 +191,10 @@ impl Runs {
 
     /// Continues a parked run whose calls are all answered, if this process can take it.
     pub(crate) async fn resume_parked(&self, id: SessionId, run: RunId) -> Result<()> {
-        let driver = self.driver().await?;
         let Some(s) = sessions::get_for_worker(&self.inner.db, id).await? else {
             return Ok(());
         };
+        let driver = self.driver(&self.inner.db, s.project_id).await?;
         let mut tx = self.inner.db.begin().await?;
         let resume = self.take_if_ready(&mut tx, id, run, driver).await?;
         tx.commit().await?;

@@ -9,6 +9,7 @@
 
 use crate::finish::Outcome;
 use crate::Runs;
+use sandbox_agents_domain::ProjectId;
 use sandbox_agents_errors::Result;
 use sandbox_agents_store::runs;
 use serde_json::Map;
@@ -18,17 +19,24 @@ use serde_json::Map;
 pub(crate) struct Driver {
     /// This process's liveness key.
     pub worker: i32,
-    /// Whether its runs count among the turns in flight from the start: yes when it has no
-    /// limits on turns, so that processes with limits count them (`admission.rs`).
+    /// Whether its runs count among the turns in flight from the start: yes when no limit on
+    /// turns applies to them (no flag of this process, no `limits.max_runs` of their
+    /// project), so that processes with limits count them (`admission.rs`).
     pub admitted: bool,
 }
 
 impl Runs {
-    /// How this process stamps the runs it starts or continues.
-    pub(crate) async fn driver(&self) -> Result<Driver> {
+    /// How this process stamps the runs of `project` it starts or continues (`db`: the
+    /// caller's transaction when it holds one, so no second connection is taken).
+    pub(crate) async fn driver(
+        &self,
+        db: impl sqlx::PgExecutor<'_>,
+        project: ProjectId,
+    ) -> Result<Driver> {
+        let worker = self.worker_key().await?;
         Ok(Driver {
-            worker: self.worker_key().await?,
-            admitted: !self.inner.run_limits.any(),
+            worker,
+            admitted: !self.run_limits_apply(db, project).await?,
         })
     }
 

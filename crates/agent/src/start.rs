@@ -71,7 +71,7 @@ impl Runs {
         let tools = client_tools::merge(&agent.spec.client_tools, client_tools);
         // Before anything is written: a project over its month's limit starts no turn.
         sandbox_agents_sessions::refuse_over_monthly_limit(&st.db, project).await?;
-        let driver = self.driver().await?;
+        let driver = self.driver(&st.db, project).await?;
         let run_id = RunId::new();
         let mut tx = st.db.begin().await?;
         let claimed = runs::claim_session(&mut tx, project, id)
@@ -115,7 +115,7 @@ impl Runs {
             &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id),
         )
         .await?;
-        let driver = self.driver().await?;
+        let driver = self.driver(&mut *tx, project).await?;
         if let Err(r) = runs::claim_session(tx, project, id).await? {
             tracing::warn!(session.id = %id, refusal = ?r, "the first prompt could not start");
             return Ok(None);

@@ -78,7 +78,11 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
                 None => "ip:unknown".to_owned(),
             },
         };
-        if let Err(e) = st.settings.auth.check_rate(&who) {
+        let checked = match project_rate(&st, &principal, req.headers()).await {
+            Some((project, per_minute)) => st.settings.auth.check_project_rate(project, per_minute),
+            None => st.settings.auth.check_rate(&who),
+        };
+        if let Err(e) = checked {
             tracing::info!(who = %who, "rate limited");
             return e.into_response();
         }
@@ -86,6 +90,31 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
     tracing::Span::current().record("principal", tracing::field::debug(principal.kind()));
     req.extensions_mut().insert(principal);
     next.run(req).await
+}
+
+/// The project the request acts in and its own requests-per-minute limit, when it has one
+/// (its bucket then takes the place of the caller's). Read from the process's caches; a
+/// request whose project cannot be told is left to the credential's bucket (its handler
+/// answers the 400 or 404).
+async fn project_rate(
+    st: &AppState,
+    principal: &Principal,
+    headers: &axum::http::HeaderMap,
+) -> Option<(sandbox_agents_domain::ProjectId, u32)> {
+    if matches!(principal, Principal::Anonymous { .. }) {
+        return None;
+    }
+    let named = crate::project::named_in(headers);
+    let project = crate::project::resolve(&st.project_ids, principal, named.as_deref())
+        .await
+        .ok()??;
+    let per_minute = st
+        .project_ids
+        .limits(project)
+        .await
+        .ok()?
+        .requests_per_minute?;
+    Some((project, u32::try_from(per_minute).unwrap_or(u32::MAX)))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Principal {

@@ -9,7 +9,9 @@
 //!
 //! Rate limits: each credential (an API key, the shared token; callers without one by client
 //! address) gets a token bucket in this process; over it, a 429 with `Retry-After` before the
-//! handler runs, so a 429 never did anything.
+//! handler runs, so a 429 never did anything. A project with its own
+//! `limits.requests_per_minute` has one bucket for every request made in it instead, whoever
+//! makes it (`check_project_rate`).
 
 use crate::error::ApiError;
 use crate::principal::Principal;
@@ -33,6 +35,7 @@ const SIGN_IN_PER_MINUTE: u32 = 10;
 const PRUNE_EVERY: u64 = 4096;
 
 type KeyedLimiter = governor::DefaultKeyedRateLimiter<String>;
+type DirectLimiter = governor::DefaultDirectRateLimiter;
 
 /// A per-credential request budget: `per_minute` sustained, bursts of `burst`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +57,9 @@ pub struct Auth {
     checks: std::sync::atomic::AtomicU64,
     /// Sign-in attempts, per account and per address (always on).
     sign_in: KeyedLimiter,
+    /// The buckets of projects with their own rate, with the rate each was made for (a
+    /// changed rate starts a new bucket). At most one per project.
+    projects: Mutex<HashMap<ProjectId, (u32, std::sync::Arc<DirectLimiter>)>>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -81,6 +87,7 @@ impl Auth {
                 )
                 .allow_burst(std::num::NonZeroU32::new(SIGN_IN_PER_MINUTE).expect("non-zero")),
             ),
+            projects: Mutex::new(HashMap::new()),
         }
     }
 
@@ -148,6 +155,50 @@ impl Auth {
                 use governor::clock::Clock;
                 let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
                 Err(ApiError::TooManyRequests(wait.as_secs_f64().ceil() as u64))
+            }
+        }
+    }
+
+    /// Counts one request made in `project`, whose own limit is `per_minute` requests a
+    /// minute for all its callers together (in place of each credential's): bursts of up to
+    /// that many, at most the deployment's burst. Shared between processes as `check_rate`'s
+    /// budget is. The 429 says which limit it is.
+    pub fn check_project_rate(&self, project: ProjectId, per_minute: u32) -> Result<(), ApiError> {
+        let Some(rate) = std::num::NonZeroU32::new(per_minute) else {
+            return Ok(());
+        };
+        let burst =
+            std::num::NonZeroU32::new(per_minute.min(self.burst.max(1))).expect("at least 1");
+        let limiter = {
+            let mut buckets = self.projects.lock().expect("not poisoned");
+            match buckets.get(&project) {
+                Some((r, l)) if *r == per_minute => l.clone(),
+                _ => {
+                    let l = std::sync::Arc::new(governor::RateLimiter::direct(
+                        governor::Quota::per_minute(rate).allow_burst(burst),
+                    ));
+                    buckets.insert(project, (per_minute, l.clone()));
+                    l
+                }
+            }
+        };
+        let share = self.processes.load(std::sync::atomic::Ordering::Relaxed);
+        let cells = std::num::NonZeroU32::new(share.min(burst.get()).max(1)).expect("at least 1");
+        match limiter.check_n(cells).unwrap_or(Ok(())) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                use governor::clock::Clock;
+                let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
+                let secs = wait.as_secs_f64().ceil() as u64;
+                Err(ApiError::TooManyRequestsFor(
+                    secs,
+                    format!(
+                        "too many requests: the project's limit of {per_minute} requests a \
+                         minute (limits.requests_per_minute, for all its callers together) is \
+                         reached; slow down and retry after {} s",
+                        secs.max(1)
+                    ),
+                ))
             }
         }
     }
@@ -364,6 +415,34 @@ mod tests {
             assert!(auth.check_rate("key:c").is_ok());
         }
         assert!(auth.check_rate("key:c").is_err());
+    }
+
+    #[test]
+    fn a_project_with_its_own_rate_has_one_bucket_for_all_its_callers() {
+        let auth = Auth::new(None).with_rate_limit(Some(RateLimit {
+            per_minute: 6000,
+            burst: 500,
+        }));
+        let (a, b) = (ProjectId(Uuid::from_u128(1)), ProjectId(Uuid::from_u128(2)));
+        // A burst of up to the project's rate (under the deployment's burst), then a 429
+        // that names the project's limit.
+        for _ in 0..3 {
+            assert!(auth.check_project_rate(a, 3).is_ok());
+        }
+        match auth.check_project_rate(a, 3) {
+            Err(ApiError::TooManyRequestsFor(secs, detail)) => {
+                assert!((1..=20).contains(&secs), "{secs}");
+                assert!(detail.contains("limits.requests_per_minute"), "{detail}");
+            }
+            other => panic!("expected a 429, got {other:?}"),
+        }
+        assert!(
+            auth.check_project_rate(b, 3).is_ok(),
+            "buckets are per project"
+        );
+        // A changed rate starts a new bucket.
+        assert!(auth.check_project_rate(a, 4).is_ok());
+        assert!(auth.check_project_rate(a, 0).is_ok(), "0 is no limit");
     }
 
     #[test]

@@ -64,6 +64,10 @@ pub enum ApiError {
     /// nothing was done.
     #[error("too many requests: slow down and retry after {0} s")]
     TooManyRequests(u64),
+    /// 429 with `Retry-After` (whole seconds), saying which limit: a project's own
+    /// `limits.requests_per_minute`.
+    #[error("{1}")]
+    TooManyRequestsFor(u64, String),
     /// 503 with `Retry-After`: try again shortly (the server is busy, or the database is
     /// unreachable).
     #[error("{0}")]
@@ -108,7 +112,9 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests(_) | ApiError::TooManyRequestsFor(..) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) | ApiError::InternalReference(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -125,7 +131,7 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
         }
-        if let ApiError::TooManyRequests(secs) = self {
+        if let ApiError::TooManyRequests(secs) | ApiError::TooManyRequestsFor(secs, _) = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }

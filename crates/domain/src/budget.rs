@@ -54,7 +54,30 @@ pub struct ProjectLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 1000000)]
     pub monthly_cost_usd: Option<f64>,
+    /// Sandboxes the project may run at once, in place of the server's
+    /// `--max-sandboxes-per-project` for it (the deployment's `--max-sandboxes` still holds).
+    /// A session past it waits in the fair queue (`session.queued`), as under the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub max_sandboxes: Option<i64>,
+    /// Turns the project may have in flight at once, in place of the server's
+    /// `--max-runs-per-project` for it (the deployment's `--max-runs` still holds). A turn
+    /// past it waits in the fair queue (`session.run_queued`), as under the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub max_runs: Option<i64>,
+    /// API requests per minute made in the project, all its callers and every server process
+    /// together, in place of the server's per-credential `--rate-limit-per-minute` for them;
+    /// bursts of up to this many (at most `--rate-limit-burst`). Over it, 429 with
+    /// Retry-After.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub requests_per_minute: Option<i64>,
 }
+
+/// The largest count a project limit takes (`max_sandboxes`, `max_runs`,
+/// `requests_per_minute`).
+pub const MAX_PROJECT_COUNT: i64 = 1_000_000;
 
 impl ProjectLimits {
     /// The monthly limit, when `spent` this month has reached it.
@@ -80,6 +103,22 @@ impl ProjectLimits {
                 format!("monthly_cost_usd is a limit: a number from 0 to {MAX_COST_USD}"),
                 self.monthly_cost_usd.into(),
             );
+        }
+        for (name, value) in [
+            ("max_sandboxes", self.max_sandboxes),
+            ("max_runs", self.max_runs),
+            ("requests_per_minute", self.requests_per_minute),
+        ] {
+            if value.is_some_and(|n| !(1..=MAX_PROJECT_COUNT).contains(&n)) {
+                let mut loc = path.to_vec();
+                loc.push(name);
+                v.push(
+                    "value_error",
+                    &loc,
+                    format!("{name} is a limit: a whole number from 1 to {MAX_PROJECT_COUNT}"),
+                    value.into(),
+                );
+            }
         }
     }
 }
@@ -247,5 +286,31 @@ mod tests {
     fn unknown_limits_do_not_parse() {
         assert!(serde_json::from_str::<Budget>(r#"{"max_dollars": 1}"#).is_err());
         assert!(serde_json::from_str::<Budget>(r#"{"max_cost_usd": "1"}"#).is_err());
+    }
+
+    #[test]
+    fn project_counts_are_whole_numbers_from_one_and_named_when_out_of_range() {
+        let mut v = Violations::new();
+        ProjectLimits {
+            monthly_cost_usd: Some(10.0),
+            max_sandboxes: Some(0),
+            max_runs: Some(MAX_PROJECT_COUNT),
+            requests_per_minute: Some(MAX_PROJECT_COUNT + 1),
+        }
+        .validate(&mut v, &["limits"]);
+        let errors = v.into_result().unwrap_err();
+        let locs: Vec<String> = errors
+            .iter()
+            .map(|e| serde_json::to_string(&e.loc).unwrap())
+            .collect();
+        assert_eq!(
+            locs,
+            [
+                r#"["body","limits","max_sandboxes"]"#,
+                r#"["body","limits","requests_per_minute"]"#
+            ]
+        );
+        assert!(serde_json::from_str::<ProjectLimits>(r#"{"max_runs": 1.5}"#).is_err());
+        assert!(serde_json::from_str::<ProjectLimits>(r#"{"max_sessions": 1}"#).is_err());
     }
 }

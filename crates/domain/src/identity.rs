@@ -30,7 +30,7 @@ pub struct Project {
     pub limits: crate::budget::ProjectLimits,
 }
 
-/// A project's spend this calendar month (UTC) against its limits.
+/// A project's spend this calendar month (UTC) and what it runs now, against its limits.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ProjectSpend {
     /// `YYYY-MM`.
@@ -45,6 +45,16 @@ pub struct ProjectSpend {
     /// When this month's 80 % warning went out; null before.
     #[serde(with = "time::serde::rfc3339::option")]
     pub warned_at: Option<OffsetDateTime>,
+    /// Its sandboxes now, every server process together: running or booting (what
+    /// `limits.max_sandboxes` counts).
+    pub sandboxes: i64,
+    /// Its sessions waiting in the queue for a sandbox (`session.queued`).
+    pub sandboxes_queued: i64,
+    /// Its turns in flight now (what `limits.max_runs` counts; a turn parked on client tools
+    /// is not in flight).
+    pub runs: i64,
+    /// Its turns waiting in the queue for a slot (`session.run_queued`).
+    pub runs_queued: i64,
 }
 
 /// The body of `POST /api/projects`. The creator, when a person, becomes its admin.

@@ -71,7 +71,7 @@ impl Sessions {
                 // lease taken and left it: look again now that the lease is free.
                 Ok(Waiting::Build) if !self.build_still_running(id).await? => continue,
                 // Queued sessions are booted by whoever frees room (`admit_queued`).
-                Ok(Waiting::Nothing) if self.inner.settings.admission.any() => {
+                Ok(Waiting::Nothing) => {
                     self.admit_queued();
                     return Ok(());
                 }

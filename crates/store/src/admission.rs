@@ -109,8 +109,10 @@ impl Kind {
 
 /// Where `entry` (a session or a run of `project`, queued in the caller's transaction) stands:
 /// what holds it back under `limits` (`None`: admit it now) and its place in its kind's queue
-/// (1 when it is not in the queue). Call it under the kind's advisory lock, so the counts
-/// cannot change before the caller admits it.
+/// (1 when it is not in the queue). A project's own limit (`limits.max_sandboxes`,
+/// `.max_runs`: `sa_project_cap`) takes the place of `limits.project` for it, for the entry
+/// and for every entry that may be due before it. Call it under the kind's advisory lock, so
+/// the counts cannot change before the caller admits it.
 pub(crate) async fn standing(
     tx: &mut sqlx::PgConnection,
     kind: Kind,
@@ -124,7 +126,9 @@ pub(crate) async fn standing(
              (select count(*) from sa_admission_entries($1) where holds) as "total!",
              (select count(*) from sa_admission_entries($1) where holds and project_id = $3)
                as "in_project!",
-             (select id from queue where held < $4 order by place limit 1) as "head",
+             sa_project_cap($3, $1) as "cap",
+             (select id from queue where held < coalesce(queue.cap, $4) order by place limit 1)
+               as "head",
              coalesce((select place from queue where id = $2), 1) as "position!""#,
         kind.as_str(),
         entry,
@@ -133,6 +137,10 @@ pub(crate) async fn standing(
     )
     .fetch_one(&mut *tx)
     .await?;
+    let limits = Limits {
+        project: row.cap.or(limits.project),
+        ..limits
+    };
     let limit = holding_limit(
         limits,
         row.in_project,
@@ -163,11 +171,12 @@ fn holding_limit(
 }
 
 /// Up to `n` queued sessions that could be admitted now, in queue order (each boot asks
-/// [`try_admit`] again, so naming one too many costs a lookup, not a sandbox).
+/// [`try_admit`] again, so naming one too many costs a lookup, not a sandbox). Each
+/// project's own limit takes the place of `limits.project` for its sessions.
 pub async fn due(db: &crate::Db, limits: Limits, n: i64) -> Result<Vec<SessionId>> {
     let rows = sqlx::query_scalar!(
         r#"select id as "id!" from sa_admission_queue('sandbox')
-            where held < $1 and total < $2
+            where held < coalesce(cap, $1) and total < $2
             order by place
             limit $3"#,
         limits.project.unwrap_or(i64::MAX),
@@ -177,6 +186,26 @@ pub async fn due(db: &crate::Db, limits: Limits, n: i64) -> Result<Vec<SessionId
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(SessionId).collect())
+}
+
+/// What a project holds and has waiting now, every process together, as the admissions
+/// count it: (sandboxes, sessions queued, turns in flight, turns queued).
+pub async fn project_counts(db: &crate::Db, project: ProjectId) -> Result<(i64, i64, i64, i64)> {
+    let r = sqlx::query!(
+        r#"select
+             (select count(*) from sa_admission_entries('sandbox') where project_id = $1 and holds)
+               as "sandboxes!",
+             (select count(*) from sa_admission_entries('sandbox') where project_id = $1 and not holds)
+               as "sandboxes_queued!",
+             (select count(*) from sa_admission_entries('run') where project_id = $1 and holds)
+               as "runs!",
+             (select count(*) from sa_admission_entries('run') where project_id = $1 and not holds)
+               as "runs_queued!""#,
+        project.0
+    )
+    .fetch_one(db)
+    .await?;
+    Ok((r.sandboxes, r.sandboxes_queued, r.runs, r.runs_queued))
 }
 
 /// Whether the session waits in the queue (not yet admitted).

@@ -10,10 +10,12 @@
 //! staleness as the event stream's), and in this process not even that: the routes that change
 //! projects call [`ProjectIds::invalidate`] before they answer.
 //!
-//! Only ids are kept: what a project is called is read fresh where it is shown.
+//! Ids are kept, and each project's limits (the auth layer reads `requests_per_minute` on
+//! every request); what a project is called is read fresh where it is shown.
 
 use crate::hub::EventHub;
 use crate::{projects, Db, Result};
+use sandbox_agents_domain::budget::ProjectLimits;
 use sandbox_agents_domain::ProjectId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +46,7 @@ struct Cache {
     /// The only project: Some(None) when there are none or several.
     only: Option<Option<ProjectId>>,
     by_ref: HashMap<String, ProjectId>,
+    limits: HashMap<ProjectId, ProjectLimits>,
 }
 
 impl ProjectIds {
@@ -121,6 +124,24 @@ impl ProjectIds {
         }
         let found = projects::only(&self.db).await?.map(|p| p.project_id());
         self.keep(before, |c| c.only = Some(found));
+        Ok(found)
+    }
+
+    /// A project's limits (none for a project that does not exist).
+    pub async fn limits(&self, id: ProjectId) -> Result<ProjectLimits> {
+        let before = self.epoch();
+        if let Some(epoch) = before {
+            if let Some(l) = self.cache_at(epoch).limits.get(&id) {
+                return Ok(*l);
+            }
+        }
+        let found = projects::limits(&self.db, id).await?;
+        self.keep(before, |c| {
+            if c.limits.len() >= MAX_REFS {
+                c.limits.clear();
+            }
+            c.limits.insert(id, found);
+        });
         Ok(found)
     }
 }

@@ -83,6 +83,18 @@ pub async fn get(db: impl PgExecutor<'_>, id: ProjectId) -> Result<ProjectRecord
         .ok_or(Error::NotFound)
 }
 
+/// A project's limits (none when it does not exist: it has nothing to limit).
+pub async fn limits(db: impl PgExecutor<'_>, id: ProjectId) -> Result<ProjectLimits> {
+    Ok(sqlx::query_scalar!(
+        r#"select limits as "limits!: Json<ProjectLimits>" from projects where id = $1"#,
+        id.0
+    )
+    .fetch_optional(db)
+    .await?
+    .map(|l| l.0)
+    .unwrap_or_default())
+}
+
 /// Every project, oldest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<ProjectRecord>> {
     Ok(

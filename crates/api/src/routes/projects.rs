@@ -88,9 +88,9 @@ pub async fn get(
 /// Update a project
 ///
 /// Changes the name and/or description (operators and the project's admins); the slug is
-/// immutable. `limits` (the monthly spend limit) replaces the project's limits, and only an
-/// operator may change it: a limit the project's own admins could lift would not limit
-/// them (403). The body is at most 64 KiB (413 above).
+/// immutable. `limits` (the monthly spend limit, the sandboxes and turns in flight it may
+/// have, its requests per minute) replaces the project's limits, and only an operator may
+/// change it: a limit the project's own admins could lift would not limit them (403). The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/projects/{ref}", operation_id = "update_project", tag = "projects",
     params(("ref" = String, Path, description = "The project's id or slug")), request_body = ProjectPatch,
     responses((status = 200, body = Project), (status = 403, description = "Not an operator"),
@@ -117,6 +117,11 @@ pub async fn update(
         .await;
     st.project_ids.invalidate();
     let updated = updated?;
+    if body.limits.is_some() {
+        // A raised `max_sandboxes` lets queued sessions boot now, not at the next sweep
+        // (queued turns ask again within a second on their own).
+        st.sessions.admit_queued();
+    }
     Ok(Json(updated.to_wire(p.role_in(updated.project_id()))))
 }
 
@@ -124,7 +129,8 @@ pub async fn update(
 ///
 /// What the project's model calls cost in the current calendar month (UTC), every server
 /// process together, against its limits: how close it is to `monthly_cost_usd`. Calls
-/// without a price are counted apart (`unpriced_requests`).
+/// without a price are counted apart (`unpriced_requests`). Also what it runs now against
+/// `max_sandboxes` and `max_runs`: its sandboxes and turns in flight, and those queued.
 #[utoipa::path(get, path = "/api/projects/{ref}/spend", operation_id = "get_project_spend", tag = "projects",
     params(("ref" = String, Path, description = "The project's id or slug")),
     responses((status = 200, body = ProjectSpend), (status = 404, description = "Not found or not reachable")))]
@@ -135,7 +141,13 @@ pub async fn spend(
 ) -> ApiResult<Json<ProjectSpend>> {
     let project = by_ref(&st.db, &p, &r).await?;
     let s = sandbox_agents_store::project_spend::standing(&st.db, project.project_id()).await?;
+    let (sandboxes, sandboxes_queued, runs, runs_queued) =
+        sandbox_agents_store::admission::project_counts(&st.db, project.project_id()).await?;
     Ok(Json(ProjectSpend {
+        sandboxes,
+        sandboxes_queued,
+        runs,
+        runs_queued,
         month: s.spend.month_name(),
         cost_usd: s.spend.cost_usd,
         requests: s.spend.requests,

@@ -46,6 +46,8 @@ mod files;
 mod kube_raw;
 #[path = "sandbox_bench/kubernetes.rs"]
 mod kubernetes;
+#[path = "sandbox_bench/limits.rs"]
+mod limits;
 #[path = "sandbox_bench/ours.rs"]
 mod ours;
 #[path = "sandbox_bench/raw.rs"]
@@ -91,8 +93,8 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
-    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `files`, `burst`,
-    /// `burst100`, `egress`, `kubernetes`.
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `limits`, `files`,
+    /// `burst`, `burst100`, `egress`, `kubernetes`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -485,6 +487,9 @@ async fn parts(
     }
     if wants("runs") {
         out.extend(runs::parts(args, app, fake, docker, &tar).await?);
+    }
+    if wants("limits") {
+        out.push(limits::part(args, app).await?);
     }
     if wants("files") {
         log(format!(

@@ -52,6 +52,7 @@ mod ports;
 mod preview_origin;
 mod project_delete;
 mod project_ids;
+mod project_limits;
 mod rate_share;
 mod run_admission;
 mod runs;
