@@ -1,7 +1,8 @@
-// A project's spend this calendar month against its monthly limit (GET /api/projects/{ref}/spend),
-// shared by the project's page and the usage page: the query, and a bar with the figures in
-// words ("$0.80 of $1.00 this month (2026-12)"), the calls without a price (not counted) and
-// when the 80 % warning went out.
+// A project's spend this calendar month against its monthly limit (GET /api/projects/{ref}/spend,
+// which also says what it runs now, for the project page's Capacity card), shared by the
+// project's page and the usage page: the query, and a bar with the figures in words
+// ("$0.80 of $1.00 this month (2026-12)"), the calls without a price (not counted) and when
+// the 80 % warning went out.
 import { Group, Progress, Stack, Text } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { api, unwrap } from '../api/client';
@@ -9,12 +10,17 @@ import { keys } from '../api/queryKeys';
 import { monthlyLimitOf, monthlySpendText, percentText, spendColor, spentPercent, unpricedSpendNote, type ProjectSpend } from '../lib/spendLimit';
 import { RelTime } from '../lib/time';
 
-/** The project's spend this month; nothing is asked without a project. */
-export function useProjectSpend(ref: string | null | undefined) {
+/**
+ * The project's spend this month and what it runs now; nothing is asked without a project.
+ * With `refreshMs`, asked again that often while the page is visible (not in a hidden tab).
+ */
+export function useProjectSpend(ref: string | null | undefined, { refreshMs }: { refreshMs?: number } = {}) {
   return useQuery({
     queryKey: keys.projects.spend(ref ?? ''),
     queryFn: () => unwrap(api.GET('/api/projects/{ref}/spend', { params: { path: { ref: ref! } } })),
     enabled: !!ref,
+    refetchInterval: refreshMs ?? false,
+    refetchIntervalInBackground: false,
   });
 }
 

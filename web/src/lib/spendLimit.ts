@@ -27,9 +27,22 @@ export function validateMonthlyLimit(s: string): string | null {
   return null;
 }
 
-/** The limits a PATCH sends for the field as typed: `{}` removes the limit. */
-export function limitsBody(s: string): ProjectLimits {
-  return s.trim() === '' ? {} : { monthly_cost_usd: Number(s.trim()) };
+/**
+ * The limits a PATCH sends for the field as typed. The PATCH replaces the whole set, so it is
+ * the project's `current` limits with the monthly one set, or left out to remove it (the
+ * others, such as its capacity, are kept; `{}` removes the last one).
+ */
+export function limitsBody(s: string, current: ProjectLimits | null | undefined = {}): ProjectLimits {
+  const rest = presentLimits(current);
+  delete rest.monthly_cost_usd;
+  return s.trim() === '' ? rest : { ...rest, monthly_cost_usd: Number(s.trim()) };
+}
+
+/** The limits that are set (a finite number), without the absent or null ones. */
+export function presentLimits(limits: ProjectLimits | null | undefined): ProjectLimits {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(limits ?? {})) if (typeof v === 'number' && Number.isFinite(v)) out[k] = v;
+  return out as ProjectLimits;
 }
 
 /** The share of the limit spent, in percent (past 100 when overshot), or null without a limit. */

@@ -9,6 +9,7 @@ import { ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../compone
 import { PageFallback } from '../../components/PageFallback';
 import { useOptionalAppContext } from '../../context';
 import { RelTime } from '../../lib/time';
+import { ProjectCapacityCard } from './ProjectCapacityCard';
 import { ProjectLimitsCard } from './ProjectLimitsCard';
 
 export default function ProjectDetailPage() {
@@ -46,6 +47,7 @@ export default function ProjectDetailPage() {
         </form>
       </Card>
       <ProjectLimitsCard project={project.data} operator={operator} />
+      <ProjectCapacityCard project={project.data} operator={operator} />
       <Card withBorder>
         <Title order={4} mb="xs">Members</Title>
         <form onSubmit={(e) => { e.preventDefault(); if (email) add.mutate(); }}>

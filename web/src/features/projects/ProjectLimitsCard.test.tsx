@@ -63,6 +63,21 @@ describe('the project’s monthly spend limit', () => {
     await waitFor(() => expect(patches).toEqual([{ limits: { monthly_cost_usd: 0.5 } }, { limits: {} }]));
   });
 
+  it('keeps the project’s capacity when the limit is set or removed (the PATCH replaces the set)', async () => {
+    const capacity = { max_sandboxes: 1, max_runs: 2, requests_per_minute: 600 };
+    const patches = serve(spendOf(capacity));
+    const { unmount } = renderInApp(<ProjectLimitsCard project={project(capacity)} operator />);
+    await userEvent.type(await screen.findByRole('textbox', { name: 'Monthly limit (US dollars)' }), '5');
+    await userEvent.click(screen.getByRole('button', { name: 'Set limit' }));
+    await waitFor(() => expect(patches).toEqual([{ limits: { ...capacity, monthly_cost_usd: 5 } }]));
+    unmount();
+
+    renderInApp(<ProjectLimitsCard project={project({ ...capacity, monthly_cost_usd: 5 })} operator />);
+    await userEvent.click(await screen.findByRole('button', { name: 'Remove limit' }));
+    await waitFor(() => expect(patches).toHaveLength(2));
+    expect(patches[1]).toEqual({ limits: capacity });
+  });
+
   it('checks the field before sending, and shows a 422 at the field', async () => {
     const patches = serve(spendOf({}), () => json({ detail: [{ loc: ['body', 'limits', 'monthly_cost_usd'], msg: 'must be at most 1000000', type: 'value_error' }] }, 422));
     renderInApp(<ProjectLimitsCard project={project({})} operator />);

@@ -1,46 +1,38 @@
 // The project's monthly spend limit on its page: this month's spend against it (a bar), and
 // for operators the field that sets, changes or removes it (PATCH with `limits`, replacing the
-// whole set). A project's own admins cannot lift a limit set on it: the field is not offered
-// to them, and a 403 the server gives anyway is said as what it is. A 422 lands at the field.
-import { Alert, Button, Card, Group, NumberInput, Stack, Text, Title } from '@mantine/core';
-import { notifications } from '@mantine/notifications';
+// whole set: the project's other limits, its capacity, are sent along as they are). A
+// project's own admins cannot lift a limit set on it: the field is not offered to them, and a
+// 403 the server gives anyway is said as what it is. A 422 lands at the field.
+import { Button, Card, Group, NumberInput, Stack, Text, Title } from '@mantine/core';
 import { IconLock } from '@tabler/icons-react';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
-import { ApiError, api, fieldErrors, unwrap, type Project } from '../../api/client';
-import { keys } from '../../api/queryKeys';
+import { fieldErrors, type Project } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { SpendMeter, useProjectSpend } from '../../components/ProjectSpend';
 import { formatUsd } from '../../lib/money';
-import { limitsBody, MAX_MONTHLY_COST_USD, monthlyLimitOf, validateMonthlyLimit, type ProjectLimits } from '../../lib/spendLimit';
+import { limitsBody, MAX_MONTHLY_COST_USD, monthlyLimitOf, validateMonthlyLimit } from '../../lib/spendLimit';
+import { isForbidden, LimitsForbiddenAlert, useSaveProjectLimits } from './saveLimits';
 
 const FIELD = 'limits.monthly_cost_usd';
 
 export function ProjectLimitsCard({ project, operator }: { project: Project; operator: boolean }) {
-  const qc = useQueryClient();
   const ref = project.slug;
   const spend = useProjectSpend(ref);
   const current = monthlyLimitOf(project.limits);
   const [value, setValue] = useState(current == null ? '' : String(current));
   const [error, setError] = useState<string | null>(null);
   useEffect(() => setValue(current == null ? '' : String(current)), [current]);
-  const save = useMutation({
-    mutationFn: (limits: ProjectLimits) => unwrap(api.PATCH('/api/projects/{ref}', { params: { path: { ref } }, body: { limits } })),
-    onSuccess: (p) => {
-      qc.invalidateQueries({ queryKey: keys.projects.all() });
-      qc.invalidateQueries({ queryKey: keys.projects.detail(ref) });
-      qc.invalidateQueries({ queryKey: keys.projects.spend(ref) });
-      const max = monthlyLimitOf(p.limits);
-      notifications.show({ message: max == null ? 'Monthly limit removed' : `Monthly limit set to ${formatUsd(max)}` });
-    },
+  const save = useSaveProjectLimits(ref, (limits) => {
+    const max = monthlyLimitOf(limits);
+    return max == null ? 'Monthly limit removed' : `Monthly limit set to ${formatUsd(max)}`;
   });
   const submit = (text: string) => {
     const problem = validateMonthlyLimit(text);
     setError(problem);
-    if (!problem) save.mutate(limitsBody(text));
+    if (!problem) save.mutate(limitsBody(text, project.limits));
   };
   const fieldError = error ?? fieldErrors(save.error)[FIELD];
-  const forbidden = save.error instanceof ApiError && save.error.status === 403;
+  const forbidden = isForbidden(save.error);
   // A 422 is said at the field; anything else above the buttons.
   const otherError = save.error && !fieldErrors(save.error)[FIELD] && !forbidden ? save.error : null;
   return (
@@ -86,7 +78,7 @@ export function ProjectLimitsCard({ project, operator }: { project: Project; ope
                 w={{ base: '100%', xs: 260 }}
                 data-testid="monthly-limit-input"
               />
-              {forbidden && <ForbiddenAlert error={save.error as ApiError} />}
+              {isForbidden(save.error) && <LimitsForbiddenAlert error={save.error} />}
               <ErrorAlert error={otherError} />
               <Group gap="xs">
                 <Button type="submit" loading={save.isPending && save.variables?.monthly_cost_usd != null}>
@@ -118,13 +110,5 @@ export function ProjectLimitsCard({ project, operator }: { project: Project; ope
         )}
       </Stack>
     </Card>
-  );
-}
-
-function ForbiddenAlert({ error }: { error: ApiError }) {
-  return (
-    <Alert color="red" icon={<IconLock size={18} />} title="Only operators may change the project’s limits" role="alert" data-testid="limits-forbidden">
-      <Text size="sm">{error.detail}</Text>
-    </Alert>
   );
 }
