@@ -58,3 +58,19 @@ pub async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
 pub fn types(evs: &[Value]) -> Vec<&str> {
     evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
+
+/// Waits until the fake model got a request mentioning `text` (a turn that reached the model
+/// holds its slot among the turns in flight).
+pub async fn model_got(fake: &sandbox_agents_fake_model::FakeModel, text: &str) {
+    eventually(
+        &format!("a model request with '{text}'"),
+        crate::BOOT,
+        async || {
+            fake.requests()
+                .iter()
+                .any(|r| r.body.to_string().contains(text))
+                .then_some(())
+        },
+    )
+    .await;
+}

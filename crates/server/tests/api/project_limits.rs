@@ -139,13 +139,8 @@ async fn a_projects_run_limit_holds_its_turns_while_other_projects_go_on() {
     };
 
     let holder = turn(&busy, &sessions[0], "slow").await;
-    eventually("the slow turn to reach the model", BOOT, async || {
-        fake.requests()
-            .iter()
-            .any(|r| r.body.to_string().contains("slow"))
-            .then_some(())
-    })
-    .await;
+    // It holds the project's one slot once it reached the model.
+    sandbox_agents_testkit::runs::model_got(&fake, "slow").await;
     let waiter = turn(&busy, &sessions[1], "quick").await;
     let said = eventually("the second turn to be queued", BOOT, async || {
         events(&app, &busy, &sessions[1])

@@ -38,13 +38,7 @@ fn limits(
 /// Waits until the model got the `slow` turn's request: that turn holds its slot (started
 /// before it, another turn could take the slot first).
 async fn holding(fake: &FakeModel) {
-    eventually("the slow turn to reach the model", BOOT, async || {
-        fake.requests()
-            .iter()
-            .any(|r| r.body.to_string().contains("slow"))
-            .then_some(())
-    })
-    .await;
+    sandbox_agents_testkit::runs::model_got(fake, "slow").await;
 }
 
 /// A running session of `project`'s agent `a` (with a deferrable client tool).
