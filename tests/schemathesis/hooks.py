@@ -22,6 +22,9 @@
   never answers (or a port of this machine that never speaks). The host's syntax is still
   fuzzed: only a host the schema accepts (which the server checks no less strictly) is
   redirected, to port 22, its user kept.
+* A project's accepted `limits` are raised to their ceilings: a fuzzed monthly limit of $0,
+  one sandbox or one request a minute would hold back every operation after it (402s, queued
+  sessions, 429s) and leave them untested. Out-of-range values are kept, and still fuzzed.
 """
 from __future__ import annotations
 
@@ -151,6 +154,12 @@ def before_call(context, case, kwargs):
         if integral != case.body:
             case.body = integral
     _fill_in(key, case)
+    if key == "PATCH /api/projects/{ref}":
+        # Every phase (the coverage phase sends bodies no strategy drew, so `map_body` would
+        # miss them), negative cases too: only values the server accepts are changed.
+        lifted = _lifted_limits(case.body)
+        if lifted != case.body:
+            case.body = lifted
     if key == "POST /api/skill-bundles/{slug}/versions" and _positive(case, "body") and _mostly(case, "body"):
         kwargs["files"] = _skills_archive_part()
     if key not in _DESTRUCTIVE or not case.path_parameters:
@@ -185,6 +194,28 @@ def map_body(context, body):
     if match is None:
         return body
     return {**body, "host": f"{match['user'] or ''}127.0.0.1"}
+
+
+#: Each project limit's ceiling (`ProjectLimits` in openapi.json): what a fuzzed limit the
+#: server accepts is raised to.
+_LIMIT_CEILINGS = {
+    "monthly_cost_usd": 1_000_000,
+    "max_sandboxes": 1_000_000,
+    "max_runs": 1_000_000,
+    "requests_per_minute": 1_000_000,
+}
+
+
+def _lifted_limits(body):
+    """A PATCH's `limits` with every accepted value at its ceiling (see the module's comment)."""
+    if not isinstance(body, dict) or not isinstance(body.get("limits"), dict):
+        return body
+    limits = dict(body["limits"])
+    for name, ceiling in _LIMIT_CEILINGS.items():
+        value = limits.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= ceiling:
+            limits[name] = ceiling
+    return {**body, "limits": limits}
 
 
 def _bounded_exec(body):

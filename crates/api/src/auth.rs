@@ -95,13 +95,14 @@ pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> 
 /// The project the request acts in and its own requests-per-minute limit, when it has one
 /// (its bucket then takes the place of the caller's). Read from the process's caches; a
 /// request whose project cannot be told is left to the credential's bucket (its handler
-/// answers the 400 or 404).
+/// answers the 400 or 404). Operators are not the project's callers: they keep their own
+/// bucket, so that one can always lift a project's limit however busy the project is.
 async fn project_rate(
     st: &AppState,
     principal: &Principal,
     headers: &axum::http::HeaderMap,
 ) -> Option<(sandbox_agents_domain::ProjectId, u32)> {
-    if matches!(principal, Principal::Anonymous { .. }) {
+    if matches!(principal, Principal::Anonymous { .. }) || principal.is_operator() {
         return None;
     }
     let named = crate::project::named_in(headers);

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 /// Limits on what a session's turns spend, all optional (absent: no limit). Counted over the
 /// whole session: every turn, its subagents, compaction and retries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct Budget {
     /// US dollars the session's model calls may cost (`usage.cost_usd`). Calls without a
     /// price (`unpriced_requests`) are not counted: give such models a token limit too.
@@ -34,6 +34,44 @@ pub struct Budget {
     pub max_sandbox_seconds: Option<f64>,
 }
 
+// Both are JSON objects only (`patch::object_only`: the derived parser would take an array
+// of nulls as "no limits"); `remote = "Self"` makes the derived code these impls' inner parts.
+impl Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Budget::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Budget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::patch::object_only(d)
+    }
+}
+
+impl<'de> crate::patch::FromObject<'de> for Budget {
+    fn from_fields<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Budget::deserialize(d)
+    }
+}
+
+impl Serialize for ProjectLimits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ProjectLimits::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProjectLimits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::patch::object_only(d)
+    }
+}
+
+impl<'de> crate::patch::FromObject<'de> for ProjectLimits {
+    fn from_fields<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ProjectLimits::deserialize(d)
+    }
+}
+
 /// The largest value each limit takes (a 422 above): far past any real budget, so that a
 /// typo's extra zeros are caught rather than stored as "no limit".
 pub const MAX_COST_USD: f64 = 1_000_000.0;
@@ -45,7 +83,7 @@ pub const MAX_SANDBOX_SECONDS: f64 = 31_536_000.0;
 /// A project's limits that an operator sets (`PATCH /api/projects/{ref}`), over every server
 /// process: counted in PostgreSQL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct ProjectLimits {
     /// US dollars the project's model calls may cost in a calendar month (UTC). Over it, no
     /// turn starts (402) and a turn in flight stops before its next call; at 80 % a
@@ -66,10 +104,11 @@ pub struct ProjectLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1000000)]
     pub max_runs: Option<i64>,
-    /// API requests per minute made in the project, all its callers and every server process
-    /// together, in place of the server's per-credential `--rate-limit-per-minute` for them;
-    /// bursts of up to this many (at most `--rate-limit-burst`). Over it, 429 with
-    /// Retry-After.
+    /// API requests per minute made in the project by its callers (its API keys and members,
+    /// every server process together), in place of the server's per-credential
+    /// `--rate-limit-per-minute` for them; bursts of up to this many (at most
+    /// `--rate-limit-burst`). Over it, 429 with Retry-After. Operators are not counted, so
+    /// one can always lift it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1000000)]
     pub requests_per_minute: Option<i64>,
@@ -286,6 +325,25 @@ mod tests {
     fn unknown_limits_do_not_parse() {
         assert!(serde_json::from_str::<Budget>(r#"{"max_dollars": 1}"#).is_err());
         assert!(serde_json::from_str::<Budget>(r#"{"max_cost_usd": "1"}"#).is_err());
+    }
+
+    #[test]
+    fn only_objects_parse_and_they_round_trip() {
+        for text in ["[]", "[null, null]", "[1]", "1", "\"x\""] {
+            assert!(serde_json::from_str::<Budget>(text).is_err(), "{text}");
+            assert!(
+                serde_json::from_str::<ProjectLimits>(text).is_err(),
+                "{text}"
+            );
+        }
+        let b: Budget = serde_json::from_str(r#"{"max_turns": 3}"#).unwrap();
+        assert_eq!(serde_json::to_string(&b).unwrap(), r#"{"max_turns":3}"#);
+        let l: ProjectLimits = serde_json::from_str(r#"{"max_runs": 2}"#).unwrap();
+        assert_eq!(serde_json::to_string(&l).unwrap(), r#"{"max_runs":2}"#);
+        assert_eq!(
+            serde_json::from_str::<Option<Budget>>("null").unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -73,3 +73,33 @@ mod tests {
         assert_eq!(value.image, Patch::Value("x".into()));
     }
 }
+
+/// A struct whose derived parser (`#[serde(remote = "Self")]`) is wrapped by
+/// [`object_only`] in its `Deserialize`.
+pub trait FromObject<'de>: Sized {
+    /// The derived parser.
+    fn from_fields<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+}
+
+/// Parses `T` from an object (a map) only. serde's derived struct parsing also takes an array
+/// of the fields in order, so for a struct whose fields are all optional `[]` or
+/// `[null, null]` would be accepted as "nothing set", which the document never promised and
+/// no client means (the API fuzz sends exactly that). The map is handed on as it is, so an
+/// error inside still names its field's path.
+pub fn object_only<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromObject<'de>,
+{
+    struct Fields<T>(std::marker::PhantomData<T>);
+    impl<'de, T: FromObject<'de>> serde::de::Visitor<'de> for Fields<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::from_fields(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_map(Fields(std::marker::PhantomData))
+}

@@ -17,7 +17,7 @@ export const MAX_CAPACITY = 1_000_000;
 export const CAPACITY_FIELDS: { key: CapacityKey; label: string; description: string }[] = [
   { key: 'max_sandboxes', label: 'Sandboxes at once', description: 'Running or booting; a session past it waits queued.' },
   { key: 'max_runs', label: 'Turns in flight', description: 'At once; a turn past it waits for a slot.' },
-  { key: 'requests_per_minute', label: 'Requests per minute', description: 'API requests by all its callers together; past it, 429.' },
+  { key: 'requests_per_minute', label: 'Requests per minute', description: 'API requests by all its keys and members together (operators apart); past it, 429.' },
 ];
 
 /** What an empty field means, said beside each. */

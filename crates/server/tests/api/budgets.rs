@@ -176,6 +176,8 @@ async fn a_bad_budget_is_a_422_that_names_the_field_and_changes_nothing() {
             json!(["body", "budget", "max_turns"]),
         ),
         (json!({"max_dollars": 1}), json!(["body", "budget"])),
+        // An object, never the fields as an array (the API fuzz sent this).
+        (json!([null, null]), json!(["body", "budget"])),
         (
             json!({"max_cost_usd": 5000000}),
             json!(["body", "budget", "max_cost_usd"]),
@@ -220,6 +222,8 @@ async fn a_bad_budget_is_a_422_that_names_the_field_and_changes_nothing() {
         .create_session(json!({"agent_id": "a", "budget": {"max_turns": 4}}))
         .await;
     let id = s["id"].as_str().unwrap();
+    let (status, v) = patch(&app, id, json!({"budget": [null, null]})).await;
+    assert_eq!(status, 422, "{v}");
     let (status, v) = patch(&app, id, json!({"budget": {"max_turns": -1}})).await;
     assert_eq!(status, 422, "{v}");
     assert_eq!(

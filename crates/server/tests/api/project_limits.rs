@@ -174,29 +174,58 @@ async fn a_projects_run_limit_holds_its_turns_while_other_projects_go_on() {
 
 #[tokio::test]
 async fn a_projects_request_rate_is_one_bucket_for_all_its_callers_named_in_the_429() {
+    use reqwest::Method;
+    use sandbox_agents_testkit::auth::{call as with, make_key};
+    const TOKEN: &str = "operator-token";
     // The deployment limits each credential generously; the project's own rate is tighter.
     let app = TestApp::builder()
-        .with_auth(Auth::new(None).with_rate_limit(Some(RateLimit {
+        .with_auth(Auth::new(Some(TOKEN)).with_rate_limit(Some(RateLimit {
             per_minute: 6000,
             burst: 500,
         })))
         .spawn()
         .await;
-    let other = project(&app, "Other").await;
-    set_limits(&app, "default", json!({"requests_per_minute": 5})).await;
-    let get = async |p: &str| {
+    let (s, other) = with(
+        &app,
+        Method::POST,
+        "/api/projects",
+        Some(TOKEN),
+        None,
+        Some(json!({"name": "Other"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{other}");
+    let mut keys = Vec::new();
+    for (p, name) in [("default", "a"), ("default", "b"), ("other", "c")] {
+        let k = make_key(&app, TOKEN, Some(p), name).await;
+        keys.push(k["key"].as_str().unwrap().to_owned());
+    }
+    let limit = async |limits: Value| {
+        let (s, b) = with(
+            &app,
+            Method::PATCH,
+            "/api/projects/default",
+            Some(TOKEN),
+            None,
+            Some(json!({ "limits": limits })),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+    };
+    let get = async |key: &str| {
         app.http
             .get(app.url("/api/agents"))
-            .header("x-project", p)
+            .bearer_auth(key)
             .send()
             .await
             .unwrap()
     };
-    // A burst of up to the project's rate, then 429 (a bucket refills one request in 12 s,
-    // so at most one more gets through while this runs).
+    limit(json!({"requests_per_minute": 5})).await;
+    // Two keys of the project take turns: together, a burst of the project's rate, then 429
+    // (a bucket refills one request in 12 s, so at most one more gets through meanwhile).
     let mut passed = 0;
     let refused = loop {
-        let r = get("default").await;
+        let r = get(&keys[passed % 2]).await;
         if r.status() == 429 {
             break r;
         }
@@ -219,22 +248,29 @@ async fn a_projects_request_rate_is_one_bucket_for_all_its_callers_named_in_the_
         detail.contains("limits.requests_per_minute") && detail.contains("5 requests"),
         "{detail}"
     );
-    // Another project's requests draw on the caller's own bucket.
+    assert_eq!(
+        get(&keys[1 - passed % 2]).await.status(),
+        429,
+        "the other key too"
+    );
+    // Another project's key draws on its own bucket; an operator acting in the project is not
+    // counted (it must be able to lift the limit), and lifts it.
     for _ in 0..10 {
-        assert_eq!(get(&other).await.status(), 200);
+        assert_eq!(get(&keys[2]).await.status(), 200);
+        let (s, _) = with(
+            &app,
+            Method::GET,
+            "/api/agents",
+            Some(TOKEN),
+            Some("default"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
     }
-    // Removed (a request made in the other project): the project is back on the credential's.
-    let (s, b) = call(
-        &app,
-        reqwest::Method::PATCH,
-        &other,
-        "/api/projects/default",
-        Some(json!({"limits": {}})),
-    )
-    .await;
-    assert_eq!(s, 200, "{b}");
+    limit(json!({})).await;
     for _ in 0..10 {
-        assert_eq!(get("default").await.status(), 200);
+        assert_eq!(get(&keys[0]).await.status(), 200);
     }
     app.stop().await;
 }

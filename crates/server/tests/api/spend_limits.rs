@@ -151,6 +151,12 @@ async fn limits_are_checked_and_only_an_operator_sets_them() {
     for (body, field) in [
         (json!({"monthly_cost_usd": -1}), "monthly_cost_usd"),
         (json!({"monthly_cost_usd": 1e9}), "monthly_cost_usd"),
+        (json!({"max_sandboxes": 0}), "max_sandboxes"),
+        (json!({"max_runs": "two"}), "max_runs"),
+        (
+            json!({"requests_per_minute": 2000000}),
+            "requests_per_minute",
+        ),
     ] {
         let (status, v) = limit(&app, body.clone()).await;
         assert_eq!(status, 422, "{body}: {v}");
@@ -164,6 +170,13 @@ async fn limits_are_checked_and_only_an_operator_sets_them() {
     assert_eq!(status, 422, "an unknown limit: {v}");
     let (status, v) = limit(&app, json!(null)).await;
     assert_eq!(status, 422, "limits is not null: {v}");
+    // An object, never the fields as an array (serde's derived parsing would take this as
+    // "no limits"; the API fuzz sent it).
+    for body in [json!([null, null]), json!([]), json!([5.0])] {
+        let (status, v) = limit(&app, body.clone()).await;
+        assert_eq!(status, 422, "{body}: {v}");
+        assert_eq!(v["detail"][0]["loc"], json!(["body", "limits"]), "{v}");
+    }
     let s = spend(&app).await;
     assert_eq!(s["limits"], json!({}), "nothing changed: {s}");
     assert_eq!(
