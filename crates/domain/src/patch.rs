@@ -53,27 +53,6 @@ where
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Deserialize)]
-    struct Body {
-        #[serde(default)]
-        image: Patch<String>,
-    }
-
-    #[test]
-    fn absent_null_and_value_are_three_different_things() {
-        let absent: Body = serde_json::from_str("{}").unwrap();
-        let null: Body = serde_json::from_str(r#"{"image":null}"#).unwrap();
-        let value: Body = serde_json::from_str(r#"{"image":"x"}"#).unwrap();
-        assert_eq!(absent.image, Patch::Absent);
-        assert_eq!(null.image, Patch::Null);
-        assert_eq!(value.image, Patch::Value("x".into()));
-    }
-}
-
 /// A struct whose derived parser (`#[serde(remote = "Self")]`) is wrapped by
 /// [`object_only`] in its `Deserialize`.
 pub trait FromObject<'de>: Sized {
@@ -102,4 +81,25 @@ where
         }
     }
     d.deserialize_map(Fields(std::marker::PhantomData))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Body {
+        #[serde(default)]
+        image: Patch<String>,
+    }
+
+    #[test]
+    fn absent_null_and_value_are_three_different_things() {
+        let absent: Body = serde_json::from_str("{}").unwrap();
+        let null: Body = serde_json::from_str(r#"{"image":null}"#).unwrap();
+        let value: Body = serde_json::from_str(r#"{"image":"x"}"#).unwrap();
+        assert_eq!(absent.image, Patch::Absent);
+        assert_eq!(null.image, Patch::Null);
+        assert_eq!(value.image, Patch::Value("x".into()));
+    }
 }
