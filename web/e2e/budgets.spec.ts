@@ -5,9 +5,10 @@
 // stops before the call that would pass $0.35 (at $0.40: a budget is overshot by at most one
 // call), the transcript says so in words as a normal end, the budget is raised to $0.55 from
 // there, and the next message goes on and stops at the new limit ($0.60).
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
 import { shot } from './shots';
+import { noSidewaysScroll } from './layout';
 
 let server: Server;
 let model: Awaited<ReturnType<typeof startFakeModel>>;
@@ -22,17 +23,6 @@ async function api(method: string, p: string, body?: unknown) {
   const r = await fetch(`${server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   expect(r.ok, `${method} ${p}: ${r.status} ${await r.clone().text()}`).toBeTruthy();
   return r.status === 204 ? null : r.json();
-}
-
-/** Fails when the page is wider than the screen, naming what reaches past its edge. */
-async function noSidewaysScroll(page: Page, width: number) {
-  const wide = await page.evaluate((w) => {
-    if (document.documentElement.scrollWidth <= w) return [];
-    return [...document.querySelectorAll('body *')]
-      .filter((e) => e.getBoundingClientRect().right > w + 1 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > w + 1))
-      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`);
-  }, width);
-  expect(wide, 'elements wider than the screen').toEqual([]);
 }
 
 test.describe.configure({ mode: 'serial' });

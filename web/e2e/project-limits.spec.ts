@@ -7,9 +7,10 @@
 // over a reload, a capacity save keeps the monthly limit and removing the monthly limit keeps
 // the capacity (the PATCH replaces the whole set), and a phone-width screen has no sideways
 // scroll.
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
 import { shot } from './shots';
+import { noSidewaysScroll } from './layout';
 
 let server: Server;
 let model: Awaited<ReturnType<typeof startFakeModel>>;
@@ -29,17 +30,6 @@ async function api(method: string, p: string, body?: unknown) {
 }
 
 const statusOf = async (id: string) => ((await api('GET', `/api/sessions/${id}`)) as Session).status;
-
-/** Fails when the page is wider than the screen, naming what reaches past its edge. */
-async function noSidewaysScroll(page: Page, width: number) {
-  const wide = await page.evaluate((w) => {
-    if (document.documentElement.scrollWidth <= w) return [];
-    return [...document.querySelectorAll('body *')]
-      .filter((e) => e.getBoundingClientRect().right > w + 1 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > w + 1))
-      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`);
-  }, width);
-  expect(wide, 'elements wider than the screen').toEqual([]);
-}
 
 test.describe.configure({ mode: 'serial' });
 

@@ -6,9 +6,10 @@
 // full, the next message is refused with 402 and its sentence in the composer, and once the
 // limit is raised on the project's page a message is accepted again (its turn stops at the new
 // limit; the warning is not sent twice in a month).
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
 import { shot } from './shots';
+import { noSidewaysScroll } from './layout';
 
 let server: Server;
 let model: Awaited<ReturnType<typeof startFakeModel>>;
@@ -29,17 +30,6 @@ async function api(method: string, p: string, body?: unknown) {
   const r = await call(method, p, body);
   expect(r.ok, `${method} ${p}: ${r.status} ${await r.clone().text()}`).toBeTruthy();
   return r.status === 204 ? null : r.json();
-}
-
-/** Fails when the page is wider than the screen, naming what reaches past its edge. */
-async function noSidewaysScroll(page: Page, width: number) {
-  const wide = await page.evaluate((w) => {
-    if (document.documentElement.scrollWidth <= w) return [];
-    return [...document.querySelectorAll('body *')]
-      .filter((e) => e.getBoundingClientRect().right > w + 1 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > w + 1))
-      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`);
-  }, width);
-  expect(wide, 'elements wider than the screen').toEqual([]);
 }
 
 test.describe.configure({ mode: 'serial' });

@@ -5,9 +5,10 @@
 // (1000 × $0.000002 + 100 × $0.00001 = $0.003); another session's turn on `local-model` has
 // no price. The usage page, each session's page and the agent's page say $0.253, and that one
 // call is unpriced, never as $0.00.
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
 import { shot } from './shots';
+import { noSidewaysScroll } from './layout';
 
 let server: Server;
 let model: Awaited<ReturnType<typeof startFakeModel>>;
@@ -37,18 +38,6 @@ async function turnsDone(id: string, runs: number) {
       { timeout: 180_000, message: `session ${id}: ${runs} turns to finish` },
     )
     .toBe(true);
-}
-
-/** Fails when the page is wider than the screen (a table or chart pushing it sideways). */
-async function noSidewaysScroll(page: Page, width: number) {
-  const wide = await page.evaluate((w) => {
-    if (document.documentElement.scrollWidth <= w) return [];
-    // The outermost elements that reach past the screen's edge, to say what to fix.
-    return [...document.querySelectorAll('body *')]
-      .filter((e) => e.getBoundingClientRect().right > w + 1 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > w + 1))
-      .map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`);
-  }, width);
-  expect(wide, 'elements wider than the screen').toEqual([]);
 }
 
 test.describe.configure({ mode: 'serial' });

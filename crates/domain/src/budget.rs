@@ -35,42 +35,8 @@ pub struct Budget {
 }
 
 // Both are JSON objects only (`patch::object_only`: the derived parser would take an array
-// of nulls as "no limits"); `remote = "Self"` makes the derived code these impls' inner parts.
-impl Serialize for Budget {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        Budget::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Budget {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::patch::object_only(d)
-    }
-}
-
-impl<'de> crate::patch::FromObject<'de> for Budget {
-    fn from_fields<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Budget::deserialize(d)
-    }
-}
-
-impl Serialize for ProjectLimits {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        ProjectLimits::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for ProjectLimits {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::patch::object_only(d)
-    }
-}
-
-impl<'de> crate::patch::FromObject<'de> for ProjectLimits {
-    fn from_fields<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ProjectLimits::deserialize(d)
-    }
-}
+// of nulls as "no limits").
+crate::patch::object_only_serde!(Budget, ProjectLimits);
 
 /// The largest value each limit takes (a 422 above): far past any real budget, so that a
 /// typo's extra zeros are caught rather than stored as "no limit".

@@ -83,6 +83,32 @@ where
     d.deserialize_map(Fields(std::marker::PhantomData))
 }
 
+/// `Serialize`, `Deserialize` (objects only, through [`object_only`]) and [`FromObject`] for
+/// structs that derive serde's traits with `#[serde(remote = "Self")]`, which turns the
+/// derived code into inherent functions these impls call.
+macro_rules! object_only_serde {
+    ($($t:ty),+ $(,)?) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                <$t>::serialize(self, s)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $crate::patch::object_only(d)
+            }
+        }
+
+        impl<'de> $crate::patch::FromObject<'de> for $t {
+            fn from_fields<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                <$t>::deserialize(d)
+            }
+        }
+    )+};
+}
+pub(crate) use object_only_serde;
+
 #[cfg(test)]
 mod tests {
     use super::*;
