@@ -42,6 +42,21 @@ describe('applyEvents', () => {
     expect(s.streaming).toEqual([]);
   });
 
+  it('a stored message held from the history still ends the deltas the stream replays before its copy', () => {
+    // The history (fetched while the stream was opening) already has the subagent's message
+    // and the run's end; the stream then delivers the deltas that made the message, and the
+    // stored events again as duplicates: no streaming step may be left behind.
+    const sub = { subagent: { agent: 'helper', call_id: 'c1' } };
+    let s = applyEvents(emptyLog(), [ev(1, 'user.message', { text: 'q' }), ev(2, 'agent.message', { text: 'found', ...sub })]);
+    s = applyEvents(s, [ev(0, 'agent.text_delta', { text: 'found', ...sub }), ev(2, 'agent.message', { text: 'found', ...sub })]);
+    expect(s.streaming).toEqual([]);
+    expect(s.events.map((e) => e.seq)).toEqual([1, 2]);
+    s = applyEvents(s, [ev(3, 'session.status_idle', {})]);
+    s = applyEvents(s, [ev(0, 'agent.text_delta', { text: 'late' }), ev(3, 'session.status_idle', {})]);
+    expect(s.streaming).toEqual([]);
+    expect(s.duplicatesDropped).toBe(2);
+  });
+
   it('ignores stream_gap notices without moving the cursor', () => {
     const s = applyEvents(applyEvents(emptyLog(), [ev(5, 'a')]), [ev(0, 'stream_gap', { after: 5 }, null)]);
     expect(s.lastSeq).toBe(5);

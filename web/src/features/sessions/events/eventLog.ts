@@ -120,10 +120,13 @@ export function applyEvents(state: EventLogState, batch: SessionEvent[]): EventL
     } else {
       const at = lowerBound(events, seq);
       if (at < events.length && events[at].seq === seq) {
+        // Held already (the history fetched while the stream replayed): dropped, but it still
+        // ends the deltas the stream delivered before it, which were made after the history's
+        // copy was read and would otherwise stay as a second, streaming step.
         duplicatesDropped += 1;
-        continue;
+      } else {
+        events.splice(at, 0, event);
       }
-      events.splice(at, 0, event);
     }
     if (event.type === 'agent.message') {
       const key = streamKey(event);
