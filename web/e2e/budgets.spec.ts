@@ -6,60 +6,32 @@
 // call), the transcript says so in words as a normal end, the budget is raised to $0.55 from
 // there, and the next message goes on and stops at the new limit ($0.60).
 import { expect, test } from '@playwright/test';
-import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
+import { ownServer } from './ownServer';
 import { shot } from './shots';
 import { noSidewaysScroll } from './layout';
 
-let server: Server;
-let model: Awaited<ReturnType<typeof startFakeModel>>;
-let proxy: Awaited<ReturnType<typeof startStaticProxy>> | null = null;
-let ui = '';
 const AGENT = 'looper';
 
 type Session = { id: string; status: string; budget: Record<string, number> | null; usage: Record<string, number>; runs: { status: string; stop_reason: string | null; turns: number }[] };
 
 async function api(method: string, p: string, body?: unknown) {
   const headers: Record<string, string> = body === undefined ? {} : { 'Content-Type': 'application/json' };
-  const r = await fetch(`${server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const r = await fetch(`${own.server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   expect(r.ok, `${method} ${p}: ${r.status} ${await r.clone().text()}`).toBeTruthy();
   return r.status === 204 ? null : r.json();
 }
 
-test.describe.configure({ mode: 'serial' });
-
-test.beforeAll(async () => {
-  test.setTimeout(240_000);
-  model = await startFakeModel();
-  // Every call with the shell offered: another `echo again`, at $0.10 as the provider reports it.
-  await setScript(model.url, [
-    { when: { has_tool: 'shell' }, reply: { text: 'Once more.', tool_calls: [{ name: 'shell', arguments: { command: 'echo again' } }], usage: { prompt_tokens: 100, completion_tokens: 10, cost: 0.1 } } },
-    { reply: { text: 'Done.' } },
-  ]);
-  server = await startServer(model.url, { SANDBOX_AGENTS_WARM_POOL_SIZE: '0' });
-  if (process.env.SANDBOX_AGENTS_E2E_PROXY === '1') {
-    proxy = await startStaticProxy(server.url);
-    ui = proxy.url;
-  } else ui = server.url;
-});
-
-test.afterEach(async ({}, testInfo) => {
-  if (testInfo.status !== testInfo.expectedStatus) console.log(`--- budget server log (tail) ---\n${tail(server.logPath, 60)}`);
-});
-
-test.afterAll(async () => {
-  if (!server) return;
-  const left = (await (await fetch(`${server.url}/api/sessions?limit=100&offset=0`)).json()) as { id: string }[];
-  for (const s of left) await fetch(`${server.url}/api/sessions/${s.id}`, { method: 'DELETE' });
-  proxy?.server.close();
-  await stopServer(server);
-  model.proc.kill('SIGTERM');
-});
+// Every call with the shell offered: another `echo again`, at $0.10 as the provider reports it.
+const own = ownServer('budget', [
+  { when: { has_tool: 'shell' }, reply: { text: 'Once more.', tool_calls: [{ name: 'shell', arguments: { command: 'echo again' } }], usage: { prompt_tokens: 100, completion_tokens: 10, cost: 0.1 } } },
+  { reply: { text: 'Done.' } },
+]);
 
 test('a turn stops at the budget set in the UI, and goes on to the next limit once it is raised', async ({ page }) => {
   test.setTimeout(360_000);
 
   // The agent, with a default budget for its sessions.
-  await page.goto(`${ui}/agents/new`);
+  await page.goto(`${own.ui}/agents/new`);
   await page.getByLabel('Slug').fill(AGENT);
   await page.getByLabel('Name', { exact: false }).first().fill('Looper');
   await page.getByRole('textbox', { name: 'Model' }).fill('fake-model');
@@ -137,14 +109,14 @@ test('a turn stops at the budget set in the UI, and goes on to the next limit on
   await expect(page.getByText('completed · stopped at the budget')).toHaveCount(2);
 
   // The sessions list marks it (its cost is past its limit).
-  await page.goto(`${ui}/sessions`);
+  await page.goto(`${own.ui}/sessions`);
   const row = page.getByRole('row').filter({ hasText: 'Budgeted session' });
   await expect(row.getByTestId('session-budget-reached')).toHaveText('budget reached');
   await shot(page, 'sessions-budget-reached');
 
   // A phone-width screen: the header, the transcript's stop and its end fit.
   await page.setViewportSize({ width: 390, height: 844 });
-  await page.goto(`${ui}/sessions/${id}`);
+  await page.goto(`${own.ui}/sessions/${id}`);
   await expect(page.getByTestId('budget-reached-text').last()).toHaveText('Stopped at the budget: cost $0.60 of the $0.55 limit');
   await expect(page.getByTestId('session-budget-text')).toBeVisible();
   await noSidewaysScroll(page, 390);

@@ -8,14 +8,10 @@
 // the capacity (the PATCH replaces the whole set), and a phone-width screen has no sideways
 // scroll.
 import { expect, test } from '@playwright/test';
-import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
+import { ownServer } from './ownServer';
 import { shot } from './shots';
 import { noSidewaysScroll } from './layout';
 
-let server: Server;
-let model: Awaited<ReturnType<typeof startFakeModel>>;
-let proxy: Awaited<ReturnType<typeof startStaticProxy>> | null = null;
-let ui = '';
 const AGENT = 'capacity';
 
 type Session = { id: string; status: string };
@@ -24,38 +20,14 @@ type Event = { seq: number; type: string };
 
 async function api(method: string, p: string, body?: unknown) {
   const headers: Record<string, string> = body === undefined ? {} : { 'Content-Type': 'application/json' };
-  const r = await fetch(`${server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const r = await fetch(`${own.server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   expect(r.ok, `${method} ${p}: ${r.status} ${await r.clone().text()}`).toBeTruthy();
   return r.status === 204 ? null : r.json();
 }
 
 const statusOf = async (id: string) => ((await api('GET', `/api/sessions/${id}`)) as Session).status;
 
-test.describe.configure({ mode: 'serial' });
-
-test.beforeAll(async () => {
-  test.setTimeout(240_000);
-  model = await startFakeModel();
-  await setScript(model.url, [{ reply: { text: 'Done.' } }]);
-  server = await startServer(model.url, { SANDBOX_AGENTS_WARM_POOL_SIZE: '0' });
-  if (process.env.SANDBOX_AGENTS_E2E_PROXY === '1') {
-    proxy = await startStaticProxy(server.url);
-    ui = proxy.url;
-  } else ui = server.url;
-});
-
-test.afterEach(async ({}, testInfo) => {
-  if (testInfo.status !== testInfo.expectedStatus) console.log(`--- project-limits server log (tail) ---\n${tail(server.logPath, 60)}`);
-});
-
-test.afterAll(async () => {
-  if (!server) return;
-  const left = (await (await fetch(`${server.url}/api/sessions?limit=100&offset=0`)).json()) as { id: string }[];
-  for (const s of left) await fetch(`${server.url}/api/sessions/${s.id}`, { method: 'DELETE' });
-  proxy?.server.close();
-  await stopServer(server);
-  model.proc.kill('SIGTERM');
-});
+const own = ownServer('project-limits', [{ reply: { text: 'Done.' } }]);
 
 test('an operator sets the project’s capacity on its page: a session past it waits queued until it is raised, and every save keeps the other limits', async ({ page }) => {
   test.setTimeout(480_000);
@@ -67,7 +39,7 @@ test('an operator sets the project’s capacity on its page: a session past it w
   const month = new Date().toISOString().slice(0, 7);
   const limitsNow = async () => ((await api('GET', `/api/projects/${project.slug}`)) as { limits: unknown }).limits;
 
-  await page.goto(`${ui}/projects/${project.slug}`);
+  await page.goto(`${own.ui}/projects/${project.slug}`);
   const spendCard = page.getByTestId('project-limits');
   const card = page.getByTestId('project-capacity');
 

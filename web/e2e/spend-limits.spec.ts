@@ -7,14 +7,10 @@
 // limit is raised on the project's page a message is accepted again (its turn stops at the new
 // limit; the warning is not sent twice in a month).
 import { expect, test } from '@playwright/test';
-import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, tail, type Server } from './harness';
+import { ownServer } from './ownServer';
 import { shot } from './shots';
 import { noSidewaysScroll } from './layout';
 
-let server: Server;
-let model: Awaited<ReturnType<typeof startFakeModel>>;
-let proxy: Awaited<ReturnType<typeof startStaticProxy>> | null = null;
-let ui = '';
 const AGENT = 'spender';
 
 type Session = { id: string; status: string; usage: Record<string, number>; runs: { status: string; stop_reason: string | null; turns: number }[] };
@@ -23,7 +19,7 @@ type Event = { seq: number; type: string; payload: Record<string, unknown> };
 
 async function call(method: string, p: string, body?: unknown) {
   const headers: Record<string, string> = body === undefined ? {} : { 'Content-Type': 'application/json' };
-  return fetch(`${server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return fetch(`${own.server.url}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
 }
 
 async function api(method: string, p: string, body?: unknown) {
@@ -32,35 +28,11 @@ async function api(method: string, p: string, body?: unknown) {
   return r.status === 204 ? null : r.json();
 }
 
-test.describe.configure({ mode: 'serial' });
-
-test.beforeAll(async () => {
-  test.setTimeout(240_000);
-  model = await startFakeModel();
-  // Every call with the shell offered: another `echo again`, at $0.10 as the provider reports it.
-  await setScript(model.url, [
-    { when: { has_tool: 'shell' }, reply: { text: 'Once more.', tool_calls: [{ name: 'shell', arguments: { command: 'echo again' } }], usage: { prompt_tokens: 100, completion_tokens: 10, cost: 0.1 } } },
-    { reply: { text: 'Done.' } },
-  ]);
-  server = await startServer(model.url, { SANDBOX_AGENTS_WARM_POOL_SIZE: '0' });
-  if (process.env.SANDBOX_AGENTS_E2E_PROXY === '1') {
-    proxy = await startStaticProxy(server.url);
-    ui = proxy.url;
-  } else ui = server.url;
-});
-
-test.afterEach(async ({}, testInfo) => {
-  if (testInfo.status !== testInfo.expectedStatus) console.log(`--- spend-limit server log (tail) ---\n${tail(server.logPath, 60)}`);
-});
-
-test.afterAll(async () => {
-  if (!server) return;
-  const left = (await (await fetch(`${server.url}/api/sessions?limit=100&offset=0`)).json()) as { id: string }[];
-  for (const s of left) await fetch(`${server.url}/api/sessions/${s.id}`, { method: 'DELETE' });
-  proxy?.server.close();
-  await stopServer(server);
-  model.proc.kill('SIGTERM');
-});
+// Every call with the shell offered: another `echo again`, at $0.10 as the provider reports it.
+const own = ownServer('spend-limit', [
+  { when: { has_tool: 'shell' }, reply: { text: 'Once more.', tool_calls: [{ name: 'shell', arguments: { command: 'echo again' } }], usage: { prompt_tokens: 100, completion_tokens: 10, cost: 0.1 } } },
+  { reply: { text: 'Done.' } },
+]);
 
 test('a project stops at the monthly limit an operator sets in the UI, refuses turns with 402, and goes on once it is raised', async ({ page }) => {
   test.setTimeout(480_000);
@@ -73,7 +45,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   const month = new Date().toISOString().slice(0, 7);
 
   // The limit, set on the project's page (open mode: the caller is an operator).
-  await page.goto(`${ui}/projects/${project.slug}`);
+  await page.goto(`${own.ui}/projects/${project.slug}`);
   const limits = page.getByTestId('project-limits');
   await expect(limits.getByTestId('project-no-limit')).toHaveText('No monthly limit is set.');
   const field = limits.getByRole('textbox', { name: 'Monthly limit (US dollars)' });
@@ -91,7 +63,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
 
   // A looping turn: calls at $0.10 each; the warning at 80 % ($0.40), the stop at $0.50.
   const id = ((await api('POST', '/api/sessions', { agent_id: AGENT, title: 'Spending session' })) as Session).id;
-  await page.goto(`${ui}/sessions/${id}`);
+  await page.goto(`${own.ui}/sessions/${id}`);
   await expect(page.getByTestId('session-status').first()).toHaveText('running', { timeout: 120_000 });
   await page.getByTestId('composer').fill('Loop until you are stopped');
   await page.getByRole('button', { name: 'Send' }).click();
@@ -122,7 +94,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   expect(spend.warned_at).not.toBeNull();
 
   // The project's page: the bar full, the warning's time.
-  await page.goto(`${ui}/projects/${project.slug}`);
+  await page.goto(`${own.ui}/projects/${project.slug}`);
   await expect(limits.getByTestId('spend-meter-text')).toHaveText(`$0.50 of $0.50 this month (${month})`);
   await expect(limits.getByTestId('spend-meter-percent')).toHaveText(/^1\d\d % · reached$/);
   await expect(limits.getByTestId('spend-meter')).toHaveAttribute('data-reached', 'true');
@@ -131,7 +103,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   await shot(page, 'project-spend-limit-reached');
 
   // The usage page says it too.
-  await page.goto(`${ui}/usage`);
+  await page.goto(`${own.ui}/usage`);
   await expect(page.getByTestId('usage-monthly-limit').getByTestId('spend-meter-text')).toHaveText(`$0.50 of $0.50 this month (${month})`);
   await shot(page, 'usage-monthly-limit');
 
@@ -140,7 +112,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   expect(refused.status).toBe(402);
   const detail = ((await refused.json()) as { detail: string }).detail;
   expect(detail).toContain('$0.50');
-  await page.goto(`${ui}/sessions/${id}`);
+  await page.goto(`${own.ui}/sessions/${id}`);
   await page.getByTestId('composer').fill('One more, please');
   await page.getByRole('button', { name: 'Send' }).click();
   const refusal = page.getByTestId('spend-limit-refusal');
@@ -160,7 +132,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   expect(((await api('GET', `/api/projects/${project.slug}`)) as { limits: unknown }).limits).toEqual({ monthly_cost_usd: 1 });
 
   // The message goes now; its turn stops at the new limit, and the warning is not sent again.
-  await page.goto(`${ui}/sessions/${id}`);
+  await page.goto(`${own.ui}/sessions/${id}`);
   await page.getByTestId('composer').fill('Go on');
   await page.getByRole('button', { name: 'Send' }).click();
   await expect(page.getByTestId('composer')).toHaveValue('');
@@ -181,7 +153,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
 
   // A phone-width screen: the project's page and its bar fit.
   await page.setViewportSize({ width: 390, height: 844 });
-  await page.goto(`${ui}/projects/${project.slug}`);
+  await page.goto(`${own.ui}/projects/${project.slug}`);
   await page.reload();
   await expect(limits.getByTestId('spend-meter-text')).toHaveText(new RegExp(`^\\$1\\.(00|10) of \\$1\\.00 this month \\(${month}\\)$`));
   await noSidewaysScroll(page, 390);
@@ -194,7 +166,7 @@ test('a project stops at the monthly limit an operator sets in the UI, refuses t
   await expect(limits.getByTestId('project-no-limit')).toBeVisible();
   await expect(limits.getByRole('progressbar')).toHaveCount(0);
   expect(((await api('GET', `/api/projects/${project.slug}`)) as { limits: unknown }).limits).toEqual({});
-  await page.goto(`${ui}/usage`);
+  await page.goto(`${own.ui}/usage`);
   await expect(page.getByTestId('usage-spend')).toBeVisible();
   await expect(page.getByTestId('usage-monthly-limit')).toHaveCount(0);
 });
