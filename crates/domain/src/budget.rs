@@ -235,6 +235,15 @@ impl Budget {
 mod tests {
     use super::*;
 
+    /// Where each violation is, as JSON.
+    fn locs(v: Violations) -> Vec<String> {
+        v.into_result()
+            .unwrap_err()
+            .iter()
+            .map(|e| serde_json::to_string(&e.loc).unwrap())
+            .collect()
+    }
+
     #[test]
     fn the_first_limit_reached_is_named_with_what_was_used() {
         let b = Budget {
@@ -272,13 +281,8 @@ mod tests {
             max_sandbox_seconds: Some(1e12),
         }
         .validate(&mut v, &["budget"]);
-        let errors = v.into_result().unwrap_err();
-        let locs: Vec<String> = errors
-            .iter()
-            .map(|e| serde_json::to_string(&e.loc).unwrap())
-            .collect();
         assert_eq!(
-            locs,
+            locs(v),
             [
                 r#"["body","budget","max_cost_usd"]"#,
                 r#"["body","budget","max_turns"]"#,
@@ -322,13 +326,8 @@ mod tests {
             requests_per_minute: Some(MAX_PROJECT_COUNT + 1),
         }
         .validate(&mut v, &["limits"]);
-        let errors = v.into_result().unwrap_err();
-        let locs: Vec<String> = errors
-            .iter()
-            .map(|e| serde_json::to_string(&e.loc).unwrap())
-            .collect();
         assert_eq!(
-            locs,
+            locs(v),
             [
                 r#"["body","limits","max_sandboxes"]"#,
                 r#"["body","limits","requests_per_minute"]"#
