@@ -10,7 +10,7 @@ import { constants as zlib } from 'node:zlib';
 // Origin and Sec-Fetch-Site headers: to the server the request then comes from its own origin.
 const api = process.env.SANDBOX_AGENTS_DEV_API ?? 'http://127.0.0.1:8000';
 // Whole path segments only: `/api` must not catch a client route such as `/api-keys`.
-const serverRoutes = ['api', 'docs', 'openapi\\.json', 'login', 'logout', 'recovery', 'settings'].map((r) => `^/${r}(?:/|\\?|$)`);
+const serverRoutes = ['api', 'docs', 'openapi\\.json', 'login', 'logout', 'recovery', 'settings', 'mcp'].map((r) => `^/${r}(?:/|\\?|$)`);
 
 export default defineConfig({
   plugins: [

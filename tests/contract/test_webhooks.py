@@ -73,14 +73,15 @@ def receiver():
     r.close()
 
 
-def test_the_catalogue_is_the_twenty_one_stored_types(client):
+def test_the_catalogue_is_the_twenty_two_stored_types(client):
     # The 14 of API.md §7.5, and our additions agent.compaction, session.queued,
-    # session.run_queued, session.s3_conflict, sandbox.egress_denied, session.budget_reached
-    # and session.spend_warning (the client fetches the list, so adding a type on the server
-    # is enough).
+    # session.run_queued, session.s3_conflict, sandbox.egress_denied, session.budget_reached,
+    # session.spend_warning and agent.tool_confirmation (the client fetches the list, so
+    # adding a type on the server is enough).
     types = client.webhooks.event_types()
     names = {t.type for t in types}
-    assert len(types) == 21 and "session.status_idle" in names and "agent.compaction" in names
+    assert len(types) == 23 and "session.status_idle" in names and "agent.compaction" in names
+    assert "agent.tool_confirmation" in names
     assert "session.queued" in names and "session.run_queued" in names
     assert "session.s3_conflict" in names and "sandbox.egress_denied" in names
     assert "session.budget_reached" in names and "session.spend_warning" in names

@@ -229,6 +229,8 @@ def ask_saber(home: Home, env: dict[str, str], server, key: str, agent: Any, fak
 
         def agent_session() -> dict[str, Any] | None:
             r = api.get("/api/sessions", params={"agent_id": agent.slug})
+            if r.status_code == 404:  # an agent made on first use (E2B's) is not there yet
+                return None
             r.raise_for_status()
             running = [s for s in r.json() if s["status"] == "running"]
             return running[0] if running else None
@@ -383,6 +385,43 @@ def test_environment_variables_alone_configure_a_headless_saber(
     assert (session["idle_ttl_seconds"], session["max_lifetime_seconds"]) == (420, 1200)
     assert not (home.config_dir / "plugin_config.json").exists()
     assert_gone(server, api_key, session["id"])
+
+
+def test_sqlsaber_sandboxs_own_e2b_provider_analyses_on_us_by_configuration_alone(
+    home, server, fake_model, analysis_environment, api_key
+):
+    """sqlsaber-sandbox's built-in `sandbox` plugin with its `e2b` provider, configured with
+    `saber plugins setup sandbox` as a user of E2B would, and pointed at our E2B-compatible API
+    by the E2B SDK's own variables: its analysis runs in a session of ours (the project's
+    `e2b-code-interpreter` agent, template `code-interpreter-v1`), killed when saber exits."""
+    env = home.env(
+        fake_model,
+        E2B_API_URL=f"{server.base_url}/e2b",
+        E2B_SANDBOX_URL=f"{server.base_url}/e2b-sandbox",
+    )
+    setup = home.saber(
+        env, "plugins", "setup", "sandbox",
+        "--set", "provider=e2b",
+        "--set", "e2b_template=code-interpreter-v1",
+        "--secret-stdin", "e2b_api_key",
+        "--yes",
+        stdin=api_key,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    disable = home.saber(env, "plugins", "disable", "sandbox-agents")
+    assert disable.returncode == 0, disable.stdout + disable.stderr
+
+    e2b_agent = type("Agent", (), {"slug": "e2b-code-interpreter"})()
+    analysis = ask_saber(home, env, server, api_key, e2b_agent, fake_model)
+    session = analysis.session
+    assert session["title"] == "E2B sandbox (code-interpreter-v1)", session
+    # saber closed the sandbox: E2B's kill, which stops the session and removes its container.
+    r = httpx.get(
+        f"{server.base_url}/api/sessions/{session['id']}",
+        headers={"Authorization": f"Bearer {api_key}"}, timeout=30,
+    )
+    assert r.status_code == 200 and r.json()["status"] == "stopped", r.text
+    sandboxes.wait_no_containers([session["id"]], GONE_DEADLINE, f"saber's E2B sandbox {session['id']}")
 
 
 def test_saber_without_the_key_reports_the_refusal_and_leaves_nothing(

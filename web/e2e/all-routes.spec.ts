@@ -51,6 +51,9 @@ function pathsOf(route: string): string[] {
   // The delivery log's filter comes from the URL: one the API takes, and one it does not
   // (which must list every delivery, not send the API a 422).
   if (route === 'webhooks/:id') return [`/${filled}`, `/${filled}?status=failed`, `/${filled}?status=nonsense`];
+  // The agent's tabs that read more of the API than the page does: its history (the versions
+  // and two of them read whole, compared), its memory, its schedules and its MCP servers.
+  if (route === 'agents/:ref') return [`/${filled}`, `/${filled}?tab=history`, `/${filled}?tab=memory`, `/${filled}?tab=schedules`, `/${filled}?tab=mcp`];
   return [`/${filled}`];
 }
 
@@ -115,10 +118,15 @@ test.beforeAll(async () => {
   if (process.env.SANDBOX_AGENTS_E2E_PROXY === '1') proxy = await startStaticProxy(server.url);
   ui = proxy?.url ?? server.url;
 
-  // What every page shows something of: an agent, a session with a finished turn, a webhook
-  // (with a delivery), an environment, a skill bundle with a version, the default project.
+  // What every page shows something of: an agent (with two versions and a schedule), a session with a
+  // finished turn, a webhook (with a delivery), an environment, a skill bundle with a version,
+  // the default project.
   const agent = await call('POST', '/api/agents', { slug: 'sweep-agent', name: 'Sweep agent', capabilities: ['shell', 'skills'] });
   params.ref_agents = agent.slug;
+  // Edited once: its History tab has two versions to compare.
+  await call('PATCH', `/api/agents/${agent.slug}`, { version: agent.version, description: 'Edited once.' });
+  // A schedule (weekdays at nine in Paris), for the Schedules page and the agent's tab.
+  await call('POST', `/api/agents/${agent.slug}/schedules`, { name: 'Sweep schedule', cron: '0 9 * * 1-5', timezone: 'Europe/Paris', message: 'Good morning.' });
   const hook = await call('POST', '/api/webhooks', { name: 'Sweep hook', url: hooks.url });
   params.id_webhooks = hook.id;
   const env = await call('POST', '/api/environments', { name: 'sweep-env', description: 'No packages: nothing to build.' });

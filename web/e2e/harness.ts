@@ -192,7 +192,7 @@ export async function startWebhookReceiver(): Promise<{ url: string; server: htt
 }
 
 export const UI_CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; worker-src 'self' blob:; font-src 'self' data:; frame-ancestors 'none'";
-const SERVER_ROUTES = ['/api', '/docs', '/openapi.json', '/login', '/logout', '/recovery', '/settings', '/preview'];
+const SERVER_ROUTES = ['/api', '/docs', '/openapi.json', '/login', '/logout', '/recovery', '/settings', '/preview', '/mcp'];
 const isServerRoute = (p: string) => SERVER_ROUTES.some((r) => p === r || p.startsWith(r + '/'));
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2', '.json': 'application/json' };
 

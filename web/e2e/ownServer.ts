@@ -8,7 +8,8 @@ import { setScript, startFakeModel, startServer, startStaticProxy, stopServer, t
 /** The server (set once the spec's tests start) and the UI's origin. */
 export type OwnServer = { server: Server; ui: string };
 
-export function ownServer(label: string, script: unknown[]): OwnServer {
+/** `env` sets the server's flags over the harness's defaults. */
+export function ownServer(label: string, script: unknown[], env: Record<string, string> = {}): OwnServer {
   const own = { ui: '' } as OwnServer;
   let model: Awaited<ReturnType<typeof startFakeModel>> | undefined;
   let proxy: Awaited<ReturnType<typeof startStaticProxy>> | null = null;
@@ -18,7 +19,7 @@ export function ownServer(label: string, script: unknown[]): OwnServer {
     test.setTimeout(240_000);
     model = await startFakeModel();
     await setScript(model.url, script);
-    own.server = await startServer(model.url, { SANDBOX_AGENTS_WARM_POOL_SIZE: '0' });
+    own.server = await startServer(model.url, { SANDBOX_AGENTS_WARM_POOL_SIZE: '0', ...env });
     if (process.env.SANDBOX_AGENTS_E2E_PROXY === '1') {
       proxy = await startStaticProxy(own.server.url);
       own.ui = proxy.url;

@@ -3,6 +3,7 @@
 import { expect, test } from '@playwright/test';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { capabilityRows, type BackendInfo } from '../src/features/developers/backendCapabilities';
+import { MCP_TOOLS } from '../src/features/developers/mcpConnect';
 import { setScript, tail } from './harness';
 import { shot } from './shots';
 import { sha256, tar, tgz } from './tar';
@@ -601,7 +602,7 @@ test('start a session with overrides from the sessions list, and open a port pre
   await page.goto(`${UI()}/sessions`);
   await page.getByRole('button', { name: 'Start a session' }).click();
   const dialog = page.getByRole('dialog');
-  await dialog.getByRole('textbox', { name: 'Agent' }).click();
+  await dialog.getByRole('textbox', { name: 'Agent', exact: true }).click();
   await page.getByRole('option', { name: 'E2E web (e2e-web)' }).click();
   await dialog.getByLabel('Title').fill('E2E overrides');
   await dialog.getByLabel('First prompt').fill('Hello there');
@@ -791,6 +792,90 @@ test('the Developers page shows the sandbox backend the server runs and what it 
   await expect(docker.getByTestId('capability-snapshots')).toContainText(declared.snapshots === 'image' ? 'Snapshots keep installed packages' : 'Snapshots keep the workspace only');
   await expect(docker.getByTestId('capability-daemon')).toHaveAttribute('data-mark', declared.daemon ? 'yes' : 'no');
   await expect(docker.getByTestId('capability-daemon')).toContainText('Terminals and background processes');
+});
+
+/** One JSON-RPC call to an MCP endpoint; the answer comes as JSON or as an SSE stream of one message. */
+async function mcpCall(url: string, method: string, params: unknown, headers: Record<string, string> = {}): Promise<any> {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-06-18' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const text = await r.text();
+  expect(r.ok, `${method} at ${url}: ${r.status} ${text}`).toBeTruthy();
+  const messages = (r.headers.get('content-type') ?? '').includes('text/event-stream')
+    ? text.split('\n').filter((l) => l.startsWith('data:') && l.slice(5).trim()).map((l) => JSON.parse(l.slice(5)))
+    : [JSON.parse(text)];
+  const answer = messages.find((m) => m.id === 1);
+  expect(answer?.result, `${method}: ${text}`).toBeTruthy();
+  return answer.result;
+}
+
+test('the Developers page shows how an MCP client connects, at a URL the server answers MCP on', async ({ page }) => {
+  await page.goto(`${UI()}/developers`);
+  const card = page.getByTestId('mcp-card');
+  await expect(card.getByRole('heading', { name: 'Connect an MCP client' })).toBeVisible();
+  // The deployment's own origin, as the browser reached it.
+  const url = `${new URL(UI()).origin}/mcp`;
+  await expect(card.getByTestId('mcp-url')).toHaveText(url);
+  // Open mode: no key to send, so the command names none; the project as the API reads it.
+  const [project] = await apiGet('/api/projects');
+  const claude = card.getByText('claude mcp add');
+  await expect(claude).toContainText(`claude mcp add --transport http sandbox-agents ${url}`);
+  await expect(claude).toContainText(`--header "X-Project: ${project.slug}"`);
+  await expect(claude).not.toContainText('Authorization');
+  await expect(card.getByText('.cursor/mcp.json')).toBeVisible();
+  await expect(card.getByText(`"url": "${url}"`)).toBeVisible();
+  await expect(card.getByText('from mcp import Client')).toBeVisible();
+  for (const t of MCP_TOOLS) await expect(card.getByRole('listitem').filter({ hasText: `${t.name}:` })).toHaveCount(1);
+  await card.scrollIntoViewIfNeeded();
+  await shot(page, 'developers-mcp');
+  // The page only shows the way; the server at that URL speaks MCP and lists the very tools shown.
+  const init = await mcpCall(url, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'e2e', version: '0' } });
+  expect(init.capabilities.tools).toBeTruthy();
+  const listed = await mcpCall(url, 'tools/list', {});
+  expect(listed.tools.map((t: { name: string }) => t.name)).toEqual(MCP_TOOLS.map((t) => t.name));
+  // A tool called with the headers the snippets give answers as the API does.
+  const agents = await mcpCall(url, 'tools/call', { name: 'list_agents', arguments: {} }, { 'X-Project': project.slug });
+  expect(agents.isError ?? false, JSON.stringify(agents)).toBe(false);
+  expect(JSON.parse(agents.content[0].text).map((a: { slug: string }) => a.slug)).toEqual((await apiGet('/api/agents')).map((a: { slug: string }) => a.slug));
+});
+
+test('the Developers page shows how the E2B SDKs connect, at URLs the server answers E2B on', async ({ page }) => {
+  await page.goto(`${UI()}/developers`);
+  const card = page.getByTestId('e2b-card');
+  await expect(card.getByRole('heading', { name: 'E2B SDKs' })).toBeVisible();
+  // The deployment's own origin, as the browser reached it, in the three variables.
+  const origin = new URL(UI()).origin;
+  await expect(card.getByTestId('e2b-api-url')).toHaveText(`${origin}/e2b`);
+  await expect(card.getByTestId('e2b-sandbox-url')).toHaveText(`${origin}/e2b-sandbox`);
+  const env = card.getByText('export E2B_API_URL=');
+  await expect(env).toContainText(`export E2B_API_URL=${origin}/e2b`);
+  await expect(env).toContainText(`export E2B_SANDBOX_URL=${origin}/e2b-sandbox`);
+  // Open mode: the SDKs want a key set, and any value that is not one of ours is let in.
+  await expect(env).toContainText('export E2B_API_KEY=open');
+  await expect(card.getByRole('link', { name: 'API key' })).toHaveAttribute('href', '/keys');
+  // The Python and JavaScript flows.
+  await expect(card.getByText('pip install e2b', { exact: true })).toBeVisible();
+  const py = card.getByText('from e2b import Sandbox');
+  await expect(py).toContainText('sbx = Sandbox.create()');
+  await expect(py).toContainText('print(sbx.commands.run("echo hello").stdout)');
+  await expect(py).toContainText('sbx.files.write("notes.txt", "hi")');
+  await expect(py).toContainText('sbx.kill()');
+  await expect(card.getByText('npm i e2b')).toBeVisible();
+  await expect(card.getByText("import { Sandbox } from 'e2b'")).toContainText("await sbx.commands.run('echo hello')");
+  await expect(card.getByText('pip install e2b-code-interpreter', { exact: true })).toBeVisible();
+  await expect(card.getByText('from e2b_code_interpreter import Sandbox')).toContainText('print(sbx.run_code("x + 1").text)');
+  // Each sandbox is a session: the link goes to the Sessions page.
+  await expect(card.getByTestId('e2b-mapping').getByRole('link', { name: 'session' })).toHaveAttribute('href', '/sessions');
+  await card.scrollIntoViewIfNeeded();
+  await shot(page, 'developers-e2b');
+  // The page only shows the way; the server at that URL answers E2B's list with the key shown.
+  const [project] = await apiGet('/api/projects');
+  const r = await fetch(`${origin}/e2b/v2/sandboxes`, { headers: { 'X-API-KEY': 'open', 'X-Project': project.slug } });
+  const text = await r.text();
+  expect(r.status, text).toBe(200);
+  expect(Array.isArray(JSON.parse(text)), text).toBe(true);
 });
 
 test('create the first person (it closes the open deployment)', async ({ page }) => {

@@ -10,6 +10,7 @@ const AgentsPage = lazy(() => import('./features/agents/AgentsPage'));
 const AgentDetailPage = lazy(() => import('./features/agents/AgentDetailPage'));
 const AgentFormPage = lazy(() => import('./features/agents/AgentFormPage'));
 const SessionDetailPage = lazy(() => import('./features/sessions/SessionDetailPage'));
+const SchedulesPage = lazy(() => import('./features/schedules/SchedulesPage'));
 const WebhooksPage = lazy(() => import('./features/webhooks/WebhooksPage'));
 const WebhookDetailPage = lazy(() => import('./features/webhooks/WebhookDetailPage'));
 const ApiKeysPage = lazy(() => import('./features/api-keys/ApiKeysPage'));
@@ -35,6 +36,7 @@ const PAGES: Record<RoutePath, ReactElement> = {
   'agents/new': <AgentFormPage />,
   'agents/:ref': <AgentDetailPage />,
   'agents/:ref/edit': <AgentFormPage />,
+  schedules: <SchedulesPage />,
   webhooks: <WebhooksPage />,
   'webhooks/:id': <WebhookDetailPage />,
   keys: <ApiKeysPage />,

@@ -15,6 +15,7 @@ import {
   IconWebhook,
   IconGitBranch,
   IconBox,
+  IconClock,
   IconPackage,
   IconUserCircle,
 } from '@tabler/icons-react';
@@ -31,6 +32,7 @@ const groups: { label: string; items: Item[] }[] = [
     items: [
       { to: '/sessions', label: 'Sessions', icon: <IconMessages size={18} /> },
       { to: '/agents', label: 'Agents', icon: <IconRobot size={18} /> },
+      { to: '/schedules', label: 'Schedules', icon: <IconClock size={18} /> },
       { to: '/usage', label: 'Usage', icon: <IconChartBar size={18} /> },
     ],
   },

@@ -9,6 +9,7 @@ export const ROUTES = [
   'agents/new',
   'agents/:ref',
   'agents/:ref/edit',
+  'schedules',
   'webhooks',
   'webhooks/:id',
   'keys',

@@ -17,7 +17,7 @@ use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::session::ClientToolCall;
 use sandbox_agents_domain::session::{RunStatus, SessionStatus};
-use sandbox_agents_domain::state::ToolCallStatus;
+use sandbox_agents_domain::state::{ApprovalFor, ToolCallStatus, ToolDecision};
 use sandbox_agents_domain::tools::{ClientTool, DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS};
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -64,10 +64,17 @@ pub(crate) fn deadline(t: &ClientTool, from: OffsetDateTime) -> OffsetDateTime {
     from + Duration::from_secs_f64(secs)
 }
 
-/// The message the model gets for a call that is no longer pending.
+/// The message the model gets for a call that is no longer pending (and was not run by the
+/// run itself).
 pub(crate) fn answer(call: &ToolCallRecord) -> Message {
     let output = call.output.clone().unwrap_or_default();
     let content = match (call.status, call.is_error) {
+        // A denial is worded for the model already (`approvals::denial`).
+        _ if call.decision == Some(ToolDecision::Deny) => output,
+        // Allowed, but the run ends before running it (`approvals::settle` runs it).
+        _ if call.runs_when_continued() => {
+            "The turn ended before this allowed call could run.".to_owned()
+        }
         (ToolCallStatus::Answered, false) => output,
         (ToolCallStatus::Answered, true) => format!("error: the tool failed: {output}"),
         (ToolCallStatus::TimedOut, _) => output,
@@ -148,6 +155,14 @@ impl Runs {
                     "no tool call '{call_id}' is waiting in this session: it was answered, timed out or cancelled, or never made"
                 ))
             })?;
+        // A call that waits for a person is not the caller's to answer until allowed.
+        let allowed_client = call.approval == Some(ApprovalFor::Client)
+            && call.decision == Some(ToolDecision::Allow);
+        if call.approval.is_some() && !allowed_client {
+            return Err(ServiceError::Conflict(format!(
+                "the call '{call_id}' waits for a person's decision, not a result: POST tool-confirmations with a decision"
+            )));
+        }
         let run = RunId(call.run_id);
         tool_calls::resolve(&mut tx, call.id, ToolCallStatus::Answered, output, is_error).await?;
         events::append(&mut tx, id, &[result_event(run, &call, output, is_error)]).await?;
@@ -163,7 +178,7 @@ impl Runs {
     /// Inside a transaction that holds the run's lock: when the run is parked and nothing is
     /// pending any more, claims the session and takes the run for this process. `Some(wake)`
     /// when the caller must continue it after commit (`wake`: the session is asleep).
-    async fn take_if_ready(
+    pub(crate) async fn take_if_ready(
         &self,
         tx: &mut sqlx::PgConnection,
         id: SessionId,

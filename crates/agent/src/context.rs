@@ -2,12 +2,11 @@
 //! holder (the session's agent, or the agent a handoff gave it to) speaks in the run's frame
 //! (`speaker.rs` chooses its instructions, model and tools; the session's agent also gets
 //! the boot's skills and the memory summary it staged), over the stored conversation and
-//! the prompt; a parked run that continues gets its turn so far with the answers it waited
-//! for, and the subagent calls that parked with it. And what the turn accumulates from there
+//! the prompt; a parked run that continues gets its turn so far, and the calls it waited on
+//! and the subagent calls that parked with it, to settle first (`turn.rs`). And what the turn accumulates from there
 //! ([`Turn`]). The session's last compaction replaces the history it covers
 //! (`compaction.rs`).
 
-use crate::client_tools;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, ParkedFrame};
 use crate::park::Progress;
@@ -18,7 +17,7 @@ use sandbox_agents_domain::agent::AgentRef;
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_model::Message;
 use sandbox_agents_store::sessions::Holder;
-use sandbox_agents_store::{agents, runs, session_memories, sessions, tool_calls};
+use sandbox_agents_store::{agents, runs, session_memories, sessions};
 use std::time::Instant;
 
 /// What a turn's steps are made from.
@@ -31,6 +30,8 @@ pub(crate) struct Context {
     pub resumed: bool,
     /// Its subagent calls that parked, to continue first.
     pub nested: Vec<ParkedFrame>,
+    /// The run's own calls it parked on (rows), whose answers come first (`approvals::settle`).
+    pub awaiting: Vec<i64>,
 }
 
 impl Runs {
@@ -46,7 +47,8 @@ impl Runs {
     ) -> Result<Context, Stop> {
         let db = &self.inner.db;
         let session = sessions::get(db, project, id).await?;
-        let root = agents::get(db, project, &AgentRef::Id(session.agent_id)).await?;
+        let root =
+            agents::resolve(db, project, &AgentRef::Id(session.agent_id), session.pins()).await?;
         let record = runs::get(db, run).await?.ok_or(Stop::Gone)?;
         let cast = Cast {
             project,
@@ -94,6 +96,7 @@ impl Runs {
         messages.push(Message::user(record.prompt.clone()));
         let mut resumed = false;
         let mut nested = Vec::new();
+        let mut awaiting = Vec::new();
         // A parked run continues where it stopped: its turn so far, then the answers.
         if let Some(p) = Progress::of(&record).map_err(|e| {
             Stop::Outcome(Outcome::Failed(sandbox_agents_errors::internal_reference(
@@ -104,10 +107,8 @@ impl Runs {
             turn.ledger = p.ledger();
             turn.earlier_active = p.active_seconds;
             turn.added = p.messages;
-            for c in tool_calls::by_ids(db, &p.awaiting).await? {
-                turn.added.push(client_tools::answer(&c));
-            }
             messages.extend(turn.added.iter().cloned());
+            awaiting = p.awaiting;
             nested = p.nested;
             resumed = true;
         }
@@ -131,6 +132,7 @@ impl Runs {
             frame,
             resumed,
             nested,
+            awaiting,
         })
     }
 }

@@ -5,10 +5,13 @@
 //! key must be one of the project's, held `for share` until the write commits so that a
 //! concurrent key delete either sees the agent or happens first. Edits use the optimistic
 //! lock: a stale `version` is a 409 and changes nothing. A default environment must be one of
-//! the project's, held `for share` the same way.
+//! the project's, held `for share` the same way. Every accepted definition is a version
+//! (`store::agents` writes it with the definition); a restore is an edit whose fields are an
+//! old version's, checked like any other.
 
 use sandbox_agents_credentials::git_keys::hold_referenced_key;
 use sandbox_agents_domain::agent::{AgentPatch, AgentRecord, AgentRef, AgentSpec};
+use sandbox_agents_domain::agent_version::ChangedBy;
 use sandbox_agents_domain::{FieldError, Patch, ProjectId, Slug};
 use sandbox_agents_errors::{Result, ServiceError};
 use sandbox_agents_store::environments::{self, EnvironmentRef};
@@ -23,13 +26,15 @@ pub async fn create(
     slug: &Slug,
     mut spec: AgentSpec,
     runtime_classes: &[String],
+    by: Option<&ChangedBy>,
 ) -> Result<AgentRecord> {
     check_runtime_class(&spec, runtime_classes)?;
     let mut tx = db.begin().await?;
     check_subagents(&mut tx, project, slug, &spec).await?;
+    check_mcp_secrets(&mut tx, project, &spec).await?;
     hold_referenced_key(&mut tx, project, &mut spec).await?;
     hold_environment(&mut tx, project, &mut spec).await?;
-    let agent = agents::insert(&mut *tx, project, slug, &spec).await?;
+    let agent = agents::insert(&mut *tx, project, slug, &spec, by).await?;
     tx.commit().await?;
     tracing::info!(agent.id = %agent.id, agent.slug = %agent.slug, "agent created");
     Ok(agent)
@@ -44,6 +49,7 @@ pub async fn update(
     r: &AgentRef,
     patch: AgentPatch,
     runtime_classes: &[String],
+    by: Option<&ChangedBy>,
 ) -> Result<AgentRecord> {
     let mut tx = db.begin().await?;
     let current = agents::get(&mut *tx, project, r).await?;
@@ -53,27 +59,143 @@ pub async fn update(
     let expected = patch.version;
     // Only a patch that sets skills_source can add a reference: an unrelated edit leaves a
     // stored one as it is (already visible to deletes), whatever its age.
-    let sets_skills = matches!(patch.skills_source, Patch::Value(_));
-    let sets_environment = matches!(patch.environment_id, Patch::Value(_));
-    let sets_runtime_class = matches!(patch.runtime_class, Patch::Value(_));
+    let sets = Sets {
+        skills: matches!(patch.skills_source, Patch::Value(_)),
+        environment: matches!(patch.environment_id, Patch::Value(_)),
+        runtime_class: matches!(patch.runtime_class, Patch::Value(_)),
+    };
     let mut spec = current.spec.clone();
     patch
         .apply(&current.slug, &mut spec)
         .map_err(ServiceError::Validation)?;
-    if sets_runtime_class {
-        check_runtime_class(&spec, runtime_classes)?;
-    }
-    check_subagents(&mut tx, project, &current.slug, &spec).await?;
-    if sets_skills {
-        hold_referenced_key(&mut tx, project, &mut spec).await?;
-    }
-    if sets_environment {
-        hold_environment(&mut tx, project, &mut spec).await?;
-    }
-    let updated = agents::update(&mut tx, project, current.id, expected, &spec).await?;
+    let edit = agents::Edit {
+        by,
+        restored_from: None,
+    };
+    let updated = save(
+        &mut tx,
+        project,
+        &current,
+        expected,
+        spec,
+        sets,
+        runtime_classes,
+        edit,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(agent.id = %updated.id, version = updated.version, "agent updated");
     Ok(updated)
+}
+
+/// Makes version `version`'s fields the agent's again, as a new version, under the
+/// optimistic lock (`expected`). Checked as an edit that sets every field: its subagents,
+/// deploy key, environment and runtime class must still be valid now. The store's
+/// `NotFound` when the agent has no such version.
+#[allow(clippy::too_many_arguments)]
+pub async fn restore(
+    db: &Db,
+    project: ProjectId,
+    r: &AgentRef,
+    version: i64,
+    expected: i64,
+    runtime_classes: &[String],
+    by: Option<&ChangedBy>,
+) -> Result<AgentRecord> {
+    let mut tx = db.begin().await?;
+    let current = agents::get(&mut *tx, project, r).await?;
+    let (_, spec) = agents::version(&mut *tx, current.id, version).await?;
+    if expected != current.version {
+        return Err(agents::stale(expected, current.version).into());
+    }
+    let sets = Sets {
+        skills: true,
+        environment: true,
+        runtime_class: true,
+    };
+    let edit = agents::Edit {
+        by,
+        restored_from: Some(version),
+    };
+    let restored = save(
+        &mut tx,
+        project,
+        &current,
+        expected,
+        spec,
+        sets,
+        runtime_classes,
+        edit,
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(agent.id = %restored.id, version = restored.version, restored_from = version, "agent version restored");
+    Ok(restored)
+}
+
+/// Which references an edit sets, and so must check now (a stored one is left as it is).
+#[derive(Clone, Copy)]
+struct Sets {
+    skills: bool,
+    environment: bool,
+    runtime_class: bool,
+}
+
+/// Checks `spec` as the edit `sets` says and writes it as the version after `expected`.
+#[allow(clippy::too_many_arguments)]
+async fn save(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    current: &AgentRecord,
+    expected: i64,
+    mut spec: AgentSpec,
+    sets: Sets,
+    runtime_classes: &[String],
+    edit: agents::Edit<'_>,
+) -> Result<AgentRecord> {
+    if sets.runtime_class {
+        check_runtime_class(&spec, runtime_classes)?;
+    }
+    check_subagents(tx, project, &current.slug, &spec).await?;
+    check_mcp_secrets(tx, project, &spec).await?;
+    if sets.skills {
+        hold_referenced_key(tx, project, &mut spec).await?;
+    }
+    if sets.environment {
+        hold_environment(tx, project, &mut spec).await?;
+    }
+    Ok(agents::update(tx, project, current.id, expected, &spec, edit).await?)
+}
+
+/// The secrets MCP servers' headers read must exist (422 naming the first missing one); they
+/// are held `for share` until the write commits, as bound secrets are at session create.
+async fn check_mcp_secrets(
+    tx: &mut sqlx::PgConnection,
+    project: ProjectId,
+    spec: &AgentSpec,
+) -> Result<()> {
+    let wanted: Vec<(usize, String)> = spec
+        .mcp_servers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.secrets().map(move |n| (i, n.to_owned())))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = wanted.iter().map(|(_, n)| n.clone()).collect();
+    let found = sandbox_agents_store::secrets::sealed_by_names(tx, project, &names).await?;
+    if let Some((i, name)) = wanted
+        .iter()
+        .find(|(_, n)| !found.iter().any(|s| &s.name == n))
+    {
+        return Err(ServiceError::field(
+            &["mcp_servers", &i.to_string(), "headers"],
+            format!("there is no secret named '{name}' in this project; create it first"),
+            Value::from(name.as_str()),
+        ));
+    }
+    Ok(())
 }
 
 /// The runtime class must be one the server offers (422 otherwise).
@@ -149,9 +271,10 @@ async fn check_subagents(
     if !errors.is_empty() {
         return Err(ServiceError::Validation(errors));
     }
-    let mut graph: HashMap<String, Vec<String>> = agents::subagent_graph(&mut *tx, project)
+    let mut graph: HashMap<String, Vec<String>> = agents::heads(&mut *tx, project)
         .await?
         .into_iter()
+        .map(|h| (h.slug, h.subagents))
         .collect();
     graph.insert(slug.to_string(), wanted);
     if let Some(cycle) = cycle_through(&graph, slug.as_str()) {

@@ -115,7 +115,7 @@ impl Runs {
             .unwrap_or_default();
         c.push(serde_json::to_value(Message::user(prompt)).expect("a message serialises"));
         c.extend(
-            added
+            answer_dangling(added)
                 .iter()
                 .map(|m| serde_json::to_value(m).expect("a message serialises")),
         );
@@ -148,5 +148,88 @@ impl Runs {
                 }
             }
         }
+    }
+}
+
+/// `added` with a note answering every tool call it holds no answer for (a turn stopped
+/// between a call and its answer: an interrupt, a budget, a step limit), each right after the
+/// answers its step did get. Invariant: a stored conversation answers every tool call it
+/// holds, or the next turn's request is refused by the provider.
+fn answer_dangling(added: &[Message]) -> Vec<Message> {
+    fn close(out: &mut Vec<Message>, open: &mut Vec<String>) {
+        for id in open.drain(..) {
+            out.push(Message::tool(
+                id,
+                "The turn was interrupted before this call was answered.",
+            ));
+        }
+    }
+    let mut out = Vec::with_capacity(added.len());
+    let mut open: Vec<String> = Vec::new();
+    for m in added {
+        match m {
+            Message::Tool { tool_call_id, .. } => open.retain(|id| id != tool_call_id),
+            _ => close(&mut out, &mut open),
+        }
+        out.push(m.clone());
+        if let Message::Assistant { tool_calls, .. } = m {
+            open = tool_calls.iter().map(|c| c.id.clone()).collect();
+        }
+    }
+    close(&mut out, &mut open);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_dangling;
+    use sandbox_agents_model::{Message, ToolCall};
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "shell".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn assistant(ids: &[&str]) -> Message {
+        Message::Assistant {
+            content: None,
+            tool_calls: ids.iter().map(|i| call(i)).collect(),
+        }
+    }
+
+    fn ids_answered(ms: &[Message]) -> Vec<String> {
+        ms.iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_call_gets_an_answer_right_after_its_steps_own() {
+        let added = vec![
+            assistant(&["a", "b"]),
+            Message::tool("a", "done"),
+            assistant(&["c"]),
+        ];
+        let out = answer_dangling(&added);
+        assert_eq!(ids_answered(&out), ["a", "b", "c"]);
+        // b's note comes before the next step, not at the end.
+        assert!(matches!(&out[2], Message::Tool { tool_call_id, .. } if tool_call_id == "b"));
+        assert!(matches!(&out[3], Message::Assistant { .. }));
+        let whole = vec![
+            assistant(&["x"]),
+            Message::tool("x", "ok"),
+            Message::user("next"),
+        ];
+        assert_eq!(
+            answer_dangling(&whole),
+            whole,
+            "a well-formed turn is kept as it is"
+        );
     }
 }

@@ -78,6 +78,7 @@ impl Cast {
     pub fn seat<'a>(&'a self, depth: usize, holds: Option<&'a str>) -> Seat<'a> {
         Seat {
             session: &self.session,
+            run: self.run,
             root: &self.root,
             run_tools: &self.run_tools,
             skills: self.skills.as_ref(),
@@ -150,11 +151,29 @@ pub(crate) enum FrameEnd {
 pub(crate) enum Kind<'a> {
     /// A sandbox tool (or an unknown name, which its runner answers with an error).
     Sandbox,
+    /// A tool of one of the agent's MCP servers, called by the control plane.
+    Mcp(&'a crate::mcp::McpOffer),
     Client(&'a ClientTool),
     /// A subagent called as a tool.
     Subagent(&'a crate::speaker::Delegate),
     /// A handoff: `true` for the one the step honours.
     Handoff(&'a crate::speaker::Delegate, bool),
+    /// A call the agent's permissions say to ask a person about first: it parks the run
+    /// (`approvals.rs`), then is handled as the call inside (never a handoff).
+    Ask(Box<Kind<'a>>),
+}
+
+impl Kind<'_> {
+    /// What the permission of a call of this kind is keyed by: a subagent's slug, else the
+    /// tool's name. None for a handoff (never asked about).
+    fn permission_key<'c>(&'c self, tool: &'c str) -> Option<&'c str> {
+        match self {
+            Kind::Sandbox | Kind::Mcp(_) => Some(tool),
+            Kind::Client(t) => Some(t.name.as_str()),
+            Kind::Subagent(d) => Some(d.agent.as_str()),
+            Kind::Handoff(..) | Kind::Ask(_) => None,
+        }
+    }
 }
 
 impl Runs {
@@ -232,6 +251,9 @@ impl Runs {
                     if let Some(t) = sp.client_tool(&c.name) {
                         return Kind::Client(t);
                     }
+                    if let Some(o) = sp.mcp_tool(&c.name) {
+                        return Kind::Mcp(o);
+                    }
                     match sp.delegate(&c.name) {
                         Some(d) if d.mode == SubagentMode::Tool => Kind::Subagent(d),
                         Some(d) => {
@@ -242,7 +264,22 @@ impl Runs {
                         None => Kind::Sandbox,
                     }
                 })
+                .zip(&completion.tool_calls)
+                .map(|(k, c)| match k.permission_key(&c.name) {
+                    Some(key) if sp.asks(key, &c.name, &c.arguments) => Kind::Ask(Box::new(k)),
+                    _ => k,
+                })
                 .collect();
+            // A step whose calls wait for a person honours no handoff: the calls are settled
+            // by the agent that made them, which must still hold the conversation then.
+            let mut kinds = kinds;
+            if kinds.iter().any(|k| matches!(k, Kind::Ask(_))) {
+                for k in &mut kinds {
+                    if let Kind::Handoff(_, honoured) = k {
+                        *honoured = false;
+                    }
+                }
+            }
             // The honoured handoff: who holds the conversation after it, and the holder's
             // seat (loaded before anything is written, so a vanished agent is refused).
             let mut next = None;

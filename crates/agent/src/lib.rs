@@ -38,6 +38,7 @@
 //! Entry point: [`Runs`].
 
 mod admission;
+mod approvals;
 mod budget;
 mod cancel;
 mod client_tools;
@@ -50,6 +51,7 @@ mod frame;
 mod hooks;
 mod liveness;
 mod local;
+mod mcp;
 mod memory;
 mod models;
 mod park;
@@ -68,8 +70,9 @@ mod turn;
 mod usage;
 mod wiring;
 
+pub use mcp::hub as mcp_hub;
 pub use memory::CONSOLIDATION_MARKER;
 pub use models::ModelClients;
 pub use service::Runs;
-pub use start::{DEFAULT_MAX_TURNS, MAX_MAX_TURNS};
+pub use start::{PreparedMessage, DEFAULT_MAX_TURNS, MAX_MAX_TURNS};
 pub use tools::MAX_TOOL_OUTPUT;

@@ -127,7 +127,7 @@ impl Runs {
         )
         .await?;
         tx.commit().await?;
-        tracing::info!(run.id = %run, calls = call_ids.len(), "run parked on deferrable client tools");
+        tracing::info!(run.id = %run, calls = call_ids.len(), "run parked on calls that wait (a caller's answer or a person's decision)");
         Ok(Parked::Yes)
     }
 
@@ -166,15 +166,12 @@ impl Runs {
             {
                 Parked::Yes => return Err(Stop::Parked),
                 Parked::Answered => {
-                    for call in tool_calls::by_ids(&self.inner.db, &deferrable).await? {
-                        let m = answer(&call);
-                        frame.messages.push(m.clone());
-                        turn.added.push(m);
-                    }
+                    let parked = self.settle(cast, frame, turn, &deferrable, token).await?;
                     deferrable.clear();
                     nested = self
                         .resume_nested(cast, frame, turn, std::mem::take(&mut nested), token)
                         .await?;
+                    nested.extend(parked);
                 }
             }
         }

@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub run_room: tokio::sync::Notify,
     /// Bounds the admission asks in flight (`admission.rs`).
     pub admission_asks: tokio::sync::Semaphore,
+    /// The connections to MCP servers of this process's sessions (`mcp.rs`).
+    pub mcp: std::sync::OnceLock<std::sync::Arc<sandbox_agents_mcp::McpHub>>,
 }
 
 impl Runs {

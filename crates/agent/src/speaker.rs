@@ -13,6 +13,9 @@
 //!   tool calls both count), handoffs only to the frame that holds the conversation, and
 //!   the holder after a handoff is offered the way back (`transfer_to_<who handed over>`).
 //!   A name already taken (a client tool, a sandbox tool, an earlier subagent) wins.
+//! * the agent's permissions hold wherever it speaks: a tool, group or subagent it denies is
+//!   never offered; one it asks about waits for a person (`frame.rs`, `approvals.rs`). The
+//!   way back after a handoff is never withheld.
 
 use crate::client_tools;
 use crate::finish::Outcome;
@@ -20,6 +23,7 @@ use crate::stop::Stop;
 use crate::tools;
 use crate::Runs;
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability, DEFAULT_SUBAGENT_MAX_STEPS};
+use sandbox_agents_domain::permissions::{self, PermissionMode, Permissions};
 use sandbox_agents_domain::skills::SessionSkills;
 use sandbox_agents_domain::tools::{ClientTool, SubagentMode};
 use sandbox_agents_domain::ProjectId;
@@ -54,7 +58,9 @@ pub(crate) struct Speaker {
     pub system: String,
     pub client_tools: Vec<ClientTool>,
     pub delegates: Vec<Delegate>,
-    /// Everything offered: sandbox tools, client tools, then delegates.
+    /// The MCP tools it is offered (`mcp.rs`).
+    pub mcp: Vec<crate::mcp::McpOffer>,
+    /// Everything offered: sandbox tools, client tools, MCP tools, then delegates.
     pub specs: Vec<ToolSpec>,
     /// How deep below the session's agent this frame is.
     pub depth: usize,
@@ -62,11 +68,15 @@ pub(crate) struct Speaker {
     pub capabilities: Option<Vec<Capability>>,
     /// Steps each subagent this agent calls as a tool may take (its `subagent_max_steps`).
     pub subagent_max_steps: i64,
+    /// The agent's permissions (what it denies is not in `specs`).
+    pub permissions: Permissions,
 }
 
 /// Where a speaker speaks.
 pub(crate) struct Seat<'a> {
     pub session: &'a SessionRecord,
+    /// The run it speaks in (for the events of its MCP servers).
+    pub run: sandbox_agents_domain::RunId,
     /// The session's own agent (whose overrides and skills it is).
     pub root: &'a AgentRecord,
     /// The run's client tools (the session agent's merged with the message's).
@@ -109,8 +119,26 @@ impl Speaker {
         self.client_tools.iter().find(|t| t.name == name)
     }
 
+    pub fn mcp_tool(&self, name: &str) -> Option<&crate::mcp::McpOffer> {
+        self.mcp.iter().find(|o| o.name == name)
+    }
+
     pub fn delegate(&self, name: &str) -> Option<&Delegate> {
         self.delegates.iter().find(|d| d.name == name)
+    }
+
+    /// Whether a call of `name` (a sandbox or client tool's name, or a subagent's slug) with
+    /// these arguments waits for a person.
+    pub fn asks(&self, name: &str, tool: &str, arguments: &str) -> bool {
+        permissions::decide(
+            permissions::permission_for(&self.permissions, name),
+            tool,
+            arguments,
+        ) == PermissionMode::Ask
+    }
+
+    fn denies(perms: &Permissions, name: &str) -> bool {
+        permissions::permission_for(perms, name).is_some_and(|p| p.mode == PermissionMode::Deny)
     }
 }
 
@@ -130,7 +158,8 @@ impl Runs {
                 .await
                 .map(Some);
         }
-        match agents::get(&self.inner.db, project, &AgentRef::Slug(slug.to_owned())).await {
+        let slug = AgentRef::Slug(slug.to_owned());
+        match agents::resolve(&self.inner.db, project, &slug, seat.session.pins()).await {
             Ok(a) => self.speaker(project, a, seat).await.map(Some),
             Err(sandbox_agents_store::Error::NotFound) => Ok(None),
             Err(e) => Err(e.into()),
@@ -183,7 +212,9 @@ impl Runs {
                 .collect();
             client_tools::merge(&agent.spec.client_tools, &turn_only)
         };
+        let perms = &agent.spec.permissions;
         let mut specs = tools::specs(agent.spec.capabilities.as_deref(), skills);
+        specs.retain(|s| !Speaker::denies(perms, &s.name));
         // A sandbox tool's name means that tool (saves refuse a clash; a subagent's own
         // client tool may still meet the `python` of a capability): the client tool yields.
         let mut client_tools = client_tools;
@@ -192,9 +223,35 @@ impl Runs {
             if !free {
                 tracing::warn!(tool = %t.name, "a client tool's name is a sandbox tool's; it is not offered");
             }
-            free
+            free && !Speaker::denies(perms, &t.name)
         });
         specs.extend(client_tools.iter().map(client_tools::spec));
+        // The session narrows its own agent's servers (its subagents keep theirs).
+        let servers: Vec<_> = agent
+            .spec
+            .mcp_servers
+            .iter()
+            .filter(|s| {
+                !is_root
+                    || seat
+                        .session
+                        .mcp_servers
+                        .as_ref()
+                        .is_none_or(|names| names.contains(&s.name))
+            })
+            .cloned()
+            .collect();
+        let (mcp, mcp_specs) = self
+            .mcp_offers(
+                project,
+                seat.session.id,
+                seat.run,
+                &servers,
+                &specs,
+                |name| Speaker::denies(perms, name),
+            )
+            .await?;
+        specs.extend(mcp_specs);
         let mut delegates = Vec::new();
         let mut offer = |name: String,
                          agent: &str,
@@ -236,12 +293,14 @@ impl Runs {
         }
         if seat.depth < MAX_DEPTH {
             for s in &agent.spec.subagents {
-                if s.mode == SubagentMode::Handoff && seat.holds.is_none() {
+                if (s.mode == SubagentMode::Handoff && seat.holds.is_none())
+                    || Speaker::denies(perms, &s.agent)
+                {
                     continue;
                 }
                 let description = if s.description.is_empty() {
-                    match agents::get(&self.inner.db, project, &AgentRef::Slug(s.agent.clone()))
-                        .await
+                    let slug = AgentRef::Slug(s.agent.clone());
+                    match agents::resolve(&self.inner.db, project, &slug, seat.session.pins()).await
                     {
                         Ok(a) => a.spec.description,
                         Err(sandbox_agents_store::Error::NotFound) => continue,
@@ -285,6 +344,7 @@ impl Runs {
             reasoning_effort,
             system,
             client_tools,
+            mcp,
             delegates,
             specs,
             depth: seat.depth,
@@ -293,6 +353,7 @@ impl Runs {
                 .spec
                 .subagent_max_steps
                 .unwrap_or(DEFAULT_SUBAGENT_MAX_STEPS),
+            permissions: agent.spec.permissions.clone(),
         })
     }
 }

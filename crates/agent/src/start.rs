@@ -25,6 +25,16 @@ pub const DEFAULT_MAX_TURNS: i64 = 25;
 /// The most a message may ask for.
 pub const MAX_MAX_TURNS: i64 = 1000;
 
+/// A message checked for its session ([`Runs::prepare_message`]).
+pub struct PreparedMessage {
+    project: ProjectId,
+    id: SessionId,
+    prompt: String,
+    max_turns: i32,
+    tools: Vec<ClientTool>,
+    driver: Driver,
+}
+
 impl Runs {
     /// Starts a turn: 409 unless the session is running and idle, or asleep (stopped or idle
     /// released, which the turn wakes). Returns
@@ -39,6 +49,32 @@ impl Runs {
         max_turns: Option<i64>,
         client_tools: &[ClientTool],
     ) -> Result<RunRecord> {
+        let message = self
+            .prepare_message(project, id, prompt, max_turns, client_tools)
+            .await?;
+        let mut tx = self.inner.db.begin().await?;
+        let (run, wake) = self
+            .start_prepared(&mut tx, &message)
+            .await?
+            .map_err(|r| ServiceError::Conflict(refusal_message(r).into()))?;
+        tx.commit().await?;
+        self.spawn_drive(project, id, run.id, wake);
+        tracing::info!(run.id = %run.id, wake, "run started");
+        Ok(run)
+    }
+
+    /// Checks a message for session `id` (its limits, its client tools against its agent at
+    /// the version it runs, the project's month) before anything is written: what
+    /// [`Runs::start_prepared`] starts, in a transaction a caller may share (a schedule's
+    /// fire starts its run in the transaction that records the fire).
+    pub async fn prepare_message(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        prompt: String,
+        max_turns: Option<i64>,
+        client_tools: &[ClientTool],
+    ) -> Result<PreparedMessage> {
         let max_turns = max_turns.unwrap_or(DEFAULT_MAX_TURNS);
         if !(1..=MAX_MAX_TURNS).contains(&max_turns) {
             return Err(ServiceError::field(
@@ -54,10 +90,11 @@ impl Runs {
         let session = sessions::get(&st.db, project, id)
             .await
             .map_err(|e| not_found(e, id))?;
-        let agent = agents::get(
+        let agent = agents::resolve(
             &st.db,
             project,
             &sandbox_agents_domain::agent::AgentRef::Id(session.agent_id),
+            session.pins(),
         )
         .await?;
         let mut v = Violations::new();
@@ -72,27 +109,43 @@ impl Runs {
         // Before anything is written: a project over its month's limit starts no turn.
         sandbox_agents_sessions::refuse_over_monthly_limit(&st.db, project).await?;
         let driver = self.driver(&st.db, project).await?;
-        let run_id = RunId::new();
-        let mut tx = st.db.begin().await?;
-        let claimed = runs::claim_session(&mut tx, project, id)
-            .await
-            .map_err(|e| not_found(e, id))?;
-        let status = claimed.map_err(|r| ServiceError::Conflict(refusal_message(r).into()))?;
-        let run = start_run(
-            &mut tx,
+        Ok(PreparedMessage {
+            project,
             id,
-            run_id,
-            &prompt,
-            max_turns as i32,
-            &tools,
+            prompt,
+            max_turns: max_turns as i32,
+            tools,
             driver,
+        })
+    }
+
+    /// In `tx`: claims the session and starts the prepared message's run (`user.message`
+    /// with it). `Ok(Err(refusal))` when the session cannot take it now (busy, parked,
+    /// stopped...); else the run and whether its session must be woken. The caller commits,
+    /// then drives it ([`Runs::spawn_drive`]).
+    pub async fn start_prepared(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        m: &PreparedMessage,
+    ) -> Result<std::result::Result<(RunRecord, bool), Refusal>> {
+        let claimed = runs::claim_session(tx, m.project, m.id)
+            .await
+            .map_err(|e| not_found(e, m.id))?;
+        let status = match claimed {
+            Ok(s) => s,
+            Err(r) => return Ok(Err(r)),
+        };
+        let run = start_run(
+            tx,
+            m.id,
+            RunId::new(),
+            &m.prompt,
+            m.max_turns,
+            &m.tools,
+            m.driver,
         )
         .await?;
-        tx.commit().await?;
-        let wake = status == SessionStatus::Stopped;
-        self.spawn_drive(project, id, run_id, wake);
-        tracing::info!(run.id = %run_id, wake, "run started");
-        Ok(run)
+        Ok(Ok((run, status == SessionStatus::Stopped)))
     }
 
     /// `create(prompt=...)`: in the transaction that records the first boot's
@@ -109,10 +162,11 @@ impl Runs {
         let Some(prompt) = runs::take_first_prompt(tx, id).await? else {
             return Ok(None);
         };
-        let agent = agents::get(
+        let agent = agents::resolve(
             &mut *tx,
             project,
             &sandbox_agents_domain::agent::AgentRef::Id(s.agent_id),
+            s.pins(),
         )
         .await?;
         let driver = self.driver(&mut *tx, project).await?;
@@ -138,7 +192,7 @@ impl Runs {
 
     /// Drives a run this process took (new, resumed, or a session's first prompt) in the
     /// background.
-    pub(crate) fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
+    pub fn spawn_drive(&self, project: ProjectId, id: SessionId, run: RunId, wake: bool) {
         let token = self.inner.runs.insert(run);
         let driving = Driving {
             rt: self.clone(),

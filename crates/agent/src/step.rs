@@ -1,10 +1,11 @@
 //! One model step: the streamed model call (deltas go out live as `agent.text_delta`, never
-//! stored), and its events written, with the pending rows of its client calls in the same
-//! transaction. Each step's events are appended only while the run is still `running`
-//! (checked by the append itself, under the session's lock), so nothing of this run follows
-//! its terminal event when somebody else (an interrupt that gave up waiting) finished it. A
-//! step is one transaction: beside its begin and commit, the session's lock and the guarded
-//! insert (events, outbox rows, notification), and the client calls' rows when it has any.
+//! stored), and its events written, with the pending rows of its client calls (and of the
+//! calls that wait for a person) in the same transaction. Each step's events are appended
+//! only while the run is still `running` (checked by the append itself, under the session's
+//! lock), so nothing of this run follows its terminal event when somebody else (an interrupt
+//! that gave up waiting) finished it. A step is one transaction: beside its begin and commit,
+//! the session's lock and the guarded insert (events, outbox rows, notification), and the
+//! calls' rows when it has any.
 
 use crate::client_tools;
 use crate::finish::Outcome;
@@ -14,6 +15,7 @@ use crate::Runs;
 use futures::StreamExt;
 use sandbox_agents_domain::event::{EventType, NewEvent, SessionEvent};
 use sandbox_agents_domain::session::RunStatus;
+use sandbox_agents_domain::state::ApprovalFor;
 use sandbox_agents_domain::tools::ClientTool;
 use sandbox_agents_domain::{RunId, SessionId};
 use sandbox_agents_model::{ChatRequest, Completion, StreamEvent, ToolCall};
@@ -25,12 +27,21 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+/// What a call with a row waits for.
+enum Waits<'a> {
+    /// The caller's answer.
+    Client(&'a ClientTool),
+    /// A person's decision on a call of this kind.
+    Person(ApprovalFor),
+}
+
 impl Runs {
     /// Writes a model step: its thinking and message, an `agent.tool_use` for each sandbox
-    /// or subagent call, an `agent.client_tool_call` for each client call, whose pending rows
-    /// go in the same transaction, and the honoured handoff (`handoff`: from, to, the holder
-    /// after it) as `agent.handoff` with the session's new holder. A nested frame's events
-    /// carry its `tag`. Returns the client calls' row ids, by call index.
+    /// or subagent call, an `agent.client_tool_call` for each client call, an `agent.tool_use`
+    /// marked `awaiting_approval` for each call that asks a person first (with the pending
+    /// rows of the last two in the same transaction), and the honoured handoff (`handoff`:
+    /// from, to, the holder after it) as `agent.handoff` with the session's new holder. A
+    /// nested frame's events carry its `tag`. Returns the rows' ids, by call index.
     pub(crate) async fn write_step(
         &self,
         id: SessionId,
@@ -51,9 +62,10 @@ impl Runs {
                 json!({"text": completion.text}),
             ));
         }
-        // (index in the batch, the call, its tool) for the client calls.
-        let mut client: Vec<(usize, &ToolCall, &ClientTool)> = Vec::new();
-        for (c, kind) in completion.tool_calls.iter().zip(kinds) {
+        // The calls that get a row, by call index: (index in the batch, the call, how it
+        // waits). Client calls wait for the caller; asked ones for a person.
+        let mut waiting: Vec<(usize, usize, &ToolCall, Waits)> = Vec::new();
+        for (n, (c, kind)) in completion.tool_calls.iter().zip(kinds).enumerate() {
             match kind {
                 Kind::Sandbox => batch.push(ev(
                     EventType::AgentToolUse,
@@ -63,13 +75,38 @@ impl Runs {
                     EventType::AgentToolUse,
                     json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "agent": d.agent}),
                 )),
+                Kind::Mcp(o) => batch.push(ev(
+                    EventType::AgentToolUse,
+                    json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "mcp_server": o.server.name}),
+                )),
                 Kind::Handoff(..) => {}
                 Kind::Client(t) => {
-                    client.push((batch.len(), c, t));
+                    waiting.push((n, batch.len(), c, Waits::Client(t)));
                     batch.push(ev(
                         EventType::AgentClientToolCall,
                         json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "deferrable": t.deferrable}),
                     ));
+                }
+                Kind::Ask(inner) => {
+                    let mut payload = json!({"tool": c.name, "call_id": c.id, "arguments": c.arguments, "awaiting_approval": true});
+                    let kind = match inner.as_ref() {
+                        Kind::Subagent(d) => {
+                            payload["agent"] = json!(d.agent);
+                            ApprovalFor::Subagent
+                        }
+                        Kind::Client(_) => {
+                            payload["client_tool"] = json!(true);
+                            ApprovalFor::Client
+                        }
+                        // Settled like a sandbox call: `sandbox_call` routes MCP names.
+                        Kind::Mcp(o) => {
+                            payload["mcp_server"] = json!(o.server.name);
+                            ApprovalFor::Sandbox
+                        }
+                        _ => ApprovalFor::Sandbox,
+                    };
+                    waiting.push((n, batch.len(), c, Waits::Person(kind)));
+                    batch.push(ev(EventType::AgentToolUse, payload));
                 }
             }
         }
@@ -90,25 +127,33 @@ impl Runs {
         let now = time::OffsetDateTime::now_utc();
         // The row keeps the frame's mark, for the result event written when the client answers.
         let mark = tag.map(SubTag::value);
-        let new: Vec<NewToolCall> = client
+        let new: Vec<NewToolCall> = waiting
             .iter()
-            .map(|(i, c, t)| NewToolCall {
+            .map(|(_, i, c, waits)| NewToolCall {
                 call_id: &c.id,
                 tool: &c.name,
                 arguments: &c.arguments,
-                deferrable: t.deferrable,
+                // A call that waits for a person parks, as a deferrable one does.
+                deferrable: match waits {
+                    Waits::Client(t) => t.deferrable,
+                    Waits::Person(_) => true,
+                },
                 seq: written[*i].seq,
-                deadline: (!t.deferrable).then(|| client_tools::deadline(t, now)),
+                deadline: match waits {
+                    Waits::Client(t) if !t.deferrable => Some(client_tools::deadline(t, now)),
+                    _ => None,
+                },
                 subagent: mark.as_ref(),
+                approval: match waits {
+                    Waits::Client(_) => None,
+                    Waits::Person(k) => Some(*k),
+                },
             })
             .collect();
         let ids = tool_calls::insert(&mut tx, run, id, &new).await?;
         tx.commit().await?;
-        let mut ids = ids.into_iter();
-        for (slot, kind) in rows.iter_mut().zip(kinds) {
-            if matches!(kind, Kind::Client(_)) {
-                *slot = ids.next();
-            }
+        for ((n, ..), row) in waiting.iter().zip(ids) {
+            rows[*n] = Some(row);
         }
         Ok(rows)
     }

@@ -12,7 +12,6 @@
 //!   with the run's progress ([`ParkedFrame`]) and continued, innermost first, once the calls
 //!   are answered; its answer then goes to the frame above as if it had never stopped.
 
-use crate::client_tools;
 use crate::compaction::Compaction;
 use crate::finish::Outcome;
 use crate::frame::{Cast, Frame, FrameEnd, ParkedFrame, SubTag};
@@ -23,7 +22,6 @@ use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_model::{Message, ToolCall};
 use sandbox_agents_store::sessions::Holder;
-use sandbox_agents_store::tool_calls;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::future::Future;
@@ -125,12 +123,13 @@ impl Runs {
                 holder: Holder::default(),
                 compaction,
             };
-            for c in tool_calls::by_ids(&self.inner.db, &p.awaiting).await? {
-                frame.messages.push(client_tools::answer(&c));
-            }
-            let still = self
+            let again = self
+                .settle(cast, &mut frame, turn, &p.awaiting, token)
+                .await?;
+            let mut still = self
                 .resume_nested(cast, &mut frame, turn, p.nested, token)
                 .await?;
+            still.extend(again);
             if !still.is_empty() {
                 return Ok(Settled::Parked(parked(&frame, &p.tool, Vec::new(), still)));
             }

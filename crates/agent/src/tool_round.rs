@@ -12,7 +12,7 @@ use crate::tally::Turn;
 use crate::tool_output::Live;
 use crate::Runs;
 use sandbox_agents_domain::event::{EventType, NewEvent};
-use sandbox_agents_model::{Completion, Message};
+use sandbox_agents_model::{Completion, Message, ToolCall};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -46,42 +46,18 @@ impl Runs {
         handoff_to: Option<&str>,
         token: &CancellationToken,
     ) -> Round {
-        let (project, id, run) = (cast.project, cast.id, cast.run);
-        let tag = frame.tag.as_ref();
+        let (id, run) = (cast.id, cast.run);
         let calls = &completion.tool_calls;
         let mut answers: Vec<Option<Message>> = vec![None; calls.len()];
         let mut nested = Vec::new();
         let mut stop = None;
+        let waits_for_person = kinds.iter().any(|k| matches!(k, Kind::Ask(_)));
         for (i, c) in calls.iter().enumerate() {
             let result = match &kinds[i] {
-                Kind::Sandbox => {
-                    let live = Live {
-                        run,
-                        call_id: &c.id,
-                        subagent: tag.map(SubTag::value),
-                    };
-                    // Sandbox tools are ours (bash, files, python, load_skill...): a bounded
-                    // set of labels, unlike the names of caller-answered tools.
-                    let started = std::time::Instant::now();
-                    let timed = |outcome: &'static str| {
-                        metrics::histogram!("sandbox_agents_tool_call_duration_seconds", "tool" => c.name.clone(), "outcome" => outcome)
-                            .record(started.elapsed());
-                    };
-                    let span = tracing::info_span!(
-                        "execute_tool",
-                        otel.name = %format!("execute_tool {}", c.name),
-                        gen_ai.operation.name = "execute_tool",
-                        gen_ai.tool.name = %c.name,
-                        gen_ai.tool.call.id = %c.id,
-                        gen_ai.tool.type = "function",
-                    );
-                    tokio::select! {
-                        r = self.run_tool(project, id, &frame.speaker.specs, &c.name, &c.arguments, &live).instrument(span) => {
-                            timed("answered");
-                            r
-                        }
-                        _ = token.cancelled() => {
-                            timed("cancelled");
+                Kind::Sandbox | Kind::Mcp(_) => {
+                    match self.sandbox_call(cast, frame, c, token).await {
+                        Some(r) => r,
+                        None => {
                             stop = Some(Stop::Outcome(Outcome::Cancelled));
                             break;
                         }
@@ -100,26 +76,23 @@ impl Runs {
                     }
                 },
                 Kind::Handoff(d, honoured) => {
-                    answers[i] = Some(Message::tool(
-                        c.id.clone(),
-                        handoff_answer(&d.agent, *honoured, handoff_to),
-                    ));
+                    let text = if waits_for_person {
+                        "Ignored: this step has calls waiting for a person's decision; hand the conversation over once they are decided.".to_owned()
+                    } else {
+                        handoff_answer(&d.agent, *honoured, handoff_to)
+                    };
+                    answers[i] = Some(Message::tool(c.id.clone(), text));
                     continue;
                 }
-                Kind::Client(_) => continue,
+                // The caller answers, or a person decides first.
+                Kind::Client(_) | Kind::Ask(_) => continue,
             };
-            let ev = NewEvent::new(
-                EventType::AgentToolResult,
-                Some(run),
-                SubTag::mark(
-                    tag,
-                    json!({"tool": c.name, "call_id": c.id, "output": result}),
-                ),
-            );
-            answers[i] = Some(Message::tool(c.id.clone(), result));
-            if let Err(s) = self.append_step(id, run, &[ev]).await {
-                stop = Some(s);
-                break;
+            match self.tool_result(cast, frame, c, result).await {
+                Ok(m) => answers[i] = Some(m),
+                Err(s) => {
+                    stop = Some(s);
+                    break;
+                }
             }
         }
         let ordinary: Vec<i64> = kinds
@@ -154,6 +127,7 @@ impl Runs {
                 (None, Kind::Client(t), Some(row)) if t.deferrable && stop.is_none() => {
                     deferrable.push(row)
                 }
+                (None, Kind::Ask(_), Some(row)) if stop.is_none() => deferrable.push(row),
                 (None, Kind::Subagent(_), _) if stop.is_none() && parked_call(&c.id) => {}
                 (None, _, _) => out.push(Message::tool(
                     c.id.clone(),
@@ -170,6 +144,102 @@ impl Runs {
             nested,
             stop,
         }
+    }
+}
+
+impl Runs {
+    /// Runs one sandbox tool call of `frame` (its output goes out live), or one of its MCP
+    /// tools; `None` when the run was cancelled first.
+    pub(crate) async fn sandbox_call(
+        &self,
+        cast: &Cast,
+        frame: &Frame,
+        c: &ToolCall,
+        token: &CancellationToken,
+    ) -> Option<String> {
+        let live = Live {
+            run: cast.run,
+            call_id: &c.id,
+            subagent: frame.tag.as_ref().map(SubTag::value),
+        };
+        // Sandbox tools are ours (bash, files, python, load_skill...): a bounded set of
+        // labels, unlike the names of caller-answered tools and MCP servers' (all `mcp`).
+        let started = std::time::Instant::now();
+        let label = if frame.speaker.mcp_tool(&c.name).is_some() {
+            "mcp".to_owned()
+        } else {
+            c.name.clone()
+        };
+        let timed = |outcome: &'static str| {
+            metrics::histogram!("sandbox_agents_tool_call_duration_seconds", "tool" => label.clone(), "outcome" => outcome)
+                .record(started.elapsed());
+        };
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format!("execute_tool {}", c.name),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %c.name,
+            gen_ai.tool.call.id = %c.id,
+            gen_ai.tool.type = "function",
+        );
+        if let Some(offer) = frame.speaker.mcp_tool(&c.name) {
+            let (answer, unreachable) = tokio::select! {
+                r = self.mcp_call(cast.project, cast.id, offer, c).instrument(span) => {
+                    timed("answered");
+                    r
+                }
+                _ = token.cancelled() => {
+                    timed("cancelled");
+                    return None;
+                }
+            };
+            if let Some(error) = unreachable {
+                let ev = NewEvent::new(
+                    EventType::AgentMcpServerError,
+                    Some(cast.run),
+                    SubTag::mark(
+                        frame.tag.as_ref(),
+                        json!({"mcp_server": offer.server.name, "error": error, "required": offer.server.required, "call_id": c.id}),
+                    ),
+                );
+                // A run that is no longer running: the result has nowhere to go either.
+                self.append_step(cast.id, cast.run, &[ev]).await.ok()?;
+            }
+            return Some(answer);
+        }
+        let specs = &frame.speaker.specs;
+        tokio::select! {
+            r = self.run_tool(cast.project, cast.id, specs, &c.name, &c.arguments, &live).instrument(span) => {
+                timed("answered");
+                Some(r)
+            }
+            _ = token.cancelled() => {
+                timed("cancelled");
+                None
+            }
+        }
+    }
+
+    /// Writes a sandbox or subagent call's `agent.tool_result` (marked with the frame's tag)
+    /// and returns the answer the model gets.
+    pub(crate) async fn tool_result(
+        &self,
+        cast: &Cast,
+        frame: &Frame,
+        c: &ToolCall,
+        result: String,
+    ) -> Result<Message, Stop> {
+        let mut payload = json!({"tool": c.name, "call_id": c.id, "output": result});
+        if let Some(o) = frame.speaker.mcp_tool(&c.name) {
+            payload["mcp_server"] = json!(o.server.name);
+        }
+        let ev = NewEvent::new(
+            EventType::AgentToolResult,
+            Some(cast.run),
+            SubTag::mark(frame.tag.as_ref(), payload),
+        );
+        self.append_step(cast.id, cast.run, &[ev]).await?;
+        Ok(Message::tool(c.id.clone(), result))
     }
 }
 

@@ -45,16 +45,24 @@ impl Runs {
             mut frame,
             resumed,
             nested,
+            awaiting,
         } = self.context(project, id, run, turn, started).await?;
         if resumed && frame.steps >= frame.max {
+            // The conversation keeps an answer for every call it parked on, run or not.
+            self.answer_unrun(turn, &awaiting).await?;
             return Ok(Outcome::MaxTurns(frame.max));
         }
         turn.budget = self.budget_guard(&cast.session, run).await?;
         turn.month = self.month_at_start(project).await?;
-        // Subagent calls that parked with the run answer first (or park it again).
-        let still = self
+        // The calls the run parked on answer first (those a person allowed run now), then its
+        // subagent calls that parked with it (either may park it again).
+        let parked = self
+            .settle(&cast, &mut frame, turn, &awaiting, token)
+            .await?;
+        let mut still = self
             .resume_nested(&cast, &mut frame, turn, nested, token)
             .await?;
+        still.extend(parked);
         if !still.is_empty() {
             self.park_frame(&cast, &mut frame, turn, Vec::new(), still, token)
                 .await?;

@@ -37,6 +37,7 @@ impl Runs {
                 run_limits,
                 run_room: Default::default(),
                 admission_asks: tokio::sync::Semaphore::new(crate::admission::ASKS_AT_ONCE),
+                mcp: Default::default(),
             }
         });
         let around = around.expect("Arc::new_cyclic calls its closure once");

@@ -1,4 +1,4 @@
-//! Who is calling. Every `/api` request (and `/metrics`) is authenticated by [`layer`] before its handler
+//! Who is calling. Every `/api` request (and `/metrics`, `/mcp` and the E2B API's `/e2b`) is authenticated by [`layer`] before its handler
 //! runs, with the credential checker of `credentials`; handlers read the result with the
 //! [`Principal`] extractor. Public without a credential: `GET /api/health`, `GET /api/me`
 //! (which says whether credentials are checked) and the sign-in routes.
@@ -27,15 +27,25 @@ pub(crate) fn is_public(path: &str) -> bool {
 /// Authenticates every `/api` request; anything but a public route needs a principal.
 pub async fn layer(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
-    if !path.starts_with("/api/") && path != "/api" && path != "/metrics" {
+    let e2b = crate::e2b::is_e2b(&path);
+    if !path.starts_with("/api/") && path != "/api" && path != "/metrics" && path != "/mcp" && !e2b
+    {
         return next.run(req).await;
     }
     let public = is_public(&path);
-    let header = req
+    let mut header = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if e2b && header.is_none() {
+        // The E2B SDKs send the key as `X-API-KEY`: the same key, another header.
+        header = req
+            .headers()
+            .get(crate::e2b::API_KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|k| format!("Bearer {}", k.trim()));
+    }
     let cookie = crate::cookie_session::session_cookie(req.headers());
     let principal = match st
         .settings

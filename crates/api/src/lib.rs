@@ -6,11 +6,13 @@ pub mod auth;
 pub mod authenticator;
 pub mod cookie_session;
 pub mod docs;
+pub mod e2b;
 pub mod error;
 mod error_docs;
 pub mod extract;
 pub mod guard;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod multipart;
 mod nul;
@@ -34,7 +36,8 @@ use axum::http::{HeaderMap, HeaderName, Method, Request, StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::Router;
 use routes::{
-    agents, deliveries, events, identity, lifecycle, sessions, snapshots, system, webhooks,
+    agent_versions, agents, deliveries, events, identity, lifecycle, sessions, snapshots, system,
+    webhooks,
 };
 use std::future::IntoFuture;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -70,6 +73,7 @@ pub const JSON_BODY_LIMIT: usize = 8 * 1024 * 1024;
         (name = "users", description = "People who sign in to the web UI"),
         (name = "git-keys", description = "Deploy keys the control plane clones with"),
         (name = "agents", description = "Reusable agent definitions"),
+        (name = "schedules", description = "An agent's messages on a cron expression in a time zone, and their fires"),
         (name = "sessions", description = "Conversations and their sandboxes"),
         (name = "events", description = "The ordered event log and its SSE stream"),
         (name = "environments", description = "Named sandbox configurations (image, packages) that sessions start in"),
@@ -134,6 +138,17 @@ fn project_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(agents::archive))
         .routes(routes!(agents::unarchive))
+        .routes(routes!(agents::mcp_servers))
+        .routes(routes!(agent_versions::list))
+        .routes(routes!(agent_versions::get))
+        .routes(routes!(agent_versions::restore))
+        .routes(routes!(routes::schedules::list, routes::schedules::create))
+        .routes(routes!(
+            routes::schedules::get,
+            routes::schedules::update,
+            routes::schedules::delete
+        ))
+        .routes(routes!(routes::schedules::fires))
         .routes(routes!(routes::memory::get, routes::memory::put))
         .routes(routes!(sessions::list, lifecycle::create))
         .routes(routes!(sessions::get, sessions::update, lifecycle::delete))
@@ -144,6 +159,10 @@ fn project_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::runs::send_message))
         .routes(routes!(routes::runs::submit_tool_result))
         .routes(routes!(routes::runs::tool_calls))
+        .routes(routes!(
+            routes::runs::confirm_tool_call,
+            routes::runs::tool_confirmations
+        ))
         .routes(routes!(
             routes::files::list,
             routes::files::upload,
@@ -221,11 +240,18 @@ pub fn router(state: AppState) -> Router {
     )));
     let request_id = HeaderName::from_static("x-request-id");
     let assets = state.settings.ui.clone();
+    let e2b_domain: Option<std::sync::Arc<str>> = state.e2b.domain().map(Into::into);
     let checks = std::sync::Arc::new(guard::Guard {
         hosts: state.settings.hosts.clone(),
         page_csp: guard::page_csp(&state.settings.preview.frame_sources()),
     });
-    api.merge(docs::routes(doc))
+    // `/mcp` runs its tools through this very router (set below, once it is built).
+    let whole = std::sync::Arc::new(std::sync::OnceLock::new());
+    let mcp = mcp::service(whole.clone(), state.db.clone(), state.shutdown.clone());
+    let app = api
+        .route_service("/mcp", mcp)
+        .merge(e2b::routes())
+        .merge(docs::routes(doc))
         .merge(preview::moved())
         .merge(pages::routes())
         .merge(metrics::routes())
@@ -248,6 +274,8 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(checks, guard::layer))
         // Outermost of the refusals: any of them may answer before the body is read.
         .layer(axum::middleware::from_fn(unread_body::layer))
+        // Around every refusal: on the E2B API's paths, each speaks E2B's error shape.
+        .layer(axum::middleware::from_fn(e2b::errors::layer))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<_>| {
@@ -258,7 +286,20 @@ pub fn router(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .with_state(state)
+        .with_state(state);
+    let _ = whole.set(app.clone());
+    match e2b_domain {
+        // Outside the router, so the path it rewrites is the one routed.
+        Some(domain) => {
+            Router::new()
+                .fallback_service(app)
+                .layer(axum::middleware::from_fn_with_state(
+                    domain,
+                    e2b::hosts::layer,
+                ))
+        }
+        None => app,
+    }
 }
 
 /// Accepted connections send each write at once (`TCP_NODELAY`). With Nagle's algorithm an

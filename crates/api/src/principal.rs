@@ -1,6 +1,7 @@
 //! The caller, as the auth layer established it: open mode, the shared token, an API key or
 //! a signed-in person. Handlers take it as an extractor (see `auth`).
 
+use sandbox_agents_domain::agent_version::ChangedBy;
 use sandbox_agents_domain::ProjectId;
 use uuid::Uuid;
 
@@ -57,6 +58,26 @@ impl Principal {
             Principal::Person { .. } => Some("user"),
             Principal::Open | Principal::Anonymous { .. } => None,
         }
+    }
+
+    /// Who made an agent version, as recorded with it; None without a credential.
+    pub fn changed_by(&self) -> Option<ChangedBy> {
+        let (kind, id, name) = match self {
+            Principal::Open => ("open", None, None),
+            Principal::Token => ("token", None, None),
+            Principal::ApiKey { id, name, .. } => {
+                ("api_key", Some(id.to_string()), Some(name.clone()))
+            }
+            Principal::Person { id, email, .. } => {
+                ("user", Some(id.to_string()), Some(email.clone()))
+            }
+            Principal::Anonymous { .. } => return None,
+        };
+        Some(ChangedBy {
+            kind: kind.into(),
+            id,
+            name,
+        })
     }
 
     /// Who made something, as recorded on it (`created_by`).

@@ -114,6 +114,10 @@ pub struct AppState {
     pub sessions: Sessions,
     /// Runs: messages, interrupts, client tool calls.
     pub runs: Runs,
+    /// Agents' schedules, and the worker that fires them.
+    pub schedules: sandbox_agents_schedules::Schedules,
+    /// The E2B-compatible API's sandboxes (sessions of ours).
+    pub e2b: sandbox_agents_e2b::E2b,
     /// Secrets and git deploy keys.
     pub credentials: Credentials,
     /// Environments and their image builds.

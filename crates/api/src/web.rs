@@ -14,6 +14,8 @@ pub struct WebOptions<'a> {
     pub preview_public_url: String,
     /// `--preview-domain`, as given.
     pub preview_domain: Option<&'a str>,
+    /// `--e2b-domain`: E2B sandbox hosts under it reach the API listener.
+    pub e2b_domain: Option<&'a str>,
     /// `--allowed-hosts`, as given.
     pub allowed_hosts: &'a [String],
 }
@@ -34,8 +36,11 @@ pub fn web_settings(
     preview: SocketAddr,
 ) -> Result<WebSettings, String> {
     let domain = o.preview_domain.map(PreviewDomain::parse).transpose()?;
-    let hosts = HostPolicy::new(api, &[&o.public_url], o.allowed_hosts)
+    let mut hosts = HostPolicy::new(api, &[&o.public_url], o.allowed_hosts)
         .map_err(|e| format!("--public-url or --allowed-hosts: {e}"))?;
+    if let Some(d) = o.e2b_domain {
+        hosts = hosts.with_subdomains_of(d);
+    }
     let mut preview_hosts = HostPolicy::new(preview, &[&o.preview_public_url], o.allowed_hosts)
         .map_err(|e| format!("--preview-public-url: {e}"))?;
     if let Some(d) = &domain {

@@ -128,40 +128,6 @@ impl Credentials {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_generated_key_is_ed25519_and_its_sealed_half_opens_only_for_its_id() {
-        let master = MasterKey::random();
-        let id = GitKeyId::new();
-        let g = generate(&master, id, "sandbox-agents:p:ci").unwrap();
-        assert!(
-            g.public_key.starts_with("ssh-ed25519 AAAA"),
-            "{}",
-            g.public_key
-        );
-        assert!(g.public_key.ends_with(" sandbox-agents:p:ci"));
-        assert!(g.fingerprint.starts_with("SHA256:"));
-        let pem = open(&master, id, &g.private_key_sealed).unwrap();
-        assert!(pem.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
-        assert!(
-            pem.ends_with('\n'),
-            "ssh refuses a key file without the final newline"
-        );
-        let parsed = PrivateKey::from_openssh(pem.as_str()).unwrap();
-        assert_eq!(parsed.public_key().to_openssh().unwrap(), g.public_key);
-        assert!(!g.private_key_sealed.windows(7).any(|w| w == b"OPENSSH"));
-        assert!(open(&master, GitKeyId::new(), &g.private_key_sealed).is_err());
-    }
-
-    #[test]
-    fn comments_name_the_project_and_the_key_without_whitespace() {
-        assert_eq!(comment("proj", "ci key\t1"), "sandbox-agents:proj:ci-key-1");
-    }
-}
-
 /// For agent writes, inside their transaction: a `skills_source.ssh_key_id` must name a key
 /// of the project (422 otherwise). The key is locked `for share` until the transaction ends,
 /// so a concurrent delete either sees this agent or happens first (and then this is a 422).
@@ -213,5 +179,39 @@ impl Credentials {
         git_keys::delete_unreferenced(&mut tx, project, id).await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_key_is_ed25519_and_its_sealed_half_opens_only_for_its_id() {
+        let master = MasterKey::random();
+        let id = GitKeyId::new();
+        let g = generate(&master, id, "sandbox-agents:p:ci").unwrap();
+        assert!(
+            g.public_key.starts_with("ssh-ed25519 AAAA"),
+            "{}",
+            g.public_key
+        );
+        assert!(g.public_key.ends_with(" sandbox-agents:p:ci"));
+        assert!(g.fingerprint.starts_with("SHA256:"));
+        let pem = open(&master, id, &g.private_key_sealed).unwrap();
+        assert!(pem.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+        assert!(
+            pem.ends_with('\n'),
+            "ssh refuses a key file without the final newline"
+        );
+        let parsed = PrivateKey::from_openssh(pem.as_str()).unwrap();
+        assert_eq!(parsed.public_key().to_openssh().unwrap(), g.public_key);
+        assert!(!g.private_key_sealed.windows(7).any(|w| w == b"OPENSSH"));
+        assert!(open(&master, GitKeyId::new(), &g.private_key_sealed).is_err());
+    }
+
+    #[test]
+    fn comments_name_the_project_and_the_key_without_whitespace() {
+        assert_eq!(comment("proj", "ci key\t1"), "sandbox-agents:proj:ci-key-1");
     }
 }

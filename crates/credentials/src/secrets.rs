@@ -251,14 +251,7 @@ impl Credentials {
                     b.target()
                 )));
             };
-            let plain = self.key.open(&s.value_sealed, &value_aad(s.id)).map_err(|_| {
-                ServiceError::Internal(anyhow::anyhow!(
-                    "secret '{}' cannot be opened (was the master key changed?); set its value again",
-                    s.name
-                ))
-            })?;
-            let value = String::from_utf8(plain)
-                .map_err(|_| anyhow::anyhow!("secret '{}' is not UTF-8", s.name))?;
+            let value = self.open_value(s)?;
             let (env, egress) = crate::egress::bind(&self.key, id, b, value);
             if let Some((name, value)) = env {
                 resolved.env.insert(name, value);
@@ -275,6 +268,43 @@ impl Credentials {
             )));
         }
         Ok(resolved)
+    }
+
+    /// The values of the project's secrets with these names, for what the control plane itself
+    /// sends (an MCP server's headers): never into a sandbox, a log or an event. A name that
+    /// names nothing is an error naming it.
+    pub async fn values_by_name(
+        &self,
+        project: ProjectId,
+        names: &[String],
+    ) -> Result<BTreeMap<String, String>> {
+        let mut conn = self.db.acquire().await?;
+        let found = secrets::sealed_by_names(&mut conn, project, names).await?;
+        drop(conn);
+        let mut out = BTreeMap::new();
+        for name in names {
+            let Some(s) = found.iter().find(|s| &s.name == name) else {
+                return Err(ServiceError::BadRequest(format!(
+                    "there is no secret named '{name}' in this project"
+                )));
+            };
+            out.insert(name.clone(), self.open_value(s)?);
+        }
+        Ok(out)
+    }
+
+    fn open_value(&self, s: &secrets::SealedSecret) -> Result<String> {
+        let plain = self
+            .key
+            .open(&s.value_sealed, &value_aad(s.id))
+            .map_err(|_| {
+                ServiceError::Internal(anyhow::anyhow!(
+                "secret '{}' cannot be opened (was the master key changed?); set its value again",
+                s.name
+            ))
+            })?;
+        Ok(String::from_utf8(plain)
+            .map_err(|_| anyhow::anyhow!("secret '{}' is not UTF-8", s.name))?)
     }
 
     /// Moves secret values, sandbox variables, egress credentials and deploy keys sealed under a previous master

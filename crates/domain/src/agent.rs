@@ -107,6 +107,12 @@ pub struct AgentSpec {
     /// Stored only when set (older definitions have none: no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::budget::Budget>,
+    /// Stored only when set (older definitions have none: every tool allowed).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub permissions: crate::permissions::Permissions,
+    /// Stored only when set (older definitions have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
 }
 
 /// Steps a subagent called as a tool takes when its caller sets no `subagent_max_steps`.
@@ -246,6 +252,18 @@ pub struct AgentCreate {
     /// (copied then: an edit applies to sessions created afterwards); null: none.
     #[serde(default)]
     pub budget: Option<crate::budget::Budget>,
+    /// Per tool (`shell`, `read_file`..., `python`, a client tool's name), group of tools
+    /// (`filesystem`, `skills`) or subagent (its slug): `allow` (the default), `ask` (the call
+    /// waits for a person: `POST /api/sessions/{id}/tool-confirmations`) or `deny` (never
+    /// offered). Each must name something the agent has (422). Default `{}`: all allowed.
+    #[serde(default)]
+    pub permissions: crate::permissions::Permissions,
+    /// MCP servers whose tools the agent is offered as `mcp__<server>__<tool>`: remote ones
+    /// (`url`, called by the control plane with `headers` that may read project secrets) and
+    /// local ones (`command`, run in the sandbox over stdio). At most 16; default `[]`.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
 }
 
 impl AgentCreate {
@@ -286,6 +304,8 @@ impl AgentCreate {
             network: self.network,
             runtime_class: self.runtime_class,
             budget: self.budget,
+            permissions: self.permissions,
+            mcp_servers: self.mcp_servers,
         }
         .normalized();
         spec.validate(&mut v);
@@ -401,6 +421,16 @@ pub struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<crate::budget::Budget>)]
     pub budget: Patch<crate::budget::Budget>,
+    /// New permissions, replacing the whole set; null or `{}`: every tool allowed. They apply
+    /// from the next turn (or a parked turn's continuation) of sessions that run this
+    /// version.
+    #[serde(default)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, crate::permissions::Permission>>)]
+    pub permissions: Patch<crate::permissions::Permissions>,
+    /// New MCP servers, replacing the whole list; null: none.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::mcp::McpServer>>, max_items = 16)]
+    pub mcp_servers: Patch<Vec<crate::mcp::McpServer>>,
 }
 
 /// A field that cannot be cleared: null is a 422, a value replaces, absent keeps.
@@ -476,6 +506,10 @@ impl AgentPatch {
         required("network", self.network, &mut spec.network, &mut v);
         clearable(self.runtime_class, &mut spec.runtime_class);
         clearable(self.budget, &mut spec.budget);
+        if let Some(p) = self.permissions.into_option() {
+            spec.permissions = p.unwrap_or_default();
+        }
+        list(self.mcp_servers, &mut spec.mcp_servers);
         *spec = spec.clone().normalized();
         spec.validate(&mut v);
         v.into_result()
@@ -554,6 +588,23 @@ impl AgentSpec {
             }
         }
         crate::runtime_class::validate(self.runtime_class.as_deref(), v, &["runtime_class"]);
+        if !self.permissions.is_empty() {
+            let sandbox =
+                sandbox_tool_names(self.capabilities.as_deref(), self.skills_source.is_some());
+            let subagents: Vec<(&str, bool)> = self
+                .subagents
+                .iter()
+                .map(|s| {
+                    (
+                        s.agent.as_str(),
+                        s.mode == crate::tools::SubagentMode::Handoff,
+                    )
+                })
+                .collect();
+            let client: Vec<&str> = self.client_tools.iter().map(|t| t.name.as_str()).collect();
+            let mcp: Vec<&str> = self.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+            crate::permissions::validate(&self.permissions, &sandbox, &subagents, &client, &mcp, v);
+        }
         if let Some(b) = &self.budget {
             b.validate(v, &["budget"]);
         }
@@ -598,6 +649,7 @@ impl AgentSpec {
             v,
         );
         validate_secret_bindings(&self.secret_bindings, "secret_bindings", v);
+        crate::mcp::validate_servers(&self.mcp_servers, "mcp_servers", v);
         if let Some(s) = &self.skills_source {
             s.validate("skills_source", v);
         }
@@ -613,6 +665,26 @@ impl AgentSpec {
             }
         }
     }
+}
+
+/// The sandbox tools an agent with these capabilities is offered (null: shell and
+/// filesystem), with `load_skill` when it has skills.
+pub fn sandbox_tool_names(capabilities: Option<&[Capability]>, skills: bool) -> Vec<&'static str> {
+    let has = |c: Capability| capabilities.is_none_or(|cs| cs.contains(&c));
+    let mut out = Vec::new();
+    if has(Capability::Shell) {
+        out.push("shell");
+    }
+    if has(Capability::Filesystem) {
+        out.extend(["read_file", "write_file", "edit_file", "list_files"]);
+    }
+    if capabilities.is_some_and(|cs| cs.contains(&Capability::Python)) {
+        out.push(crate::notebook::PYTHON_TOOL);
+    }
+    if skills {
+        out.push(crate::skills::LOAD_SKILL_TOOL);
+    }
+    out
 }
 
 /// An agent as stored.
@@ -655,6 +727,8 @@ impl AgentRecord {
             network: s.network.clone(),
             runtime_class: s.runtime_class.clone(),
             budget: s.budget,
+            permissions: s.permissions.clone(),
+            mcp_servers: s.mcp_servers.clone(),
             version: self.version,
             archived_at: self.archived_at,
             created_at: self.created_at,
@@ -719,6 +793,11 @@ pub struct Agent {
     pub runtime_class: Option<String>,
     /// The budget its sessions start with unless created with their own; null: none.
     pub budget: Option<crate::budget::Budget>,
+    /// Per tool, group of tools or subagent: `allow`, `ask` or `deny`; `{}`: all allowed.
+    pub permissions: crate::permissions::Permissions,
+    /// MCP servers whose tools it is offered (`mcp__<server>__<tool>`); `[]` for none.
+    /// Header values that read secrets show the secret's name, never its value.
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
     /// The optimistic lock: 1 on create, one more on every successful PATCH (archive and
     /// unarchive leave it). Send it back on PATCH.
     pub version: i64,

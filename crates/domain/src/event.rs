@@ -33,11 +33,15 @@ pub enum EventType {
     AgentTextDelta,
     AgentThinking,
     AgentToolUse,
+    /// An addition: a person's decision on a call that waited for one (`permissions: ask`).
+    AgentToolConfirmation,
     AgentToolResult,
     AgentClientToolCall,
     AgentClientToolResult,
     AgentHandoff,
     AgentCompaction,
+    /// An addition: an MCP server of the agent could not be listed or called.
+    AgentMcpServerError,
     /// An addition to the client's vocabulary: streamed only to readers that ask for it
     /// (`?tool_output=true`), so the published client's streams never see it.
     AgentToolOutputDelta,
@@ -45,7 +49,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 24] = [
+    pub const ALL: [EventType; 26] = [
         Self::SessionCreated,
         Self::SessionStatusRunning,
         Self::SessionStatusIdle,
@@ -63,11 +67,13 @@ impl EventType {
         Self::AgentTextDelta,
         Self::AgentThinking,
         Self::AgentToolUse,
+        Self::AgentToolConfirmation,
         Self::AgentToolResult,
         Self::AgentClientToolCall,
         Self::AgentClientToolResult,
         Self::AgentHandoff,
         Self::AgentCompaction,
+        Self::AgentMcpServerError,
         Self::AgentToolOutputDelta,
         Self::StreamGap,
     ];
@@ -91,11 +97,13 @@ impl EventType {
             Self::AgentTextDelta => "agent.text_delta",
             Self::AgentThinking => "agent.thinking",
             Self::AgentToolUse => "agent.tool_use",
+            Self::AgentToolConfirmation => "agent.tool_confirmation",
             Self::AgentToolResult => "agent.tool_result",
             Self::AgentClientToolCall => "agent.client_tool_call",
             Self::AgentClientToolResult => "agent.client_tool_result",
             Self::AgentHandoff => "agent.handoff",
             Self::AgentCompaction => "agent.compaction",
+            Self::AgentMcpServerError => "agent.mcp_server_error",
             Self::AgentToolOutputDelta => "agent.tool_output_delta",
             Self::StreamGap => "stream_gap",
         }
@@ -169,13 +177,17 @@ impl EventType {
             Self::AgentMessage => "The model's full message.",
             Self::AgentTextDelta => "A token delta, streamed only.",
             Self::AgentThinking => "The model's reasoning summary.",
-            Self::AgentToolUse => "A sandbox tool call.",
-            Self::AgentToolResult => "A sandbox tool call's result.",
+            Self::AgentToolUse => "A sandbox tool call (or a subagent, MCP (`mcp_server`: the server's name) or client call), with `awaiting_approval: true` when the agent's permissions say to ask a person first: the run then parks (`session.status_idle`, `stop_reason: \"requires_action\"`, the call in `call_ids`) until `POST /api/sessions/{id}/tool-confirmations`.",
+            Self::AgentToolConfirmation => "A person's decision on a call that waited for one (`call_id`, `tool`, `decision`: `allow` or `deny`, `message`, `by`). Allowed, the call runs when the run continues (a client call goes to the caller); denied, the model gets the denial as the tool's error.",
+            Self::AgentToolResult => "A sandbox, subagent or MCP tool call's result (`mcp_server` on an MCP tool's).",
             Self::AgentClientToolCall => "The model called a tool the caller runs.",
             Self::AgentClientToolResult => "The answer the model received for a client tool call.",
             Self::AgentHandoff => "The conversation changed hands between agents.",
             Self::AgentCompaction => {
                 "The conversation the model sees was compacted into a summary (the log keeps it whole); carries the token counts before and after."
+            }
+            Self::AgentMcpServerError => {
+                "An MCP server of the speaking agent could not be reached (`mcp_server`, `error`, `required`, and `call_id` when a call failed): its tools are left out of the step (a call fails as a tool error); a `required` server fails the turn instead."
             }
             Self::AgentToolOutputDelta => {
                 "Output of a running sandbox tool as it is written (`call_id`, `stream`, `text`), streamed only, to streams opened with `tool_output=true`."
@@ -272,9 +284,10 @@ mod tests {
         assert_eq!(EventType::StreamGap.group(), "session");
         assert_eq!(
             EventType::ALL.iter().filter(|t| !t.is_ephemeral()).count(),
-            21
+            23
         );
         assert_eq!(EventType::SessionBudgetReached.group(), "session");
+        assert_eq!(EventType::AgentToolConfirmation.group(), "agent");
         assert_eq!(EventType::SessionSpendWarning.group(), "session");
         assert_eq!(EventType::SandboxEgressDenied.group(), "session");
         assert_eq!(EventType::SessionS3Conflict.group(), "session");

@@ -3,9 +3,11 @@
 //! published client expects. Nothing here performs IO.
 
 pub mod agent;
+pub mod agent_version;
 pub mod budget;
 pub mod bundle;
 pub mod ca;
+pub mod e2b;
 pub mod egress;
 pub mod environment;
 pub mod event;
@@ -14,13 +16,16 @@ pub mod git_source;
 pub mod identity;
 pub mod ids;
 pub mod manifest;
+pub mod mcp;
 pub mod memory;
 pub mod network;
 pub mod notebook;
 pub mod openapi;
 pub mod patch;
+pub mod permissions;
 pub mod process;
 pub mod runtime_class;
+pub mod schedule;
 pub mod secret;
 pub mod secret_binding;
 pub mod session;

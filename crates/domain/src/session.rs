@@ -89,6 +89,13 @@ pub struct Session {
     /// that reaches one stops with `stop_reason: "budget_reached"`); null: none. Set at
     /// create (else copied from the agent's `budget`) and by PATCH. An addition.
     pub budget: Option<crate::budget::Budget>,
+    /// The version of its agent the session runs: a number (pinned: edits of the agent do
+    /// not change what it does; its subagents run as they were when it pinned), or
+    /// `"latest"` (every turn runs the agent as it is then). An addition.
+    pub agent_version: crate::agent_version::VersionPin,
+    /// The names of its agent's MCP servers it uses; null: all of them. An addition.
+    #[schema(value_type = Option<Vec<crate::mcp::ServerName>>)]
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 /// One turn of the tool-calling loop, started by a message. Every event of the turn carries
@@ -130,7 +137,8 @@ pub struct Run {
 pub struct SessionDetail {
     #[serde(flatten)]
     pub session: Session,
-    /// The session's agent as it is now, archived or not.
+    /// The session's agent at the version the session runs (`agent_version`: the pinned one,
+    /// else as it is now), archived or not.
     pub agent: Option<Agent>,
     /// Every run of the session, oldest first.
     pub runs: Vec<Run>,
@@ -172,6 +180,14 @@ pub struct SessionPatch {
     #[serde(default)]
     #[schema(value_type = Option<crate::budget::Budget>)]
     pub budget: crate::Patch<crate::budget::Budget>,
+    /// Another version of the agent to run (a version number it has, 422 otherwise), or
+    /// `"latest"` to follow every edit; not null. The session's next turn (or its parked
+    /// turn, when it continues) runs it, with its subagents as they are now; the next boot of
+    /// its sandbox boots it (image, manifest).
+    /// What was copied at creation (network policy, budget) stays. An addition.
+    #[serde(default)]
+    #[schema(value_type = crate::agent_version::VersionPin)]
+    pub agent_version: crate::Patch<crate::agent_version::VersionPin>,
 }
 
 /// The body of `POST /api/sessions`: a new session of an agent. Only `agent_id` is required;
@@ -249,6 +265,18 @@ pub struct SessionCreate {
     /// agent's `budget`, copied now. `{}` sets none even when the agent has one. An addition.
     #[serde(default)]
     pub budget: Option<crate::budget::Budget>,
+    /// Which version of the agent to run: a version number it has (422 otherwise), or
+    /// `"latest"` to follow every edit. Absent or null: the agent's current version, pinned.
+    /// The definition checked and copied now (manifest, budget, network) is that version's.
+    /// An addition.
+    #[serde(default)]
+    pub agent_version: Option<crate::agent_version::VersionPin>,
+    /// The names of the agent's MCP servers this session uses, narrowing them (each must be
+    /// one of the agent's, 422 otherwise; its subagents keep theirs). Absent or null: all of
+    /// the agent's; `[]`: none. An addition.
+    #[serde(default)]
+    #[schema(max_items = 16, value_type = Option<Vec<crate::mcp::ServerName>>)]
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 /// The most seconds `idle_ttl_seconds` and `max_lifetime_seconds` take (a year).

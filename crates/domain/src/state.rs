@@ -132,6 +132,23 @@ text_enum!(
 );
 
 text_enum!(
+    /// What kind of call waits for a person's decision (an agent's `ask` permission).
+    ApprovalFor {
+        Sandbox = "sandbox",
+        Subagent = "subagent",
+        Client = "client",
+    }
+);
+
+text_enum!(
+    /// A person's decision on a call that waited for one.
+    ToolDecision {
+        Allow = "allow",
+        Deny = "deny",
+    }
+);
+
+text_enum!(
     /// A webhook delivery's state: `pending` (queued or between retries), `delivered` (a 2xx
     /// came back) or `failed` (retries exhausted).
     DeliveryStatus {
@@ -174,6 +191,8 @@ mod tests {
             RunStatus,
             RunStopReason,
             ToolCallStatus,
+            ApprovalFor,
+            ToolDecision,
             DeliveryStatus,
             BuildStatus,
             CellStatus

@@ -262,8 +262,9 @@ mod tests {
             errors[0].loc,
             vec![Value::from("body"), "event_types".into(), "1".into()]
         );
-        assert_eq!(subscribable().count(), 21);
+        assert_eq!(subscribable().count(), 23);
         assert!(subscribable().any(|t| t == EventType::SessionBudgetReached));
+        assert!(subscribable().any(|t| t == EventType::AgentToolConfirmation));
     }
 
     #[test]

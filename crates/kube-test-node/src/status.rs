@@ -235,6 +235,32 @@ fn docker_time(t: Option<&str>) -> Option<Time> {
     (t.as_second() > 0).then_some(Time(t))
 }
 
+/// How long after a SIGKILL exit under a memory limit Docker's OOM flag is waited for.
+const OOM_FLAG_WINDOW: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether `inspect` is a container that exited by SIGKILL (137) under a memory limit less
+/// than [`OOM_FLAG_WINDOW`] ago without Docker's OOM flag: an OOM kill whose flag may still
+/// be on its way.
+fn oom_may_be_pending(inspect: &ContainerInspectResponse) -> bool {
+    let Some(state) = inspect.state.as_ref() else {
+        return false;
+    };
+    let limited = inspect
+        .host_config
+        .as_ref()
+        .and_then(|h| h.memory)
+        .is_some_and(|m| m > 0);
+    let finished = state
+        .finished_at
+        .as_deref()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+    let recent = finished.is_some_and(|t| {
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+        age.as_secs_f64() < OOM_FLAG_WINDOW.as_secs_f64()
+    });
+    limited && recent && state.exit_code == Some(137) && state.oom_killed != Some(true)
+}
+
 /// One container's status and state.
 fn container_status(
     c: &Container,
@@ -303,6 +329,15 @@ fn container_status(
         ) => {
             value["state"] = json!({"running": {"startedAt": started_at}});
             value["ready"] = json!(true);
+            value["started"] = json!(true);
+            (value, State::Running)
+        }
+        Some(_) if oom_may_be_pending(inspect) => {
+            // Killed moments ago under a memory limit, and Docker does not say OOM yet: its
+            // OOM flag comes with containerd's OOM event, which can land after the exit. Not
+            // final until it does (the `oom` event wakes the pod's worker) or the window
+            // passes (the next tick reports an ordinary kill).
+            value["state"] = json!({"running": {"startedAt": started_at}});
             value["started"] = json!(true);
             (value, State::Running)
         }

@@ -53,6 +53,10 @@ pub struct ServiceSettings {
     pub backend: BackendSettings,
     /// The egress proxy (`--egress-proxy`); `None`: sandboxes have the backend's network.
     pub egress: Option<crate::egress::EgressSettings>,
+    /// `--mcp-allow-private`: agents' remote MCP servers may be on private addresses.
+    pub mcp_allow_private: bool,
+    /// `--e2b-domain`: E2B sandboxes are also reached by host name under it.
+    pub e2b_domain: Option<String>,
 }
 
 impl ServiceSettings {
@@ -116,6 +120,8 @@ impl ServiceSettings {
                 sweep_interval: SWEEP_INTERVAL,
             },
             egress: config.egress_settings()?,
+            mcp_allow_private: config.mcp_allow_private,
+            e2b_domain: config.e2b_domain.clone(),
         })
     }
 }
@@ -283,6 +289,10 @@ pub async fn services(
         settings.run_limits,
     );
     let sessions = runs.sessions().clone();
+    runs.attach_mcp(
+        sandbox_agents_agent::mcp_hub(sessions.clone(), settings.mcp_allow_private)
+            .map_err(anyhow::Error::msg)?,
+    );
     Ok(Services {
         sessions,
         runs,
@@ -319,6 +329,7 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         ui,
     } = settings;
     let default_model = service_settings.sessions.default_model.clone();
+    let e2b_domain = service_settings.e2b_domain.clone();
     // As `services` starts it: the memory backend's sandboxes have no network to confine.
     let egress = service_settings.egress.is_some()
         && matches!(service_settings.backend, BackendSettings::Docker(_));
@@ -340,8 +351,14 @@ pub async fn build(settings: Settings, db: Db, shutdown: CancellationToken) -> a
         sessions.backend().as_ref(),
         &sessions.settings().runtime_classes,
     )];
+    let schedules =
+        sandbox_agents_schedules::Schedules::new(db.clone(), sessions.clone(), runs.clone());
+    let e2b =
+        sandbox_agents_e2b::E2b::new(db.clone(), sessions.clone(), Some(hub.clone()), e2b_domain);
     let state = AppState {
         project_ids: sandbox_agents_store::ProjectIds::new(db.clone(), hub.clone()),
+        schedules,
+        e2b,
         db,
         hub,
         sessions,
@@ -386,6 +403,10 @@ impl App {
         self.state.environments.spawn_workers();
         // Consolidations queued by stops of this or any process (and left by one that died).
         self.state.runs.spawn_memory_worker();
+        // Due schedules, claimed by whichever process gets each first.
+        self.state
+            .schedules
+            .spawn_worker(self.state.shutdown.clone());
         let dispatcher = self.dispatcher.spawn(self.state.shutdown.clone());
         sessions.start_pool();
         self.spawn_rate_share();
@@ -445,6 +466,7 @@ fn web_settings(
         public_url: config.public_url_at(api),
         preview_public_url: config.preview_public_url_at(preview),
         preview_domain: config.preview_domain.as_deref(),
+        e2b_domain: config.e2b_domain.as_deref(),
         allowed_hosts: &config.allowed_hosts,
     };
     sandbox_agents_api::web::web_settings(options, api, preview).map_err(anyhow::Error::msg)

@@ -565,6 +565,13 @@ pub struct Config {
     #[arg(long, env = "SANDBOX_AGENTS_PREVIEW_DOMAIN", global = true)]
     pub preview_domain: Option<String>,
 
+    /// A wildcard domain pointing at the API listener (DNS and a certificate for *.<domain>,
+    /// TLS at your proxy) for the E2B SDKs' sandbox hosts, <port>-<sandbox id>.<domain>: E2B
+    /// sandboxes' data plane by host name (and their signed file URLs), as on E2B's cloud.
+    /// Without it, the SDKs reach it with E2B_SANDBOX_URL=<public url>/e2b-sandbox.
+    #[arg(long, env = "SANDBOX_AGENTS_E2B_DOMAIN", global = true)]
+    pub e2b_domain: Option<String>,
+
     /// Host names (besides IP addresses, localhost and the public URLs' hosts) this server
     /// answers for, comma-separated; `.example.com` allows the domain and its subdomains, `*`
     /// turns the check off. Requests naming any other Host get 421 (DNS rebinding).
@@ -647,6 +654,13 @@ pub struct Config {
     /// against the addresses a name resolves to at every send, not only when subscribing.
     #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE", global = true)]
     pub webhook_allow_private: bool,
+
+    /// Let agents' remote MCP servers be on loopback, private and link-local addresses too.
+    /// Off by default: an agent's definition could otherwise reach services inside the
+    /// deployment's network through the control plane. Checked when an agent is saved and
+    /// again against the addresses a name resolves to at every connection.
+    #[arg(long, env = "SANDBOX_AGENTS_MCP_ALLOW_PRIVATE", global = true)]
+    pub mcp_allow_private: bool,
 
     /// Attempts per webhook delivery, the first included, before it is marked failed.
     #[arg(long, env = "SANDBOX_AGENTS_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), global = true)]

@@ -5,6 +5,7 @@
 use crate::Sessions;
 use sandbox_agents_credentials::secrets;
 use sandbox_agents_domain::agent::{AgentRecord, AgentRef, Capability};
+use sandbox_agents_domain::agent_version::VersionPin;
 use sandbox_agents_domain::event::{EventType, NewEvent};
 use sandbox_agents_domain::manifest::EntrySpec;
 use sandbox_agents_domain::network::{LayerSource, NetworkLayer, SessionNetwork};
@@ -18,11 +19,41 @@ use sandbox_agents_store::snapshots::SnapshotRecord;
 use sandbox_agents_store::{agents, events, snapshots};
 use serde_json::{json, Value};
 
+/// A new session, checked, with its row made ([`Sessions::prepare`]).
+pub struct Prepared {
+    project: ProjectId,
+    new: NewSession,
+    agent: AgentRecord,
+    pin: VersionPin,
+    environment: Option<EnvironmentRecord>,
+    body: SessionCreate,
+    worker: i32,
+}
+
+impl Prepared {
+    pub fn id(&self) -> SessionId {
+        self.new.id
+    }
+}
+
 impl Sessions {
     /// Creates the session row and its `session.created` event, then boots the sandbox in the
     /// background. Returns the row, `provisioning`.
     #[tracing::instrument(skip_all, fields(project.id = %project))]
     pub async fn create(&self, project: ProjectId, body: SessionCreate) -> Result<SessionRecord> {
+        let prepared = self.prepare(project, body).await?;
+        let mut tx = self.inner.db.begin().await?;
+        let row = self.insert_prepared(&mut tx, &prepared).await?;
+        tx.commit().await?;
+        self.after_create(&row);
+        Ok(row)
+    }
+
+    /// Checks a new session against its agent (at the version it pins), its environment, its
+    /// snapshot and the deployment, and makes its row: everything before the transaction
+    /// that inserts it ([`Sessions::insert_prepared`]), which a caller may share (a
+    /// schedule's fire inserts the session in the transaction that records the fire).
+    pub async fn prepare(&self, project: ProjectId, body: SessionCreate) -> Result<Prepared> {
         let st = &self.inner;
         let agent = agents::get(&st.db, project, &AgentRef::parse(&body.agent_id))
             .await
@@ -39,6 +70,16 @@ impl Sessions {
                 agent.slug
             )));
         }
+        // The version it runs, checked and copied from below: its current one unless it asks.
+        let pin = body
+            .agent_version
+            .unwrap_or(VersionPin::Version(agent.version));
+        let agent = match pin {
+            VersionPin::Version(v) if v != agent.version => {
+                crate::pin::at_version(&st.db, agent, v).await?
+            }
+            _ => agent,
+        };
         check_request(&body, &agent, &st.settings)?;
         let manifest = match &body.manifest {
             Some(m) => agent.spec.manifest.merged_with(m),
@@ -157,13 +198,49 @@ impl Sessions {
             network: network_of(&body, &agent, environment.as_ref()),
             // Its own (`{}`: none, whatever the agent's), else the agent's, copied now.
             budget: body.budget.or(agent.spec.budget).filter(|b| !b.is_empty()),
+            agent_version: pin.version(),
+            agent_pins: None,
+            mcp_servers: body.mcp_servers.clone(),
         };
         // Stamped with this process's key in the transaction that makes the row, so no sweep
         // ever sees it provisioning with nobody on its boot.
         let worker = self.worker_key().await?;
-        let mut tx = st.db.begin().await?;
+        Ok(Prepared {
+            project,
+            new,
+            agent,
+            pin,
+            environment,
+            body,
+            worker,
+        })
+    }
+
+    /// Inserts a prepared session in `tx`: its row (with its pins, read now), its boot's
+    /// stamp, its environment, its first prompt and `session.created`, with a lock on every
+    /// bound secret. The caller commits, then calls [`Sessions::after_create`].
+    pub async fn insert_prepared(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        p: &Prepared,
+    ) -> Result<SessionRecord> {
+        let Prepared {
+            project,
+            new,
+            agent,
+            pin,
+            environment,
+            body,
+            worker,
+        } = p;
+        let (project, pin, worker) = (*project, *pin, *worker);
+        let mut new = new.clone();
+        if let VersionPin::Version(_) = pin {
+            // Its subagents run as they are now, for as long as it lives.
+            new.agent_pins = Some(crate::pin::pins_of(tx, project, agent).await?);
+        }
         secrets::check_bound(
-            &mut tx,
+            tx,
             project,
             &agent.spec.secret_bindings,
             &body.secret_bindings,
@@ -176,25 +253,28 @@ impl Sessions {
                 .await?;
         }
         if let Some(prompt) = &body.prompt {
-            sandbox_agents_store::runs::set_first_prompt(&mut tx, new.id, prompt).await?;
+            sandbox_agents_store::runs::set_first_prompt(tx, new.id, prompt).await?;
         }
         events::append(
-            &mut tx,
+            tx,
             new.id,
             &[NewEvent::new(
                 EventType::SessionCreated,
                 None,
-                json!({"agent_id": agent.id.to_string(), "title": body.title}),
+                json!({"agent_id": agent.id.to_string(), "title": body.title, "agent_version": pin}),
             )],
         )
         .await?;
-        tx.commit().await?;
         tracing::info!(session.id = %new.id, agent.id = %agent.id, "session created");
-        self.spawn_boot(new.id);
+        Ok(row)
+    }
+
+    /// After the commit of [`Sessions::insert_prepared`]: the boot, and the lifetime's end.
+    pub fn after_create(&self, row: &SessionRecord) {
+        self.spawn_boot(row.id);
         if let Some(at) = row.expires_at() {
             self.schedule_lifetime_end(at);
         }
-        Ok(row)
     }
 
     /// The environment a session starts in: its own `environment_id`, else its agent's, else
@@ -286,6 +366,7 @@ fn check_request(
             );
         }
     }
+    check_mcp_servers(body, agent, &mut v);
     if agent.spec.workspace_source.is_some() && agent.spec.skills_source.is_none() {
         v.push(
             "value_error",
@@ -327,6 +408,45 @@ fn environment_image(env: &EnvironmentRecord) -> Option<String> {
     match &env.build_digest {
         Some(_) => env.build_image.clone(),
         None => env.config.0.image.clone(),
+    }
+}
+
+/// A session's `mcp_servers` only narrow its agent's: each names one of the agent's (at the
+/// version it runs), once.
+fn check_mcp_servers(body: &SessionCreate, agent: &AgentRecord, v: &mut Violations) {
+    let Some(names) = &body.mcp_servers else {
+        return;
+    };
+    let known: Vec<&str> = agent
+        .spec
+        .mcp_servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let at = ["mcp_servers", &i.to_string()];
+        if !known.contains(&name.as_str()) {
+            v.push(
+                "value_error",
+                &at,
+                if known.is_empty() {
+                    "the agent has no MCP servers; a session only narrows its agent's".to_owned()
+                } else {
+                    format!(
+                        "the agent has no MCP server named '{name}' (it has: {}); a session only narrows its agent's",
+                        known.join(", ")
+                    )
+                },
+                Value::from(name.as_str()),
+            );
+        } else if names[..i].contains(name) {
+            v.push(
+                "value_error",
+                &at,
+                format!("'{name}' is named twice"),
+                Value::from(name.as_str()),
+            );
+        }
     }
 }
 

@@ -59,6 +59,7 @@ mod lost;
 mod memory;
 mod mounts;
 mod periodic;
+mod pin;
 mod pool;
 mod processes;
 mod projects;
@@ -71,15 +72,19 @@ mod skills;
 mod snapshots;
 mod spend_limit;
 mod start;
+mod stdio;
 mod stop;
 mod terminal;
 pub mod trust;
 mod update;
 
 pub use checkout::CHECKOUT_TIMEOUT;
+pub use create::Prepared as PreparedSession;
 pub use exec::{ExecOutcome, OutputPieces, PreparedExec, MAX_OUTPUT_BYTES};
 pub use hooks::{EnvironmentHooks, RunHooks};
-pub use kernel::{CellRun, DEFAULT_CELL_TIMEOUT, MAX_CELL_TIMEOUT};
+pub use kernel::{
+    CellOptions, CellRun, KernelContext, DEFAULT_CELL_TIMEOUT, MAX_CELL_TIMEOUT, MAX_CONTEXTS,
+};
 pub use lease::not_found;
 pub use liveness::AliveProcesses;
 pub use processes::MAX_ENV as MAX_PROCESS_ENV;
@@ -88,6 +93,7 @@ pub use sandbox_agents_sandbox::OutputStream;
 pub use sandbox_files::SANDBOX_FILE_MAX_BYTES;
 pub use service::{SessionHooks, SessionSettings, Sessions};
 pub use spend_limit::refuse_over_monthly_limit;
+pub use stdio::{Command, CommandSpec, StderrTail, StdioCommand, STDERR_TAIL};
 pub use terminal::{
     terminal_size, Terminal, TerminalTarget, MAX_TERMINALS_PER_SESSION, MAX_TERMINAL_SIDE,
 };

@@ -154,7 +154,8 @@ impl Sessions {
         let Some(staged) = session_memories::get(db, s.session_id()).await? else {
             return Ok(None);
         };
-        let agent = agents::get(db, s.project_id, &AgentRef::Id(staged.agent_id)).await?;
+        let agent =
+            agents::resolve(db, s.project_id, &AgentRef::Id(staged.agent_id), s.pins()).await?;
         if !has_memory(&agent) {
             return Ok(None);
         }

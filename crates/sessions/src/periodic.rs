@@ -39,7 +39,7 @@ impl Sessions {
     /// Ends the session's lifetime on time rather than at the next sweep: a task of this
     /// process sleeps until `at` (or shutdown), then runs [`Sessions::end_lifetimes`]. The
     /// sweep remains the guarantee (after a restart, or when this process is gone).
-    pub(crate) fn schedule_lifetime_end(&self, at: time::OffsetDateTime) {
+    pub fn schedule_lifetime_end(&self, at: time::OffsetDateTime) {
         let rt = self.clone();
         let wait = (at - time::OffsetDateTime::now_utc()).max(time::Duration::ZERO);
         let wait = std::time::Duration::try_from(wait).unwrap_or_default()

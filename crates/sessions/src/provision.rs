@@ -36,7 +36,8 @@ impl Sessions {
     /// sandbox).
     pub(crate) async fn boot_sandbox(&self, s: &SessionRecord) -> Result<Booted> {
         let st = &self.inner;
-        let agent = agents::get(&st.db, s.project_id, &AgentRef::Id(s.agent_id)).await?;
+        let agent =
+            agents::resolve(&st.db, s.project_id, &AgentRef::Id(s.agent_id), s.pins()).await?;
         let manifest = match &s.manifest {
             Some(m) => agent.spec.manifest.merged_with(&m.0),
             None => agent.spec.manifest.clone(),

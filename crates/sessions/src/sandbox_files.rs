@@ -116,3 +116,70 @@ impl Sessions {
         })
     }
 }
+
+/// Paths of a running sandbox by absolute path, as the daemon sees them (the E2B API's
+/// filesystem service): each call checks the session first, so another project's is a 404
+/// whatever the path.
+impl Sessions {
+    pub async fn stat_sandbox_path(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        path: &str,
+    ) -> Result<proto::FileStat> {
+        let (_, client) = self.daemon_of(project, id).await?;
+        absolute(path)?;
+        client.stat(path).await.map_err(daemon_error)
+    }
+
+    pub async fn list_sandbox_dir(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        path: &str,
+    ) -> Result<proto::DirListing> {
+        let (_, client) = self.daemon_of(project, id).await?;
+        absolute(path)?;
+        client.list_dir(path).await.map_err(daemon_error)
+    }
+
+    /// Makes the directory and its missing parents; a 409 when it exists already.
+    pub async fn make_sandbox_dir(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        path: &str,
+    ) -> Result<proto::FileStat> {
+        let (_, client) = self.daemon_of(project, id).await?;
+        absolute(path)?;
+        if client.stat(path).await.is_ok() {
+            return Err(ServiceError::Conflict(format!("{path} exists already")));
+        }
+        client.mkdir(path, true).await.map_err(daemon_error)
+    }
+
+    pub async fn remove_sandbox_path(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        path: &str,
+    ) -> Result<()> {
+        let (_, client) = self.daemon_of(project, id).await?;
+        absolute(path)?;
+        client.remove(path, true).await.map_err(daemon_error)
+    }
+
+    pub async fn rename_sandbox_path(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        from: &str,
+        to: &str,
+    ) -> Result<proto::FileStat> {
+        let (_, client) = self.daemon_of(project, id).await?;
+        absolute(from)?;
+        absolute(to)?;
+        client.rename(from, to).await.map_err(daemon_error)?;
+        client.stat(to).await.map_err(daemon_error)
+    }
+}

@@ -398,8 +398,9 @@ pub(crate) async fn page_unscoped(
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
-/// The highest stored seq of a session (0 when its log is empty).
-pub(crate) async fn last_seq(db: impl PgExecutor<'_>, session: SessionId) -> Result<i64> {
+/// The highest stored seq of a session (0 when its log is empty). Unscoped: callers read it
+/// only for a session the caller was already allowed to see.
+pub async fn last_seq(db: impl PgExecutor<'_>, session: SessionId) -> Result<i64> {
     let seq = sqlx::query_scalar!(
         "select max(seq) from events where session_id = $1",
         session.0

@@ -17,7 +17,8 @@ use time::OffsetDateTime;
 #[derive(Debug)]
 pub struct SessionView {
     pub session: SessionRecord,
-    /// The session's own agent (not the conversation's holder; see `holder`).
+    /// The session's own agent, at the version it runs (not the conversation's holder; see
+    /// `holder`).
     pub agent: AgentRecord,
     /// The environment the session was created in; `None` for the server's default image.
     pub environment: Option<SessionEnvironment>,
@@ -41,7 +42,13 @@ pub async fn read(db: &Db, project: ProjectId, id: SessionId) -> Result<Option<S
         Err(Error::NotFound) => return Ok(None),
         other => other?,
     };
-    let agent = agents::get(&mut *tx, project, &AgentRef::Id(session.agent_id)).await?;
+    let agent = agents::resolve(
+        &mut *tx,
+        project,
+        &AgentRef::Id(session.agent_id),
+        session.pins(),
+    )
+    .await?;
     let mut environment = environments::of_sessions(&mut *tx, &[id.0]).await?;
     let boot_marks = events::boot_marks(&mut *tx, id).await?;
     let runs = runs::list_for_session(&mut *tx, id).await?;

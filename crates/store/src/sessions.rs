@@ -3,6 +3,7 @@
 //! it takes the lock in the same order: row first, then events.
 
 use crate::error::{Error, Result};
+use sandbox_agents_domain::agent_version::{AgentPins, VersionPin};
 use sandbox_agents_domain::budget::Budget;
 use sandbox_agents_domain::manifest::ManifestSpec;
 use sandbox_agents_domain::network::{NetworkPolicy, SessionNetwork};
@@ -68,6 +69,13 @@ pub struct SessionRecord {
     pub network: Option<Json<SessionNetwork>>,
     /// Limits on what its turns spend; None: no budget.
     pub budget: Option<Json<Budget>>,
+    /// The version of its agent it runs; None: the current one, whatever it is ("latest").
+    pub agent_version: Option<i64>,
+    /// The versions of the agents it runs (its own and its subagents'), as they were when it
+    /// pinned; None for "latest".
+    pub agent_pins: Option<Json<AgentPins>>,
+    /// The names of its agent's MCP servers it uses; None: all of them.
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 impl SessionRecord {
@@ -103,7 +111,14 @@ impl SessionRecord {
             network: self.network().own,
             network_layers: self.network().layers(),
             budget: self.budget(),
+            agent_version: VersionPin::from_column(self.agent_version),
+            mcp_servers: self.mcp_servers.clone(),
         }
+    }
+
+    /// The versions its turns run each agent at (None: as they are now).
+    pub fn pins(&self) -> Option<&AgentPins> {
+        self.agent_pins.as_ref().map(|p| &p.0)
     }
 
     /// Its budget, when it has one.
@@ -157,7 +172,8 @@ macro_rules! session_query {
                     sandbox_secrets, idle_ttl_seconds, max_lifetime_seconds,
                     resources as "resources: Json<SandboxResources>",
                     network as "network: Json<SessionNetwork>",
-                    budget as "budget: Json<Budget>""#
+                    budget as "budget: Json<Budget>", agent_version,
+                    agent_pins as "agent_pins: Json<AgentPins>", mcp_servers"#
                 + $tail
             $(, $arg)*
         )
@@ -188,6 +204,11 @@ pub struct NewSession {
     pub network: SessionNetwork,
     /// Its own budget, else the agent's, copied now.
     pub budget: Option<Budget>,
+    /// The agent version it pins (None: "latest"), and the pins of every agent it runs.
+    pub agent_version: Option<i64>,
+    pub agent_pins: Option<AgentPins>,
+    /// The agent's MCP servers it narrows to; None: all.
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 #[tracing::instrument(skip_all, fields(session.id = %s.id))]
@@ -195,8 +216,10 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
     Ok(session_query!(
         "insert into sessions (id, project_id, agent_id, title, backend, exposed_ports, model, instructions, manifest,
                                metadata, image, secret_bindings, boot_snapshot_id, workdir,
-                               idle_ttl_seconds, max_lifetime_seconds, resources, network, budget)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16, $17, $18)
+                               idle_ttl_seconds, max_lifetime_seconds, resources, network, budget,
+                               agent_version, agent_pins, mcp_servers)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '/workspace', $14, $15, $16, $17, $18,
+                 $19, $20, $21)
          returning ",
         "",
         s.id.0,
@@ -217,6 +240,9 @@ pub async fn insert(db: impl PgExecutor<'_>, s: &NewSession) -> Result<SessionRe
         s.resources.as_ref().map(Json) as _,
         Json(&s.network) as _,
         s.budget.as_ref().map(Json) as _,
+        s.agent_version,
+        s.agent_pins.as_ref().map(Json) as _,
+        s.mcp_servers.as_deref(),
     )
     .fetch_one(db)
     .await?)
@@ -794,5 +820,31 @@ pub async fn set_holder(tx: &mut sqlx::PgConnection, id: SessionId, h: &Holder) 
     )
     .execute(&mut *tx)
     .await?;
+    Ok(())
+}
+
+/// Sets the version of its agent the session runs (None: "latest") and its pins. `NotFound`
+/// when the project has no such session.
+#[tracing::instrument(skip_all, fields(session.id = %id))]
+pub async fn set_agent_version(
+    db: impl PgExecutor<'_>,
+    project: ProjectId,
+    id: SessionId,
+    version: Option<i64>,
+    pins: Option<&AgentPins>,
+) -> Result<()> {
+    let done = sqlx::query!(
+        "update sessions set agent_version = $3, agent_pins = $4, updated_at = now()
+         where project_id = $1 and id = $2",
+        project.0,
+        id.0,
+        version,
+        pins.map(Json) as _,
+    )
+    .execute(db)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(Error::NotFound);
+    }
     Ok(())
 }

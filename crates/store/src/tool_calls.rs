@@ -1,10 +1,12 @@
 //! The `tool_calls` table: client tool calls from the moment their
 //! `agent.client_tool_call` event is written until they are answered, time out or are
-//! cancelled with their run. See the migration for the invariants; in short, a call leaves
+//! cancelled with their run, and calls that wait for a person's decision (`approval`) from
+//! their `agent.tool_use` until it is made. See the migration for the invariants; in short, a call leaves
 //! `pending` exactly once, in the transaction that writes what became of it.
 
 use crate::error::Result;
-use sandbox_agents_domain::state::ToolCallStatus;
+use sandbox_agents_domain::agent_version::ChangedBy;
+use sandbox_agents_domain::state::{ApprovalFor, ToolCallStatus, ToolDecision};
 use sandbox_agents_domain::{RunId, SessionId};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -32,11 +34,25 @@ pub struct ToolCallRecord {
     pub answered_at: Option<OffsetDateTime>,
     /// `{agent, call_id}` of the subagent frame that made the call; `None` for the run's own.
     pub subagent: Option<Json<Value>>,
+    /// What kind of call waited for a person's decision; `None`: an ordinary client call.
+    pub approval: Option<ApprovalFor>,
+    pub decision: Option<ToolDecision>,
+    pub decision_message: Option<String>,
 }
 
 impl ToolCallRecord {
     pub fn is_pending(&self) -> bool {
         self.status == ToolCallStatus::Pending
+    }
+
+    /// A call a person allowed that the run itself runs when it continues (a sandbox tool or
+    /// a subagent; an allowed client call is the caller's to answer).
+    pub fn runs_when_continued(&self) -> bool {
+        self.decision == Some(ToolDecision::Allow)
+            && matches!(
+                self.approval,
+                Some(ApprovalFor::Sandbox | ApprovalFor::Subagent)
+            )
     }
 }
 
@@ -49,7 +65,9 @@ macro_rules! tool_call_query {
             $head
                 + r#"id, run_id, session_id, call_id, tool, arguments, parks as deferrable, seq, deadline,
                    status as "status: ToolCallStatus", output, is_error, created_at, answered_at,
-                   subagent as "subagent: Json<Value>""#
+                   subagent as "subagent: Json<Value>",
+                   approval as "approval: ApprovalFor", decision as "decision: ToolDecision",
+                   decision_message"#
                 + $tail
             $(, $arg)*
         )
@@ -67,6 +85,8 @@ pub struct NewToolCall<'a> {
     pub deadline: Option<OffsetDateTime>,
     /// The `subagent` mark of the call's event (`None` in the run's own frame).
     pub subagent: Option<&'a Value>,
+    /// Set when the call waits for a person's decision (it parks).
+    pub approval: Option<ApprovalFor>,
 }
 
 /// Records a step's calls as pending, in order; returns their row ids.
@@ -79,8 +99,8 @@ pub async fn insert(
     let mut ids = Vec::with_capacity(calls.len());
     for c in calls {
         let id = sqlx::query_scalar!(
-            "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline, subagent)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning id",
+            "insert into tool_calls (run_id, session_id, call_id, tool, arguments, parks, seq, deadline, subagent, approval)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning id",
             run.0,
             session.0,
             c.call_id,
@@ -90,6 +110,7 @@ pub async fn insert(
             c.seq,
             c.deadline,
             c.subagent.map(Json) as _,
+            c.approval as _,
         )
         .fetch_one(&mut *tx)
         .await?;
@@ -98,14 +119,17 @@ pub async fn insert(
     Ok(ids)
 }
 
-/// What a session waits on right now, oldest first.
+/// The client calls a session waits on right now (the caller's to answer: not those that
+/// wait for a person's decision), oldest first.
 pub async fn pending_for_session(
     db: impl PgExecutor<'_>,
     session: SessionId,
 ) -> Result<Vec<ToolCallRecord>> {
     Ok(tool_call_query!(
         "select ",
-        " from tool_calls where session_id = $1 and status = 'pending' order by id",
+        " from tool_calls where session_id = $1 and status = 'pending'
+           and (approval is null or (approval = 'client' and decision = 'allow'))
+         order by id",
         session.0,
     )
     .fetch_all(db)
@@ -134,8 +158,9 @@ pub async fn by_ids(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<ToolCall
     .await?)
 }
 
-/// Locks the pending call `call_id` of the session for an answer, taking its run's row first
-/// (the lock order every run transaction keeps). `None` when nothing waits on that id.
+/// Locks the pending call `call_id` of the session, taking its run's row first (the lock
+/// order every run transaction keeps). `None` when nothing waits on that id. The caller
+/// checks what it waits for (a client's answer, or a person's decision).
 pub async fn lock_pending(
     tx: &mut sqlx::PgConnection,
     session: SessionId,
@@ -206,5 +231,54 @@ pub async fn count_pending(db: impl PgExecutor<'_>, run: RunId) -> Result<i64> {
         run.0
     )
     .fetch_one(db)
+    .await?)
+}
+
+/// Records a person's decision on a call that waits for one (locked by [`lock_pending`]).
+/// `answered`: the call leaves `pending` with `output` (a sandbox or subagent call, or any
+/// denial); else it stays pending as a deferrable client call whose event is `seq`.
+#[allow(clippy::too_many_arguments)]
+pub async fn decide(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    decision: ToolDecision,
+    message: Option<&str>,
+    by: Option<&ChangedBy>,
+    answered: Option<&str>,
+    seq: Option<i64>,
+) -> Result<bool> {
+    let r = sqlx::query!(
+        "update tool_calls
+         set decision = $2, decision_message = $3, decided_by = $4, decided_at = now(),
+             status = case when $5::text is null then status else 'answered' end,
+             output = coalesce($5, output), is_error = ($2 = 'deny'),
+             answered_at = case when $5::text is null then answered_at else now() end,
+             seq = coalesce($6, seq)
+         where id = $1 and status = 'pending' and approval is not null and decision is null",
+        id,
+        decision as _,
+        message,
+        by.map(Json) as _,
+        answered,
+        seq,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// The calls a session waits on a person's decision for, oldest first.
+pub async fn awaiting_decision(
+    db: impl PgExecutor<'_>,
+    session: SessionId,
+) -> Result<Vec<ToolCallRecord>> {
+    Ok(tool_call_query!(
+        "select ",
+        " from tool_calls where session_id = $1 and status = 'pending'
+           and approval is not null and decision is null
+         order by id",
+        session.0,
+    )
+    .fetch_all(db)
     .await?)
 }

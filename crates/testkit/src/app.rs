@@ -69,7 +69,7 @@ impl TestApp {
             serde_json::from_value(serde_json::json!({ "slug": slug, "name": slug }))
                 .expect("agent body");
         let (slug, spec) = body.into_spec().expect("a valid agent");
-        agents::insert(&self.db, DEFAULT_PROJECT, &slug, &spec)
+        agents::insert(&self.db, DEFAULT_PROJECT, &slug, &spec, None)
             .await
             .expect("seeding an agent")
     }
@@ -98,6 +98,9 @@ impl TestApp {
                 resources: None,
                 network: Default::default(),
                 budget: None,
+                agent_version: None,
+                agent_pins: None,
+                mcp_servers: None,
             },
         )
         .await

@@ -217,6 +217,7 @@ impl<'a> TestAppBuilder<'a> {
         dir_guard.0 = None;
         let sessions = app.state.sessions.clone();
         let runs = app.state.runs.clone();
+        let schedules = app.state.schedules.clone();
         let environments = app.state.environments.clone();
         let dispatcher = app.dispatcher.clone();
         let listeners = sandbox_agents_api::Listeners {
@@ -238,6 +239,7 @@ impl<'a> TestAppBuilder<'a> {
             server,
             sessions,
             runs,
+            schedules,
             environments,
             data_dir,
             blobs_dir,

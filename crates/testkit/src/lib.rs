@@ -15,6 +15,7 @@ pub mod exec_stream;
 pub mod files;
 pub mod git_server;
 pub mod kube;
+pub mod mcp;
 pub mod metrics;
 pub mod process;
 pub mod projects;
@@ -106,6 +107,9 @@ pub struct TestApp {
     pub sessions: Sessions,
     /// The run loop (registered with `sessions`; held here so it lives as long as the app).
     pub runs: Runs,
+    /// Agents' schedules; no worker fires them unless a test starts one
+    /// (`schedules.spawn_worker`).
+    pub schedules: sandbox_agents_schedules::Schedules,
     /// Environments, for tests that drive build recovery and collection themselves.
     pub environments: sandbox_agents_environments::Environments,
     /// This server's `--data-dir` (a temporary directory, removed when the app is dropped).

@@ -55,6 +55,39 @@ pub async fn wait_for_run(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
     .await
 }
 
+/// A pause: the run waits on calls (`session.status_idle` with `requires_action`).
+pub fn is_pause(e: &Value) -> bool {
+    e["type"] == "session.status_idle" && e["payload"]["stop_reason"] == "requires_action"
+}
+
+/// Polls the log until the run's last event is a terminal event `done` accepts (a pause is
+/// one: `done` tells a pause from an end); returns the run's events, in order.
+pub async fn wait_for_terminal(
+    app: &TestApp,
+    id: &str,
+    run: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    eventually(
+        &format!("run {run}'s next terminal event"),
+        TURN,
+        async || {
+            let evs: Vec<Value> = app
+                .events(id)
+                .await
+                .into_iter()
+                .filter(|e| e["run_id"] == run)
+                .collect();
+            if evs.last().is_some_and(|e| is_terminal(e) && done(e)) {
+                Ok(evs)
+            } else {
+                Err(format!("{:?}", types(&evs)))
+            }
+        },
+    )
+    .await
+}
+
 pub fn types(evs: &[Value]) -> Vec<&str> {
     evs.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }

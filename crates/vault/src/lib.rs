@@ -191,6 +191,39 @@ impl MasterKey {
     }
 }
 
+/// The 32 random bytes in the key file at `path`, created on first use with mode 0600. Two
+/// processes starting at once agree: the file is written under a temporary name and
+/// hard-linked into place, and whoever links second reads the winner's bytes. Every key file
+/// of the server (the master key, the preview key) goes through here.
+pub fn key_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{ErrorKind, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read(path) {
+        Ok(bytes) => return Ok(bytes),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+    let mut key = [0u8; KEY_LEN];
+    random_bytes(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(&key)?;
+    f.sync_all()?;
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(e),
+        _ => std::fs::read(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,38 +298,5 @@ mod tests {
         let sealed = first.seal(b"x", b"").unwrap();
         assert_eq!(second.open(&sealed, b"").unwrap(), b"x");
         std::fs::remove_dir_all(dir).unwrap();
-    }
-}
-
-/// The 32 random bytes in the key file at `path`, created on first use with mode 0600. Two
-/// processes starting at once agree: the file is written under a temporary name and
-/// hard-linked into place, and whoever links second reads the winner's bytes. Every key file
-/// of the server (the master key, the preview key) goes through here.
-pub fn key_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{ErrorKind, Write};
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::read(path) {
-        Ok(bytes) => return Ok(bytes),
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
-    let mut key = [0u8; KEY_LEN];
-    random_bytes(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(&key)?;
-    f.sync_all()?;
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(e),
-        _ => std::fs::read(path),
     }
 }

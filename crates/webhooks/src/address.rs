@@ -70,12 +70,10 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<Url, String> {
     Ok(url)
 }
 
-/// The per-request check of a URL's host when it is an IP literal (or `localhost`).
-pub fn check_target(url: &Url, allow_private: bool) -> Result<(), String> {
-    if allow_private {
-        return Ok(());
-    }
-    let internal = match url.host() {
+/// Whether the URL's host is an internal IP literal or `localhost` (names are checked where
+/// they are resolved); `Err` when it has no host.
+pub fn names_internal_host(url: &Url) -> Result<bool, String> {
+    Ok(match url.host() {
         None => return Err("the url has no host".into()),
         Some(url::Host::Ipv4(ip)) => is_internal(IpAddr::V4(ip)),
         Some(url::Host::Ipv6(ip)) => is_internal(IpAddr::V6(ip)),
@@ -83,8 +81,15 @@ pub fn check_target(url: &Url, allow_private: bool) -> Result<(), String> {
             let d = d.trim_end_matches('.').to_ascii_lowercase();
             d == "localhost" || d.ends_with(".localhost")
         }
-    };
-    if internal {
+    })
+}
+
+/// The per-request check of a URL's host when it is an IP literal (or `localhost`).
+pub fn check_target(url: &Url, allow_private: bool) -> Result<(), String> {
+    if allow_private {
+        return Ok(());
+    }
+    if names_internal_host(url)? {
         return Err(format!(
             "refused: {} is a loopback, private or link-local address \
              (set SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE=true to allow internal receivers)",
@@ -104,31 +109,45 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let allow_private = self.allow_private;
         Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let permitted: Vec<SocketAddr> = found
-                .iter()
-                .copied()
-                .filter(|a| allow_private || !is_internal(a.ip()))
-                .collect();
-            if permitted.is_empty() {
-                let shown: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
-                return Err(format!(
-                    "refused: {host} resolves only to internal addresses ({}); \
-                     set SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE=true to allow internal receivers",
-                    if shown.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        shown.join(", ")
-                    }
-                )
-                .into());
-            }
+            let permitted = permitted_addrs(
+                name.as_str(),
+                allow_private,
+                "set SANDBOX_AGENTS_WEBHOOK_ALLOW_PRIVATE=true to allow internal receivers",
+            )
+            .await?;
             let addrs: Addrs = Box::new(permitted.into_iter());
             Ok(addrs)
         })
     }
+}
+
+/// The addresses `host` resolves to that a connection may use: all of them when private
+/// ones are allowed, else the public ones; an error naming what it found when none is left
+/// (`hint`: what the operator can set). Every guarded resolver of the control plane uses it.
+pub async fn permitted_addrs(
+    host: &str,
+    allow_private: bool,
+    hint: &str,
+) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, 0)).await?.collect();
+    let permitted: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| allow_private || !is_internal(a.ip()))
+        .collect();
+    if permitted.is_empty() {
+        let shown: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
+        return Err(format!(
+            "refused: {host} resolves only to internal addresses ({}); {hint}",
+            if shown.is_empty() {
+                "none".to_owned()
+            } else {
+                shown.join(", ")
+            }
+        )
+        .into());
+    }
+    Ok(permitted)
 }
 
 #[cfg(test)]

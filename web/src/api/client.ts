@@ -18,6 +18,7 @@ export type Webhook = Schemas['Webhook'];
 export type Delivery = Schemas['Delivery'];
 export type ClientTool = Schemas['ClientTool'];
 export type ClientToolCall = Schemas['ClientToolCall'];
+export type AwaitingConfirmation = Schemas['AwaitingConfirmation'];
 export type WorkspaceEntry = Schemas['WorkspaceEntry'];
 export type Process = Schemas['Process'];
 export type ProcessDetail = Schemas['ProcessDetail'];

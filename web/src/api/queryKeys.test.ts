@@ -65,6 +65,13 @@ describe('what an invalidation refetches', () => {
     expect(invalidated([...lists, keys.agents.detail('a'), keys.agents.memory('a')], keys.agents.all())).toEqual(lists);
   });
 
+  it("an agent edit or restore refetches every page of its history, not its versions read whole nor another agent's history", () => {
+    const pages = [keys.agents.versionsPage('a', { limit: 20, offset: 0 }), keys.agents.versionsPage('a', { limit: 100, offset: 0 })];
+    const cached = [...pages, keys.agents.versionsPage('b', { limit: 20, offset: 0 }), keys.agents.version('a', 1), keys.agents.detail('a'), keys.agents.all()];
+    expect(invalidated(cached, keys.agents.versions('a'))).toEqual(pages);
+    expect(invalidated(cached, keys.agents.all())).toEqual([keys.agents.all()]);
+  });
+
   it('an environment change refetches every environment list, not its detail or build log', () => {
     const lists = [keys.environments.list({ archived: true }), keys.environments.list({ archived: false })];
     expect(invalidated([...lists, keys.environments.detail('e'), keys.environments.buildLog('e', 'ready')], keys.environments.all())).toEqual(lists);

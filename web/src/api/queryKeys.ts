@@ -42,6 +42,15 @@ export const keys = {
     list: (filter: ArchivedFilter) => ['agents', filter] as const,
     detail: (ref: string) => ['agent', ref] as const,
     memory: (slug: string) => ['agent-memory', slug] as const,
+    /** Every page of an agent's history (its versions, newest first): read again after an
+     * edit or a restore. */
+    versions: (slug: string) => ['agent-versions', slug] as const,
+    versionsPage: (slug: string, page: { limit: number; offset: number }) => ['agent-versions', slug, page] as const,
+    /** One version read whole: a version never changes, so no edit refetches it. */
+    version: (slug: string, version: number) => ['agent-version', slug, version] as const,
+    /** Its MCP servers as the control plane reaches them now (GET …/mcp-servers): read again
+     * after an edit of them, and when a person asks. */
+    mcpServers: (slug: string) => ['agent-mcp-servers', slug] as const,
   },
 
   sessions: {
@@ -52,6 +61,8 @@ export const keys = {
     ofAgent: (agent: string, limit: number) => ['sessions', { agent, limit }] as const,
     detail: (id: string) => ['session', id] as const,
     toolCalls: (id: string) => ['tool-calls', id] as const,
+    /** The calls that wait for a person's approval (GET …/tool-confirmations). */
+    toolConfirmations: (id: string) => ['tool-confirmations', id] as const,
     snapshots: (id: string) => ['snapshots', id] as const,
     /** The session's egress log (hosts, connections, bytes, refusals). */
     egress: (id: string) => ['egress', id] as const,
@@ -64,6 +75,15 @@ export const keys = {
     /** The session's process list, and the prefix of each process's detail. */
     processes: (id: string) => ['processes', id] as const,
     process: (id: string, processId: string) => ['processes', id, processId] as const,
+  },
+
+  schedules: {
+    /** Every schedule list: the project's page (one list per agent) and each agent's tab. */
+    all: () => ['schedules'] as const,
+    ofAgent: (agent: string) => ['schedules', agent] as const,
+    /** Every page of a schedule's fires. */
+    fires: (agent: string, id: string) => ['schedule-fires', agent, id] as const,
+    firesPage: (agent: string, id: string, page: number) => ['schedule-fires', agent, id, page] as const,
   },
 
   environments: {

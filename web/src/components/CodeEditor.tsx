@@ -7,6 +7,7 @@ import { EditorView, placeholder as cmPlaceholder } from '@codemirror/view';
 import { useComputedColorScheme } from '@mantine/core';
 import { basicSetup } from 'codemirror';
 import { useEffect, useRef } from 'react';
+import { darkTheme } from './codemirror';
 
 export type CodeEditorProps = {
   value: string;
@@ -18,8 +19,6 @@ export type CodeEditorProps = {
   placeholder?: string;
   ariaLabel?: string;
 };
-
-const dark = EditorView.theme({ '&': { backgroundColor: '#1a1b1e', color: '#c1c2c5' }, '.cm-gutters': { backgroundColor: '#25262b', color: '#909296', border: 'none' }, '.cm-activeLine': { backgroundColor: '#2c2e33' }, '.cm-activeLineGutter': { backgroundColor: '#2c2e33' }, '.cm-cursor': { borderLeftColor: '#fff' } }, { dark: true });
 
 export default function CodeEditor({ value, onChange, language = 'text', minHeight = 120, maxHeight = 480, readOnly, placeholder, ariaLabel }: CodeEditorProps) {
   const host = useRef<HTMLDivElement>(null);
@@ -42,7 +41,7 @@ export default function CodeEditor({ value, onChange, language = 'text', minHeig
     if (language === 'json') extensions.push(json());
     if (language === 'markdown') extensions.push(markdown());
     if (placeholder) extensions.push(cmPlaceholder(placeholder));
-    if (scheme === 'dark') extensions.push(dark);
+    if (scheme === 'dark') extensions.push(darkTheme);
     const v = new EditorView({ parent: host.current!, state: EditorState.create({ doc: value, extensions }) });
     view.current = v;
     return () => v.destroy();

@@ -1,5 +1,6 @@
 //! `/api/agents`: reusable agent definitions.
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, NotFoundExt};
 use crate::extract::{lenient_bool, ApiJson, ApiQuery};
 use crate::project::Project;
@@ -9,6 +10,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use sandbox_agents_agent::definitions;
 use sandbox_agents_domain::agent::{Agent, AgentCreate, AgentPatch, AgentRecord, AgentRef};
+use sandbox_agents_domain::mcp::McpServerStatus;
 use sandbox_agents_domain::ProjectId;
 use sandbox_agents_store::agents;
 use serde::Deserialize;
@@ -60,11 +62,14 @@ pub async fn list(
 pub async fn create(
     State(st): State<AppState>,
     Project(project): Project,
+    p: Principal,
     ApiJson(body): ApiJson<AgentCreate>,
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
     let (slug, spec) = body.into_spec().map_err(ApiError::Validation)?;
+    st.runs.check_mcp_urls(&spec.mcp_servers)?;
     let offered = &st.sessions.settings().runtime_classes;
-    let agent = definitions::create(&st.db, project, &slug, spec, offered).await?;
+    let by = p.changed_by();
+    let agent = definitions::create(&st.db, project, &slug, spec, offered, by.as_ref()).await?;
     Ok((StatusCode::CREATED, Json(wire(&st, &agent))))
 }
 
@@ -89,7 +94,8 @@ pub async fn get(
 /// Update an agent
 ///
 /// A partial edit under the optimistic lock: `version` must be the one the caller read, or
-/// the edit is a 409 and nothing changes. Absent fields are unchanged; see the body for what
+/// the edit is a 409 and nothing changes. Every accepted edit is a new version on record
+/// (`GET /api/agents/{ref}/versions`), even one that changes nothing. Absent fields are unchanged; see the body for what
 /// null means per field. Allowed on archived agents. The body is at most 8 MiB (413 above).
 #[utoipa::path(patch, path = "/api/agents/{ref}", operation_id = "update_agent", tag = "agents", request_body = AgentPatch,
     params(("ref" = String, Path, description = "The agent's id or slug")),
@@ -99,13 +105,25 @@ pub async fn get(
 pub async fn update(
     State(st): State<AppState>,
     Project(project): Project,
+    p: Principal,
     Path(r): Path<String>,
     ApiJson(patch): ApiJson<AgentPatch>,
 ) -> ApiResult<Json<Agent>> {
+    if let sandbox_agents_domain::Patch::Value(servers) = &patch.mcp_servers {
+        st.runs.check_mcp_urls(servers)?;
+    }
     let offered = &st.sessions.settings().runtime_classes;
-    let updated = definitions::update(&st.db, project, &AgentRef::parse(&r), patch, offered)
-        .await
-        .or_not_found(not_found(&r))?;
+    let by = p.changed_by();
+    let updated = definitions::update(
+        &st.db,
+        project,
+        &AgentRef::parse(&r),
+        patch,
+        offered,
+        by.as_ref(),
+    )
+    .await
+    .or_not_found(not_found(&r))?;
     Ok(Json(wire(&st, &updated)))
 }
 
@@ -180,4 +198,28 @@ pub async fn delete(
         .or_not_found(not_found(&r))?;
     tracing::info!(agent.id = %agent.id, "agent deleted");
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// An agent's MCP servers, as they are now
+///
+/// Each of the agent's `mcp_servers`: a remote one is connected to now, from the control
+/// plane, and listed (the protocol revision it speaks, all its tools, `offered` telling those
+/// `allowed_tools` lets the model have), or says why it could not be (`error`); one run in
+/// the sandbox is listed when a session's turn starts, so it is shown as declared. Servers
+/// are tried together, each within its `timeout_seconds`.
+#[utoipa::path(get, path = "/api/agents/{ref}/mcp-servers", operation_id = "list_agent_mcp_servers", tag = "agents",
+    params(("ref" = String, Path, description = "The agent's id or slug")),
+    responses((status = 200, body = Vec<McpServerStatus>), (status = 404, description = "No such agent")))]
+#[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
+pub async fn mcp_servers(
+    State(st): State<AppState>,
+    Project(project): Project,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Vec<McpServerStatus>>> {
+    let agent = agents::get(&st.db, project, &AgentRef::parse(&r))
+        .await
+        .or_not_found(not_found(&r))?;
+    Ok(Json(
+        st.runs.probe_mcp(project, &agent.spec.mcp_servers).await,
+    ))
 }

@@ -1,5 +1,6 @@
 //! One module per resource; handlers are thin: extract, parse, call the store, map.
 
+pub mod agent_versions;
 pub mod agents;
 pub mod api_keys;
 pub mod deliveries;
@@ -19,6 +20,7 @@ pub mod processes;
 pub mod projects;
 pub mod runs;
 pub mod sandbox_files;
+pub mod schedules;
 pub mod secrets;
 pub mod sessions;
 pub mod sign_in;

@@ -174,8 +174,9 @@ pub async fn get(
 /// Update a session
 ///
 /// Renames a session, merges its metadata (a key sent as null is removed), sets or removes
-/// its own network policy and its budget, in any sandbox state. A new policy applies from
-/// the sandbox's next connection, without a restart; a new budget from the next turn.
+/// its own network policy and its budget, and changes the version of its agent it runs, in
+/// any sandbox state. A new policy applies from the sandbox's next connection, without a
+/// restart; a new budget and agent version from the next turn.
 /// The body is at most 64 KiB (413 above).
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", operation_id = "update_session", tag = "sessions", request_body = SessionPatch,
     params(("session_id" = String, Path, description = "The session's id")),
@@ -217,7 +218,21 @@ pub async fn update(
     if let Some(Some(b)) = &budget {
         b.validate(&mut errors, &["budget"]);
     }
+    let agent_version = match patch.agent_version {
+        Patch::Absent => None,
+        Patch::Null => {
+            errors.null(&["agent_version"]);
+            None
+        }
+        Patch::Value(v) => Some(v),
+    };
     errors.into_result().map_err(ApiError::Validation)?;
+    if let Some(pin) = agent_version {
+        st.sessions
+            .repin(project, id, pin)
+            .await
+            .or_not_found(session_not_found(&raw))?;
+    }
     let update = sessions::SessionUpdate {
         title: title.as_deref(),
         metadata: metadata.as_ref(),

@@ -34,6 +34,8 @@
 mod burst;
 #[path = "sandbox_bench/burst100.rs"]
 mod burst100;
+#[path = "sandbox_bench/e2b.rs"]
+mod e2b;
 #[path = "sandbox_bench/egress.rs"]
 mod egress;
 #[path = "sandbox_bench/egress_host.rs"]
@@ -48,6 +50,8 @@ mod kube_raw;
 mod kubernetes;
 #[path = "sandbox_bench/limits.rs"]
 mod limits;
+#[path = "sandbox_bench/mcp.rs"]
+mod mcp;
 #[path = "sandbox_bench/ours.rs"]
 mod ours;
 #[path = "sandbox_bench/raw.rs"]
@@ -93,8 +97,8 @@ struct Args {
     /// The embedded cluster's directory, used when no --database-url is given.
     #[arg(long, default_value = "target/bench-sandbox-pg")]
     pg_dir: PathBuf,
-    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `limits`, `files`,
-    /// `burst`, `burst100`, `egress`, `kubernetes`.
+    /// Which parts to run, comma-separated: `create`, `exec`, `runs`, `limits`, `mcp`, `e2b`,
+    /// `files`, `burst`, `burst100`, `egress`, `kubernetes`.
     #[arg(long, value_delimiter = ',', default_value = "create,exec,runs")]
     parts: Vec<String>,
 }
@@ -490,6 +494,12 @@ async fn parts(
     }
     if wants("limits") {
         out.push(limits::part(args, app).await?);
+    }
+    if wants("mcp") {
+        out.push(mcp::part(args).await?);
+    }
+    if wants("e2b") {
+        out.extend(e2b::parts(args, pooled, POOL_SIZE).await?);
     }
     if wants("files") {
         log(format!(

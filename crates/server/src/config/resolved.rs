@@ -38,12 +38,14 @@ impl fmt::Debug for Config {
             .field("preview_bind", &self.preview_bind)
             .field("preview_public_url", &self.preview_public_url)
             .field("preview_domain", &self.preview_domain)
+            .field("e2b_domain", &self.e2b_domain)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("preview_key", &self.preview_key.as_ref().map(|_| "***"))
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("master_key", &self.master_key.as_ref().map(|_| "***"))
             .field("previous_master_keys", &self.previous_master_keys.len())
             .field("webhook_allow_private", &self.webhook_allow_private)
+            .field("mcp_allow_private", &self.mcp_allow_private)
             .field("webhook_max_attempts", &self.webhook_max_attempts)
             .field(
                 "webhook_retry_base_seconds",

@@ -3,7 +3,9 @@
 //! of parked runs, and the 404s for calls nothing waits on.
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
-use sandbox_agents_testkit::runs::{send, start_run, test_agent, types, wait_for_run, TURN};
+use sandbox_agents_testkit::runs::{
+    is_pause, send, start_run, test_agent, types, wait_for_run, wait_for_terminal, TURN,
+};
 use sandbox_agents_testkit::{eventually, TestApp};
 use serde_json::{json, Value};
 
@@ -48,10 +50,6 @@ async fn session_of(app: &TestApp, slug: &str, agent: Value) -> String {
 
 fn call_event(e: &Value) -> bool {
     e["type"] == "agent.client_tool_call"
-}
-
-fn is_pause(e: &Value) -> bool {
-    e["type"] == "session.status_idle" && e["payload"]["stop_reason"] == "requires_action"
 }
 
 fn lookup_tool() -> Value {
@@ -355,23 +353,7 @@ async fn a_deferrable_call_parks_the_run_and_an_answer_from_another_server_conti
 
 /// Waits for the run's last event to be a terminal event other than a pause.
 async fn wait_for_end(app: &TestApp, id: &str, run: &str) -> Vec<Value> {
-    eventually("the run to end", TURN, async || {
-        let evs: Vec<Value> = app
-            .events(id)
-            .await
-            .into_iter()
-            .filter(|e| e["run_id"] == run)
-            .collect();
-        if evs
-            .last()
-            .is_some_and(|e| sandbox_agents_testkit::runs::is_terminal(e) && !is_pause(e))
-        {
-            Ok(evs)
-        } else {
-            Err(format!("{evs:?}"))
-        }
-    })
-    .await
+    wait_for_terminal(app, id, run, |e| !is_pause(e)).await
 }
 
 #[tokio::test]

@@ -77,6 +77,16 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
             Scoped(json!({"call_id": "c1", "output": "x"}))
         }
         ("POST", "/api/sessions/{session_id}/snapshots") => Scoped(json!({"label": "x"})),
+        ("POST", "/api/sessions/{session_id}/tool-confirmations") => {
+            Scoped(json!({"call_id": "c1", "decision": "allow"}))
+        }
+        ("POST", "/api/agents/{ref}/versions/{version}/restore") => Scoped(json!({"version": 1})),
+        ("POST", "/api/agents/{ref}/schedules") => {
+            Scoped(json!({"cron": "0 9 * * *", "timezone": "UTC", "message": "stolen"}))
+        }
+        ("PATCH", "/api/agents/{ref}/schedules/{schedule_id}") => {
+            Scoped(json!({"message": "stolen"}))
+        }
         ("POST", "/api/git-keys/{key_id}/test") => {
             Scoped(json!({"repo": "o/r", "host": "github.com"}))
         }
@@ -86,6 +96,7 @@ fn classify(method: &str, path: &str, a: &Ids) -> Kind {
 
 struct Ids {
     agent: String,
+    schedule: String,
     session: String,
     snapshot: String,
     webhook: Option<String>,
@@ -117,6 +128,7 @@ impl Ids {
             .replace("{delivery_id}", "00000000-0000-7000-8000-00000000beef")
             .replace("{port}", "8080")
             .replace("{slug}", &self.bundle)
+            .replace("{schedule_id}", &self.schedule)
             .replace("{version}", "1")
             // Routes with a required query (files) get it; the others ignore it.
             + "?path=notes.md"
@@ -143,6 +155,7 @@ async fn fingerprint(app: &TestApp, project: &str) -> String {
         ("git_keys", "project_id = $1::uuid"),
         ("skill_bundles", "project_id = $1::uuid"),
         ("environments", "project_id = $1::uuid"),
+        ("schedules", "project_id = $1::uuid"),
         (
             "skill_bundle_versions",
             "bundle_id in (select id from skill_bundles where project_id = $1::uuid)",
@@ -317,7 +330,17 @@ async fn a_key_of_one_project_reaches_nothing_of_another() {
     )
     .await;
     assert_eq!(s, 201, "{environment}");
+    let (s, schedule) = call(
+        &app,
+        "POST",
+        &format!("/api/agents/{agent_id}/schedules"),
+        &key_a,
+        &json!({"cron": "0 9 * * *", "timezone": "UTC", "message": "m", "paused": true}),
+    )
+    .await;
+    assert_eq!(s, 201, "{schedule}");
     let ids = Ids {
+        schedule: schedule["id"].as_str().unwrap().to_owned(),
         environment: environment["id"].as_str().unwrap().to_owned(),
         agent: agent_id.clone(),
         session: sid.to_string(),

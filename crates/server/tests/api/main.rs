@@ -1,7 +1,9 @@
 //! One integration-test binary: every module drives real servers on real PostgreSQL.
 
 mod admission;
+mod agent_versions;
 mod agents;
+mod approvals;
 mod auth;
 mod blob_store;
 mod boot_sweep;
@@ -14,6 +16,7 @@ mod conventions;
 mod cost;
 mod daemon;
 mod db_pool;
+mod e2b;
 mod egress;
 mod egress_credentials;
 mod egress_dns;
@@ -38,6 +41,9 @@ mod kubernetes;
 mod kubernetes_egress;
 mod kubernetes_port_forward;
 mod kubernetes_runtime_class;
+mod mcp;
+mod mcp_server;
+mod mcp_stdio;
 mod memory;
 mod memory_kept;
 mod metrics;
@@ -58,6 +64,7 @@ mod run_admission;
 mod runs;
 mod s3_mounts;
 mod sandboxes;
+mod schedules;
 mod secret_egress;
 mod secrets;
 mod session_limits;

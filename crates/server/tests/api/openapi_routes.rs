@@ -88,6 +88,7 @@ const NO_RULE: &[&str] = &[
     "WebhookCreate.agent_id",
     "WebhookPatch.agent_id",
     "ToolResultCreate.call_id",
+    "ToolConfirmationCreate.call_id",
     "SkillsSource.bundle",
     "Subagent.tool_name",
     "EnvironmentConfig.backend",

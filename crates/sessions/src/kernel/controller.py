@@ -11,11 +11,16 @@ sandbox user with the sandbox's python3, which must have ipykernel and jupyter_c
 Requests are one JSON line; answers are JSON lines, the last one of type "done".
 
     {"op": "ping"}                        -> {"type": "done", "epoch": E}
-    {"op": "execute", "code": C, "timeout": S, "outputs_dir": D, "cell": ID}
+    {"op": "execute", "code": C, "timeout": S, "outputs_dir": D, "cell": ID,
+     "save_images": true, "env": {NAME: VALUE}}
         -> {"type": "output", "output": <an nbformat 4 output>}     as the kernel sends them
         -> {"type": "file", "path": P}                             an image saved under D
         -> {"type": "done", "status": "ok"|"error"|"timeout"|"died",
             "execution_count": N, "epoch": E, "detail": ...}
+       `save_images: false` keeps images inline only (none is written under D); `env` is set
+       in the kernel's os.environ for this cell and put back as it was after it.
+    {"op": "restart"}                     -> {"type": "done", "epoch": E}   a new kernel
+    {"op": "shutdown"}                    -> {"type": "done"}, then the controller exits
 
 Invariants:
 * One cell runs at a time; a second request waits for the first.
@@ -123,6 +128,19 @@ class Controller:
             elif op == "execute":
                 async with self.lock:
                     await self.execute(request, reader, writer)
+            elif op == "restart":
+                async with self.lock:
+                    await self.start_kernel()
+                    await send(writer, {"type": "done", "epoch": self.epoch})
+            elif op == "shutdown":
+                async with self.lock:
+                    await self.stop_kernel()
+                    await send(writer, {"type": "done"})
+                    try:
+                        os.unlink(socket_path(self.root))
+                    except OSError:
+                        pass
+                    os._exit(0)
             else:
                 await send(writer, {"type": "done", "status": "invalid", "detail": f"unknown op {op!r}"})
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -140,6 +158,8 @@ class Controller:
         outputs_dir = request.get("outputs_dir") or "/workspace/outputs"
         cell = request.get("cell") or uuid.uuid4().hex[:8]
         timeout = float(request.get("timeout") or 600)
+        save_images = request.get("save_images", True)
+        env = request.get("env") or {}
         images = 0
         pending = []
 
@@ -153,7 +173,7 @@ class Controller:
             elif kind in ("execute_result", "display_data"):
                 data = dict(content.get("data", {}))
                 for mime, ext in IMAGE_TYPES.items():
-                    if mime in data:
+                    if mime in data and save_images:
                         images += 1
                         name = f"{cell}-{images}.{ext}"
                         raw = data[mime]
@@ -178,6 +198,8 @@ class Controller:
             while pending:
                 await send(writer, pending.pop(0))
 
+        if env:
+            await self.set_env(env)
         run = asyncio.ensure_future(
             self.client.execute_interactive(request.get("code", ""), output_hook=hook, timeout=None, allow_stdin=False)
         )
@@ -217,6 +239,8 @@ class Controller:
                     break
         finally:
             gone.cancel()
+            if env and epoch == self.epoch:
+                await self.restore_env()
         try:
             await flush()
             # The epoch the cell ran in: after a death it is the dead kernel's, so the next
@@ -224,6 +248,32 @@ class Controller:
             await send(writer, {"type": "done", "status": status, "execution_count": count, "epoch": epoch, "detail": detail})
         except (ConnectionError, OSError):
             pass
+
+    async def set_env(self, env):
+        """Sets `env` in the kernel, keeping what it replaces for restore_env."""
+        code = (
+            "import os as _sa_os\n"
+            f"_sa_env = {{k: _sa_os.environ.get(k) for k in {list(env)!r}}}\n"
+            f"_sa_os.environ.update({dict(env)!r})\n"
+        )
+        await self.silent(code)
+
+    async def restore_env(self):
+        code = (
+            "for _sa_k, _sa_v in _sa_env.items():\n"
+            "    if _sa_v is None:\n"
+            "        _sa_os.environ.pop(_sa_k, None)\n"
+            "    else:\n"
+            "        _sa_os.environ[_sa_k] = _sa_v\n"
+            "del _sa_env, _sa_k, _sa_v\n"
+        )
+        try:
+            await self.silent(code)
+        except Exception:
+            pass
+
+    async def silent(self, code):
+        await self.client.execute_interactive(code, silent=True, store_history=False, output_hook=lambda msg: None, timeout=60)
 
     async def interrupt(self, run):
         """Interrupts the running cell; True when the kernel came back, else it is replaced."""

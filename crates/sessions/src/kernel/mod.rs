@@ -18,6 +18,11 @@
 use crate::processes::daemon_error;
 use crate::Sessions;
 use bytes::Bytes;
+mod contexts;
+
+use contexts::Kernel;
+pub use contexts::{KernelContext, MAX_CONTEXTS};
+
 use sandbox_agents_domain::notebook::{CellStatus, NotebookCell};
 use sandbox_agents_domain::{ProjectId, RunId, SessionId};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -25,6 +30,7 @@ use sandbox_agents_sandbox::sandboxd::proto::{ProcessSpec, ProcessState};
 use sandbox_agents_sandbox::{ExecRequest, OutputStream, WORKDIR};
 use sandbox_agents_store::notebook;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Where the controller lives in the sandbox (the sandbox user's; gone with the sandbox).
@@ -64,6 +70,29 @@ pub struct CellRun {
     pub detail: Option<String>,
 }
 
+/// Which kernel a cell runs in, and how (the python tool's defaults: the session's own kernel,
+/// journaled, images saved under `outputs/`).
+#[derive(Clone, Debug)]
+pub struct CellOptions {
+    /// `None`: the session's kernel, whose cells are journaled in its notebook. `Some`: one of
+    /// the session's other kernels (`contexts.rs`), whose cells are not.
+    pub context: Option<String>,
+    /// Environment variables set in the kernel for this cell only.
+    pub env: BTreeMap<String, String>,
+    /// Whether images are also saved as files under the workspace's `outputs/`.
+    pub save_images: bool,
+}
+
+impl Default for CellOptions {
+    fn default() -> Self {
+        Self {
+            context: None,
+            env: BTreeMap::new(),
+            save_images: true,
+        }
+    }
+}
+
 /// A cell's command ended without its answer.
 enum Called {
     Answered(Value),
@@ -89,7 +118,6 @@ impl Sessions {
     /// each piece of stream output (stdout, stderr) to `on_text` as the kernel sends it.
     /// The cell is journaled before it starts (status `running`) and completed when it
     /// ends, so the notebook shows every cell even when its run was interrupted.
-    #[tracing::instrument(skip_all, fields(session.id = %id))]
     pub async fn run_cell(
         &self,
         project: ProjectId,
@@ -97,6 +125,25 @@ impl Sessions {
         run: Option<RunId>,
         code: &str,
         timeout: Duration,
+        on_text: impl FnMut(OutputStream, &str) + Send,
+    ) -> Result<CellRun> {
+        let options = CellOptions::default();
+        self.run_cell_with(project, id, run, code, timeout, &options, on_text)
+            .await
+    }
+
+    /// [`Sessions::run_cell`] in the kernel and with the settings `options` names. A context's
+    /// cell is not journaled: its `cell` is built here, and `restarted` is always false.
+    #[tracing::instrument(skip_all, fields(session.id = %id, context = ?options.context))]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_cell_with(
+        &self,
+        project: ProjectId,
+        id: SessionId,
+        run: Option<RunId>,
+        code: &str,
+        timeout: Duration,
+        options: &CellOptions,
         mut on_text: impl FnMut(OutputStream, &str) + Send,
     ) -> Result<CellRun> {
         if timeout.is_zero() || timeout > MAX_CELL_TIMEOUT {
@@ -111,23 +158,44 @@ impl Sessions {
         // values are masked in it as they are in tool results.
         let secrets = self.secret_values(&session)?;
         let db = &self.inner.db;
-        let previous = notebook::last_epoch(db, id).await?;
+        let kernel = match &options.context {
+            None => Kernel::session(),
+            Some(context) => Kernel::context(context)?,
+        };
+        let journaled = options.context.is_none();
+        let previous = match journaled {
+            true => notebook::last_epoch(db, id).await?,
+            false => None,
+        };
         let cell_id = uuid::Uuid::now_v7().simple().to_string()[20..].to_owned();
-        notebook::begin(db, id, run, &cell_id, code).await?;
+        let started_at = time::OffsetDateTime::now_utc();
+        if journaled {
+            notebook::begin(db, id, run, &cell_id, code).await?;
+        }
         let request = json!({
             "op": "execute",
             "code": code,
             "timeout": timeout.as_secs_f64(),
             "outputs_dir": format!("{WORKDIR}/{OUTPUTS_DIR}"),
             "cell": cell_id,
+            "save_images": options.save_images,
+            "env": options.env,
         });
         let mut answer = Answer::default();
         let done = match self
-            .answer_cell(&sandbox, &env, &request, timeout, &mut answer, &mut on_text)
+            .answer_cell(
+                &sandbox,
+                &env,
+                &kernel,
+                &request,
+                timeout,
+                &mut answer,
+                &mut on_text,
+            )
             .await
         {
             Ok(done) => done,
-            Err(e) => {
+            Err(e) if journaled => {
                 // The cell is journaled as what happened to it, not left `running`.
                 let said =
                     json!([{"output_type": "stream", "name": "stderr", "text": e.to_string()}]);
@@ -136,6 +204,7 @@ impl Sessions {
                     .await;
                 return Err(e);
             }
+            Err(e) => return Err(e),
         };
         let status = match done["status"].as_str() {
             Some("ok") => CellStatus::Ok,
@@ -161,16 +230,30 @@ impl Sessions {
             });
         }
         mask_outputs(&mut answer.outputs, &secrets);
-        let cell = notebook::finish(
-            db,
-            id,
-            &cell_id,
-            &answer.outputs,
-            done["execution_count"].as_i64(),
-            status,
-            epoch.as_deref(),
-        )
-        .await?;
+        let cell = match journaled {
+            true => {
+                notebook::finish(
+                    db,
+                    id,
+                    &cell_id,
+                    &answer.outputs,
+                    done["execution_count"].as_i64(),
+                    status,
+                    epoch.as_deref(),
+                )
+                .await?
+            }
+            false => NotebookCell {
+                id: cell_id.clone(),
+                code: code.to_owned(),
+                outputs: std::mem::take(&mut answer.outputs),
+                execution_count: done["execution_count"].as_i64(),
+                status,
+                epoch: epoch.clone(),
+                started_at,
+                finished_at: Some(time::OffsetDateTime::now_utc()),
+            },
+        };
         let _ = sandbox_agents_store::sessions::touch(db, id).await;
         tracing::info!(cell = %cell_id, status = status.as_str(), restarted, "cell ran");
         Ok(CellRun {
@@ -182,10 +265,12 @@ impl Sessions {
     }
 
     /// The cell's answer from the controller, started first when none runs.
+    #[allow(clippy::too_many_arguments)]
     async fn answer_cell(
         &self,
         sandbox: &str,
         env: &[(String, String)],
+        kernel: &Kernel,
         request: &Value,
         timeout: Duration,
         answer: &mut Answer,
@@ -194,12 +279,13 @@ impl Sessions {
         let mut started = false;
         loop {
             match self
-                .call_controller(sandbox, env, request, timeout, answer, on_text)
+                .call_controller(sandbox, env, kernel, request, timeout, answer, on_text)
                 .await?
             {
                 Called::Answered(done) => return Ok(done),
                 Called::NoController if !started => {
-                    self.start_controller(sandbox, env).await?;
+                    let cwd = self.kernel_cwd(sandbox, kernel).await?;
+                    self.start_controller(sandbox, env, kernel, &cwd).await?;
                     started = true;
                 }
                 Called::NoController => {
@@ -213,10 +299,12 @@ impl Sessions {
 
     /// One `controller.py call`: its JSON lines go to `answer` (and stream text to
     /// `on_text`) as they come; the last one is the answer.
+    #[allow(clippy::too_many_arguments)]
     async fn call_controller(
         &self,
         sandbox: &str,
         env: &[(String, String)],
+        kernel: &Kernel,
         request: &Value,
         timeout: Duration,
         answer: &mut Answer,
@@ -227,7 +315,7 @@ impl Sessions {
                 "python3".into(),
                 controller_path(),
                 "call".into(),
-                KERNEL_ROOT.into(),
+                kernel.root.clone(),
             ],
             workdir: None,
             env: env.to_vec(),
@@ -276,7 +364,13 @@ impl Sessions {
     /// until its kernel answers. A python3 without ipykernel or jupyter_client is a 409 that
     /// names what is missing. Two starts at once are harmless: a controller that finds
     /// another serving exits.
-    async fn start_controller(&self, sandbox: &str, env: &[(String, String)]) -> Result<()> {
+    async fn start_controller(
+        &self,
+        sandbox: &str,
+        env: &[(String, String)],
+        kernel: &Kernel,
+        cwd: &str,
+    ) -> Result<()> {
         let client = self.inner.backend.daemon(sandbox).await.ok_or_else(|| {
             ServiceError::Conflict(
                 "the python tool needs the sandbox's daemon, which this sandbox does not have (its image cannot run it, or the server runs without one)".into(),
@@ -294,10 +388,14 @@ impl Sessions {
                 "python3".into(),
                 controller_path(),
                 "serve".into(),
-                KERNEL_ROOT.into(),
+                kernel.root.clone(),
             ],
-            cwd: Some(WORKDIR.into()),
-            env: env.to_vec(),
+            cwd: Some(cwd.into()),
+            env: env
+                .iter()
+                .cloned()
+                .chain([("SANDBOX_AGENTS_KERNEL_CWD".to_owned(), cwd.to_owned())])
+                .collect(),
         };
         let process = client.start_process(&spec).await.map_err(daemon_error)?;
         tracing::info!(process = %process.id, "starting the Python kernel");
@@ -309,6 +407,7 @@ impl Sessions {
                 .call_controller(
                     sandbox,
                     env,
+                    kernel,
                     &ping,
                     Duration::from_secs(10),
                     &mut answer,

@@ -3,8 +3,8 @@ import { notifications } from '@mantine/notifications';
 import { IconPlayerPlay } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { Link, useNavigate, useParams } from 'react-router-dom';
-import { api, ApiError, unwrap, unwrapPage } from '../../api/client';
+import { Link, useNavigate, useParams, useSearchParams } from 'react-router-dom';
+import { api, ApiError, unwrap, unwrapPage, type Agent } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { CodeBlock, ConfirmButton, EmptyState, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
@@ -12,12 +12,21 @@ import { PageFallback } from '../../components/PageFallback';
 import { budgetSummary, limitsOf } from '../../lib/budget';
 import { policySummary } from '../../lib/network';
 import { RelTime } from '../../lib/time';
+import { AgentHistoryTab } from './AgentHistoryTab';
 import { AgentMemoryTab } from './AgentMemoryTab';
-import { agentBody, agentSnippets, formFromAgent } from './model';
+import { AgentMcpTab } from './AgentMcpTab';
+import { agentBody, agentSnippets, formFromAgent, toolsOfAgent } from './model';
+import { permissionsSummary, permissionTargets, type Permissions } from '../../lib/permissions';
 import { describeBinding } from '../../lib/secretBindings';
+import { historyPath, parseVersion } from '../../lib/agentVersions';
 
 import { StartSessionModal, StatusBadge } from '../sessions';
 import { AgentUsage } from '../usage';
+import { AgentSchedulesTab } from '../schedules';
+
+/** The page's tabs, named by `?tab=` (none: the overview); History also takes `&version=N`. */
+const TABS = ['overview', 'mcp', 'schedules', 'memory', 'history'] as const;
+type Tab = (typeof TABS)[number];
 
 function Field({ label, children }: { label: string; children: React.ReactNode }) {
   return (
@@ -38,6 +47,15 @@ export default function AgentDetailPage() {
   const navigate = useNavigate();
   const { project } = useAppContext();
   const [starting, setStarting] = useState(false);
+  const [params, setParams] = useSearchParams();
+  const tab: Tab = TABS.find((t) => t === params.get('tab')) ?? 'overview';
+  const setTab = (t: string | null) => {
+    const next = new URLSearchParams(params);
+    if (t && t !== 'overview') next.set('tab', t);
+    else next.delete('tab');
+    next.delete('version');
+    setParams(next, { replace: true });
+  };
   const agent = useQuery({ queryKey: keys.agents.detail(ref!), queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: ref! } } })) });
   const sessions = useQuery({
     queryKey: keys.sessions.ofAgent(ref!, 10),
@@ -60,10 +78,21 @@ export default function AgentDetailPage() {
     },
   });
 
+  // A restore or a save of the MCP servers answers with the agent at its new version; a refused
+  // one (409) means it moved on.
+  const onRestored = (a: Agent) => {
+    qc.setQueryData(keys.agents.detail(ref!), a);
+    qc.invalidateQueries({ queryKey: keys.agents.all() });
+  };
+  const onStale = () => qc.invalidateQueries({ queryKey: keys.agents.detail(ref!) });
+
   if (agent.isPending) return <PageFallback />;
   if (agent.error) return <ErrorAlert error={agent.error} />;
   const a = agent.data;
-  const snippets = agentSnippets(agentBody(formFromAgent(a)), window.location.origin, project?.slug ?? null);
+  // The form's body leaves the MCP servers out (their tab edits them); the snippets make the whole agent.
+  const snippets = agentSnippets({ ...agentBody(formFromAgent(a)), mcp_servers: a.mcp_servers }, window.location.origin, project?.slug ?? null);
+  const focus = parseVersion(params.get('version'), a.version);
+  const permissions = permissionsSummary(a.permissions as Permissions, permissionTargets(toolsOfAgent(a)));
   const deleteRefused = action.error instanceof ApiError && action.error.status === 409 && action.variables === 'delete';
 
   return (
@@ -77,7 +106,11 @@ export default function AgentDetailPage() {
         }
         description={
           <>
-            <Text span ff="monospace">{a.slug}</Text> · version {a.version} · updated <RelTime value={a.updated_at} />
+            <Text span ff="monospace">{a.slug}</Text> ·{' '}
+            <Anchor component={Link} to={historyPath(a.slug)} size="sm" data-testid="agent-version-link">
+              version {a.version}
+            </Anchor>{' '}
+            · updated <RelTime value={a.updated_at} />
           </>
         }
         actions={
@@ -109,13 +142,25 @@ export default function AgentDetailPage() {
         <ErrorAlert error={action.error} />
       )}
       <StartSessionModal agent={a} opened={starting} onClose={() => setStarting(false)} />
-      <Tabs defaultValue="overview" keepMounted={false}>
+      <Tabs value={tab} onChange={setTab} keepMounted={false}>
         <Tabs.List mb="md">
           <Tabs.Tab value="overview">Overview</Tabs.Tab>
+          <Tabs.Tab value="mcp">MCP servers</Tabs.Tab>
+          <Tabs.Tab value="schedules">Schedules</Tabs.Tab>
           <Tabs.Tab value="memory">Memory</Tabs.Tab>
+          <Tabs.Tab value="history">History</Tabs.Tab>
         </Tabs.List>
+        <Tabs.Panel value="mcp">
+          <AgentMcpTab agent={a} onSaved={onRestored} onStale={onStale} />
+        </Tabs.Panel>
+        <Tabs.Panel value="schedules">
+          <AgentSchedulesTab agent={a} />
+        </Tabs.Panel>
         <Tabs.Panel value="memory">
           <AgentMemoryTab agent={a} />
+        </Tabs.Panel>
+        <Tabs.Panel value="history">
+          <AgentHistoryTab key={focus ?? 'latest'} agent={a} focus={focus} onRestored={onRestored} onStale={onStale} />
         </Tabs.Panel>
         <Tabs.Panel value="overview">
           <Stack>
@@ -138,6 +183,9 @@ export default function AgentDetailPage() {
                       ))
                     : 'none'}
                 </Field>
+                <Field label="MCP servers">
+                  <span data-testid="agent-mcp-servers">{a.mcp_servers?.length ? a.mcp_servers.map((m) => `${m.name} (${m.command ? 'in the sandbox' : 'remote'}${m.required ? ', required' : ''})`).join(', ') : 'none'}</span>
+                </Field>
                 <Field label="Subagents">{a.subagents.length ? a.subagents.map((s) => `${s.agent} (${s.mode ?? 'tool'})`).join(', ') : 'none'}</Field>
                 <Field label="Subagent step limit">{a.subagents.length ? `${a.subagent_max_steps} model calls per subagent task` : `${a.subagent_max_steps} (no subagents)`}</Field>
                 <Field label="Workspace entries">{Object.keys(a.manifest?.entries ?? {}).join(', ') || 'none'}</Field>
@@ -147,6 +195,17 @@ export default function AgentDetailPage() {
                 </Field>
                 <Field label="Network">
                   <span data-testid="agent-network">{policySummary(formFromAgent(a).network)}</span>
+                </Field>
+                <Field label="Permissions">
+                  <span data-testid="agent-permissions" title="The tools whose calls wait for a person's approval, or are never offered; every other call runs">
+                    {permissions.length
+                      ? permissions.map((line) => (
+                          <div key={line} data-testid="agent-permission">
+                            {line}
+                          </div>
+                        ))
+                      : 'every tool allowed'}
+                  </span>
                 </Field>
                 <Field label="Session budget">
                   <span data-testid="agent-budget" title="Copied to each session created without a budget of its own">

@@ -37,9 +37,12 @@ import { serverBindingErrors } from '../../lib/secretBindings';
 import { PageFallback } from '../../components/PageFallback';
 import { LAYERS_HELP, networkErrorsOf } from '../../lib/network';
 import { ManifestEntriesEditor, SkillsSourceEditor } from './StructuredEditors';
+import { PermissionsPanel } from './PermissionsPanel';
+import { serverPermissionErrors } from '../../lib/permissions';
 import { bundleOfSkillsSource } from './structured';
 import {
   agentBody,
+  agentPatchBody,
   CAPABILITIES,
   CAPABILITY_HELP,
   conflictRows,
@@ -47,6 +50,7 @@ import {
   emptyAgentForm,
   formFromAgent,
   rebaseForm,
+  toolsOfForm,
   TRANSPORTS,
   validateAgentForm,
   type AgentFormValues,
@@ -88,16 +92,19 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
 
   const save = useMutation({
     mutationFn: async ({ v, base }: { v: AgentFormValues; base: Agent | null }) => {
-      const body = agentBody(v);
       if (base) {
+        // Resolved defaults the form shows (model, subagent step limit) go only when changed.
+        const body = agentPatchBody(v, formFromAgent(base));
         return unwrap(
           api.PATCH('/api/agents/{ref}', { params: { path: { ref: base.slug } }, body: { ...body, version: base.version } }),
         );
       }
-      return unwrap(api.POST('/api/agents', { body }));
+      return unwrap(api.POST('/api/agents', { body: agentBody(v) }));
     },
     onSuccess: (a) => {
       qc.invalidateQueries({ queryKey: keys.agents.all() });
+      // Every accepted save is a new version in the agent's history.
+      qc.invalidateQueries({ queryKey: keys.agents.versions(a.slug) });
       qc.setQueryData(keys.agents.detail(a.slug), a);
       notifications.show({ color: 'teal', message: base ? `Saved ${a.slug} (version ${a.version})` : `Created ${a.slug}` });
       navigate(`/agents/${a.slug}`);
@@ -139,6 +146,12 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
   const budgetErrors = Object.fromEntries(
     Object.entries({ ...serverErrors, ...errors }).filter(([k]) => k === 'budget' || k.startsWith('budget.')),
   );
+  // The permissions: the keys the agent in the form has; the server's word while they are as sent.
+  const permissionsAsSent = !!save.variables && JSON.stringify(save.variables.v.permissions) === JSON.stringify(values.permissions);
+  const permissionErrs = {
+    ...(permissionsAsSent ? serverPermissionErrors(serverErrors) : {}),
+    ...Object.fromEntries(Object.entries(errors).filter(([k]) => k === 'permissions' || k.startsWith('permissions.'))),
+  };
   const sectionHasErrors = (prefixes: string[]) => Object.keys(errors).some((k) => prefixes.some((p) => k === p || k.startsWith(p + '.')));
 
   return (
@@ -247,6 +260,9 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
           </Tabs.Tab>
           <Tabs.Tab value="advanced" color={sectionHasErrors(['subagents', 'subagent_max_steps', 'skills_source', 'workspace_source']) ? 'red' : undefined}>
             Subagents & skills
+          </Tabs.Tab>
+          <Tabs.Tab value="permissions" color={Object.keys(permissionErrs).length > 0 ? 'red' : undefined}>
+            Permissions
           </Tabs.Tab>
         </Tabs.List>
 
@@ -480,6 +496,10 @@ function AgentForm({ base: initialBase }: { base: Agent | null }) {
               <LazyCodeEditor language="json" value={values.workspace_source} onChange={(v) => set('workspace_source', v)} minHeight={80} ariaLabel="Workspace source" />
             </Input.Wrapper>
           </Stack>
+        </Tabs.Panel>
+
+        <Tabs.Panel value="permissions">
+          <PermissionsPanel slug={base?.slug ?? null} tools={toolsOfForm(values)} rows={values.permissions} onChange={(rows) => set('permissions', rows)} errors={permissionErrs} />
         </Tabs.Panel>
       </Tabs>
     </form>

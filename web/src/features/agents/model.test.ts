@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../api/client';
 import type { NetworkPolicy } from '../../lib/network';
-import { agentBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, conflictRows, emptyAgentForm, shownValue, formFromAgent, rebaseForm, validateAgentForm } from './model';
+import { agentBody, agentPatchBody, agentSnippets, CAPABILITIES, CAPABILITY_HELP, changedFields, conflictRows, emptyAgentForm, shownValue, formFromAgent, rebaseForm, toolsOfAgent, toolsOfForm, validateAgentForm, withListedMcpTools } from './model';
 
 const valid = () => ({ ...emptyAgentForm(), slug: 'analyst', name: 'Analyst' });
 
@@ -132,5 +132,87 @@ describe('rebaseForm', () => {
     const mine = { ...base, description: 'mine' };
     const theirs = { ...base, instructions: 'theirs', env: [{ key: 'A', value: '1' }] };
     expect(rebaseForm(base, mine, theirs)).toEqual({ ...base, description: 'mine', instructions: 'theirs', env: [{ key: 'A', value: '1' }] });
+  });
+});
+
+describe('permissions in the form', () => {
+  const stored = {
+    id: 'A', slug: 'a', name: 'A', description: '', instructions: '', transport: 'proxy', model: 'server-default', capabilities: null,
+    manifest: { entries: {}, environment: {} }, exposed_ports: [], client_tools: [{ name: 'ask_user', description: '', deferrable: true, parameters: {} }], secret_bindings: [],
+    subagents: [{ agent: 'closer', mode: 'handoff' }], skills_source: null, workspace_source: null, subagent_max_steps: 10, version: 2,
+    permissions: { shell: { mode: 'ask', allow_prefixes: ['ls'] }, closer: { mode: 'deny' } },
+  } as unknown as Agent;
+
+  it('derives the keys from the form and from a stored agent alike', () => {
+    const form = formFromAgent(stored);
+    expect(toolsOfForm(form)).toEqual(toolsOfAgent(stored));
+    expect(toolsOfForm({ ...form, defaultCapabilities: false, capabilities: ['python'], skills_source: '{"kind":"bundle","bundle":"b"}', subagents: [{ agent: '', mode: 'tool', tool_name: '', description: '' }], client_tools: [] })).toEqual({ capabilities: ['python'], skills: true, subagents: [], clientTools: [], mcp: [] });
+  });
+
+  it('reads them back, sends them as they were, and drops keys the agent lost', () => {
+    const form = formFromAgent(stored);
+    expect(form.permissions).toEqual({ shell: { mode: 'ask', allow_prefixes: ['ls'] }, closer: { mode: 'deny', allow_prefixes: [] } });
+    expect(agentBody(form).permissions).toEqual(stored.permissions);
+    expect(agentBody({ ...form, subagents: [] }).permissions).toEqual({ shell: { mode: 'ask', allow_prefixes: ['ls'] } });
+    expect(agentBody(valid()).permissions).toEqual({});
+    expect(formFromAgent({ ...stored, permissions: undefined } as unknown as Agent).permissions).toEqual({});
+  });
+
+  it('checks them before sending, under the keys the server would name', () => {
+    const form = formFromAgent(stored);
+    const e = validateAgentForm({ ...form, permissions: { ...form.permissions, closer: { mode: 'ask', allow_prefixes: [] }, shell: { mode: 'ask', allow_prefixes: [''] } } });
+    expect(Object.keys(e).sort()).toEqual(['permissions.closer', 'permissions.shell.allow_prefixes.0']);
+  });
+
+  it('names them among what changed meanwhile, and leaves them out of the snippets when empty', () => {
+    expect(changedFields(stored, { ...stored, permissions: {} } as Agent)).toEqual(['permissions']);
+    expect(agentSnippets(agentBody(valid()), 'http://x', null).curl).not.toContain('permissions');
+    expect(agentSnippets(agentBody(formFromAgent(stored)), 'http://x', null).curl).toContain('"permissions":{"shell":{"mode":"ask","allow_prefixes":["ls"]},"closer":{"mode":"deny"}}');
+  });
+});
+
+describe('agentPatchBody', () => {
+  const stored = { ...({} as Agent), slug: 'a', name: 'A', description: '', instructions: '', transport: 'proxy', model: 'server-default', manifest: { entries: {}, environment: {} }, subagent_max_steps: 10, version: 3 } as Agent;
+
+  it('leaves out the resolved defaults the form shows (model, subagent step limit) unless changed', () => {
+    const loaded = formFromAgent(stored);
+    const body = agentPatchBody({ ...loaded, description: 'new' }, loaded) as Record<string, unknown>;
+    expect(body).not.toHaveProperty('subagent_max_steps');
+    expect(body).not.toHaveProperty('model');
+    expect(body.description).toBe('new');
+    expect(agentPatchBody({ ...loaded, subagent_max_steps: '25' }, loaded).subagent_max_steps).toBe(25);
+    // Emptied: back to the server's default, which is a change.
+    expect(agentPatchBody({ ...loaded, subagent_max_steps: '' }, loaded).subagent_max_steps).toBeNull();
+    expect(agentPatchBody({ ...loaded, model: 'other' }, loaded).model).toBe('other');
+    expect(agentPatchBody({ ...loaded, model: '' }, loaded).model).toBeNull();
+  });
+});
+
+describe('MCP servers in the permissions', () => {
+  const stored = {
+    id: 'A', slug: 'a', name: 'A', description: '', instructions: '', transport: 'proxy', model: 'm', capabilities: [],
+    manifest: { entries: {}, environment: {} }, exposed_ports: [], client_tools: [], secret_bindings: [], subagents: [], skills_source: null, workspace_source: null, subagent_max_steps: 10, version: 2,
+    mcp_servers: [{ name: 'gh', url: 'https://example.com/mcp', required: false }, { name: 'db', command: ['db-mcp'], required: true }],
+    permissions: { mcp__gh__create_issue: { mode: 'ask' }, mcp__db: { mode: 'deny' } },
+  } as unknown as Agent;
+
+  it('knows each server, and the tools its permissions name, from the form and from the agent alike', () => {
+    const form = formFromAgent(stored);
+    expect(form.mcpServers).toEqual(['gh', 'db']);
+    expect(toolsOfForm(form).mcp).toEqual([{ server: 'gh', tools: ['create_issue'] }, { server: 'db', tools: [] }]);
+    expect(toolsOfForm(form)).toEqual(toolsOfAgent(stored));
+    // The form sends the permissions back, never the servers (their tab edits them).
+    const body = agentBody(form) as Record<string, unknown>;
+    expect(body.permissions).toEqual(stored.permissions);
+    expect('mcp_servers' in body).toBe(false);
+    // A typed tool key is sent; one of a server the agent lost is not.
+    const typed = { ...form, permissions: { ...form.permissions, mcp__gh__search: { mode: 'deny' as const, allow_prefixes: [] }, mcp__old__x: { mode: 'deny' as const, allow_prefixes: [] } } };
+    expect(Object.keys(agentBody(typed).permissions ?? {})).toEqual(['mcp__gh__create_issue', 'mcp__db', 'mcp__gh__search']);
+  });
+
+  it('adds the tools a server listed after those already known, once each', () => {
+    const tools = withListedMcpTools(toolsOfAgent(stored), [{ name: 'gh', tools: [{ name: 'search' }, { name: 'create_issue' }] }, { name: 'db', tools: null }]);
+    expect(tools.mcp).toEqual([{ server: 'gh', tools: ['create_issue', 'search'] }, { server: 'db', tools: [] }]);
+    expect(withListedMcpTools(toolsOfAgent(stored), undefined)).toEqual(toolsOfAgent(stored));
   });
 });

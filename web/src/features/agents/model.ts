@@ -5,6 +5,8 @@ import type { Agent, AgentCreate, ClientTool } from '../../api/client';
 import { budgetBody, budgetValuesOf, emptyBudget, validateBudget, type BudgetValues } from '../../lib/budget';
 import { defaultPolicy, policyBody, policyOf, samePolicy, type NetworkPolicy } from '../../lib/network';
 import { ENV_RE, SANDBOX_TOOLS, SLUG_RE, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
+import { permissionErrors, permissionRowsOf, permissionsBody, permissionTargets, type AgentTools, type PermissionRows, type Permissions } from '../../lib/permissions';
+import { mcpToolsNamed } from '../../lib/mcp';
 import { bindingBody, bindingErrors, bindingRowOf, type BindingRow } from '../../lib/secretBindings';
 import { ENTRY_FIELDS, SKILLS_FIELDS, entriesObject, entryRowErrors, entryRowsOf, isObject, parseEntries, specProblems, type EntryRow } from './structured';
 
@@ -64,6 +66,11 @@ export type AgentFormValues = {
   network: NetworkPolicy;
   /** The default budget of its sessions (copied when one is created without its own); all empty: none. */
   budget: BudgetValues;
+  /** Allow, ask or deny per tool, group or subagent (no entry: allow, or its group's). */
+  permissions: PermissionRows;
+  /** The names of its MCP servers, for the permissions that name them: read only here (the
+   * agent's MCP servers tab edits them), and never sent by this form. */
+  mcpServers: string[];
 };
 
 export function emptyAgentForm(): AgentFormValues {
@@ -93,6 +100,8 @@ export function emptyAgentForm(): AgentFormValues {
     workspace_source: '',
     network: defaultPolicy(),
     budget: emptyBudget(),
+    permissions: {},
+    mcpServers: [],
   };
 }
 
@@ -136,10 +145,53 @@ export function formFromAgent(a: Agent): AgentFormValues {
     workspace_source: a.workspace_source ? pretty(a.workspace_source) : '',
     network: policyOf(a.network),
     budget: budgetValuesOf(a.budget),
+    permissions: permissionRowsOf(a.permissions as Permissions | undefined),
+    mcpServers: (a.mcp_servers ?? []).map((m) => m.name),
   };
 }
 
 export type Errors = Record<string, string>;
+
+/** What the agent in the form has that a permission can name (as the server derives it). */
+export function toolsOfForm(
+  v: Pick<AgentFormValues, 'defaultCapabilities' | 'capabilities' | 'skills_source' | 'subagents' | 'client_tools'> & Partial<Pick<AgentFormValues, 'mcpServers' | 'permissions'>>,
+): AgentTools {
+  return {
+    capabilities: v.defaultCapabilities ? null : v.capabilities,
+    skills: v.skills_source.trim() !== '',
+    subagents: v.subagents.filter((x) => x.agent !== '').map((x) => ({ agent: x.agent, mode: x.mode })),
+    clientTools: v.client_tools.map((t) => t.name).filter((n) => n !== ''),
+    mcp: mcpOf(v.mcpServers ?? [], Object.keys(v.permissions ?? {})),
+  };
+}
+
+/** Each MCP server with the tools its permission keys name (the server lists the rest). */
+function mcpOf(servers: readonly string[], keys: string[]): NonNullable<AgentTools['mcp']> {
+  return servers.map((server) => ({ server, tools: mcpToolsNamed(server, keys) }));
+}
+
+/** `tools` with the tools each MCP server listed (`GET …/mcp-servers`) added after those known. */
+export function withListedMcpTools(tools: AgentTools, listed: readonly { name: string; tools?: { name: string }[] | null }[] | undefined): AgentTools {
+  if (!listed?.length) return tools;
+  return {
+    ...tools,
+    mcp: (tools.mcp ?? []).map(({ server, tools: known }) => {
+      const more = listed.find((s) => s.name === server)?.tools?.map((t) => t.name) ?? [];
+      return { server, tools: [...known, ...more.filter((t) => !known.includes(t))] };
+    }),
+  };
+}
+
+/** What a stored agent has that a permission can name. */
+export function toolsOfAgent(a: Agent): AgentTools {
+  return {
+    capabilities: (a.capabilities as string[] | null | undefined) ?? null,
+    skills: a.skills_source != null,
+    subagents: (a.subagents ?? []).map((x) => ({ agent: x.agent, mode: x.mode ?? 'tool' })),
+    clientTools: (a.client_tools ?? []).map((t) => t.name),
+    mcp: mcpOf((a.mcp_servers ?? []).map((m) => m.name), Object.keys(a.permissions ?? {})),
+  };
+}
 
 const blank = (s: string) => s.trim() === '';
 
@@ -233,6 +285,7 @@ export function validateAgentForm(v: AgentFormValues, opts: { selfSlug?: string 
     named.add(name);
   });
   Object.assign(e, validateBudget(v.budget));
+  Object.assign(e, permissionErrors(v.permissions, permissionTargets(toolsOfForm(v))));
   for (const field of ['skills_source', 'workspace_source'] as const) {
     if (v[field].trim() === '') continue;
     const p = parseJson(v[field]);
@@ -292,12 +345,28 @@ export function agentBody(v: AgentFormValues): AgentCreate {
     runtime_class: orNull(v.runtime_class),
     network: policyBody(v.network),
     budget: budgetBody(v.budget),
+    permissions: permissionsBody(v.permissions, permissionTargets(toolsOfForm(v))),
   } as AgentCreate;
+}
+
+/**
+ * Fields the server answers resolved rather than as stored: `model` (the server's default when
+ * the agent sets none) and `subagent_max_steps` (10 when unset). The form shows the resolved
+ * value, so sending it back unchanged would store it, a change in the agent's history.
+ */
+export const RESOLVED_FIELDS = ['model', 'subagent_max_steps'] as const;
+
+/** The body for PATCH: `agentBody`, without the resolved fields the form did not change from
+ * `loaded` (the form of the version the edit is made on), so they stay as stored. */
+export function agentPatchBody(v: AgentFormValues, loaded: AgentFormValues): AgentCreate {
+  const body = agentBody(v) as Record<string, unknown>;
+  for (const k of RESOLVED_FIELDS) if (v[k].trim() === loaded[k].trim()) delete body[k];
+  return body as AgentCreate;
 }
 
 /** Fields whose values differ between two agents (what changed under a stale edit). */
 export function changedFields(a: Agent, b: Agent): string[] {
-  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network', 'runtime_class', 'budget'] as const;
+  const keys = ['name', 'description', 'instructions', 'transport', 'model', 'reasoning_effort', 'image', 'capabilities', 'manifest', 'exposed_ports', 'client_tools', 'secret_bindings', 'subagents', 'skills_source', 'workspace_source', 'idle_ttl_seconds', 'environment_id', 'subagent_max_steps', 'network', 'runtime_class', 'budget', 'permissions'] as const;
   return keys.filter((k) => JSON.stringify((a as Record<string, unknown>)[k] ?? null) !== JSON.stringify((b as Record<string, unknown>)[k] ?? null));
 }
 
@@ -334,6 +403,7 @@ export function agentSnippets(body: AgentCreate, baseUrl: string, project: strin
   for (const [k, val] of Object.entries(body)) {
     if (val === null || val === '' || (Array.isArray(val) && val.length === 0)) continue;
     if (k === 'network' && samePolicy(val as NetworkPolicy, defaultPolicy())) continue;
+    if (k === 'permissions' && isObject(val) && Object.keys(val).length === 0) continue;
     if (k === 'manifest' && isObject(val) && Object.keys((val as { entries: object }).entries).length === 0 && Object.keys((val as { environment: object }).environment).length === 0) continue;
     compact[k] = val;
   }

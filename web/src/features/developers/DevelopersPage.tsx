@@ -5,6 +5,8 @@ import { keys } from '../../api/queryKeys';
 import { CodeBlock, ErrorAlert, PageHeader } from '../../components/common';
 import { useAppContext } from '../../context';
 import { BackendCard } from './BackendCard';
+import { E2bCard } from './E2bCard';
+import { McpCard } from './McpCard';
 
 /** The payload keys of each stored event type (the catalogue names the types, not the keys). */
 export const PAYLOAD_KEYS: Record<string, string[]> = {
@@ -67,6 +69,8 @@ def verify(secret: str, header: str, body: bytes, tolerance: int = 300) -> bool:
           Reference: <Anchor href="/docs">/docs</Anchor> (every endpoint, generated from the server) · <Anchor href="/openapi.json">/openapi.json</Anchor>
         </Text>
       </Card>
+      <McpCard />
+      <E2bCard />
       <BackendCard />
       <Card withBorder>
         <Title order={4} mb="xs">Event catalogue</Title>

@@ -1,7 +1,8 @@
-import { Button, Group, Input, Modal, Stack, TextInput } from '@mantine/core';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { Button, Group, Input, Modal, Select, Stack, TextInput } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, unwrap, type Schemas, type SessionDetail } from '../../api/client';
+import { api, fieldErrors, unwrap, unwrapPage, type Schemas, type SessionDetail } from '../../api/client';
+import { sessionVersionChoices, versionChoiceBody, type VersionPin } from '../../lib/agentVersions';
 import { keys } from '../../api/queryKeys';
 import { ErrorAlert } from '../../components/common';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
@@ -19,8 +20,19 @@ export function EditSessionModal({ session, opened, onClose }: { session: Sessio
   const [title, setTitle] = useState(session.title);
   const [metadata, setMetadata] = useState(JSON.stringify(session.metadata ?? {}, null, 2));
   const [error, setError] = useState<string | null>(null);
+  // The version of its agent it runs: moved from its next turn.
+  const pin = String(session.agent_version);
+  const [agentVersion, setAgentVersion] = useState(pin);
+  const slug = session.agent?.slug ?? session.agent_id;
+  const versionsPage = { limit: 100, offset: 0 };
+  const versions = useQuery({
+    queryKey: keys.agents.versionsPage(slug, versionsPage),
+    queryFn: () => unwrapPage(api.GET('/api/agents/{ref}/versions', { params: { path: { ref: slug }, query: versionsPage } })),
+    enabled: opened,
+    retry: false,
+  });
   const save = useMutation({
-    mutationFn: (body: { title: string; metadata: Record<string, unknown> }) =>
+    mutationFn: (body: { title: string; metadata: Record<string, unknown>; agent_version?: VersionPin }) =>
       unwrap(api.PATCH('/api/sessions/{session_id}', { params: { path: { session_id: session.id } }, body: body as Schemas['SessionPatch'] })),
     onSuccess: () => {
       qc.invalidateQueries({ queryKey: keys.sessions.detail(session.id) });
@@ -45,11 +57,27 @@ export function EditSessionModal({ session, opened, onClose }: { session: Sessio
             return;
           }
           setError(null);
-          save.mutate({ title, metadata: metadataPatch((session.metadata ?? {}) as Record<string, unknown>, parsed as Record<string, unknown>) });
+          const moved = agentVersion !== pin ? versionChoiceBody(agentVersion) : undefined;
+          save.mutate({ title, metadata: metadataPatch((session.metadata ?? {}) as Record<string, unknown>, parsed as Record<string, unknown>), ...(moved !== undefined ? { agent_version: moved } : {}) });
         }}
       >
         <Stack>
           <TextInput label="Title" value={title} onChange={(e) => setTitle(e.currentTarget.value)} data-autofocus />
+          <Select
+            label="Agent version"
+            description={
+              agentVersion === pin
+                ? agentVersion === 'latest'
+                  ? 'It follows the agent: every turn runs it as it is then.'
+                  : `Pinned to v${pin}: edits of the agent do not change what it runs.`
+                : 'From its next turn, with its subagents as they are now; its sandbox boots it at its next start. What was copied when it started (network policy, budget) stays.'
+            }
+            data={sessionVersionChoices(session.agent_version, versions.data?.items ?? [])}
+            value={agentVersion}
+            onChange={(x) => setAgentVersion(x ?? pin)}
+            allowDeselect={false}
+            error={fieldErrors(save.error).agent_version}
+          />
           <Input.Wrapper label="Metadata" description="Any JSON values; keys you remove are deleted." error={error}>
             <LazyCodeEditor language="json" value={metadata} onChange={setMetadata} minHeight={120} ariaLabel="Metadata" />
           </Input.Wrapper>

@@ -1,6 +1,6 @@
 import { Alert, Anchor, Badge, Button, Group, Input, Menu, NumberInput, Stack, Tabs, Text, Textarea, Tooltip } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
-import { IconBox, IconClockStop, IconCoin, IconDatabase, IconDownload, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
+import { IconBox, IconClockStop, IconCoin, IconDatabase, IconDownload, IconHandStop, IconPencil, IconTool, IconPlayerPause, IconPlayerPlay, IconPlayerStop, IconRefresh, IconSend, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useCallback, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
@@ -16,17 +16,18 @@ import { transcriptMarkdown } from './events/transcript';
 import { useEventLog } from './events/useEventLog';
 import type { StreamStatus } from './events/sse';
 import { StatusBadge } from './StatusBadge';
-import { RequiresActionBanner, Transcript } from './Transcript';
+import { awaitingLabel, RequiresActionBanner, Transcript } from './Transcript';
 import { EditSessionModal } from './EditSessionModal';
 import { isSpendLimitRefusal, SpendLimitRefusal } from './SpendLimitRefusal';
 import { BudgetIndicator, BudgetModal } from './SessionBudget';
 import { budgetUseOf, limitRows } from './budget';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
-import { parseTurnClientTools } from './startSession';
+import { parseTurnClientTools, sessionMcpServersText } from './startSession';
 import type { ClientTool } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { idleTtlText, lifetimeEnded, resourcesText } from './limits';
 import { isPythonToolEvent } from './notebook/notebook';
+import { historyPath, pinLabel } from '../../lib/agentVersions';
 
 const FilesTab = lazy(() => import('./FilesTab'));
 const TerminalTab = lazy(() => import('./TerminalTab'));
@@ -72,11 +73,33 @@ export default function SessionDetailPage() {
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}', { params: { path: { session_id: sessionId } } })),
     refetchInterval: (q) => (q.state.data?.status === 'provisioning' ? 2000 : false),
   });
+  // The agent as it is now (the detail's `agent` is the version the session runs): for a
+  // pinned session, whether its agent moved on since.
+  const pinnedTo = typeof detail.data?.agent_version === 'number' ? detail.data.agent_version : null;
+  const agentSlug = detail.data?.agent?.slug ?? null;
+  const agentNow = useQuery({
+    queryKey: keys.agents.detail(agentSlug ?? ''),
+    queryFn: () => unwrap(api.GET('/api/agents/{ref}', { params: { path: { ref: agentSlug! } } })),
+    enabled: pinnedTo != null && !!agentSlug,
+  });
   const toolCalls = useQuery({
     queryKey: keys.sessions.toolCalls(sessionId),
     queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/tool-calls', { params: { path: { session_id: sessionId } } })),
     enabled: detail.data?.status !== undefined,
   });
+  // The calls its agent's permissions ask about that wait for a person now.
+  const confirmations = useQuery({
+    queryKey: keys.sessions.toolConfirmations(sessionId),
+    queryFn: () => unwrap(api.GET('/api/sessions/{session_id}/tool-confirmations', { params: { path: { session_id: sessionId } } })),
+    enabled: detail.data?.status !== undefined,
+  });
+  // A decision was sent (or refused as stale): what waits, and the calls the caller answers
+  // (an approved client tool's), are read again; the events say the rest.
+  const onDecided = useCallback(() => {
+    qc.invalidateQueries({ queryKey: keys.sessions.toolConfirmations(sessionId) });
+    qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) });
+    qc.invalidateQueries({ queryKey: keys.sessions.detail(sessionId) });
+  }, [qc, sessionId]);
 
   const onEvents = useCallback(
     (events: SessionEvent[]) => {
@@ -85,6 +108,11 @@ export default function SessionDetailPage() {
       if (refreshSession.some((t) => types.has(t))) qc.invalidateQueries({ queryKey: keys.sessions.detail(sessionId) });
       if (types.has('agent.client_tool_call') || types.has('agent.client_tool_result') || types.has('session.status_idle') || types.has('session.status_error')) {
         qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) });
+      }
+      // A call asked about (or decided), or a run that parked or ended: what waits for approval.
+      const asked = events.some((e) => e.type === 'agent.tool_use' && (e.payload as Record<string, unknown> | undefined)?.awaiting_approval === true);
+      if (asked || types.has('agent.tool_confirmation') || types.has('session.status_idle') || types.has('session.status_error')) {
+        qc.invalidateQueries({ queryKey: keys.sessions.toolConfirmations(sessionId) });
       }
       if (types.has('user.file')) qc.invalidateQueries({ queryKey: keys.sessions.files(sessionId) });
       // The project's spend this month moved (a run ended, or its limit was neared or reached).
@@ -129,6 +157,7 @@ export default function SessionDetailPage() {
   const running = activeRun(log);
   const busy = s.activity === 'busy' || !!running;
   const pending = toolCalls.data ?? [];
+  const approvals = confirmations.data ?? [];
   const title = s.title || 'Untitled session';
   const ended = lifetimeEnded(s);
   // The notebook is there for an agent with the python capability, or once the log shows a
@@ -137,6 +166,7 @@ export default function SessionDetailPage() {
   const resources = resourcesText(s.resources);
   const cost = s.usage?.requests ? describeCost(s.usage) : null;
   const idleTtl = idleTtlText(s.idle_ttl_seconds);
+  const mcpServers = sessionMcpServersText(s.mcp_servers);
   // A limit reached now: the next message stops before any model call.
   const budgetSpent = limitRows(s.budget, budgetUseOf(s)).some((r) => r.reached);
 
@@ -147,10 +177,35 @@ export default function SessionDetailPage() {
         description={
           <Group gap="xs" component="span">
             <StatusBadge session={s} />
+            {approvals.length > 0 && (
+              <Tooltip label={`The run is parked until a person approves or denies ${approvals.length === 1 ? 'the call' : 'the calls'} (in the transcript): ${approvals.map(awaitingLabel).join(', ')}`} multiline w={300}>
+                <Badge color="orange" variant="light" leftSection={<IconHandStop size={12} />} data-testid="session-awaiting-approval">
+                  waiting for approval{approvals.length > 1 ? ` (${approvals.length})` : ''}
+                </Badge>
+              </Tooltip>
+            )}
             {agent && (
               <Anchor component={Link} to={`/agents/${agent.slug}`} size="sm">
                 {agent.name}
               </Anchor>
+            )}
+            {agent && s.agent_version != null && (
+              <Tooltip
+                label={
+                  s.agent_version === 'latest'
+                    ? `It follows the agent: every turn runs it as it is then (v${agent.version} now). Details changes it.`
+                    : `Pinned: it runs v${s.agent_version} of the agent, whatever edits follow (Details moves it to another). Open that version in the agent's history.`
+                }
+              >
+                <Anchor component={Link} to={historyPath(agent.slug, s.agent_version === 'latest' ? null : s.agent_version)} size="sm" c="dimmed" data-testid="session-agent-version">
+                  {pinLabel(s.agent_version)}
+                </Anchor>
+              </Tooltip>
+            )}
+            {agentNow.data && pinnedTo != null && agentNow.data.version !== pinnedTo && (
+              <Text span size="sm" c="dimmed" data-testid="session-agent-version-now">
+                (the agent is at v{agentNow.data.version} now)
+              </Text>
             )}
             {s.environment_id && (
               <Tooltip label="The environment this session was created in">
@@ -203,12 +258,19 @@ export default function SessionDetailPage() {
                 {idleTtl}
               </Text>
             )}
+            {mcpServers && (
+              <Tooltip label="It uses only these of its agent’s MCP servers (chosen when it was started); its subagents keep theirs.">
+                <Text span size="sm" c="dimmed" data-testid="session-mcp-servers">
+                  {mcpServers}
+                </Text>
+              </Tooltip>
+            )}
             <StreamBadge status={streamStatus} onReconnect={reconnect} />
           </Group>
         }
         actions={
           <>
-            {busy && (
+            {(busy || approvals.length > 0) && (
               <Button variant="light" color="orange" leftSection={<IconPlayerPause size={16} />} onClick={() => act.mutate('interrupt')} loading={act.isPending && act.variables === 'interrupt'}>
                 Interrupt
               </Button>
@@ -287,9 +349,9 @@ export default function SessionDetailPage() {
           <Tabs.Tab value="usage">Usage</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="transcript" pt="sm">
-          <RequiresActionBanner pending={pending} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) })} />
-          <Transcript log={log} pending={pending} height="calc(100vh - 400px)" onRaiseBudget={openBudget} projectPath={projectPath} />
-          <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} budgetSpent={budgetSpent} projectPath={projectPath} />
+          <RequiresActionBanner pending={pending} approvals={approvals} sessionId={sessionId} onAnswered={() => qc.invalidateQueries({ queryKey: keys.sessions.toolCalls(sessionId) })} />
+          <Transcript log={log} pending={pending} height="calc(100vh - 400px)" onRaiseBudget={openBudget} projectPath={projectPath} sessionId={sessionId} onDecided={onDecided} />
+          <Composer sessionId={sessionId} disabled={s.status === 'provisioning' || ended} ended={ended} busy={busy} budgetSpent={budgetSpent} awaitingApproval={approvals.length > 0} projectPath={projectPath} />
         </Tabs.Panel>
         <Suspense fallback={<PageFallback />}>
           <Tabs.Panel value="notebook" pt="sm">
@@ -330,7 +392,7 @@ export default function SessionDetailPage() {
 
 const TOOLS_PLACEHOLDER = '[\n  {\n    "name": "lookup_order",\n    "description": "Look an order up by its number",\n    "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},\n    "deferrable": false,\n    "timeout_seconds": 120\n  }\n]';
 
-function Composer({ sessionId, disabled, ended, busy, budgetSpent, projectPath }: { sessionId: string; disabled: boolean; ended: boolean; busy: boolean; budgetSpent: boolean; projectPath?: string }) {
+function Composer({ sessionId, disabled, ended, busy, budgetSpent, awaitingApproval, projectPath }: { sessionId: string; disabled: boolean; ended: boolean; busy: boolean; budgetSpent: boolean; awaitingApproval: boolean; projectPath?: string }) {
   const [prompt, setPrompt] = useState('');
   const [maxTurns, setMaxTurns] = useState<number | ''>('');
   const [withTools, setWithTools] = useState(false);
@@ -394,7 +456,9 @@ function Composer({ sessionId, disabled, ended, busy, budgetSpent, projectPath }
             placeholder={
               ended
                 ? 'Its lifetime ended: start a new session to go on'
-                : busy
+                : awaitingApproval
+                  ? 'The turn waits for your approval: approve or deny the call above (or interrupt it)'
+                  : busy
                   ? 'A turn is in flight: interrupt it, or wait for it to end'
                   : budgetSpent
                     ? 'Its budget is reached: raise it (Budget, above) first, or a message stops before any model call'

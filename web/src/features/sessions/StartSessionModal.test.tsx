@@ -36,6 +36,46 @@ describe('StartSessionModal', () => {
     expect(posted).toEqual([expect.objectContaining({ agent_id: 'analyst', model: 'gpt-nope', instructions: null, manifest: null, metadata: { n: 7 }, secret_bindings: [] })]);
   }, 30_000);
 
+  it('narrows the agent’s MCP servers: all kept sends nothing, one left out sends the others, a 422 shows at the field', async () => {
+    const posted: Record<string, unknown>[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      if (new URL(req.url).pathname === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'mcp_servers', '0'], msg: "the agent has no MCP server named 'calc'" }] }, 422);
+      }
+      return json([]);
+    });
+    const withServers = { ...agent, mcp_servers: [{ name: 'calc', url: 'https://example.com/mcp' }, { name: 'local', command: ['python3', 'server.py'] }] } as Agent;
+    renderInApp(<StartSessionModal agent={withServers} opened onClose={() => {}} />);
+    const user = userEvent.setup({ delay: null });
+    const local = await screen.findByRole('checkbox', { name: /local/ });
+    expect(local).toBeChecked();
+    expect(screen.getByRole('checkbox', { name: /calc/ })).toBeChecked();
+    expect(screen.getByText('in the sandbox')).toBeInTheDocument();
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(1));
+    expect('mcp_servers' in posted[0]).toBe(false);
+    await user.click(local);
+    expect(screen.getByText(/Only calc:/)).toBeInTheDocument();
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(2));
+    expect(posted[1].mcp_servers).toEqual(['calc']);
+    expect(await screen.findByText("the agent has no MCP server named 'calc'")).toBeInTheDocument();
+    await user.click(screen.getByRole('checkbox', { name: /calc/ }));
+    expect(screen.getByText(/None: this session’s model is offered no MCP tools/)).toBeInTheDocument();
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(3));
+    expect(posted[2].mcp_servers).toEqual([]);
+  }, 30_000);
+
+  it('offers no MCP servers field for an agent without servers', async () => {
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async () => json([]));
+    renderInApp(<StartSessionModal agent={agent} opened onClose={() => {}} />);
+    await screen.findByRole('button', { name: 'Start session' });
+    expect(screen.queryByTestId('start-mcp-servers')).toBeNull();
+  });
+
   it('checks the limits before sending, sends them, and puts a 422 on its resource', async () => {
     const posted: unknown[] = [];
     vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
@@ -129,6 +169,45 @@ describe('StartSessionModal', () => {
     await user.click(screen.getByRole('button', { name: 'Start session' }));
     expect(await screen.findByTestId('budget-error')).toHaveTextContent('Set at least one limit');
     expect(posted).toHaveLength(3);
+  }, 30_000);
+
+  it('pins the current version by default, or sends latest or an older version picked from the history', async () => {
+    const posted: Record<string, unknown>[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      const path = new URL(req.url).pathname;
+      if (path === '/api/agents/analyst/versions') {
+        const v = (version: number, changed: string[]) => ({ version, created_at: '2026-01-01T00:00:00Z', changed_by: null, changed, restored_from: null });
+        return json([v(3, ['model']), v(2, ['instructions']), v(1, [])], 200);
+      }
+      if (path === '/api/sessions' && req.method === 'POST') {
+        posted.push(await req.json());
+        return json({ detail: [{ loc: ['body', 'agent_version'], msg: "agent 'analyst' has no version 2 (its versions are 1 to 1)" }] }, 422);
+      }
+      return json([]);
+    });
+    renderInApp(<StartSessionModal agent={{ ...agent, version: 3 }} opened onClose={() => {}} />);
+    const user = userEvent.setup({ delay: null });
+    const pick = screen.getByRole('textbox', { name: 'Agent version' });
+    expect(pick).toHaveValue('Current: v3 (pinned)');
+    expect(pick).toHaveAccessibleDescription(/Pinned: it runs v3 whatever edits follow/);
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(1));
+    expect('agent_version' in posted[0]).toBe(false);
+
+    await user.click(pick);
+    await user.click(await screen.findByRole('option', { name: 'Latest (follows every edit)' }));
+    expect(pick).toHaveAccessibleDescription(/later edits apply to this session too/);
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(2));
+    expect(posted[1].agent_version).toBe('latest');
+
+    await user.click(pick);
+    await user.click(await screen.findByRole('option', { name: 'v2 (instructions)' }));
+    await user.click(screen.getByRole('button', { name: 'Start session' }));
+    await waitFor(() => expect(posted).toHaveLength(3));
+    expect(posted[2].agent_version).toBe(2);
+    await waitFor(() => expect(pick).toHaveAccessibleDescription(/has no version 2/));
   }, 30_000);
 
   it('checks fields before sending anything', async () => {

@@ -3,7 +3,7 @@ import { IconPlayerPlay, IconPlus, IconTrash } from '@tabler/icons-react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useNavigate } from 'react-router-dom';
-import { api, unwrap, type Agent } from '../../api/client';
+import { api, unwrap, unwrapPage, type Agent } from '../../api/client';
 import { keys } from '../../api/queryKeys';
 import { BudgetFields } from '../../components/BudgetFields';
 import { ErrorAlert } from '../../components/common';
@@ -12,7 +12,9 @@ import { budgetSummary, budgetValuesOf, hasLimits } from '../../lib/budget';
 import { LazyCodeEditor } from '../../components/LazyCodeEditor';
 import { MAX_SESSION_SECONDS, MIN_DISK_MB } from './limits';
 import { SecretBindingsEditor } from '../../components/SecretBindingsEditor';
-import { emptyStartSession, fieldErrorsOf, sectionsWithErrors, startSessionBody, validateStartSession, type BudgetMode, type Errors, type StartSessionValues } from './startSession';
+import { versionChoices } from '../../lib/agentVersions';
+import { McpServersField } from './McpServersField';
+import { emptyStartSession, fieldErrorsOf, mcpServersError, sectionsWithErrors, startSessionBody, validateStartSession, type BudgetMode, type Errors, type StartSessionValues } from './startSession';
 
 const MANIFEST_PLACEHOLDER = '{\n  "entries": {"notes.md": {"kind": "file", "content": "# Notes"}},\n  "environment": {"MODE": "review"}\n}';
 
@@ -43,6 +45,16 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
   });
   const secrets = useQuery({ queryKey: keys.secrets(), queryFn: () => unwrap(api.GET('/api/secrets')), enabled: opened, retry: false });
   const picked = agent ?? agents.data?.find((a) => a.slug === v.agent);
+  // The older versions to pin to: the newest hundred (any version can be pinned through the API).
+  const versionsOf = agent?.slug ?? picked?.slug ?? '';
+  const versionsPage = { limit: 100, offset: 0 };
+  const versions = useQuery({
+    queryKey: keys.agents.versionsPage(versionsOf, versionsPage),
+    queryFn: () => unwrapPage(api.GET('/api/agents/{ref}/versions', { params: { path: { ref: versionsOf }, query: versionsPage } })),
+    enabled: opened && !!versionsOf,
+    retry: false,
+  });
+  const currentVersion = picked?.version ?? null;
   const start = useMutation({
     mutationFn: (values: StartSessionValues) => unwrap(api.POST('/api/sessions', { body: startSessionBody(values) })),
     onSuccess: (s) => {
@@ -84,12 +96,29 @@ export function StartSessionModal({ agent, defaultAgent, opened, onClose }: { ag
               searchable
               data={(agents.data ?? []).map((a) => ({ value: a.slug, label: `${a.name} (${a.slug})` }))}
               value={v.agent || null}
-              onChange={(x) => set('agent', x ?? '')}
+              onChange={(x) => setV((old) => ({ ...old, agent: x ?? '', agentVersion: 'current', mcpServers: null }))}
               error={err('agent_id')}
               data-autofocus
             />
           )}
           <TextInput label="Title" placeholder="optional" value={v.title} onChange={(e) => set('title', e.currentTarget.value)} error={err('title')} data-autofocus={agent ? true : undefined} />
+          <Select
+            label="Agent version"
+            description={
+              v.agentVersion === 'latest'
+                ? 'Every turn runs the agent as it is then: later edits apply to this session too.'
+                : v.agentVersion === 'current'
+                  ? `Pinned: it runs ${currentVersion != null ? `v${currentVersion}` : 'the agent’s current version'} whatever edits follow.`
+                  : `Pinned: it runs v${v.agentVersion} of the agent as it was, whatever edits follow.`
+            }
+            data={versionChoices(currentVersion, versions.data?.items ?? [])}
+            value={v.agentVersion}
+            onChange={(x) => set('agentVersion', x ?? 'current')}
+            allowDeselect={false}
+            error={err('agent_version')}
+            data-testid="agent-version"
+          />
+          {!!picked?.mcp_servers?.length && <McpServersField servers={picked.mcp_servers} value={v.mcpServers} onChange={(x) => set('mcpServers', x)} error={mcpServersError(errors)} />}
           <Textarea label="First prompt" description="Optional: the first turn starts as soon as the sandbox is up." autosize minRows={3} value={v.prompt} onChange={(e) => set('prompt', e.currentTarget.value)} error={err('prompt')} />
           <Accordion variant="contained" multiple value={open} onChange={setOpen}>
             <Accordion.Item value="advanced">

@@ -102,3 +102,128 @@ describe('a turn stopped at the budget', () => {
     expect(onRaise).not.toHaveBeenCalled();
   });
 });
+
+describe('a call that waits for approval', () => {
+  beforeEach(() => {
+    vi.spyOn(Element.prototype, 'clientHeight', 'get').mockReturnValue(600);
+    vi.spyOn(Element.prototype, 'clientWidth', 'get').mockReturnValue(800);
+    vi.spyOn(HTMLElement.prototype, 'getBoundingClientRect').mockReturnValue({ x: 0, y: 0, top: 0, left: 0, bottom: 60, right: 800, width: 800, height: 60, toJSON: () => ({}) } as DOMRect);
+  });
+  const sub = { agent: 'cleaner', call_id: 'c0' };
+  const waiting = (extra: Record<string, unknown> = {}) => ({
+    ...emptyLog(),
+    events: [
+      ev(1, 'user.message', { text: 'clean up' }),
+      ev(2, 'agent.tool_use', { tool: 'shell', call_id: 'c1', arguments: '{"command":"rm -rf build"}', awaiting_approval: true, ...extra }),
+      ev(3, 'session.status_idle', { stop_reason: 'requires_action', run_status: 'running', call_ids: ['c1'] }),
+    ],
+  });
+  const decisions = (status: number, body: unknown = null) => {
+    const sent: unknown[] = [];
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL) => {
+      const req = input as Request;
+      expect(new URL(req.url).pathname).toBe('/api/sessions/S/tool-confirmations');
+      expect(req.method).toBe('POST');
+      expect(req.headers.get('X-Requested-With')).toBe('XMLHttpRequest');
+      sent.push(await req.json());
+      return body === null ? new Response(null, { status }) : new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+    });
+    return sent;
+  };
+
+  it('shows the tool, its arguments and who asks, and approves it', async () => {
+    const sent = decisions(204);
+    const onDecided = vi.fn();
+    wrap(<Transcript log={waiting({ subagent: undefined })} pending={[]} height="600px" sessionId="S" onDecided={onDecided} />);
+    const call = await screen.findByTestId('tool-call');
+    expect(call).toHaveAttribute('data-approval', 'waiting');
+    expect(call).toHaveTextContent('awaiting approval');
+    expect(call).toHaveTextContent('"command": "rm -rf build"');
+    expect(screen.getByTestId('run-end')).toHaveTextContent('Paused for approval');
+    await userEvent.click(screen.getByRole('button', { name: 'Approve' }));
+    await waitFor(() => expect(onDecided).toHaveBeenCalled());
+    expect(sent).toEqual([{ call_id: 'c1', decision: 'allow', message: null }]);
+    expect(screen.getByRole('button', { name: 'Deny' })).toBeDisabled();
+  });
+
+  it('denies it with a message', async () => {
+    const sent = decisions(204);
+    const log = waiting({ subagent: sub });
+    log.events.splice(1, 0, ev(0, 'agent.tool_use', { tool: 'cleaner', call_id: 'c0', arguments: '{"task":"tidy"}', agent: 'cleaner' }));
+    log.events.forEach((e, i) => (e.seq = i + 1));
+    wrap(<Transcript log={log} pending={[]} height="600px" sessionId="S" onDecided={() => {}} />);
+    // A subagent's call: under the call that invoked it, which opens to show it.
+    expect(await screen.findByTestId('subagent-steps')).toContainElement(screen.getByTestId('approval-waiting'));
+    expect(screen.getByTestId('approval-who')).toHaveTextContent('asked by the subagent cleaner');
+    await userEvent.type(screen.getByRole('textbox', { name: /Message/ }), 'Not now');
+    await userEvent.click(screen.getByRole('button', { name: 'Deny' }));
+    await waitFor(() => expect(sent).toEqual([{ call_id: 'c1', decision: 'deny', message: 'Not now' }]));
+  });
+
+  it('says a stale decision’s 409 and reads again what waits', async () => {
+    decisions(409, { detail: "no call 'c1' waits for a decision in this session: it was decided or cancelled" });
+    const onDecided = vi.fn();
+    wrap(<Transcript log={waiting()} pending={[]} height="600px" sessionId="S" onDecided={onDecided} />);
+    await userEvent.click(await screen.findByRole('button', { name: 'Approve' }));
+    const alert = await screen.findByRole('alert');
+    expect(alert).toHaveTextContent('Not decided: the call no longer waits');
+    expect(alert).toHaveTextContent('it was decided or cancelled');
+    expect(onDecided).toHaveBeenCalled();
+  });
+
+  it('shows the decision, by whom, and the result after it', async () => {
+    const log = waiting();
+    log.events.push(
+      ev(4, 'agent.tool_confirmation', { call_id: 'c1', tool: 'shell', decision: 'deny', message: 'Keep the build', by: { kind: 'open', id: null, name: null } }),
+      ev(5, 'agent.message', { text: 'Understood.' }),
+    );
+    wrap(<Transcript log={log} pending={[]} height="600px" sessionId="S" />);
+    const decision = await screen.findByTestId('approval-decision');
+    expect(decision).toHaveAttribute('data-decision', 'denied');
+    expect(decision).toHaveTextContent('Denied by open mode: Keep the build');
+    expect(screen.getByTestId('tool-call')).toHaveTextContent('denied');
+    expect(screen.queryByRole('button', { name: 'Approve' })).toBeNull();
+  });
+});
+
+describe('RequiresActionBanner with approvals', () => {
+  it('says the run waits for approval, and of which calls', () => {
+    wrap(<RequiresActionBanner sessionId="S" onAnswered={() => {}} pending={[]} approvals={[{ call_id: 'c1', tool: 'shell', kind: 'sandbox', arguments: '{}', run_id: 'R', seq: 2, subagent: null }, { call_id: 'c2', tool: 'write_file', kind: 'sandbox', arguments: '{}', run_id: 'R', seq: 3, subagent: { agent: 'cleaner', call_id: 'c0' } as never }]} />);
+    expect(screen.getByTestId('requires-approval')).toHaveTextContent('Waiting for approval');
+    expect(screen.getByTestId('requires-approval')).toHaveTextContent('shell, write_file (asked by cleaner)');
+  });
+});
+
+describe('MCP in the transcript', () => {
+  beforeEach(() => {
+    vi.spyOn(Element.prototype, 'clientHeight', 'get').mockReturnValue(600);
+    vi.spyOn(Element.prototype, 'clientWidth', 'get').mockReturnValue(800);
+    vi.spyOn(HTMLElement.prototype, 'getBoundingClientRect').mockReturnValue({ x: 0, y: 0, top: 0, left: 0, bottom: 60, right: 800, width: 800, height: 60, toJSON: () => ({}) } as DOMRect);
+  });
+
+  it('badges an MCP call with its server, and shows an unreachable server as a warning, or an error when required', async () => {
+    const log = {
+      ...emptyLog(),
+      events: [
+        ev(1, 'agent.tool_use', { tool: 'mcp__calc__add', call_id: 'c1', arguments: '{"a":2,"b":3}', mcp_server: 'calc' }),
+        ev(2, 'agent.tool_result', { tool: 'mcp__calc__add', call_id: 'c1', output: '5', mcp_server: 'calc' }),
+        ev(3, 'agent.tool_use', { tool: 'shell', call_id: 'c2', arguments: '{"command":"ls"}' }),
+        ev(4, 'agent.mcp_server_error', { mcp_server: 'github', error: 'connection refused', required: false }),
+        ev(5, 'agent.mcp_server_error', { mcp_server: 'db', error: 'timed out', required: true }),
+      ],
+    };
+    wrap(<Transcript log={log} pending={[]} height="600px" />);
+    const calls = await screen.findAllByTestId('tool-call');
+    expect(calls).toHaveLength(2);
+    expect(screen.getAllByTestId('mcp-badge').map((b) => b.textContent)).toEqual(['MCP · calc']);
+    expect(calls[0]).toContainElement(screen.getByTestId('mcp-badge'));
+    const errors = screen.getAllByTestId('mcp-server-error');
+    expect(errors.map((e) => [e.getAttribute('data-server'), e.getAttribute('data-required')])).toEqual([
+      ['github', 'false'],
+      ['db', 'true'],
+    ]);
+    expect(errors[0]).toHaveTextContent('MCP server github could not be reached: connection refused');
+    expect(errors[0]).toHaveTextContent('the turn went on without them');
+    expect(errors[1]).toHaveTextContent('It is required, so the turn failed.');
+  });
+});

@@ -1,16 +1,29 @@
 import { Alert, Badge, Box, Button, Checkbox, Code, Group, Paper, Stack, Text, Textarea, UnstyledButton } from '@mantine/core';
-import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconCoin, IconTool, IconUser, IconRobot, IconAlertTriangle } from '@tabler/icons-react';
+import { IconArrowsExchange, IconArrowsMinimize, IconBrain, IconChevronDown, IconChevronRight, IconCoin, IconTool, IconUser, IconRobot, IconAlertTriangle, IconCheck, IconHandStop, IconX } from '@tabler/icons-react';
 import { useMutation } from '@tanstack/react-query';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { Link } from 'react-router-dom';
-import { api, unwrap, type ClientToolCall } from '../../api/client';
+import { api, ApiError, unwrap, type AwaitingConfirmation, type ClientToolCall } from '../../api/client';
 import { ErrorAlert } from '../../components/common';
 import { budgetReachedText, budgetSummary, type Budget } from '../../lib/budget';
 import { isProjectScope, spendWarningText } from '../../lib/spendLimit';
 import { formatDuration, formatNumber, RelTime } from '../../lib/time';
 import type { EventLogState } from './events/eventLog';
-import { buildTranscript, compactionSizes, parseArguments as parseArgs, pythonCell, statusLabel, type Item, type ToolItem } from './events/transcript';
+import {
+  approvalText,
+  buildTranscript,
+  compactionSizes,
+  holdsWaitingApproval,
+  mcpServerErrorConsequence,
+  mcpServerErrorText,
+  parseArguments as parseArgs,
+  pythonCell,
+  statusLabel,
+  type Item,
+  type McpErrorItem,
+  type ToolItem,
+} from './events/transcript';
 
 type Ctx = {
   expanded: Set<string>;
@@ -22,6 +35,10 @@ type Ctx = {
   lastEndId: string | null;
   /** The project's page (its monthly spend limit), from a turn that stopped at that limit. */
   projectPath?: string;
+  /** The session, for deciding a call that waits for approval (none: the transcript only shows it). */
+  sessionId?: string;
+  /** After a decision was sent, or refused as stale (409): read what waits again. */
+  onDecided?: () => void;
 };
 
 const text = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v, null, 2));
@@ -119,17 +136,115 @@ function ToolInput({ item }: { item: ToolItem }) {
   );
 }
 
+/** Who a call that waits for approval is about: the subagent that made it, the one it calls. */
+function approvalWho(item: ToolItem): string | null {
+  const parts = [item.subagent ? `asked by the subagent ${item.subagent.agent}` : null, item.agent ? `calls the subagent ${item.agent}` : null, item.client ? 'a client tool: once approved, its answer is yours to give' : null].filter(Boolean);
+  return parts.length ? parts.join(' · ') : null;
+}
+
+/**
+ * A call the agent's permissions ask about: while it waits, Approve and Deny (with a message
+ * the model reads with a denial); once decided, by whom. A decision the server refuses because
+ * the call no longer waits (409) stays said here while the transcript catches up.
+ */
+function ApprovalView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
+  const [message, setMessage] = useState('');
+  const approval = item.approval!;
+  const decide = useMutation({
+    mutationFn: (decision: 'allow' | 'deny') =>
+      unwrap(
+        api.POST('/api/sessions/{session_id}/tool-confirmations', {
+          params: { path: { session_id: ctx.sessionId! } },
+          body: { call_id: item.callId, decision, message: message.trim() ? message.trim() : null },
+        }),
+      ),
+    onSuccess: () => ctx.onDecided?.(),
+    onError: (e) => {
+      if (e instanceof ApiError && e.status === 409) ctx.onDecided?.();
+    },
+  });
+  const stale = decide.error instanceof ApiError && decide.error.status === 409;
+  const who = approvalWho(item);
+  const error = stale ? <ErrorAlert error={decide.error} title="Not decided: the call no longer waits" /> : <ErrorAlert error={decide.error} title="The decision was not accepted" />;
+  if (approval.state !== 'waiting') {
+    const denied = approval.state === 'denied';
+    return (
+      <Box mt="xs">
+        {decide.error && error}
+        <Group gap={6} wrap="nowrap" mt={decide.error ? 'xs' : 0} data-testid="approval-decision" data-decision={approval.state}>
+          {denied ? <IconX size={14} color="var(--mantine-color-red-7)" style={{ flex: 'none' }} /> : approval.state === 'allowed' ? <IconCheck size={14} color="var(--mantine-color-teal-7)" style={{ flex: 'none' }} /> : <IconHandStop size={14} style={{ flex: 'none' }} />}
+          <Text size="sm" c={denied ? 'red.8' : approval.state === 'allowed' ? 'teal.8' : 'dimmed'} style={{ wordBreak: 'break-word', whiteSpace: 'pre-wrap' }} data-testid="approval-decision-text">
+            {approvalText(approval)}
+          </Text>
+          {approval.decision && <RelTime value={approval.decision.created_at} size="xs" c="dimmed" />}
+        </Group>
+      </Box>
+    );
+  }
+  return (
+    <Paper p="xs" mt="xs" radius="sm" bg="var(--mantine-color-orange-light)" data-testid="approval-waiting">
+      <Group gap={6} wrap="nowrap">
+        <IconHandStop size={16} style={{ flex: 'none' }} />
+        <Text size="sm" fw={600}>
+          Waiting for your approval
+        </Text>
+      </Group>
+      {who && (
+        <Text size="xs" c="dimmed" data-testid="approval-who">
+          {who}
+        </Text>
+      )}
+      {ctx.sessionId ? (
+        <Stack gap="xs" mt="xs">
+          <Textarea
+            label="Message (optional)"
+            description="Kept with your decision; with a denial the model reads it as the reason."
+            autosize
+            minRows={1}
+            maxRows={6}
+            maxLength={4000}
+            value={message}
+            onChange={(e) => setMessage(e.currentTarget.value)}
+            disabled={decide.isPending || decide.isSuccess}
+          />
+          <Group gap="xs">
+            <Button size="xs" color="teal" leftSection={<IconCheck size={14} />} loading={decide.isPending && decide.variables === 'allow'} disabled={(decide.isPending && decide.variables !== 'allow') || decide.isSuccess} onClick={() => decide.mutate('allow')}>
+              Approve
+            </Button>
+            <Button size="xs" color="red" variant="light" leftSection={<IconX size={14} />} loading={decide.isPending && decide.variables === 'deny'} disabled={(decide.isPending && decide.variables !== 'deny') || decide.isSuccess} onClick={() => decide.mutate('deny')}>
+              Deny
+            </Button>
+            {decide.isSuccess && (
+              <Text size="xs" c="dimmed">
+                {decide.variables === 'deny' ? 'Denied' : 'Approved'}; the run goes on…
+              </Text>
+            )}
+          </Group>
+          {decide.error && error}
+        </Stack>
+      ) : (
+        <Text size="xs" c="dimmed">
+          Decide it with POST /api/sessions/{'{id}'}/tool-confirmations.
+        </Text>
+      )}
+    </Paper>
+  );
+}
+
 function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
   const rp = (item.result?.payload ?? {}) as Record<string, unknown>;
   const pending = item.client ? ctx.pending.get(item.callId) : undefined;
+  const approval = item.approval;
   const cell = pythonCell(item);
   const argsSummary = cell ? cell.code.split('\n').find((l) => l.trim()) ?? '' : typeof item.arguments === 'object' && item.arguments ? Object.values(item.arguments as Record<string, unknown>).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ') : String(item.arguments ?? '');
   return (
-    <Paper withBorder p="xs" radius="sm" data-testid="tool-call" data-tool={item.tool}>
+    <Paper withBorder p="xs" radius="sm" data-testid="tool-call" data-tool={item.tool} data-approval={approval?.state}>
       <Collapsible
         id={item.id}
         ctx={ctx}
-        defaultOpen={!!pending}
+        // Open while it (or a subagent's call under it) waits for an answer or an approval; a
+        // call that went through an approval stays open, its decision and result in view.
+        defaultOpen={!!pending || !!approval || item.children.some(holdsWaitingApproval)}
         header={
           <Group gap={6} wrap="nowrap" style={{ minWidth: 0, flex: 1 }}>
             <IconTool size={14} />
@@ -141,6 +256,11 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
                 {item.deferrable ? 'client · deferrable' : 'client'}
               </Badge>
             )}
+            {item.mcpServer && (
+              <Badge size="xs" variant="light" color="indigo" miw="max-content" data-testid="mcp-badge" title={`A tool of the MCP server ${item.mcpServer}`}>
+                MCP · {item.mcpServer}
+              </Badge>
+            )}
             {item.children.length > 0 && (
               <Badge size="xs" variant="light">
                 subagent · {item.children.length} steps
@@ -149,9 +269,26 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
             <Text size="xs" c="dimmed" truncate style={{ flex: 1, minWidth: 0 }} ff="monospace">
               {argsSummary}
             </Text>
+            {approval?.state === 'allowed' && (
+              <Badge size="xs" color="teal" variant="outline">
+                approved
+              </Badge>
+            )}
             {item.result ? (
               <Badge size="xs" color={rp.is_error ? 'red' : 'teal'} variant="light">
                 {rp.timed_out ? 'timed out' : rp.is_error ? 'error' : 'done'}
+              </Badge>
+            ) : approval?.state === 'waiting' ? (
+              <Badge size="xs" color="orange" data-testid="awaiting-approval">
+                awaiting approval
+              </Badge>
+            ) : approval?.state === 'denied' ? (
+              <Badge size="xs" color="red" variant="light">
+                denied
+              </Badge>
+            ) : approval?.state === 'lapsed' ? (
+              <Badge size="xs" color="gray" variant="light">
+                not decided
               </Badge>
             ) : pending ? (
               <Badge size="xs" color="orange">
@@ -166,6 +303,7 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
         }
       >
         <ToolInput item={item} />
+        {approval && <ApprovalView item={item} ctx={ctx} />}
         {item.children.length > 0 && (
           <Stack gap={6} mt="xs" pl="sm" style={{ borderLeft: '2px solid var(--mantine-color-blue-4)' }} data-testid="subagent-steps">
             <Text size="xs" c="dimmed">
@@ -193,6 +331,28 @@ function ToolView({ item, ctx }: { item: ToolItem; ctx: Ctx }) {
         )}
       </Collapsible>
       {item.live && <LiveOutput text={item.live} />}
+    </Paper>
+  );
+}
+
+/** An MCP server that could not be reached: a warning line, red when the server is required. */
+function McpErrorView({ item }: { item: McpErrorItem }) {
+  const p = (item.event.payload ?? {}) as Record<string, unknown>;
+  const color = item.required ? 'red' : 'orange';
+  return (
+    <Paper p="xs" radius="sm" bg={`var(--mantine-color-${color}-light)`} role="alert" data-testid="mcp-server-error" data-server={item.server} data-required={item.required}>
+      <Group gap="xs" justify="space-between" wrap="nowrap">
+        <Group gap={6} wrap="nowrap" style={{ minWidth: 0 }}>
+          <IconAlertTriangle size={16} style={{ flex: 'none' }} color={`var(--mantine-color-${color}-8)`} />
+          <Text size="sm" fw={600} style={{ wordBreak: 'break-word' }} data-testid="mcp-server-error-text">
+            {mcpServerErrorText(p)}
+          </Text>
+        </Group>
+        <RelTime value={item.event.created_at} size="xs" c="dimmed" />
+      </Group>
+      <Text size="xs" c="dimmed">
+        {mcpServerErrorConsequence(item.required, item.callId !== null)}
+      </Text>
     </Paper>
   );
 }
@@ -303,8 +463,8 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
         <Paper p="xs" radius="sm" bg={error ? 'var(--mantine-color-red-light)' : requiresAction ? 'var(--mantine-color-orange-light)' : 'var(--mantine-color-default-hover)'} data-testid="run-end" data-stop-reason={typeof p.stop_reason === 'string' ? p.stop_reason : undefined}>
           <Group gap="xs" justify="space-between">
             <Text size="xs" fw={600}>
-              {error ? 'Run failed' : requiresAction ? 'Paused: requires action' : p.stop_reason === 'cancelled' ? 'Run cancelled' : 'Run finished'}
-              {atProjectLimit ? ' · stopped at the project’s monthly spend limit' : atBudget ? ' · stopped at the budget' : p.stop_reason ? ` · ${text(p.stop_reason)}` : ''}
+              {error ? 'Run failed' : requiresAction ? (item.approvals > 0 ? 'Paused for approval' : 'Paused: requires action') : p.stop_reason === 'cancelled' ? 'Run cancelled' : 'Run finished'}
+              {atProjectLimit ? ' · stopped at the project’s monthly spend limit' : atBudget ? ' · stopped at the budget' : requiresAction && item.approvals > 0 ? '' : p.stop_reason ? ` · ${text(p.stop_reason)}` : ''}
               {typeof p.turns === 'number' ? ` · ${p.turns} turns` : ''}
             </Text>
             <RelTime value={item.event.created_at} size="xs" c="dimmed" />
@@ -379,6 +539,8 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
           </Text>
         </Paper>
       );
+    case 'mcp_error':
+      return <McpErrorView item={item} />;
     case 'status': {
       return (
         <Group gap={6} justify="center">
@@ -391,7 +553,24 @@ const ItemView = memo(function ItemView({ item, ctx }: { item: Item; ctx: Ctx })
   }
 });
 
-export function Transcript({ log, pending, height, onRaiseBudget, projectPath }: { log: EventLogState; pending: ClientToolCall[]; height: string; onRaiseBudget?: () => void; projectPath?: string }) {
+export function Transcript({
+  log,
+  pending,
+  height,
+  onRaiseBudget,
+  projectPath,
+  sessionId,
+  onDecided,
+}: {
+  log: EventLogState;
+  pending: ClientToolCall[];
+  height: string;
+  onRaiseBudget?: () => void;
+  projectPath?: string;
+  /** Given, a call that waits for approval is approved or denied in place. */
+  sessionId?: string;
+  onDecided?: () => void;
+}) {
   const items = useMemo(() => buildTranscript(log.events, log.streaming, log.toolOutput), [log.events, log.streaming, log.toolOutput]);
   const lastEndId = useMemo(() => items.findLast((i) => i.kind === 'terminal')?.id ?? null, [items]);
   const [expanded, setExpanded] = useState<Set<string>>(() => new Set());
@@ -410,8 +589,10 @@ export function Transcript({ log, pending, height, onRaiseBudget, projectPath }:
       onRaiseBudget,
       lastEndId,
       projectPath,
+      sessionId,
+      onDecided,
     }),
-    [expanded, pendingMap, onRaiseBudget, lastEndId, projectPath],
+    [expanded, pendingMap, onRaiseBudget, lastEndId, projectPath, sessionId, onDecided],
   );
   const parent = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
@@ -462,12 +643,32 @@ export function Transcript({ log, pending, height, onRaiseBudget, projectPath }:
   );
 }
 
-export function RequiresActionBanner({ pending, sessionId, onAnswered }: { pending: ClientToolCall[]; sessionId: string; onAnswered: () => void }) {
+/** A call that waits for approval, named for people: its tool, and the subagent that asks. */
+export function awaitingLabel(c: Pick<AwaitingConfirmation, 'tool' | 'subagent'>): string {
+  const sub = c.subagent as { agent?: unknown } | null | undefined;
+  return typeof sub?.agent === 'string' ? `${c.tool} (asked by ${sub.agent})` : c.tool;
+}
+
+export function RequiresActionBanner({ pending, approvals = [], sessionId, onAnswered }: { pending: ClientToolCall[]; approvals?: AwaitingConfirmation[]; sessionId: string; onAnswered: () => void }) {
   const parked = pending.filter((c) => c.deferrable);
   const held = pending.filter((c) => !c.deferrable);
-  if (!pending.length) return null;
+  if (!pending.length && !approvals.length) return null;
+  if (!pending.length) {
+    return (
+      <Alert color="orange" icon={<IconHandStop size={18} />} title="Waiting for approval" mb="sm" data-testid="requires-approval">
+        <Text size="sm">
+          The run is parked until {approvals.length === 1 ? 'this call is' : 'these calls are'} approved or denied: {approvals.map(awaitingLabel).join(', ')}. Decide in the transcript below, or from code with POST /api/sessions/{'{id}'}/tool-confirmations.
+        </Text>
+      </Alert>
+    );
+  }
   return (
     <Alert color="orange" icon={<IconAlertTriangle size={18} />} title={parked.length ? 'Requires action' : 'Waiting for a client tool'} mb="sm" data-testid="requires-action">
+      {approvals.length > 0 && (
+        <Text size="sm" data-testid="requires-approval">
+          Also waiting for approval: {approvals.map(awaitingLabel).join(', ')} (decide in the transcript below).
+        </Text>
+      )}
       {parked.length > 0 && <Text size="sm">The run is parked until {parked.length === 1 ? 'this call is' : 'these calls are'} answered: {parked.map((c) => c.tool).join(', ')}.</Text>}
       {held.length > 0 && <Text size="sm">The turn is holding for {held.map((c) => c.tool).join(', ')} (it gives up after the tool's timeout).</Text>}
       <Text size="xs" c="dimmed">Answer here, or from code with POST /api/sessions/{'{id}'}/tool-results.</Text>

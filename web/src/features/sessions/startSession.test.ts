@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../api/client';
 import { emptyBindingRow, type BindingRow } from '../../lib/secretBindings';
-import { emptyStartSession, fieldErrorsOf, metadataValue, parseTurnClientTools, sectionsWithErrors, startSessionBody, validateManifest, validateStartSession } from './startSession';
+import { emptyStartSession, fieldErrorsOf, mcpServersError, metadataValue, narrowMcpServers, parseTurnClientTools, sectionsWithErrors, sessionMcpServersText, startSessionBody, validateManifest, validateStartSession } from './startSession';
 
 const valid = () => emptyStartSession('analyst');
 const row = (secret: string, env: string): BindingRow => ({ ...emptyBindingRow(), secret, env });
@@ -11,6 +11,13 @@ describe('validateStartSession', () => {
     expect(validateStartSession(valid())).toEqual({});
     expect(startSessionBody(valid())).toEqual({ agent_id: 'analyst', title: '', model: null, instructions: null, manifest: null, metadata: {}, secret_bindings: [], from_snapshot_id: null, environment_id: null, prompt: null, budget: null, idle_ttl_seconds: null, max_lifetime_seconds: null, resources: null });
     expect(startSessionBody({ ...valid(), environment: ' 01a2321d-484e-7689-af64-6c1f20a7dba8 ' }).environment_id).toBe('01a2321d-484e-7689-af64-6c1f20a7dba8');
+  });
+  it('pins the agent’s current version by leaving agent_version out, or sends latest or an older number', () => {
+    expect('agent_version' in startSessionBody(valid())).toBe(false);
+    expect(startSessionBody({ ...valid(), agentVersion: 'latest' }).agent_version).toBe('latest');
+    expect(startSessionBody({ ...valid(), agentVersion: '2' }).agent_version).toBe(2);
+    // A 422 naming it stays beside the field, outside the folded sections.
+    expect(sectionsWithErrors({ agent_version: 'agent analyst has no version 9' })).toEqual([]);
   });
   it('needs an agent and a model that is not blank', () => {
     const e = validateStartSession({ ...valid(), agent: ' ', model: '   ' });
@@ -63,6 +70,36 @@ describe('a new session’s budget', () => {
   it('puts a 422 on the limit it names', () => {
     const err = new ApiError(422, 'x', { detail: [{ loc: ['body', 'budget', 'max_cost_usd'], msg: 'max_cost_usd is a limit: a number, 0 or more' }] });
     expect(fieldErrorsOf(err)).toEqual({ 'budget.max_cost_usd': 'max_cost_usd is a limit: a number, 0 or more' });
+  });
+});
+
+describe('a new session’s MCP servers', () => {
+  it('are left out of the body while every one is kept, else sent as the names kept ([] for none)', () => {
+    expect('mcp_servers' in startSessionBody(valid())).toBe(false);
+    expect(startSessionBody({ ...valid(), mcpServers: ['local'] }).mcp_servers).toEqual(['local']);
+    expect(startSessionBody({ ...valid(), mcpServers: [] }).mcp_servers).toEqual([]);
+  });
+  it('are narrowed to null when every one of the agent’s is kept, in the agent’s order otherwise', () => {
+    const all = ['calc', 'local', 'docs'];
+    expect(narrowMcpServers(all, ['docs', 'local', 'calc'])).toBeNull();
+    expect(narrowMcpServers(all, ['docs', 'calc'])).toEqual(['calc', 'docs']);
+    expect(narrowMcpServers(all, [])).toEqual([]);
+    // A name the agent no longer has is dropped.
+    expect(narrowMcpServers(all, ['gone', 'local'])).toEqual(['local']);
+  });
+  it('take a 422 on the list or on a name at their field, which no section folds away', () => {
+    const e = fieldErrorsOf(new ApiError(422, 'x', { detail: [{ loc: ['body', 'mcp_servers', '1'], msg: "the agent has no MCP server named 'nope'" }] }));
+    expect(e).toEqual({ 'mcp_servers.1': "the agent has no MCP server named 'nope'" });
+    expect(mcpServersError(e)).toBe("the agent has no MCP server named 'nope'");
+    expect(mcpServersError({ mcp_servers: 'a', 'mcp_servers.0': 'b', model: 'c' })).toBe('a b');
+    expect(mcpServersError({ model: 'c' })).toBeUndefined();
+    expect(sectionsWithErrors(e)).toEqual([]);
+  });
+  it('are shown on the session’s page only when narrowed', () => {
+    expect(sessionMcpServersText(null)).toBeNull();
+    expect(sessionMcpServersText(undefined)).toBeNull();
+    expect(sessionMcpServersText([])).toBe('MCP servers: none');
+    expect(sessionMcpServersText(['local', 'calc'])).toBe('MCP servers: local, calc');
   });
 });
 

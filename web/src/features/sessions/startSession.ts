@@ -7,6 +7,7 @@ import { ApiError, fieldErrorList, type ClientTool, type Schemas } from '../../a
 import { budgetBody, emptyBudget, hasLimits, validateBudget, type BudgetValues } from '../../lib/budget';
 import { ENV_RE, SANDBOX_TOOLS, TOOL_NAME_RE, validateEntryPath } from '../../lib/rules';
 import { bindingBody, bindingErrors, serverBindingErrors, type BindingRow } from '../../lib/secretBindings';
+import { versionChoiceBody } from '../../lib/agentVersions';
 import { emptyLimits, LIMIT_FIELDS, limitsBody, validateLimits, type LimitValues } from './limits';
 
 export type SessionCreate = Schemas['SessionCreate'];
@@ -14,6 +15,9 @@ export type Errors = Record<string, string>;
 
 export type StartSessionValues = {
   agent: string;
+  /** The agent's version it runs: `current` (pinned to it, the server's default), `latest`
+   * (follows every edit), or an older version's number. */
+  agentVersion: string;
   title: string;
   prompt: string;
   model: string;
@@ -28,19 +32,47 @@ export type StartSessionValues = {
   /** `agent`: the agent's budget, copied at create (null); `own`: the fields; `none`: no budget even if the agent has one (`{}`). */
   budgetMode: BudgetMode;
   budget: BudgetValues;
+  /** The agent's MCP servers it uses: null for all of them (the server's default, so nothing
+   * is sent), else the names kept (`[]`: none). */
+  mcpServers: string[] | null;
 } & LimitValues;
 
 export type BudgetMode = 'agent' | 'own' | 'none';
 
 export function emptyStartSession(agent = ''): StartSessionValues {
-  return { agent, title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], budgetMode: 'agent', budget: emptyBudget(), ...emptyLimits() };
+  return { agent, agentVersion: 'current', title: '', prompt: '', model: '', environment: '', instructions: '', overrideInstructions: false, manifest: '', secret_bindings: [], metadata: [], budgetMode: 'agent', budget: emptyBudget(), mcpServers: null, ...emptyLimits() };
 }
 
 const isBudgetKey = (k: string) => k === 'budget' || k.startsWith('budget.');
+const isMcpKey = (k: string) => k === 'mcp_servers' || k.startsWith('mcp_servers.');
 
-/** The dialog's folded sections ("advanced", "limits", "budget") holding a field with an error. */
+/**
+ * The servers kept of the agent's `all`, as the dialog holds them: null when every one is kept,
+ * so a session started so follows the agent's servers as the server's default does.
+ */
+export function narrowMcpServers(all: readonly string[], kept: readonly string[]): string[] | null {
+  const chosen = all.filter((n) => kept.includes(n));
+  return chosen.length === all.length ? null : chosen;
+}
+
+/** The error on the MCP servers' field: the list's, or a name's (`mcp_servers.1`), joined. */
+export function mcpServersError(errors: Errors): string | undefined {
+  const found = Object.entries(errors)
+    .filter(([k]) => isMcpKey(k))
+    .map(([, m]) => m);
+  return found.length ? found.join(' ') : undefined;
+}
+
+/** A session's narrowing of its agent's MCP servers, in words; null when it uses all of them. */
+export function sessionMcpServersText(names: readonly string[] | null | undefined): string | null {
+  if (names == null) return null;
+  return `MCP servers: ${names.length ? names.join(', ') : 'none'}`;
+}
+
+/** The dialog's folded sections ("advanced", "limits", "budget") holding a field with an error.
+ * The MCP servers' field is not folded away. */
 export function sectionsWithErrors(errors: Errors): string[] {
-  const keys = Object.keys(errors).filter((k) => !['agent_id', 'title', 'prompt'].includes(k));
+  const keys = Object.keys(errors).filter((k) => !['agent_id', 'agent_version', 'title', 'prompt'].includes(k) && !isMcpKey(k));
   const limits = keys.filter((k) => LIMIT_FIELDS.includes(k));
   const budget = keys.filter(isBudgetKey);
   return [...(keys.length > limits.length + budget.length ? ['advanced'] : []), ...(limits.length ? ['limits'] : []), ...(budget.length ? ['budget'] : [])];
@@ -125,8 +157,11 @@ export function validateStartSession(v: StartSessionValues): Errors {
 
 /** The body of POST /api/sessions: null (the agent's) wherever the dialog was left alone. */
 export function startSessionBody(v: StartSessionValues): SessionCreate {
+  const pin = versionChoiceBody(v.agentVersion);
   return {
     agent_id: v.agent.trim(),
+    // Left out for the current version: the server pins the session to it.
+    ...(pin !== undefined ? { agent_version: pin } : {}),
     title: v.title,
     model: blank(v.model) ? null : v.model.trim(),
     instructions: v.overrideInstructions ? v.instructions : null,
@@ -137,6 +172,8 @@ export function startSessionBody(v: StartSessionValues): SessionCreate {
     environment_id: blank(v.environment) ? null : v.environment.trim(),
     prompt: v.prompt.trim() ? v.prompt : null,
     budget: v.budgetMode === 'none' ? {} : v.budgetMode === 'own' ? budgetBody(v.budget) : null,
+    // Left out while every server is kept: the session then uses all of the agent's.
+    ...(v.mcpServers !== null ? { mcp_servers: v.mcpServers } : {}),
     ...limitsBody(v),
   };
 }

@@ -108,15 +108,20 @@ pub async fn delete_session(app: &TestApp, id: &str) -> anyhow::Result<()> {
 
 /// `POST /api/sessions/{id}/exec {"command": "true"}`; fails unless it exits 0.
 pub async fn exec_true(app: &TestApp, id: &str) -> anyhow::Result<()> {
+    exec(app, id, "true").await
+}
+
+/// `POST /api/sessions/{id}/exec {"command": command}`; fails unless it exits 0.
+pub async fn exec(app: &TestApp, id: &str, command: &str) -> anyhow::Result<()> {
     let url = app.url(&format!("/api/sessions/{id}/exec"));
     let r = send(
-        app.http.post(url).json(&json!({"command": "true"})),
+        app.http.post(url).json(&json!({ "command": command })),
         StatusCode::OK,
     )
     .await?;
     let out: Value = r.json().await?;
     if out["exit_code"] != 0 {
-        bail!("exec true: {out}");
+        bail!("exec {command}: {out}");
     }
     Ok(())
 }

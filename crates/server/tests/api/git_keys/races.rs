@@ -59,7 +59,7 @@ async fn a_delete_that_waits_for_an_agent_write_sees_the_agent_and_is_a_409() {
     )
     .unwrap();
     let (slug, spec): (Slug, _) = body.into_spec().unwrap();
-    agents::insert(&mut *writer, DEFAULT_PROJECT, &slug, &spec)
+    agents::insert(&mut *writer, DEFAULT_PROJECT, &slug, &spec, None)
         .await
         .unwrap();
     writer.commit().await.unwrap();

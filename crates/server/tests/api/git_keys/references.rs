@@ -148,7 +148,7 @@ async fn an_edit_that_leaves_skills_source_alone_does_not_judge_an_old_reference
         "skills_source": git_source("00000000-0000-7000-8000-00000000dead")}))
     .unwrap();
     let (slug, spec) = body.into_spec().unwrap();
-    agents::insert(&app.db, DEFAULT_PROJECT, &slug, &spec)
+    agents::insert(&app.db, DEFAULT_PROJECT, &slug, &spec, None)
         .await
         .unwrap();
     let r = app

@@ -14,7 +14,7 @@ async fn the_catalogue_lists_the_stored_types_without_a_project() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let types: Vec<Value> = r.json().await.unwrap();
-    assert_eq!(types.len(), 21);
+    assert_eq!(types.len(), 23);
     assert!(types
         .iter()
         .all(|t| t["type"] != "agent.text_delta" && t["type"] != "stream_gap"));

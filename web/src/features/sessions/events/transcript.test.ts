@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../../api/client';
-import { buildTranscript, pythonCell, statusLabel, transcriptMarkdown, type ToolItem } from './transcript';
+import { approvalText, buildTranscript, decisionText, holdsWaitingApproval, mcpServerErrorConsequence, mcpServerErrorText, pythonCell, statusLabel, transcriptMarkdown, type Item, type ToolItem } from './transcript';
 
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}): SessionEvent =>
   ({ seq, type, payload, run_id: 'R', session_id: 'S', created_at: '2026-01-01T00:00:00Z' }) as SessionEvent;
@@ -150,5 +150,132 @@ describe('statusLabel', () => {
     expect(statusLabel({ type: 'session.status_stopped', payload: { reason: 'idle' } })).toBe('Sandbox stopped (idle)');
     expect(statusLabel({ type: 'user.file', payload: { path: 'a.txt' } })).toBe('File uploaded: a.txt');
     expect(statusLabel({ type: 'something.new', payload: {} })).toBe('something.new');
+  });
+});
+
+describe('approvals in the transcript', () => {
+  const asked = (seq: number, callId: string, extra: Record<string, unknown> = {}) =>
+    ev(seq, 'agent.tool_use', { tool: 'shell', call_id: callId, arguments: '{"command":"rm -rf build"}', awaiting_approval: true, ...extra });
+  const pause = (seq: number, callIds: string[]) => ev(seq, 'session.status_idle', { stop_reason: 'requires_action', run_status: 'running', call_ids: callIds });
+  const decided = (seq: number, callId: string, decision: 'allow' | 'deny', message: string | null = null) =>
+    ev(seq, 'agent.tool_confirmation', { call_id: callId, tool: 'shell', decision, message, by: { kind: 'user', id: 'u1', name: 'ada@example.com' } });
+  const tool = (items: Item[]) => items.find((i) => i.kind === 'tool') as ToolItem;
+
+  it('reads a call that waits, and says so at the pause', () => {
+    const items = buildTranscript([ev(1, 'user.message', { text: 'go' }), asked(2, 'c1'), pause(3, ['c1'])]);
+    const call = tool(items);
+    expect(call.approval).toEqual({ state: 'waiting', decision: null });
+    expect(call.arguments).toEqual({ command: 'rm -rf build' });
+    expect(call.result).toBeNull();
+    expect(items.at(-1)).toMatchObject({ kind: 'terminal', approvals: 1 });
+    expect(holdsWaitingApproval(call)).toBe(true);
+    // A call that does not ask has no approval.
+    expect(tool(buildTranscript([ev(1, 'agent.tool_use', { tool: 'shell', call_id: 'c0', arguments: '{}' })])).approval).toBeNull();
+  });
+
+  it('reads an approval by whom, then the result as usual', () => {
+    const events = [asked(1, 'c1'), pause(2, ['c1']), decided(3, 'c1', 'allow'), ev(4, 'agent.tool_result', { tool: 'shell', call_id: 'c1', output: 'ok' }), ev(5, 'agent.message', { text: 'done' }), ev(6, 'session.status_idle', { stop_reason: 'end_turn', run_status: 'completed' })];
+    const items = buildTranscript(events);
+    const call = tool(items);
+    expect(call.approval?.state).toBe('allowed');
+    expect(call.approval?.decision?.seq).toBe(3);
+    expect(call.result?.seq).toBe(4);
+    expect(approvalText(call.approval!)).toBe('Allowed by person ada@example.com');
+    expect(items.map((i) => i.kind)).toEqual(['tool', 'terminal', 'agent', 'terminal']);
+    expect(transcriptMarkdown('T', events)).toContain('_Allowed by person ada@example.com_');
+  });
+
+  it('reads a denial with its message, which needs no result', () => {
+    const call = tool(buildTranscript([asked(1, 'c1'), pause(2, ['c1']), decided(3, 'c1', 'deny', ' Not now. '), ev(4, 'agent.message', { text: 'ok' })]));
+    expect(call.approval?.state).toBe('denied');
+    expect(approvalText(call.approval!)).toBe('Denied by person ada@example.com: Not now.');
+    expect(decisionText({ decision: 'deny', by: { kind: 'open' } })).toBe('Denied by open mode');
+    expect(decisionText({ decision: 'allow', by: null, message: '' })).toBe('Allowed by unknown');
+  });
+
+  it('says a call was never decided when its run ended first (interrupted)', () => {
+    const events = [asked(1, 'c1'), pause(2, ['c1']), ev(3, 'session.status_idle', { stop_reason: 'cancelled', run_status: 'cancelled' })];
+    const call = tool(buildTranscript(events));
+    expect(call.approval?.state).toBe('lapsed');
+    expect(approvalText(call.approval!)).toBe('Not decided: the run ended first');
+    // Another run's end leaves it waiting.
+    const other = { ...events[2], run_id: 'R2' };
+    expect(tool(buildTranscript([...events.slice(0, 2), other])).approval?.state).toBe('waiting');
+  });
+
+  it('keeps an approved client tool’s call as the one call, now the caller’s to answer', () => {
+    const items = buildTranscript([
+      asked(1, 'c1', { tool: 'ask_user', client_tool: true }),
+      pause(2, ['c1']),
+      decided(3, 'c1', 'allow'),
+      ev(4, 'agent.client_tool_call', { tool: 'ask_user', call_id: 'c1', arguments: '{}', deferrable: true }),
+      ev(5, 'agent.client_tool_result', { call_id: 'c1', output: 'yes' }),
+    ]);
+    expect(items.filter((i) => i.kind === 'tool')).toHaveLength(1);
+    const call = tool(items);
+    expect(call).toMatchObject({ client: true, deferrable: true, approval: { state: 'allowed' } });
+    expect(call.result?.seq).toBe(5);
+  });
+
+  it('nests a subagent’s waiting call under the call that invoked it, and names the subagent a call invokes', () => {
+    const sub = { agent: 'researcher', call_id: 'c1' };
+    const items = buildTranscript([
+      ev(1, 'agent.tool_use', { tool: 'researcher', call_id: 'c1', arguments: '{"task":"look"}', agent: 'researcher' }),
+      asked(2, 'c2', { subagent: sub }),
+      pause(3, ['c2']),
+    ]);
+    const parent = tool(items);
+    expect(parent.agent).toBe('researcher');
+    expect(parent.approval).toBeNull();
+    expect((parent.children[0] as ToolItem).approval?.state).toBe('waiting');
+    expect(holdsWaitingApproval(parent)).toBe(true);
+    expect(items.at(-1)).toMatchObject({ kind: 'terminal', approvals: 1 });
+  });
+});
+
+describe('MCP tool calls and servers', () => {
+  const events = [
+    ev(1, 'user.message', { text: 'add' }),
+    ev(2, 'agent.tool_use', { tool: 'mcp__calc__add', call_id: 'c1', arguments: '{"a":2,"b":3}', mcp_server: 'calc' }),
+    ev(3, 'agent.tool_result', { tool: 'mcp__calc__add', call_id: 'c1', output: '5', mcp_server: 'calc' }),
+    ev(4, 'agent.tool_use', { tool: 'shell', call_id: 'c2', arguments: '{"command":"ls"}' }),
+    ev(5, 'agent.mcp_server_error', { mcp_server: 'github', error: 'connection refused', required: false }),
+    ev(6, 'agent.mcp_server_error', { mcp_server: 'db', error: 'timed out after 60 s', required: true, call_id: 'c9' }),
+  ];
+
+  it('marks a call with its MCP server, and an unreachable server as a line of its own', () => {
+    const items = buildTranscript(events);
+    expect(items.map((i) => i.kind)).toEqual(['user', 'tool', 'tool', 'mcp_error', 'mcp_error']);
+    expect((items[1] as ToolItem).mcpServer).toBe('calc');
+    expect((items[1] as ToolItem).result?.seq).toBe(3);
+    expect((items[2] as ToolItem).mcpServer).toBeNull();
+    const [warning, error] = items.slice(3) as Extract<Item, { kind: 'mcp_error' }>[];
+    expect(warning).toMatchObject({ server: 'github', error: 'connection refused', required: false, callId: null });
+    expect(error).toMatchObject({ server: 'db', required: true, callId: 'c9' });
+  });
+
+  it('takes the server from the result when only it names one', () => {
+    const items = buildTranscript([ev(1, 'agent.tool_use', { tool: 'mcp__x__y', call_id: 'c1' }), ev(2, 'agent.tool_result', { call_id: 'c1', output: 'ok', mcp_server: 'x' })]);
+    expect((items[0] as ToolItem).mcpServer).toBe('x');
+  });
+
+  it('says the failure and what it meant, in words and in the Markdown', () => {
+    expect(mcpServerErrorText({ mcp_server: 'github', error: ' connection refused ' })).toBe('MCP server github could not be reached: connection refused');
+    expect(mcpServerErrorText({ mcp_server: 'db', error: 'timed out', call_id: 'c9' })).toBe('MCP server db failed a call: timed out');
+    expect(mcpServerErrorConsequence(true, false)).toMatch(/required, so the turn failed/);
+    expect(mcpServerErrorConsequence(false, false)).toMatch(/left out of this step/);
+    expect(mcpServerErrorConsequence(false, true)).toMatch(/tool error/);
+    const md = transcriptMarkdown('T', events);
+    expect(md).toContain('**Tool `mcp__calc__add` (MCP · calc)**');
+    expect(md).toContain('**Tool `shell`**');
+    expect(md).toContain('_Warning: MCP server github could not be reached: connection refused. Its tools were left out of this step; the turn went on without them._');
+    expect(md).toContain('_Error: MCP server db failed a call: timed out after 60 s. It is required, so the turn failed._');
+  });
+
+  it('nests a subagent’s MCP failure under the call that invoked it', () => {
+    const sub = { agent: 'helper', call_id: 'c1' };
+    const items = buildTranscript([ev(1, 'agent.tool_use', { tool: 'helper', call_id: 'c1' }), ev(2, 'agent.mcp_server_error', { mcp_server: 'gh', error: 'no', required: false, subagent: sub })]);
+    expect(items.map((i) => i.kind)).toEqual(['tool']);
+    expect((items[0] as ToolItem).children.map((c) => c.kind)).toEqual(['mcp_error']);
   });
 });
