@@ -14,7 +14,7 @@
 
 use crate::E2b;
 use futures::stream::{BoxStream, StreamExt};
-use sandbox_agents_credentials::secrets::StreamMask;
+use sandbox_agents_credentials::secrets::{mask as mask_secrets, StreamMask};
 use sandbox_agents_domain::e2b::{
     e2b_path, sandbox_path, CodeContext, Execute, NewContext, DEFAULT_CONTEXT, E2B_HOME,
     MAX_CODE_BYTES, PYTHON,
@@ -201,7 +201,12 @@ impl E2b {
                             CellStatus::Died => "KernelDied",
                             _ => "Interrupted",
                         };
-                        let value = run.detail.clone().unwrap_or_else(|| name.into());
+                        // The controller's words may quote the cell's own text: masked too.
+                        let value = run
+                            .detail
+                            .clone()
+                            .map(|d| mask_secrets(d, &secrets))
+                            .unwrap_or_else(|| name.into());
                         let _ = tx.send(
                             json!({"type": "error", "name": name, "value": value, "traceback": ""}),
                         );
@@ -213,10 +218,12 @@ impl E2b {
                     }
                 }
                 Err(e) => {
+                    // The one map's words: a cause of ours (the database, the backend) is
+                    // logged under a reference and only the reference goes out.
                     let _ = tx.send(json!({
                         "type": "error",
                         "name": "SandboxError",
-                        "value": e.to_string(),
+                        "value": e.for_user().detail.to_string(),
                         "traceback": "",
                     }));
                 }

@@ -52,10 +52,14 @@ impl Signed {
             Method::POST => "write",
             _ => return None,
         };
-        let fields: BTreeMap<String, String> =
-            form_urlencoded::parse(query.unwrap_or("").as_bytes())
-                .into_owned()
-                .collect();
+        let mut fields: BTreeMap<String, String> = BTreeMap::new();
+        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned() {
+            // A field given twice is no signed URL: the signature would be checked against
+            // one value and the handler could act on the other.
+            if fields.insert(k, v).is_some() {
+                return None;
+            }
+        }
         Some(Self {
             path: fields.get("path")?.clone(),
             operation,

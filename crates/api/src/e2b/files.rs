@@ -19,10 +19,25 @@ use serde_json::{json, Value};
 /// The most bytes one upload's body carries, all its files together.
 pub const MAX_UPLOAD_BYTES: u64 = 4 * SANDBOX_FILE_MAX_BYTES;
 
-fn query_path(req: &Request) -> Option<String> {
-    form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "path")
-        .map(|(_, v)| v.into_owned())
+/// The query's `path`, once: given twice it is refused, and under a signed URL it must be the
+/// path the signature covers (else a URL signed for one file, with another `path` put first,
+/// would open that other file).
+fn query_path(req: &Request, t: &Target) -> Result<Option<String>, (StatusCode, &'static str)> {
+    let mut paths = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .filter(|(k, _)| k == "path")
+        .map(|(_, v)| v.into_owned());
+    let path = paths.next();
+    if paths.next().is_some() {
+        return Err((StatusCode::BAD_REQUEST, "path is given more than once"));
+    }
+    match (&t.only_path, &path) {
+        (Some(signed), Some(p)) if signed == p => Ok(path),
+        (Some(_), _) => Err((
+            StatusCode::UNAUTHORIZED,
+            "a signed URL opens the path it signs, no other",
+        )),
+        (None, _) => Ok(path),
+    }
 }
 
 fn too_large() -> Response {
@@ -34,8 +49,10 @@ fn too_large() -> Response {
 
 /// `GET /files?path=`: the file's bytes.
 pub(super) async fn download(st: &AppState, t: &Target, req: Request) -> Response {
-    let Some(path) = query_path(&req) else {
-        return http_error(StatusCode::BAD_REQUEST, "path is required");
+    let path = match query_path(&req, t) {
+        Ok(Some(p)) => p,
+        Ok(None) => return http_error(StatusCode::BAD_REQUEST, "path is required"),
+        Err((status, why)) => return http_error(status, why),
     };
     let path = sandbox_path(&path);
     match st
@@ -62,7 +79,10 @@ pub(super) async fn upload(st: &AppState, t: &Target, req: Request) -> Response 
     if declared.is_some_and(|n| n > MAX_UPLOAD_BYTES) {
         return too_large();
     }
-    let query = query_path(&req);
+    let query = match query_path(&req, t) {
+        Ok(q) => q,
+        Err((status, why)) => return http_error(status, why),
+    };
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)

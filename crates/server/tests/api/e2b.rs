@@ -631,6 +631,23 @@ async fn sandbox_hosts_and_signed_urls_under_the_e2b_domain() {
     assert_eq!(r.status(), 401);
     let moved = download.replace("signed.txt", "uploaded.txt");
     assert_eq!(client.get(&moved).send().await.unwrap().status(), 401);
+    // Nor does another path beside the signed one, first or last: the signature would be
+    // checked against one and the file read from the other.
+    for smuggled in [
+        download.replacen('?', "?path=%2Fhome%2Fuser%2Fuploaded.txt&", 1),
+        format!("{download}&path=%2Fhome%2Fuser%2Fuploaded.txt"),
+    ] {
+        let r = client.get(&smuggled).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{smuggled}");
+    }
+    let r = client
+        .post(here(&seen["upload_url"]).replacen('?', "?path=%2Fhome%2Fuser%2F.profile&", 1))
+        .body("smuggled")
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
     let past = sandbox_agents_e2b::envd::file_signature(
         "/home/user/signed.txt",
         "read",
