@@ -8,7 +8,9 @@ Started by crates/testkit/src/mcp.rs from target/mcp-venv (2.x) or target/mcp-le
     python server.py --port 8123 [--token SECRET]
     python server.py --stdio
 
-With --token, every request must carry `Authorization: Bearer SECRET` (401 otherwise). With
+With --token, every request must carry `Authorization: Bearer SECRET` (401 otherwise), and
+the tool `authorization` answers the header the last request carried: a server that echoes
+its credentials, as the control plane's masking must expect. With
 --stdio it speaks over its stdin and stdout instead, as a server an agent runs in its sandbox
 does (crates/server/tests/api/mcp_stdio.rs installs the SDK there with an environment's pip
 packages and uploads this file).
@@ -73,11 +75,23 @@ async def grow(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+#: The Authorization header of the last request (with --token).
+last_authorization = ""
+
+
+def authorization() -> str:
+    """Echoes the Authorization header the server was sent."""
+    return f"sent: {last_authorization}"
+
+
 def guarded(app, token):
     """The app, refusing requests without the bearer token."""
     expected = f"Bearer {token}".encode()
 
     async def wrapped(scope, receive, send):
+        global last_authorization
+        if scope["type"] == "http":
+            last_authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
         if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
             await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b"unauthorized"})
@@ -92,6 +106,8 @@ if args.stdio:
 else:
     import uvicorn
 
+    if args.token:
+        server.add_tool(authorization, name="authorization")
     app = server.streamable_http_app()
     if args.token:
         app = guarded(app, args.token)

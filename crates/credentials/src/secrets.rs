@@ -129,28 +129,9 @@ pub async fn check_bound(
 /// and the kernel refuses a command whose environment is too large (E2BIG).
 pub const MAX_SANDBOX_SECRET_BYTES: usize = 1024 * 1024;
 
-/// Secret values shorter than this are not masked: they would hide ordinary text.
-pub const MIN_MASKED_LEN: usize = 4;
-
-/// `text` with every secret value replaced by `***` (longest values first, so one that
-/// contains another is hidden whole).
-pub fn mask(text: String, values: &[String]) -> String {
-    let mut values: Vec<&String> = values
-        .iter()
-        .filter(|v| v.len() >= MIN_MASKED_LEN)
-        .collect();
-    if values.is_empty() {
-        return text;
-    }
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    let mut out = text;
-    for v in values {
-        if out.contains(v.as_str()) {
-            out = out.replace(v.as_str(), "***");
-        }
-    }
-    out
-}
+// The one masking rule lives in the domain crate, so that crates below this one (the MCP
+// hub) mask with it too.
+pub use sandbox_agents_domain::secret::{mask, MIN_MASKED_LEN};
 
 /// [`mask`] for text that arrives in pieces (a command's output as it is written): a value
 /// split between two pieces is still hidden whole, because the tail of a piece that could be

@@ -63,7 +63,7 @@ bounded_text!(ServerName, MAX_NAME, "An MCP server's name in its agent.");
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpServer {
-    /// Unique in the agent: 1 to 24 ASCII letters, digits, `_` or `-`, without `__`. Its
+    /// Unique in the agent: 1 to 24 ASCII letters, digits, `_` or `-`, without `__`, not ending with `_`. Its
     /// tools are offered as `mcp__<name>__<tool>`.
     #[schema(pattern = "^[A-Za-z0-9_-]{1,24}$", min_length = 1, max_length = 24)]
     pub name: String,
@@ -231,10 +231,14 @@ pub fn server_key(name: &str) -> Option<String> {
     split_tool_name(name).map(|(s, _)| format!("{TOOL_PREFIX}{s}"))
 }
 
+/// A server's name never holds `__` nor ends with `_`: the first `__` after the prefix of
+/// `mcp__<server>__<tool>` must end the name, or a permission keyed by it would never match
+/// (`gh_`'s tools would read as server `gh`, tool `_x`, and run unasked).
 fn is_server_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME
         && !name.contains("__")
+        && !name.ends_with('_')
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
@@ -282,7 +286,7 @@ pub fn validate_servers(servers: &[McpServer], loc: &str, v: &mut Violations) {
             v.push(
                 "value_error",
                 &at("name"),
-                format!("a server's name is 1 to {MAX_NAME} ASCII letters, digits, '_' or '-', without '__'"),
+                format!("a server's name is 1 to {MAX_NAME} ASCII letters, digits, '_' or '-', without '__' and not ending with '_'"),
                 Value::from(s.name.as_str()),
             );
         } else if !seen.insert(s.name.to_ascii_lowercase()) {
@@ -509,11 +513,13 @@ mod tests {
             server(serde_json::json!({"name": "a", "url": "https://x/mcp", "command": ["x"]}));
         let neither = server(serde_json::json!({"name": "b"}));
         let bad_name = server(serde_json::json!({"name": "a__b", "url": "ftp://x"}));
+        let trailing = server(serde_json::json!({"name": "gh_", "url": "https://x/mcp"}));
         let dup = server(serde_json::json!({"name": "A", "command": ["x"]}));
         let bad_header = server(serde_json::json!({"name": "h", "url": "https://x",
             "headers": {"Mcp-Session-Id": "x", "Authorization": {"secret": "T", "format": "Bearer"}}}));
-        let errs = errors(&[both, neither, bad_name, dup, bad_header]);
-        assert_eq!(errs.len(), 7, "{errs:?}");
+        let errs = errors(&[both, neither, bad_name, dup, bad_header, trailing]);
+        assert_eq!(errs.len(), 8, "{errs:?}");
+        assert!(errs.iter().any(|e| e.contains("not ending with '_'")));
         assert!(errs.iter().any(|e| e.contains("two servers are named 'A'")));
         assert!(errs.iter().any(|e| e.contains("must contain {value}")));
     }

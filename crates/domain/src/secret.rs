@@ -11,6 +11,29 @@ use std::fmt;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
+/// Secret values shorter than this are not masked: they would hide ordinary text.
+pub const MIN_MASKED_LEN: usize = 4;
+
+/// `text` with every secret value replaced by `***` (longest values first, so one that
+/// contains another is hidden whole).
+pub fn mask(text: String, values: &[String]) -> String {
+    let mut values: Vec<&String> = values
+        .iter()
+        .filter(|v| v.len() >= MIN_MASKED_LEN)
+        .collect();
+    if values.is_empty() {
+        return text;
+    }
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    let mut out = text;
+    for v in values {
+        if out.contains(v.as_str()) {
+            out = out.replace(v.as_str(), "***");
+        }
+    }
+    out
+}
+
 /// Longest secret name.
 pub const MAX_NAME: usize = 128;
 /// Largest value: an environment variable, and every sandbox command carries all of them.

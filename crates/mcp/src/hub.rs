@@ -10,7 +10,9 @@
 //!   revision send that notification only to subscribers);
 //! * a call that fails on the transport drops the connection, so the next one reconnects;
 //!   a connect that fails is answered from memory for [`RETRY_AFTER`];
-//! * header values are read from secrets only when connecting, and never logged or evented;
+//! * header values are read from secrets only when connecting, and never logged or evented:
+//!   what a server answers or fails with is masked with the secret values its headers carry
+//!   (a server may echo what it was sent), before anyone reads it;
 //! * no lock is held across a network call but the connection's own slot (one connect per
 //!   server at a time).
 
@@ -20,6 +22,7 @@ use crate::sandboxed::{self, SandboxStdio};
 use async_trait::async_trait;
 use rmcp::model::CallToolRequestParams;
 use sandbox_agents_domain::mcp::{McpHeader, McpServer};
+use sandbox_agents_domain::secret::mask as hide_secrets;
 use sandbox_agents_domain::{ProjectId, SessionId};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -34,6 +37,11 @@ pub const TOOLS_TTL: Duration = Duration::from_secs(300);
 pub const IDLE: Duration = Duration::from_secs(15 * 60);
 /// Most tools taken from one server.
 pub const MAX_TOOLS: usize = 128;
+/// Most tools read from one server's list, and most pages read for it: a server (a sandboxed
+/// one is untrusted) that keeps handing out cursors or tools is cut off there instead of
+/// growing this process's memory (each page is bounded by the transport's message limit).
+pub const MAX_LISTED: usize = 1024;
+const MAX_TOOL_PAGES: usize = 8;
 
 /// Reads the project's secrets a server's headers name.
 #[async_trait]
@@ -88,6 +96,8 @@ struct Conn {
     stale: Arc<AtomicBool>,
     tools: Mutex<Option<(Instant, Vec<rmcp::model::Tool>)>>,
     protocol: String,
+    /// The secret values its headers carry: masked in whatever it answers.
+    masks: Vec<String>,
 }
 
 #[derive(Default)]
@@ -199,18 +209,22 @@ impl McpHub {
         let (slot, conn) = self.connection(project, session, server).await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let timeout = server.timeout();
+        let hide = |text: String| hide_secrets(text, &conn.masks);
         match tokio::time::timeout(timeout, conn.service.peer().call_tool(params)).await {
             Ok(Ok(result)) => {
                 let (text, is_error) = content::to_text(&result, self.max_output);
-                Ok(Answer { text, is_error })
+                Ok(Answer {
+                    text: hide(text),
+                    is_error,
+                })
             }
             Ok(Err(rmcp::ServiceError::McpError(e))) => Ok(Answer {
-                text: format!("the server refused the call: {}", e.message),
+                text: hide(format!("the server refused the call: {}", e.message)),
                 is_error: true,
             }),
             Ok(Err(e)) => {
                 drop_conn(&slot, &conn).await;
-                Err(format!("the call failed: {e}"))
+                Err(hide(format!("the call failed: {e}")))
             }
             Err(_) => Err(format!(
                 "the server did not answer within {} s",
@@ -230,7 +244,8 @@ impl McpHub {
             .url
             .as_deref()
             .ok_or("the server runs in the sandbox")?;
-        let headers = self.headers(project, server).await?;
+        let (headers, masks) = self.headers(project, server).await?;
+        let hide = |text: String| hide_secrets(text, &masks);
         let service = remote::connect(
             &self.http,
             url,
@@ -238,17 +253,19 @@ impl McpHub {
             self.allow_private,
             Arc::new(AtomicBool::new(false)),
         )
-        .await?;
+        .await
+        .map_err(hide)?;
         let protocol = service
             .peer()
             .peer_info()
             .map(|i| i.protocol_version.to_string())
             .unwrap_or_default();
-        let listed = tokio::time::timeout(server.timeout(), service.peer().list_all_tools()).await;
+        let listed =
+            tokio::time::timeout(server.timeout(), list_tools_bounded(service.peer())).await;
         let _ = service.cancel().await;
         let tools = match listed {
             Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Err(format!("listing its tools failed: {e}")),
+            Ok(Err(e)) => return Err(hide(format!("listing its tools failed: {e}"))),
             Err(_) => {
                 return Err(format!(
                     "listing its tools took more than {} s",
@@ -311,14 +328,18 @@ impl McpHub {
             }
         }
         conn.stale.store(false, Ordering::Release);
-        match tokio::time::timeout(server.timeout(), conn.service.peer().list_all_tools()).await {
+        match tokio::time::timeout(server.timeout(), list_tools_bounded(conn.service.peer())).await
+        {
             Ok(Ok(tools)) => {
                 *conn.tools.lock().unwrap() = Some((Instant::now(), tools.clone()));
                 Ok(tools)
             }
             Ok(Err(e)) => {
                 drop_conn(&slot, &conn).await;
-                Err(format!("listing its tools failed: {e}"))
+                Err(hide_secrets(
+                    format!("listing its tools failed: {e}"),
+                    &conn.masks,
+                ))
             }
             Err(_) => Err(format!(
                 "listing its tools took more than {} s",
@@ -357,9 +378,11 @@ impl McpHub {
         }
         let stale = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
+        let mut masks = Vec::new();
         let connected = match (&server.url, &server.command) {
             (Some(url), _) => match self.headers(project, server).await {
-                Ok(headers) => {
+                Ok((headers, values)) => {
+                    masks = values;
                     remote::connect(&self.http, url, headers, self.allow_private, stale.clone())
                         .await
                 }
@@ -383,6 +406,7 @@ impl McpHub {
                 s
             }
             Err(e) => {
+                let e = hide_secrets(e, &masks);
                 *slot.failed.lock().unwrap() = Some((Instant::now(), e.clone()));
                 return Err(e);
             }
@@ -398,18 +422,19 @@ impl McpHub {
             stale,
             tools: Mutex::new(None),
             protocol,
+            masks,
         });
         *held = Some(conn.clone());
         drop(held);
         Ok((slot, conn))
     }
 
-    /// The server's headers, with secrets read now.
+    /// The server's headers, with secrets read now, and the secret values they carry.
     async fn headers(
         &self,
         project: ProjectId,
         server: &McpServer,
-    ) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+    ) -> Result<(HashMap<http::HeaderName, http::HeaderValue>, Vec<String>), String> {
         let names: Vec<String> = server.secrets().map(str::to_owned).collect();
         let values = if names.is_empty() {
             BTreeMap::new()
@@ -434,8 +459,28 @@ impl McpHub {
             value.set_sensitive(true);
             out.insert(name, value);
         }
-        Ok(out)
+        Ok((out, values.into_values().collect()))
     }
+}
+
+/// The server's tools, page after page, up to [`MAX_LISTED`] tools or [`MAX_TOOL_PAGES`]
+/// pages, whichever comes first.
+async fn list_tools_bounded(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+) -> Result<Vec<rmcp::model::Tool>, rmcp::ServiceError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer.list_tools(Some(params)).await?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() || tools.len() >= MAX_LISTED {
+            break;
+        }
+    }
+    tools.truncate(MAX_LISTED);
+    Ok(tools)
 }
 
 /// Forgets `conn` if it is still the slot's.

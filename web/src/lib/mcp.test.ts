@@ -10,9 +10,9 @@ describe('MCP names', () => {
     for (const k of ['shell', 'mcp__', 'mcp__gh__', 'mcp__bad name', 'MCP__gh']) expect(parseMcpKey(k)).toBeNull();
   });
 
-  it('takes server names as the server does: 1 to 24 of [A-Za-z0-9_-], without __', () => {
+  it('takes server names as the server does: 1 to 24 of [A-Za-z0-9_-], without __, not ending with _', () => {
     expect(['gh', 'a-b_c', 'x'.repeat(24)].every(isMcpServerName)).toBe(true);
-    expect(['', 'a__b', 'x'.repeat(25), 'a b', 'é'].some(isMcpServerName)).toBe(false);
+    expect(['', 'a__b', 'gh_', 'x'.repeat(25), 'a b', 'é'].some(isMcpServerName)).toBe(false);
   });
 
   it('finds the tools permission keys name for a server, once each', () => {

@@ -1,13 +1,13 @@
 // The names MCP tools go by, as the server gives them to the model (domain/src/mcp.rs):
 // `mcp__<server>__<tool>`, and `mcp__<server>` for every tool of a server in permissions.
-// A server's name never holds `__`, so the first `__` after the prefix ends it.
+// A server's name never holds `__` nor ends with `_`, so the first `__` after the prefix ends it.
 
 export const MCP_PREFIX = 'mcp__';
-/** A server's name: 1 to 24 ASCII letters, digits, `_` or `-`, without `__`. */
+/** A server's name: 1 to 24 ASCII letters, digits, `_` or `-`, without `__`, not ending with `_`. */
 export const MCP_SERVER_NAME_RE = /^[A-Za-z0-9_-]{1,24}$/;
 
 export function isMcpServerName(name: string): boolean {
-  return MCP_SERVER_NAME_RE.test(name) && !name.includes('__');
+  return MCP_SERVER_NAME_RE.test(name) && !name.includes('__') && !name.endsWith('_');
 }
 
 /** The permission key of every tool of a server. */

@@ -57,7 +57,8 @@ async fn an_agent_uses_a_current_and_a_legacy_server_in_one_turn_with_credential
             .reply_text("Both servers answered."),
         Rule::when()
             .reply_tool_call("mcp__tools__add", json!({"a": 2, "b": 3}))
-            .tool_call("mcp__old__add", json!({"a": 4, "b": 5})),
+            .tool_call("mcp__old__add", json!({"a": 4, "b": 5}))
+            .tool_call("mcp__tools__authorization", json!({})),
     ]));
     let plane = MemoryBackend::new("mcp");
     let app = app_on(&fake, &plane, true).await;
@@ -89,16 +90,25 @@ async fn an_agent_uses_a_current_and_a_legacy_server_in_one_turn_with_credential
 
     let uses = of_type(&evs, "agent.tool_use");
     let servers: Vec<&Value> = uses.iter().map(|e| &e["payload"]["mcp_server"]).collect();
-    assert_eq!(servers, [&json!("tools"), &json!("old")]);
+    assert_eq!(servers, [&json!("tools"), &json!("old"), &json!("tools")]);
     let results = of_type(&evs, "agent.tool_result");
     let outputs: Vec<(&Value, &Value)> = results
         .iter()
         .map(|e| (&e["payload"]["mcp_server"], &e["payload"]["output"]))
         .collect();
+    // A server that echoes its credentials has them masked before the model or the log
+    // reads its answer.
     assert_eq!(
         outputs,
-        [(&json!("tools"), &json!("5")), (&json!("old"), &json!("9"))]
+        [
+            (&json!("tools"), &json!("5")),
+            (&json!("old"), &json!("9")),
+            (&json!("tools"), &json!("sent: Bearer ***"))
+        ]
     );
+    let asked = serde_json::to_string(&fake.requests().iter().map(|r| &r.body).collect::<Vec<_>>())
+        .unwrap();
+    assert!(!asked.contains(TOKEN), "the token never reaches the model");
     assert!(of_type(&evs, "agent.mcp_server_error").is_empty());
 
     let mut offered = tool_names(&fake);
@@ -109,6 +119,7 @@ async fn an_agent_uses_a_current_and_a_legacy_server_in_one_turn_with_credential
         [
             "mcp__old__add",
             "mcp__tools__add",
+            "mcp__tools__authorization",
             "mcp__tools__environment",
             "mcp__tools__fail",
             "mcp__tools__grow",

@@ -149,6 +149,7 @@ async fn an_agent_uses_a_remote_and_a_sandboxed_server_in_one_turn() {
             "mcp__local__grow",
             "mcp__local__sleep",
             "mcp__remote__add",
+            "mcp__remote__authorization",
             "mcp__remote__environment",
             "mcp__remote__fail",
             "mcp__remote__grow",

@@ -76,7 +76,7 @@ describe('the MCP servers tab', () => {
     await userEvent.type(within(row).getByLabelText('Name'), 'bad__name');
     await userEvent.type(within(row).getByLabelText('URL'), 'example.com');
     await userEvent.click(screen.getByTestId('mcp-save'));
-    expect(await within(row).findByText('1 to 24 letters, digits, _ or -, without __.')).toBeInTheDocument();
+    expect(await within(row).findByText('1 to 24 letters, digits, _ or -, without __, not ending with _.')).toBeInTheDocument();
     expect(within(row).getByText(/An http:\/\/ or https:\/\/ address/)).toBeInTheDocument();
     expect(bodies).toEqual([]);
     await userEvent.clear(within(row).getByLabelText('Name'));

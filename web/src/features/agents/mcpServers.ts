@@ -129,7 +129,7 @@ export function mcpServerErrors(rows: McpServerRow[]): Record<string, string> {
   rows.forEach((r, i) => {
     const k = (f: string) => `mcp_servers.${i}.${f}`;
     const name = r.name.trim();
-    if (!isMcpServerName(name)) e[k('name')] = '1 to 24 letters, digits, _ or -, without __.';
+    if (!isMcpServerName(name)) e[k('name')] = '1 to 24 letters, digits, _ or -, without __, not ending with _.';
     else if (names.has(name.toLowerCase())) e[k('name')] = 'Another server has this name.';
     names.add(name.toLowerCase());
     if (r.kind === 'remote') {
