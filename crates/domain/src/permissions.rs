@@ -33,8 +33,8 @@ pub enum PermissionMode {
 pub struct Permission {
     pub mode: PermissionMode,
     /// `shell` under `ask` only: commands that run without asking when they start with one of
-    /// these (at a word boundary) and neither chain nor substitute nor redirect (no `;`,
-    /// `&`, `|`, `` ` ``, `$(`, `<`, `>` or newline: such a command always asks). A prefix
+    /// these (at a word boundary) and neither chain, substitute, expand nor redirect (no
+    /// `;`, `&`, `|`, `` ` ``, `$`, `\`, `<`, `>` or newline: such a command always asks). A prefix
     /// vouches for every argument after it: give none that can run other programs (`find
     /// -exec`, `git -c`, git commands that run hooks). At most 100, each 1 to 200 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -119,9 +119,11 @@ pub fn decide(p: Option<&Permission>, tool: &str, arguments: &str) -> Permission
 }
 
 /// Whether `command` runs without asking under `prefix`: it starts with the prefix at a word
-/// boundary and does nothing a prefix cannot vouch for (chain, substitute, redirect).
+/// boundary and does nothing a prefix cannot vouch for (chain, substitute, redirect, expand).
+/// Every `$` and `\` asks: where `/bin/sh` is bash, expansions such as `${x@P}` or an array
+/// subscript run commands without any `$(`, and escapes hide what the words are.
 pub fn prefix_allows(prefix: &str, command: &str) -> bool {
-    const UNSAFE: &[&str] = &[";", "&", "|", "`", "$(", "<", ">", "\n", "\r"];
+    const UNSAFE: &[&str] = &[";", "&", "|", "`", "$", "\\", "<", ">", "\n", "\r"];
     let command = command.trim_start();
     let Some(rest) = command.strip_prefix(prefix) else {
         return false;
@@ -296,6 +298,9 @@ mod tests {
             "ls | sh",
             "ls `rm x`",
             "ls $(rm x)",
+            "ls ${x=\\$\\(id\\)} ${x@P}",
+            "ls $HOME",
+            "ls \\$\\(id\\)",
             "ls > /etc/passwd",
             "ls\nrm x",
             "git statusx",

@@ -28,7 +28,7 @@ function PrefixesEditor({ prefixes, onChange, errors }: { prefixes: string[]; on
   return (
     <Input.Wrapper
       label="Commands that run without asking"
-      description="A command that starts with one of these (at a word boundary: “git status” covers “git status -s”, not “git statusx”) runs without asking, unless it chains, substitutes or redirects (; & | ` $( < > or a newline): such a command always asks."
+      description="A command that starts with one of these (at a word boundary: “git status” covers “git status -s”, not “git statusx”) runs without asking, unless it chains, substitutes, expands or redirects (; & | ` $ \ < > or a newline): such a command always asks."
       error={errors['permissions.shell.allow_prefixes']}
       mt="xs"
       data-testid="shell-prefixes"
