@@ -13,6 +13,8 @@ pub const MAX_MESSAGE_CHARS: usize = 100_000;
 /// Most characters of a cron expression and of a time zone's name.
 pub const MAX_CRON_CHARS: usize = 200;
 pub const MAX_TIMEZONE_CHARS: usize = 64;
+/// Most schedules of one agent: each is scanned every second and writes a row per due time.
+pub const MAX_SCHEDULES_PER_AGENT: usize = 100;
 
 /// What a schedule does with due times it missed while no server ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -6,6 +6,9 @@
 //! Rules:
 //! * a schedule's agent is not archived when it is created (422), and a continued session is
 //!   one of that agent's (422 naming `session` otherwise);
+//! * an agent has at most [`MAX_SCHEDULES_PER_AGENT`] (a 422 at create; creates of one agent
+//!   take turns on its row, so the count holds);
+//! * an archived agent's schedules do not fire (`claim_due`) until it is unarchived;
 //! * `next_fire_at` is computed from now whenever the expression, the zone or `paused`
 //!   changes: an edit never fires what fell due before it.
 
@@ -20,7 +23,7 @@ use sandbox_agents_domain::agent::{AgentRecord, AgentRef};
 use sandbox_agents_domain::agent_version::ChangedBy;
 use sandbox_agents_domain::schedule::{
     Schedule, ScheduleCreate, ScheduleFire, SchedulePatch, MAX_CRON_CHARS, MAX_MESSAGE_CHARS,
-    MAX_TIMEZONE_CHARS,
+    MAX_SCHEDULES_PER_AGENT, MAX_TIMEZONE_CHARS,
 };
 use sandbox_agents_domain::{Patch, ProjectId, SessionId, Violations};
 use sandbox_agents_errors::{Result, ServiceError};
@@ -153,7 +156,21 @@ impl Schedules {
             busy: body.busy,
             next_fire_at: next_from_now(&when, body.paused),
         };
-        let row = schedules::insert(&self.db, project, agent.id, session, &fields, by).await?;
+        let mut tx = self.db.begin().await?;
+        let count = schedules::count_locking_agent(&mut tx, agent.id).await?;
+        if count >= MAX_SCHEDULES_PER_AGENT as i64 {
+            return Err(ServiceError::Validation(vec![sandbox_agents_domain::FieldError {
+                kind: "value_error".into(),
+                loc: vec!["path".into(), "ref".into()],
+                msg: format!(
+                    "agent '{}' has {count} schedules, the most an agent has ({MAX_SCHEDULES_PER_AGENT}): delete one first",
+                    agent.slug
+                ),
+                input: Value::from(r),
+            }]));
+        }
+        let row = schedules::insert(&mut *tx, project, agent.id, session, &fields, by).await?;
+        tx.commit().await?;
         tracing::info!(schedule.id = %row.id, next = ?row.next_fire_at, "schedule created");
         Ok(row.to_wire())
     }

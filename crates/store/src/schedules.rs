@@ -168,6 +168,21 @@ pub async fn get(
     .ok_or(Error::NotFound)
 }
 
+/// How many schedules the agent has, with the agent's row locked until the transaction ends:
+/// creates of one agent's schedules take turns, so a count checked here holds at the insert.
+pub async fn count_locking_agent(tx: &mut sqlx::PgConnection, agent: AgentId) -> Result<i64> {
+    sqlx::query!("select id from agents where id = $1 for update", agent.0)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound)?;
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from schedules where agent_id = $1"#,
+        agent.0
+    )
+    .fetch_one(&mut *tx)
+    .await?)
+}
+
 /// The agent's schedules, oldest first.
 pub async fn list(
     db: impl PgExecutor<'_>,
@@ -259,7 +274,9 @@ pub async fn delete(
 }
 
 /// Up to `limit` schedules due by now but those in `done`, each locked for this
-/// transaction; those another process holds are skipped (it fires them).
+/// transaction; those another process holds are skipped (it fires them). An archived agent's
+/// schedules are not due: they wait (and what falls due meanwhile is missed, by their
+/// policy) until it is unarchived.
 pub async fn claim_due(
     tx: &mut sqlx::PgConnection,
     limit: i64,
@@ -268,7 +285,9 @@ pub async fn claim_due(
     Ok(schedule_query!(
         "select ",
         " from schedules where not paused and next_fire_at <= now() and id <> all($2)
-         order by next_fire_at limit $1 for update skip locked",
+           and not exists (select 1 from agents a
+                           where a.id = schedules.agent_id and a.archived_at is not null)
+         order by next_fire_at limit $1 for update of schedules skip locked",
         limit,
         done,
     )

@@ -145,7 +145,8 @@ async fn set_archived(
 /// Archive an agent
 ///
 /// Soft delete: sets `archived_at`; the agent drops out of the default listing and new
-/// sessions of it are refused (409), while existing sessions go on. `version` is unchanged.
+/// sessions of it are refused (409), while existing sessions go on; its schedules do not fire
+/// until it is unarchived (what falls due meanwhile is missed). `version` is unchanged.
 /// Archiving an archived agent keeps its first `archived_at`.
 #[utoipa::path(post, path = "/api/agents/{ref}/archive", operation_id = "archive_agent", tag = "agents",
     params(("ref" = String, Path, description = "The agent's id or slug")),

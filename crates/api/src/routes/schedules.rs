@@ -30,12 +30,13 @@ pub struct FiresQuery {
 /// Fired once per due time whatever the number of server processes; missed due times (no
 /// server ran) are skipped or run once (`missed`); a continued session that is busy skips the
 /// fire or waits for it until the next due time (`busy`). An expression or zone that does not
-/// parse is a 422 naming it, and so is an archived agent (`ref`).
+/// parse is a 422 naming it, and so is an archived agent (`ref`) or one that has 100
+/// schedules already (`ref`: the most an agent has).
 #[utoipa::path(post, path = "/api/agents/{ref}/schedules", operation_id = "create_schedule", tag = "schedules",
     request_body = ScheduleCreate,
     params(("ref" = String, Path, description = "The agent's id or slug")),
     responses((status = 201, body = Schedule), (status = 404, description = "No such agent"),
-              (status = 422, description = "The body is invalid, or the agent is archived")))]
+              (status = 422, description = "The body is invalid, or the agent is archived or has 100 schedules")))]
 #[tracing::instrument(skip_all, fields(agent.r#ref = %r))]
 pub async fn create(
     State(st): State<AppState>,

@@ -1,7 +1,8 @@
 //! Schedules: created, listed, paused and removed through the API with 422s that name the
 //! field; fired once per due time with two server processes claiming the same schedules
 //! (a new session per fire, its message the first prompt); a continued session gets a turn
-//! per fire and a busy one skips it; missed due times after downtime are skipped or run once.
+//! per fire and a busy one skips it; missed due times after downtime are skipped or run once;
+//! an agent's schedules are bounded, and an archived agent's wait.
 
 use sandbox_agents_fake_model::{FakeModel, Rule, Script};
 use sandbox_agents_sandbox::memory::MemoryBackend;
@@ -288,8 +289,13 @@ async fn missed_due_times_after_downtime_are_skipped_or_run_once() {
         assert_eq!(status, 201, "{s}");
         ids.push(s["id"].as_str().unwrap().to_owned());
     }
-    // As if no server had run for three hours past their due time.
-    sqlx::query("update schedules set next_fire_at = now() - interval '3 hours 10 minutes'")
+    // As if no server had run since a due time between hours, two and a half hours before
+    // this hour began: the three hours' tops since then are due too, 4 in all, whatever the
+    // minute this runs at (an offset from now would count one more in an hour's first
+    // minutes).
+    sqlx::query(
+        "update schedules set next_fire_at = date_trunc('hour', now()) - interval '2 hours 30 minutes'",
+    )
         .execute(&app.db)
         .await
         .unwrap();
@@ -367,4 +373,60 @@ async fn a_fire_that_waits_for_a_busy_session_starts_once_it_is_idle() {
         "after the busy turn ended"
     );
     assert_eq!(fires(&app, "patient", &id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_agent_has_at_most_its_schedules_and_an_archived_ones_wait() {
+    use sandbox_agents_domain::schedule::MAX_SCHEDULES_PER_AGENT as MAX;
+    let fake = model();
+    let app = app_on(&fake, &MemoryBackend::new("schedules-bounds")).await;
+    app.create_agent("crowded", json!({})).await;
+    // Creates racing for the last places: the count holds, since creates of one agent take
+    // turns on its row.
+    let body = json!({"cron": "0 9 * * *", "timezone": "UTC", "message": "m", "paused": true});
+    let answers = futures::future::join_all(
+        (0..MAX + 5).map(|_| app.post_json("/api/agents/crowded/schedules", body.clone())),
+    )
+    .await;
+    assert_eq!(answers.iter().filter(|(s, _)| *s == 201).count(), MAX);
+    for (status, b) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(*status, 422, "{b}");
+        assert_eq!(b["detail"][0]["loc"], json!(["path", "ref"]), "{b}");
+        let msg = b["detail"][0]["msg"].as_str().unwrap();
+        assert!(msg.contains("the most an agent has"), "{msg}");
+    }
+    let (_, list) = app.get_json("/api/agents/crowded/schedules").await;
+    assert_eq!(list.as_array().unwrap().len(), MAX);
+
+    // An archived agent's due schedule waits; unarchived, it fires.
+    app.create_agent("shelved", json!({})).await;
+    let (status, s) = app
+        .post_json(
+            "/api/agents/shelved/schedules",
+            json!({"cron": "0 * * * *", "timezone": "UTC", "message": "hourly"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{s}");
+    let id = s["id"].as_str().unwrap().to_owned();
+    sqlx::query(
+        "update schedules set next_fire_at = now() - interval '10 seconds' where id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let (status, _) = app
+        .post_json("/api/agents/shelved/archive", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    app.schedules.fire_due().await.unwrap();
+    assert_eq!(fires(&app, "shelved", &id).await, Vec::<Value>::new());
+    let (status, _) = app
+        .post_json("/api/agents/shelved/unarchive", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    app.schedules.fire_due().await.unwrap();
+    let fired = fires(&app, "shelved", &id).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0]["status"], "started", "{fired:?}");
 }
