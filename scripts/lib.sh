@@ -106,7 +106,12 @@ ensure_rust() {
 ensure_nextest() {
   cargo nextest --version >/dev/null 2>&1 && return
   log "installing cargo-nextest (crates.io; a few minutes, once per machine)"
-  cargo install cargo-nextest --locked --quiet
+  # Without self-update (it could not reach get.nexte.st from here anyway): fewer crates to
+  # build on a fresh machine, and the feature set nextest's docs recommend for CI builds. At
+  # opt-level 1: a runner spends its time waiting on tests, and a fresh CI machine builds it
+  # first, on the clock.
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+    cargo install cargo-nextest --locked --no-default-features --features default-no-update --quiet
 }
 
 # ---- Node, Chromium and the web UI -----------------------------------------------------------
