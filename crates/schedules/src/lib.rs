@@ -42,6 +42,16 @@ pub struct Schedules {
     runs: Runs,
 }
 
+/// A 422 about the agent the path's `ref` names.
+fn at_ref(r: &str, msg: String) -> ServiceError {
+    ServiceError::Validation(vec![sandbox_agents_domain::FieldError {
+        kind: "value_error".into(),
+        loc: vec!["path".into(), "ref".into()],
+        msg,
+        input: Value::from(r),
+    }])
+}
+
 fn no_schedule(id: &str) -> ServiceError {
     ServiceError::NotFound(format!("schedule '{id}' not found for this agent"))
 }
@@ -117,15 +127,13 @@ impl Schedules {
     ) -> Result<Schedule> {
         let agent = self.agent(project, r).await?;
         if agent.archived_at.is_some() {
-            return Err(ServiceError::Validation(vec![sandbox_agents_domain::FieldError {
-                kind: "value_error".into(),
-                loc: vec!["path".into(), "ref".into()],
-                msg: format!(
+            return Err(at_ref(
+                r,
+                format!(
                     "agent '{}' is archived; a schedule of it would start nothing: unarchive it first",
                     agent.slug
                 ),
-                input: Value::from(r),
-            }]));
+            ));
         }
         let when = check(&body.name, &body.cron, &body.timezone, &body.message)?;
         let mut v = Violations::new();
@@ -159,15 +167,13 @@ impl Schedules {
         let mut tx = self.db.begin().await?;
         let count = schedules::count_locking_agent(&mut tx, agent.id).await?;
         if count >= MAX_SCHEDULES_PER_AGENT as i64 {
-            return Err(ServiceError::Validation(vec![sandbox_agents_domain::FieldError {
-                kind: "value_error".into(),
-                loc: vec!["path".into(), "ref".into()],
-                msg: format!(
+            return Err(at_ref(
+                r,
+                format!(
                     "agent '{}' has {count} schedules, the most an agent has ({MAX_SCHEDULES_PER_AGENT}): delete one first",
                     agent.slug
                 ),
-                input: Value::from(r),
-            }]));
+            ));
         }
         let row = schedules::insert(&mut *tx, project, agent.id, session, &fields, by).await?;
         tx.commit().await?;
