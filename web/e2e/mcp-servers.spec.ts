@@ -92,13 +92,14 @@ test('MCP servers are added on their tab and show what the control plane finds',
   await card(page, 'calc').getByRole('button', { name: 'Remove header Authorization' }).click();
 
   await page.getByTestId('mcp-save').click();
-  await expect(page.getByText('No MCP servers')).toHaveCount(0);
-  const saved = (await api('GET', `/api/agents/${AGENT}`)) as { version: number; mcp_servers: { name: string; url: string }[] };
-  expect(saved.mcp_servers.map((s) => [s.name, s.url])).toEqual([
+  // The cards stand before the save answers: wait for the save itself, not for the page.
+  type Saved = { version: number; mcp_servers: { name: string; url: string }[] };
+  const saved = async () => (await api('GET', `/api/agents/${AGENT}`)) as Saved;
+  await expect.poll(async () => (await saved()).mcp_servers.map((s) => [s.name, s.url])).toEqual([
     ['calc', mcpUrl],
     ['gone', 'http://127.0.0.1:9/mcp'],
   ]);
-  expect(saved.version).toBe(2);
+  expect((await saved()).version).toBe(2);
 
   // The real server: its protocol, and every tool by the name the model calls it.
   const calc = card(page, 'calc');
